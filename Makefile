@@ -1,0 +1,58 @@
+# attnlab: `make all` regenerates what is stale, `make test` runs ruff and the tests.
+# Both build .venv first when it is missing or older than pyproject.toml.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+CORE := attnlab/attention.py attnlab/softmax_stats.py attnlab/parallel.py attnlab/cli.py attnlab/io.py
+STATICS := $(CORE) attnlab/sampling.py attnlab/statics.py
+
+STATIC_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv results/03_jacobian_norm.csv
+CSVS := $(STATIC_CSVS)
+FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
+
+.PHONY: all test lint clean venv reproduce
+.DELETE_ON_ERROR:
+
+all: $(CSVS) $(FIGURES) results/REPORT.md
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+results/01_logit_variance.csv: experiments/01_logit_variance.py $(STATICS) | $(STAMP)
+	$(PY) $<
+
+results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(STATICS) | $(STAMP)
+	$(PY) $<
+
+results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(STATICS) | $(STAMP)
+	$(PY) $<
+
+figures/fig1_saturation.png figures/fig2_jacobian_norm.png &: experiments/plot_figures.py attnlab/plotting.py $(STATIC_CSVS) | $(STAMP)
+	$(PY) experiments/plot_figures.py --only statics
+
+results/REPORT.md: experiments/make_report.py attnlab/report.py attnlab/claims.py $(CSVS) | $(STAMP)
+	$(PY) experiments/make_report.py
+
+# Regenerate every result from scratch, even where make thinks it is up to date.
+reproduce: $(STAMP)
+	touch experiments/*.py
+	$(MAKE) all
+
+lint: $(STAMP)
+	$(PY) -m ruff check attnlab experiments tests
+	$(PY) -m ruff format --check attnlab experiments tests
+
+test: lint
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .hypothesis *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,182 @@
+"""Shared command-line conventions of the experiment scripts.
+
+Every script in ``experiments/`` is ``main = cli.entry_point(build_parser, run)``: flags are
+parsed and validated *before* any computation, and bad input ends the process with one line
+on stderr that names the flag, exit status 2, no traceback and no file written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+from tqdm.auto import tqdm
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path("results")
+FIGURES_DIR = Path("figures")
+
+
+class UsageError(Exception):
+    """Bad input detected after parsing (e.g. an output path that cannot be written)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are a single line and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer ``>= minimum``."""
+
+    def parse(text: str) -> int:
+        value = _parse_int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is not >= {minimum}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+positive_int = int_at_least(1)
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite float ``> 0``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"{value} is not a finite number > 0")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    """An argparse type: a float in [0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not in [0, 1)")
+    return value
+
+
+def new_parser(description: str) -> OneLineParser:
+    """A parser with the script's docstring as description and defaults shown in --help."""
+    return OneLineParser(
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+
+
+def add_common_flags(parser: argparse.ArgumentParser, default_out: Path) -> None:
+    """``--seed``, ``--out`` and ``--quiet``, shared by the single-CSV experiments."""
+    parser.add_argument("--seed", type=int_at_least(0), default=0, help="root PRNG seed")
+    parser.add_argument("--out", type=Path, default=default_out, help="output CSV path")
+    add_quiet_flag(parser)
+
+
+def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+
+
+def check_writable(path: Path, flag: str) -> Path:
+    """Fail with a UsageError naming ``flag`` unless a file can be created at ``path``."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.exists() and path.is_dir():
+        raise UsageError(f"{flag}: {path} is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"{flag}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{flag}: directory {parent} is not writable")
+    return path
+
+
+def check_dir_writable(path: Path, flag: str) -> Path:
+    """Fail with a UsageError naming ``flag`` unless ``path`` is a writable directory."""
+    if not path.is_dir():
+        raise UsageError(f"{flag}: {path} is not an existing directory")
+    if not os.access(path, os.W_OK):
+        raise UsageError(f"{flag}: directory {path} is not writable")
+    return path
+
+
+def progress(total: int, desc: str, quiet: bool, unit: str = "it") -> tqdm:
+    """A tqdm bar on stderr; silent with ``--quiet`` or when stderr is not a terminal."""
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        disable=quiet or not sys.stderr.isatty(),
+        leave=False,
+        dynamic_ncols=True,
+    )
+
+
+def configure_jax() -> None:
+    """Persist compiled XLA programs under ``.cache/jax`` (ignored by git).
+
+    The static experiments compile one program per head width; with the cache a second
+    script or a rerun loads them instead of compiling again. Results do not depend on it.
+    """
+    import jax
+
+    cache_dir = os.environ.get("ATTNLAB_JAX_CACHE", str(REPO_ROOT / ".cache" / "jax"))
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def entry_point(
+    build_parser: Callable[[], argparse.ArgumentParser],
+    run: Callable[[argparse.Namespace], None],
+) -> Callable[[list[str] | None], int]:
+    """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2."""
+
+    def main(argv: list[str] | None = None) -> int:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        try:
+            configure_jax()
+            run(args)
+        except UsageError as err:
+            print(f"{parser.prog}: error: {err}", file=sys.stderr)
+            return 2
+        return 0
+
+    return main
+
+
+def run_table(
+    args: argparse.Namespace,
+    out: Path,
+    desc: str,
+    total: int,
+    compute: Callable[[Callable[[int], None]], object],
+) -> None:
+    """Run ``compute(progress_callback)`` under a progress bar of ``total`` units and write
+    the DataFrame it returns to ``out`` with its provenance sidecar."""
+    import time
+
+    from attnlab.io import write_result
+
+    start = time.perf_counter()
+    with progress(total, desc, args.quiet) as bar:
+        frame = compute(bar.update)
+    write_result(frame, out, vars(args), time.perf_counter() - start)

@@ -1,0 +1,137 @@
+"""Atomic CSV writes, JSON provenance sidecars, and checked CSV reads.
+
+Every CSV ``results/NAME.csv`` has a sidecar ``results/NAME.json`` recording how it was made:
+the flags, the seed, package versions, the JAX backend and devices, the git commit and the
+wall time. Files are written to a temporary name in the same directory and renamed, so an
+interrupted run never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+#: Floats are written with 8 significant digits: float32 precision, and byte-identical
+#: output for identical inputs.
+FLOAT_FORMAT = "%.8g"
+PACKAGES = ("attnlab", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "matplotlib")
+
+
+class DataError(Exception):
+    """A CSV that a downstream stage needs is missing or malformed."""
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """Write ``frame`` atomically with the suite's fixed float format."""
+    atomic_write_text(
+        path, frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
+    )
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def provenance(flags: Mapping[str, Any], wall_time_s: float) -> dict[str, Any]:
+    """The sidecar's content: flags, seed, versions, backend, devices, commit, wall time."""
+    import jax
+
+    return {
+        "flags": {k: (str(v) if isinstance(v, Path) else v) for k, v in flags.items()},
+        "seed": flags.get("seed"),
+        "versions": _versions(),
+        "jax_backend": jax.default_backend(),
+        "device_count": jax.device_count(),
+        "devices": [str(d) for d in jax.devices()],
+        "process_count": jax.process_count(),
+        "git_commit": _git_commit(),
+        "wall_time_s": round(wall_time_s, 3),
+        "platform": platform.platform(),
+    }
+
+
+def sidecar_path(csv_path: Path) -> Path:
+    """``results/NAME.csv`` -> ``results/NAME.json``."""
+    return Path(csv_path).with_suffix(".json")
+
+
+def write_sidecar(csv_path: Path, flags: Mapping[str, Any], wall_time_s: float) -> None:
+    """Write the provenance sidecar of ``csv_path`` atomically."""
+    text = json.dumps(provenance(flags, wall_time_s), indent=2, sort_keys=True) + "\n"
+    atomic_write_text(sidecar_path(csv_path), text)
+
+
+def read_csv_checked(path: Path, columns: Iterable[str], made_by: str) -> pd.DataFrame:
+    """Read a CSV that must exist and hold ``columns``; else raise a DataError naming the
+    file and ``made_by``, the command that makes it."""
+    path = Path(path)
+    hint = f"run `{made_by}` to make it"
+    if not path.is_file():
+        raise DataError(f"{path} is missing; {hint}")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise DataError(f"{path} is malformed ({err}); {hint}") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path} lacks columns {', '.join(missing)}; {hint}")
+    if frame.empty:
+        raise DataError(f"{path} has no rows; {hint}")
+    return frame
+
+
+def write_result(
+    frame: pd.DataFrame, csv_path: Path, flags: Mapping[str, Any], wall_time_s: float
+) -> None:
+    """Write a result CSV and its provenance sidecar, each atomically."""
+    write_csv(frame, csv_path)
+    write_sidecar(csv_path, flags, wall_time_s)

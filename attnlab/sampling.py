@@ -1,0 +1,161 @@
+"""Monte-Carlo drivers for the static measurements (experiments 01-03).
+
+The article's model: a query ``q`` and keys ``k_1 .. k_n`` with independent standard normal
+entries in ``d_k`` dimensions. Two samplers draw the unscaled logits ``z_i = q . k_i``:
+
+* ``direct`` (the article's method) draws ``q`` and ``K`` and forms ``K q``: O(n d_k).
+* ``exact`` draws from the exact law of the logits given ``q``: conditionally on ``q`` they
+  are i.i.d. ``N(0, |q|^2)`` with ``|q|^2 ~ chi^2(d_k)``, so ``z_i = |q| g_i`` with
+  ``g_i ~ N(0, 1)``: O(n) per trial whatever ``d_k``.
+
+Both variants of attention are evaluated on the *same* draws (common random numbers), as in
+the article: scaled attention sees ``z / sqrt(d_k)``, unscaled attention sees ``z``.
+
+Trial ``t`` at head width ``d_k`` uses the key ``fold_in(fold_in(seed_key, d_k), t)``, so a
+result depends on the seed, ``d_k`` and the trial count only, never on chunking or on the
+number of devices. Random numbers are generated with threefry's non-partitionable layout,
+which is twice as fast on CPU; partitioning one large random array is what that layout
+cannot do, and we never need it because every trial draws from its own key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnlab.attention import masked_softmax
+from attnlab.parallel import chunked_map
+from attnlab.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
+
+Sampler = Literal["direct", "exact"]
+SAMPLERS: tuple[str, ...] = ("direct", "exact")
+
+#: Variants of the static experiments and the logit multiplier each applies to ``q . k``
+#: (a function of d_k, which may be a traced scalar).
+VARIANT_SCALES: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "scaled": lambda d_k: 1.0 / jnp.sqrt(d_k),
+    "unscaled": lambda d_k: jnp.ones_like(d_k),
+}
+
+#: Elements of the largest intermediate (``chunk * n_keys * d_k``) per compiled call:
+#: 2**23 float32 = 32 MiB, which keeps peak memory far below 2 GB at any d_k.
+CHUNK_ELEMENTS = 2**23
+
+
+def trial_keys(key: jax.Array, d_k: int, trials: int) -> jax.Array:
+    """One PRNG key per trial: ``fold_in(fold_in(key, d_k), t)`` for ``t < trials``."""
+    per_dk = jax.random.fold_in(key, d_k)
+    return jax.vmap(lambda t: jax.random.fold_in(per_dk, t))(jnp.arange(trials))
+
+
+def chunk_for(elements_per_item: int) -> int:
+    """Items per compiled call so that one call touches about ``CHUNK_ELEMENTS`` numbers."""
+    return max(1, CHUNK_ELEMENTS // max(1, elements_per_item))
+
+
+def direct_logits(key: jax.Array, d_k: int, n_keys: int) -> jax.Array:
+    """Unscaled logits ``K q`` for ``q ~ N(0, I_dk)`` and ``n_keys`` rows ``k_i ~ N(0, I_dk)``."""
+    kq, kk = jax.random.split(key)
+    q = jax.random.normal(kq, (d_k,))
+    keys = jax.random.normal(kk, (n_keys, d_k))
+    return keys @ q
+
+
+def exact_logits(key: jax.Array, d_k: int | jax.Array, n_keys: int) -> jax.Array:
+    """Unscaled logits drawn from their exact law: ``|q| g`` with ``|q|^2 ~ chi^2(d_k)``.
+
+    ``d_k`` may be traced, so one compiled program serves every head width.
+    """
+    kr, kg = jax.random.split(key)
+    norm_q = jnp.sqrt(jax.random.chisquare(kr, d_k))
+    return norm_q * jax.random.normal(kg, (n_keys,))
+
+
+LOGIT_SAMPLERS: dict[str, Callable[[jax.Array, int, int], jax.Array]] = {
+    "direct": direct_logits,
+    "exact": exact_logits,
+}
+
+
+def _map_trials(fn: Callable, items, elements_per_item: int, on_chunk) -> np.ndarray:
+    with jax.threefry_partitionable(False):
+        return chunked_map(fn, items, chunk_for(elements_per_item), on_chunk)
+
+
+def dot_product_samples(
+    key: jax.Array, d_k: int, samples: int, on_chunk: Callable[[int], None] | None = None
+) -> np.ndarray:
+    """``samples`` independent products ``q . k`` of standard normal vectors (experiment 01)."""
+
+    def one(k: jax.Array) -> jax.Array:
+        return direct_logits(k, d_k, 1)[0]
+
+    return _map_trials(one, trial_keys(key, d_k, samples), 2 * d_k, on_chunk)
+
+
+@dataclass(frozen=True)
+class RowStatistics:
+    """Per-trial statistics of softmax rows, each ``[variants, trials]`` float32."""
+
+    variants: tuple[str, ...]
+    max_weight: np.ndarray
+    entropy: np.ndarray
+    jacobian_fro: np.ndarray
+
+
+def softmax_row_statistics(
+    key: jax.Array,
+    d_k: int,
+    n_keys: int,
+    trials: int,
+    sampler: Sampler = "direct",
+    variants: Sequence[str] = tuple(VARIANT_SCALES),
+    on_chunk: Callable[[int], None] | None = None,
+) -> RowStatistics:
+    """Max weight, entropy and Jacobian norm of ``softmax(c z)`` for each variant's ``c``.
+
+    Every trial draws one row of ``n_keys`` unscaled logits with ``sampler`` and evaluates
+    all variants on it.
+    """
+    draw = LOGIT_SAMPLERS[sampler]
+    exact = sampler == "exact"
+
+    def one(item: tuple[jax.Array, jax.Array]) -> jax.Array:
+        key, width = item  # width is d_k as a traced float: one program for all d_k if exact
+        z = draw(key, width if exact else d_k, n_keys)
+        scales = jnp.stack([VARIANT_SCALES[v](width) for v in variants])
+        p = masked_softmax(scales[:, None] * z[None, :])
+        return jnp.stack([max_weight(p), entropy(p), jacobian_frobenius_norm(p)], axis=-1)
+
+    items = (trial_keys(key, d_k, trials), jnp.full((trials,), d_k, jnp.float32))
+    elements = n_keys * (1 if exact else d_k) + len(variants) * n_keys
+    stats = np.moveaxis(_map_trials(one, items, elements, on_chunk), 0, 1)  # [V, trials, 3]
+    return RowStatistics(tuple(variants), stats[..., 0], stats[..., 1], stats[..., 2])
+
+
+def mean_and_sem(x: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """Sample mean and its standard error ``s / sqrt(N)`` (``s`` with ddof=1), in float64."""
+    x = np.asarray(x, np.float64)
+    n = x.shape[axis]
+    return x.mean(axis=axis), x.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
+def std_and_se(x: np.ndarray) -> tuple[float, float]:
+    """Sample standard deviation and its standard error, in float64.
+
+    ``s = sqrt(m2)`` with central moments ``m_k = mean((x - mean x)^k)``; by the delta method
+    ``se(s) = sqrt((m4 - m2^2) / N) / (2 s)``, which uses the sample kurtosis and so holds
+    for the heavy-tailed product of two normals (excess kurtosis 6/d_k), not only for
+    Gaussian data.
+    """
+    x = np.asarray(x, np.float64)
+    centred = x - x.mean()
+    m2 = np.mean(centred**2)
+    m4 = np.mean(centred**4)
+    s = float(np.sqrt(m2))
+    return s, float(np.sqrt((m4 - m2**2) / x.size) / (2 * s))

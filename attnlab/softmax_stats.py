@@ -1,0 +1,66 @@
+"""Statistics of softmax rows: entropy, max weight, the Jacobian and its Frobenius norm.
+
+Every function takes probabilities ``p`` with shape ``[..., n]`` (rows over the last axis)
+and reduces or expands only that axis, so any number of leading batch dimensions works and
+everything is jit- and vmap-compatible.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+Array = jax.Array
+
+
+def entropy(p: ArrayLike) -> Array:
+    """Shannon entropy in nats, ``H(p) = -sum_i p_i ln p_i``, with ``0 ln 0 = 0``.
+
+    Exact zeros (masked keys, underflowed weights) contribute nothing, in value and in
+    gradient. The maximum is ``ln n`` for the uniform row.
+    """
+    p = jnp.asarray(p)
+    positive = p > 0
+    safe_p = jnp.where(positive, p, 1.0)
+    return -jnp.sum(jnp.where(positive, p * jnp.log(safe_p), 0.0), axis=-1)
+
+
+def max_weight(p: ArrayLike) -> Array:
+    """The largest weight of each row, ``max_i p_i``: 1/n when uniform, 1 when one-hot."""
+    return jnp.max(jnp.asarray(p), axis=-1)
+
+
+def softmax_jacobian(p: ArrayLike) -> Array:
+    """The softmax Jacobian ``J = dp/dz = diag(p) - p p^T``, shape ``[..., n, n]``.
+
+    ``J_ij = p_i (delta_ij - p_j)``: symmetric, rows summing to zero, every entry bounded
+    by 1/4, and the zero matrix at a one-hot ``p``.
+    """
+    p = jnp.asarray(p)
+    return jnp.eye(p.shape[-1], dtype=p.dtype) * p[..., None, :] - p[..., :, None] * p[..., None, :]
+
+
+def jacobian_frobenius_norm(p: ArrayLike) -> Array:
+    """``||diag(p) - p p^T||_F`` per row in O(n) time and memory, accurate when saturated.
+
+    Expanding the square gives the closed form ``s2 - 2 s3 + s2^2`` (``s_k = sum_i p_i^k``),
+    but it cancels catastrophically as ``max p -> 1`` (all three terms approach 1 while the
+    result approaches 0) and can even go negative in float32. Instead we sum the squared
+    entries in groups that are each a sum of non-negative terms:
+
+        ||J||_F^2 = sum_i p_i^2 (1 - p_i)^2  +  sum_i p_i^2 r_i,   r_i = sum_{j != i} p_j^2.
+
+    For ``i`` other than the row's argmax ``m``, ``r_i = s2 - p_i^2 >= s2 / 2`` because
+    ``p_m >= p_i``, so the subtraction loses at most one bit; for ``i = m`` we sum
+    ``r_m`` directly over the other entries, which is where the cancellation would be. And
+    ``1 - p_m`` is exact in floating point for ``p_m >= 1/2`` (Sterbenz lemma).
+    """
+    p = jnp.asarray(p)
+    p2 = p * p
+    is_argmax = jax.nn.one_hot(jnp.argmax(p, axis=-1), p.shape[-1], dtype=bool)
+    others_of_max = jnp.sum(jnp.where(is_argmax, 0.0, p2), axis=-1, keepdims=True)
+    s2 = jnp.sum(p2, axis=-1, keepdims=True)
+    r = jnp.where(is_argmax, others_of_max, s2 - p2)
+    diag = p2 * (1.0 - p) ** 2
+    return jnp.sqrt(jnp.sum(diag + p2 * r, axis=-1))

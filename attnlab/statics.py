@@ -1,0 +1,161 @@
+"""Experiments 01-03: the static measurements of the article, as tables.
+
+Each configuration is a frozen dataclass whose defaults are the article's settings
+(100,000 query-key pairs per d_k for 01; 256 keys and 2000 trials for 02 and 03; d_k from 1
+to 1024 in powers of two). Each ``run_*`` function returns a ``pandas.DataFrame``; the
+scripts in ``experiments/`` only parse flags and write it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+import pandas as pd
+
+from attnlab import cli
+from attnlab.sampling import (
+    SAMPLERS,
+    Sampler,
+    dot_product_samples,
+    mean_and_sem,
+    softmax_row_statistics,
+    std_and_se,
+)
+
+#: d_k = 1, 2, 4, ..., 1024: the article's sweep.
+DEFAULT_DKS: tuple[int, ...] = tuple(2**i for i in range(11))
+
+#: A callback told how many trials (or samples) have just finished.
+Progress = Callable[[int], None] | None
+
+
+@dataclass(frozen=True)
+class LogitVarianceConfig:
+    """Experiment 01: the std of ``q . k`` for standard normal ``q, k`` in ``d_k`` dims."""
+
+    dks: tuple[int, ...] = DEFAULT_DKS
+    samples: int = 100_000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SoftmaxSweepConfig:
+    """Experiments 02 and 03: softmax rows of ``n_keys`` logits, scaled and unscaled."""
+
+    dks: tuple[int, ...] = DEFAULT_DKS
+    n_keys: int = 256
+    trials: int = 2000
+    seed: int = 0
+    sampler: Sampler = "direct"
+
+
+def add_sweep_flags(parser: argparse.ArgumentParser, default_out: str) -> None:
+    """The flags of 02 and 03, with the defaults of ``SoftmaxSweepConfig``."""
+    default = SoftmaxSweepConfig()
+    parser.add_argument(
+        "--dk", type=cli.positive_int, nargs="+", default=list(default.dks), help="head widths d_k"
+    )
+    parser.add_argument(
+        "--n-keys", type=cli.int_at_least(2), default=default.n_keys, help="keys per softmax row"
+    )
+    parser.add_argument(
+        "--trials", type=cli.positive_int, default=default.trials, help="softmax rows per d_k"
+    )
+    parser.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default=default.sampler,
+        help="direct: draw q and K (the article); exact: draw the logits "
+        "from their law given |q|, O(n) per trial",
+    )
+    cli.add_common_flags(parser, cli.RESULTS_DIR / default_out)
+
+
+def sweep_config(args: argparse.Namespace) -> SoftmaxSweepConfig:
+    """The configuration the flags of ``add_sweep_flags`` describe."""
+    return SoftmaxSweepConfig(
+        dks=tuple(args.dk),
+        n_keys=args.n_keys,
+        trials=args.trials,
+        seed=args.seed,
+        sampler=args.sampler,
+    )
+
+
+def run_logit_variance(config: LogitVarianceConfig, on_progress: Progress = None) -> pd.DataFrame:
+    """One row per d_k: measured and predicted (``sqrt(d_k)``) std of ``q . k``.
+
+    Columns: ``d_k, samples, std_measured, std_se, std_predicted, rel_error, rel_error_se,
+    std_scaled, std_scaled_se``, where ``rel_error = std_measured / sqrt(d_k) - 1`` and
+    ``std_scaled`` is the std of ``q . k / sqrt(d_k)`` (1 in theory).
+    """
+    key = jax.random.key(config.seed)
+    rows = []
+    for d_k in config.dks:
+        products = dot_product_samples(key, d_k, config.samples, on_progress)
+        std, se = std_and_se(products)
+        std_scaled, se_scaled = std_and_se(products / np.sqrt(np.float32(d_k)))
+        predicted = float(np.sqrt(d_k))
+        rows.append(
+            {
+                "d_k": d_k,
+                "samples": config.samples,
+                "std_measured": std,
+                "std_se": se,
+                "std_predicted": predicted,
+                "rel_error": std / predicted - 1.0,
+                "rel_error_se": se / predicted,
+                "std_scaled": std_scaled,
+                "std_scaled_se": se_scaled,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _sweep(config: SoftmaxSweepConfig, on_progress: Progress) -> list[tuple[int, object]]:
+    key = jax.random.key(config.seed)
+    return [
+        (
+            d_k,
+            softmax_row_statistics(
+                key, d_k, config.n_keys, config.trials, config.sampler, on_chunk=on_progress
+            ),
+        )
+        for d_k in config.dks
+    ]
+
+
+def _sweep_table(
+    config: SoftmaxSweepConfig, on_progress: Progress, statistics: dict[str, str]
+) -> pd.DataFrame:
+    """Rows per (variant, d_k) with ``<name>_mean`` and ``<name>_sem`` per statistic."""
+    rows = []
+    for d_k, stats in _sweep(config, on_progress):
+        for v, variant in enumerate(stats.variants):
+            row = {
+                "variant": variant,
+                "d_k": d_k,
+                "n_keys": config.n_keys,
+                "trials": config.trials,
+                "sampler": config.sampler,
+            }
+            for column, attribute in statistics.items():
+                mean, sem = mean_and_sem(getattr(stats, attribute)[v])
+                row[f"{column}_mean"] = float(mean)
+                row[f"{column}_sem"] = float(sem)
+            rows.append(row)
+    return pd.DataFrame(rows).sort_values(["variant", "d_k"], kind="stable", ignore_index=True)
+
+
+def run_saturation_sweep(config: SoftmaxSweepConfig, on_progress: Progress = None) -> pd.DataFrame:
+    """Experiment 02: mean max weight and mean entropy (nats) per (variant, d_k), with SEMs."""
+    return _sweep_table(config, on_progress, {"max_weight": "max_weight", "entropy": "entropy"})
+
+
+def run_jacobian_sweep(config: SoftmaxSweepConfig, on_progress: Progress = None) -> pd.DataFrame:
+    """Experiment 03: mean Frobenius norm of the softmax Jacobian per (variant, d_k)."""
+    return _sweep_table(config, on_progress, {"jacobian_fro": "jacobian_fro"})

@@ -1,0 +1,40 @@
+"""Experiment 01: the standard deviation of q . k grows as sqrt(d_k).
+
+Draws --samples pairs of standard normal query and key vectors per d_k and measures the
+std of their dot product against the prediction sqrt(d_k) (article 004, "The Variance
+Argument"), and the std of the scaled product q . k / sqrt(d_k).
+"""
+
+import sys
+
+from attnlab import cli
+from attnlab.statics import LogitVarianceConfig, run_logit_variance
+
+DEFAULT = LogitVarianceConfig()
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__)
+    parser.add_argument(
+        "--dk", type=cli.positive_int, nargs="+", default=list(DEFAULT.dks), help="head widths d_k"
+    )
+    parser.add_argument(
+        "--samples", type=cli.positive_int, default=DEFAULT.samples, help="query-key pairs per d_k"
+    )
+    cli.add_common_flags(parser, cli.RESULTS_DIR / "01_logit_variance.csv")
+    return parser
+
+
+def run(args):
+    out = cli.check_writable(args.out, "--out")
+    config = LogitVarianceConfig(dks=tuple(args.dk), samples=args.samples, seed=args.seed)
+    total = len(config.dks) * config.samples
+    cli.run_table(
+        args, out, "01 logit variance", total, lambda bar: run_logit_variance(config, bar)
+    )
+
+
+main = cli.entry_point(build_parser, run)
+
+if __name__ == "__main__":
+    sys.exit(main())
