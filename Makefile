@@ -36,7 +36,7 @@ results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(STATICS) | $(STA
 	$(PY) $<
 
 figures/fig1_saturation.png figures/fig2_jacobian_norm.png &: experiments/plot_figures.py attnlab/plotting.py $(STATIC_CSVS) | $(STAMP)
-	$(PY) experiments/plot_figures.py --only statics
+	$(PY) experiments/plot_figures.py --group statics
 
 results/REPORT.md: experiments/make_report.py attnlab/report.py attnlab/claims.py $(CSVS) | $(STAMP)
 	$(PY) experiments/make_report.py

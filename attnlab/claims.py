@@ -1,0 +1,96 @@
+"""The articles' numbers, transcribed once, and where our counterpart of each is measured.
+
+Article 004 ("Can Attention Work Without the sqrt(d) Scaling?") states every number below;
+``results/REPORT.md`` puts each beside ours (see ``attnlab.report``). A claim is one of:
+
+* ``CellClaim``: a Monte-Carlo mean in one CSV row, compared with the tolerance rule
+  ``|ours - article| <= 4 sqrt(2) SEM + half a unit of the article's last printed digit``
+  (the article's estimate is as noisy as ours, hence the sqrt(2)).
+* ``DerivedClaim``: a statement about a whole curve (a peak, a crossing, a bound), checked
+  by the function of ``attnlab.report`` that its ``check`` names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: The combined-standard-error multiple of the tolerance rule.
+SEM_MULTIPLE = 4.0
+
+
+@dataclass(frozen=True)
+class CellClaim:
+    """A number the article measured, and the CSV cell (mean and SEM) that measures ours."""
+
+    section: str
+    quantity: str
+    article: float
+    decimals: int
+    csv: str
+    mean_column: str
+    sem_column: str
+    where: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def article_text(self) -> str:
+        """The article's number as printed."""
+        return f"{self.article:.{self.decimals}f}"
+
+    @property
+    def half_unit(self) -> float:
+        """Half a unit of the article's last printed digit."""
+        return 0.5 * 10.0 ** (-self.decimals)
+
+
+@dataclass(frozen=True)
+class DerivedClaim:
+    """A statement about a curve, checked by ``attnlab.report.DERIVED_CHECKS[check]``."""
+
+    section: str
+    quantity: str
+    article: str
+    check: str
+
+
+VARIANCE = "The Variance Argument"
+SATURATION = "What Breaks Without It: Saturation"
+GRADIENT = "The Gradient Argument"
+
+LOGIT_CSV = "01_logit_variance.csv"
+SATURATION_CSV = "02_saturation_sweep.csv"
+JACOBIAN_CSV = "03_jacobian_norm.csv"
+
+
+def _cell(section, quantity, article, decimals, csv, column, variant=None, d_k=None):
+    """A claim on ``<column>_mean`` (with ``<column>_sem``) in the row of variant and d_k."""
+    where = {k: v for k, v in (("variant", variant), ("d_k", d_k)) if v is not None}
+    return CellClaim(
+        section, quantity, article, decimals, csv, f"{column}_mean", f"{column}_sem", where
+    )
+
+
+# fmt: off
+STATIC_CLAIMS: tuple[CellClaim | DerivedClaim, ...] = (
+    CellClaim(VARIANCE, "std of q.k at d_k = 64", 7.9774, 4, LOGIT_CSV, "std_measured", "std_se", {"d_k": 64}),
+    DerivedClaim(VARIANCE, "|std / sqrt(d_k) - 1| for 4 <= d_k <= 1024", "<= 0.5%", "variance_band"),
+    _cell(SATURATION, "max weight, unscaled, d_k = 4", 0.170, 3, SATURATION_CSV, "max_weight", "unscaled", 4),
+    _cell(SATURATION, "max weight, unscaled, d_k = 64", 0.749, 3, SATURATION_CSV, "max_weight", "unscaled", 64),
+    _cell(SATURATION, "max weight, unscaled, d_k = 1024", 0.936, 3, SATURATION_CSV, "max_weight", "unscaled", 1024),
+    _cell(SATURATION, "max weight, scaled, d_k = 64", 0.0434, 4, SATURATION_CSV, "max_weight", "scaled", 64),
+    _cell(SATURATION, "max weight, scaled, d_k = 1024", 0.0431, 4, SATURATION_CSV, "max_weight", "scaled", 1024),
+    _cell(SATURATION, "entropy (nats), unscaled, d_k = 4", 3.97, 2, SATURATION_CSV, "entropy", "unscaled", 4),
+    _cell(SATURATION, "entropy (nats), unscaled, d_k = 64", 0.75, 2, SATURATION_CSV, "entropy", "unscaled", 64),
+    _cell(SATURATION, "entropy (nats), unscaled, d_k = 1024", 0.159, 3, SATURATION_CSV, "entropy", "unscaled", 1024),
+    _cell(SATURATION, "entropy (nats), scaled, d_k = 64 (\"around 5.05\")", 5.05, 2, SATURATION_CSV, "entropy", "scaled", 64),
+    _cell(SATURATION, "entropy (nats), scaled, d_k = 1024 (\"around 5.05\")", 5.05, 2, SATURATION_CSV, "entropy", "scaled", 1024),
+    _cell(GRADIENT, "Jacobian norm, unscaled, d_k = 4", 0.187, 3, JACOBIAN_CSV, "jacobian_fro", "unscaled", 4),
+    _cell(GRADIENT, "Jacobian norm, unscaled, d_k = 16", 0.288, 3, JACOBIAN_CSV, "jacobian_fro", "unscaled", 16),
+    _cell(GRADIENT, "Jacobian norm, unscaled, d_k = 64", 0.231, 3, JACOBIAN_CSV, "jacobian_fro", "unscaled", 64),
+    _cell(GRADIENT, "Jacobian norm, unscaled, d_k = 256", 0.142, 3, JACOBIAN_CSV, "jacobian_fro", "unscaled", 256),
+    _cell(GRADIENT, "Jacobian norm, unscaled, d_k = 1024", 0.083, 3, JACOBIAN_CSV, "jacobian_fro", "unscaled", 1024),
+    _cell(GRADIENT, "Jacobian norm, scaled, d_k = 64 (\"about 0.099\")", 0.099, 3, JACOBIAN_CSV, "jacobian_fro", "scaled", 64),
+    _cell(GRADIENT, "Jacobian norm, scaled, d_k = 1024 (\"about 0.099\")", 0.099, 3, JACOBIAN_CSV, "jacobian_fro", "scaled", 1024),
+    DerivedClaim(GRADIENT, "d_k of the unscaled Jacobian-norm peak", "16", "jacobian_peak"),
+    DerivedClaim(GRADIENT, "unscaled norm crosses below scaled", "between d_k 256 and 1024", "jacobian_crossing"),
+)
+# fmt: on

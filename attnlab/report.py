@@ -1,0 +1,215 @@
+"""CSVs -> ``results/REPORT.md``: every number of the article beside ours, with a verdict.
+
+The report is generated, never edited: it reads only the result CSVs (and their JSON
+sidecars, for provenance) and the claims table of ``attnlab.claims``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlab.claims import SEM_MULTIPLE, STATIC_CLAIMS, CellClaim, DerivedClaim
+from attnlab.curves import crossing_dk
+from attnlab.io import read_csv_checked, sidecar_path
+from attnlab.outputs import made_by
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the report's table."""
+
+    section: str
+    quantity: str
+    article: str
+    ours: str
+    deviation: str
+    tolerance: str
+    verdict: str
+
+
+class Tables:
+    """Lazy, checked access to the result CSVs of one results directory."""
+
+    def __init__(self, results_dir: Path):
+        self.results_dir = Path(results_dir)
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def get(self, name: str, columns: Sequence[str] = ()) -> pd.DataFrame:
+        if name not in self._frames:
+            self._frames[name] = read_csv_checked(self.results_dir / name, columns, made_by(name))
+        return self._frames[name]
+
+
+def _select(frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
+    mask = np.ones(len(frame), bool)
+    for column, value in where.items():
+        mask &= (frame[column] == value).to_numpy()
+    return frame[mask]
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    return f"{x:.{digits}g}"
+
+
+def tolerance(claim: CellClaim, sem: float) -> float:
+    """``4 sqrt(2) SEM`` plus half a unit of the article's last printed digit."""
+    return SEM_MULTIPLE * math.sqrt(2.0) * sem + claim.half_unit
+
+
+def cell_row(claim: CellClaim, tables: Tables) -> Row:
+    """Compare a Monte-Carlo cell with the article's number by the tolerance rule."""
+    mean_col, sem_col = claim.mean_column, claim.sem_column
+    frame = _select(tables.get(claim.csv, [mean_col, sem_col]), claim.where)
+    if len(frame) != 1:
+        return Row(
+            claim.section,
+            claim.quantity,
+            claim.article_text,
+            "not measured",
+            "",
+            "",
+            f"missing: run `{made_by(claim.csv)}` with its defaults",
+        )
+    ours, sem = float(frame[mean_col].iloc[0]), float(frame[sem_col].iloc[0])
+    tol = tolerance(claim, sem)
+    diff = ours - claim.article
+    return Row(
+        claim.section,
+        claim.quantity,
+        claim.article_text,
+        f"{_fmt(ours)} ± {_fmt(sem, 2)}",
+        f"{diff / sem:+.1f}" if sem > 0 else "",
+        f"± {_fmt(tol, 2)}",
+        "reproduced" if abs(diff) <= tol else "**miss**",
+    )
+
+
+def _variance_band(tables: Tables) -> tuple[str, str, bool]:
+    frame = tables.get("01_logit_variance.csv", ["d_k", "rel_error", "rel_error_se"])
+    band = frame[(frame.d_k >= 4) & (frame.d_k <= 1024)]
+    worst = band.loc[band.rel_error.abs().idxmax()]
+    within = (band.rel_error.abs() <= 0.005).all()
+    consistent = (
+        band.rel_error.abs() <= 0.005 + SEM_MULTIPLE * math.sqrt(2) * band.rel_error_se
+    ).all()
+    ours = (
+        f"max {100 * abs(worst.rel_error):.2f}% at d_k = {int(worst.d_k)} "
+        f"({abs(worst.rel_error) / worst.rel_error_se:.1f} SE from 0)"
+    )
+    detail = "all within 0.5%" if within else "within 0.5% + 4√2 SE at every d_k"
+    return ours, detail, bool(consistent)
+
+
+def _unscaled_minus_scaled(tables: Tables) -> pd.DataFrame:
+    frame = tables.get("03_jacobian_norm.csv", ["variant", "d_k", "jacobian_fro_mean"])
+    wide = frame.pivot(index="d_k", columns="variant", values="jacobian_fro_mean").sort_index()
+    return wide
+
+
+def _jacobian_peak(tables: Tables) -> tuple[str, str, bool]:
+    wide = _unscaled_minus_scaled(tables)
+    peak = int(wide["unscaled"].idxmax())
+    return f"{peak} (norm {wide['unscaled'].max():.3f})", "", peak == 16
+
+
+def _jacobian_crossing(tables: Tables) -> tuple[str, str, bool]:
+    wide = _unscaled_minus_scaled(tables)
+    found = crossing_dk(wide.index.to_numpy(), (wide["unscaled"] - wide["scaled"]).to_numpy())
+    if found is None:
+        return "no crossing in the sweep", "", False
+    lo, hi, at = found
+    return f"between {lo} and {hi} (interpolated {at:.0f})", "", lo >= 256 and hi <= 1024
+
+
+#: Check name -> function of the tables returning (ours, detail, verdict).
+DERIVED_CHECKS: dict[str, Callable[[Tables], tuple[str, str, bool]]] = {
+    "variance_band": _variance_band,
+    "jacobian_peak": _jacobian_peak,
+    "jacobian_crossing": _jacobian_crossing,
+}
+
+
+def derived_row(claim: DerivedClaim, tables: Tables) -> Row:
+    ours, detail, ok = DERIVED_CHECKS[claim.check](tables)
+    return Row(
+        claim.section,
+        claim.quantity,
+        claim.article,
+        ours,
+        "",
+        detail,
+        "reproduced" if ok else "**miss**",
+    )
+
+
+def claim_rows(claims: Sequence[CellClaim | DerivedClaim], tables: Tables) -> list[Row]:
+    return [
+        cell_row(c, tables) if isinstance(c, CellClaim) else derived_row(c, tables) for c in claims
+    ]
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _provenance(results_dir: Path, names: Sequence[str]) -> str:
+    lines = []
+    for name in names:
+        path = sidecar_path(results_dir / name)
+        if path.is_file():
+            meta = json.loads(path.read_text())
+            lines.append(
+                f"- `{name}`: commit `{meta.get('git_commit')}`, {meta.get('jax_backend')} "
+                f"x{meta.get('device_count')}, {meta.get('wall_time_s')} s"
+            )
+    return "\n".join(lines)
+
+
+def static_section(tables: Tables) -> str:
+    rows = claim_rows(STATIC_CLAIMS, tables)
+    header = ["Section", "Quantity", "Article", "Ours ± SEM", "Δ/SEM", "Tolerance", "Verdict"]
+    table = markdown_table(
+        header,
+        [
+            (r.section, r.quantity, r.article, r.ours, r.deviation, r.tolerance, r.verdict)
+            for r in rows
+        ],
+    )
+    missed = sum(r.verdict != "reproduced" for r in rows)
+    return "\n\n".join(
+        [
+            "## Static measurements (experiments 01-03)",
+            "Rule: a number is reproduced when |ours − article| ≤ 4·√2·SEM + half a unit of the "
+            "article's last printed digit (the article's estimate is as noisy as ours). Δ/SEM is "
+            "(ours − article) / our SEM.",
+            table,
+            f"{len(rows) - missed} of {len(rows)} reproduced.",
+        ]
+    )
+
+
+def build_report(results_dir: Path) -> str:
+    """The whole of ``REPORT.md`` as text."""
+    tables = Tables(results_dir)
+    sections = [
+        "# Reproduction report",
+        "Generated by `python experiments/make_report.py` from the CSVs in `results/`; do not "
+        "edit by hand. Article: *Can Attention Work Without the sqrt(d) Scaling?* "
+        "(`shared/article/004_8a916520041d8e7f.txt`).",
+        static_section(tables),
+        "## Provenance",
+        _provenance(
+            results_dir,
+            ["01_logit_variance.csv", "02_saturation_sweep.csv", "03_jacobian_norm.csv"],
+        ),
+    ]
+    return "\n\n".join(sections) + "\n"

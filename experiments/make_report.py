@@ -1,0 +1,37 @@
+"""Write results/REPORT.md: every number of the article beside ours, from the CSVs alone."""
+
+import sys
+from pathlib import Path
+
+from attnlab import cli
+from attnlab.io import DataError, atomic_write_text
+from attnlab.report import build_report
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__)
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=cli.RESULTS_DIR,
+        help="directory holding the result CSVs",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=cli.RESULTS_DIR / "REPORT.md", help="the report to write"
+    )
+    return parser
+
+
+def run(args):
+    out = cli.check_writable(args.out, "--out")
+    try:
+        text = build_report(args.results_dir)
+    except DataError as err:
+        raise cli.UsageError(str(err)) from None
+    atomic_write_text(out, text)
+
+
+main = cli.entry_point(build_parser, run)
+
+if __name__ == "__main__":
+    sys.exit(main())
