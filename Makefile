@@ -9,9 +9,12 @@ STAMP := $(VENV)/.installed
 CORE := attnlab/attention.py attnlab/softmax_stats.py attnlab/parallel.py attnlab/cli.py attnlab/io.py
 STATICS := $(CORE) attnlab/sampling.py attnlab/statics.py
 
+RECALL := $(CORE) attnlab/temperature.py attnlab/curves.py $(wildcard attnlab/recall/*.py)
+
 STATIC_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv results/03_jacobian_norm.csv
-CSVS := $(STATIC_CSVS)
-FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
+RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
+CSVS := $(STATIC_CSVS) $(RECALL_CSVS)
+FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png figures/fig3_training.png
 
 .PHONY: all test lint clean venv reproduce
 .DELETE_ON_ERROR:
@@ -34,6 +37,12 @@ results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(STATICS) |
 
 results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(STATICS) | $(STAMP)
 	$(PY) $<
+
+$(RECALL_CSVS) &: experiments/04_associative_recall.py $(RECALL) | $(STAMP)
+	$(PY) $<
+
+figures/fig3_training.png: experiments/plot_figures.py attnlab/plotting.py $(RECALL_CSVS) | $(STAMP)
+	$(PY) experiments/plot_figures.py fig3_training
 
 figures/fig1_saturation.png figures/fig2_jacobian_norm.png &: experiments/plot_figures.py attnlab/plotting.py $(STATIC_CSVS) | $(STAMP)
 	$(PY) experiments/plot_figures.py --group statics

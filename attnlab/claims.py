@@ -52,6 +52,43 @@ class DerivedClaim:
     check: str
 
 
+@dataclass(frozen=True)
+class SeedClaim:
+    """A number from the article's single training run, against our spread over seeds:
+    reproduced when it lies inside ``[min, max]`` of ours."""
+
+    section: str
+    quantity: str
+    article: float
+    decimals: int
+    csv: str
+    column: str
+    variant: str
+
+    @property
+    def article_text(self) -> str:
+        return f"{self.article:.{self.decimals}f}"
+
+
+@dataclass(frozen=True)
+class RatioClaim:
+    """A ratio ``numerator / denominator`` of one column between two variants, paired by
+    seed; reproduced when the article's ratio lies inside our per-seed range."""
+
+    section: str
+    quantity: str
+    article: float
+    decimals: int
+    csv: str
+    column: str
+    numerator: str = "unscaled"
+    denominator: str = "scaled"
+
+    @property
+    def article_text(self) -> str:
+        return f"{self.article:.{self.decimals}f}"
+
+
 VARIANCE = "The Variance Argument"
 SATURATION = "What Breaks Without It: Saturation"
 GRADIENT = "The Gradient Argument"
@@ -92,5 +129,28 @@ STATIC_CLAIMS: tuple[CellClaim | DerivedClaim, ...] = (
     _cell(GRADIENT, "Jacobian norm, scaled, d_k = 1024 (\"about 0.099\")", 0.099, 3, JACOBIAN_CSV, "jacobian_fro", "scaled", 1024),
     DerivedClaim(GRADIENT, "d_k of the unscaled Jacobian-norm peak", "16", "jacobian_peak"),
     DerivedClaim(GRADIENT, "unscaled norm crosses below scaled", "between d_k 256 and 1024", "jacobian_crossing"),
+)
+
+TRAINING = "A Training Demo"
+RECALL_SUMMARY_CSV = "04_recall_summary.csv"
+
+TRAINING_CLAIMS: tuple[SeedClaim | RatioClaim, ...] = (
+    SeedClaim(TRAINING, "W_Q gradient norm at step 0, scaled", 0.1085, 4, RECALL_SUMMARY_CSV, "grad_wq_step0", "scaled"),
+    SeedClaim(TRAINING, "W_Q gradient norm at step 0, unscaled", 1.0610, 4, RECALL_SUMMARY_CSV, "grad_wq_step0", "unscaled"),
+    RatioClaim(TRAINING, "W_Q gradient ratio at step 0, unscaled / scaled", 9.8, 1, RECALL_SUMMARY_CSV, "grad_wq_step0"),
+    SeedClaim(TRAINING, "step smoothed loss crosses 1.0, scaled", 224, 0, RECALL_SUMMARY_CSV, "step_loss_below_1", "scaled"),
+    SeedClaim(TRAINING, "step smoothed loss crosses 1.0, unscaled", 424, 0, RECALL_SUMMARY_CSV, "step_loss_below_1", "unscaled"),
+    RatioClaim(TRAINING, "loss-1.0 step ratio, unscaled / scaled", 424 / 224, 2, RECALL_SUMMARY_CSV, "step_loss_below_1"),
+    SeedClaim(TRAINING, "step smoothed loss crosses 0.1, scaled", 436, 0, RECALL_SUMMARY_CSV, "step_loss_below_0p1", "scaled"),
+    SeedClaim(TRAINING, "step smoothed loss crosses 0.1, unscaled", 822, 0, RECALL_SUMMARY_CSV, "step_loss_below_0p1", "unscaled"),
+    RatioClaim(TRAINING, "loss-0.1 step ratio, unscaled / scaled", 822 / 436, 2, RECALL_SUMMARY_CSV, "step_loss_below_0p1"),
+    SeedClaim(TRAINING, "plateau start (step), unscaled", 530, 0, RECALL_SUMMARY_CSV, "plateau_start", "unscaled"),
+    SeedClaim(TRAINING, "plateau end (step), unscaled", 820, 0, RECALL_SUMMARY_CSV, "plateau_end", "unscaled"),
+    SeedClaim(TRAINING, "plateau level (loss), unscaled", 0.3, 1, RECALL_SUMMARY_CSV, "plateau_level", "unscaled"),
+    SeedClaim(TRAINING, "final smoothed loss, scaled", 0.00562, 5, RECALL_SUMMARY_CSV, "final_loss", "scaled"),
+    SeedClaim(TRAINING, "final smoothed loss, unscaled", 0.01374, 5, RECALL_SUMMARY_CSV, "final_loss", "unscaled"),
+    RatioClaim(TRAINING, "final loss ratio, unscaled / scaled", 0.01374 / 0.00562, 2, RECALL_SUMMARY_CSV, "final_loss"),
+    SeedClaim(TRAINING, "eval accuracy (2000 held-out), scaled", 1.0, 3, RECALL_SUMMARY_CSV, "eval_accuracy", "scaled"),
+    SeedClaim(TRAINING, "eval accuracy (2000 held-out), unscaled", 1.0, 3, RECALL_SUMMARY_CSV, "eval_accuracy", "unscaled"),
 )
 # fmt: on

@@ -16,13 +16,12 @@ from typing import NoReturn
 
 from tqdm.auto import tqdm
 
+from attnlab.errors import DataError, RunFailure, UsageError
+from attnlab.outputs import FIGURES_DIR, RESULTS_DIR
+
+__all__ = ["DataError", "RunFailure", "UsageError", "FIGURES_DIR", "RESULTS_DIR"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = Path("results")
-FIGURES_DIR = Path("figures")
-
-
-class UsageError(Exception):
-    """Bad input detected after parsing (e.g. an output path that cannot be written)."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -155,9 +154,12 @@ def entry_point(
         try:
             configure_jax()
             run(args)
-        except UsageError as err:
+        except (UsageError, DataError) as err:
             print(f"{parser.prog}: error: {err}", file=sys.stderr)
             return 2
+        except RunFailure as err:
+            print(f"{parser.prog}: failed: {err}", file=sys.stderr)
+            return 1
         return 0
 
     return main

@@ -15,3 +15,57 @@ def crossing_dk(d_k: np.ndarray, diff: np.ndarray) -> tuple[int, int, float] | N
             log_cross = np.log2(d_k[i]) + t * (np.log2(d_k[i + 1]) - np.log2(d_k[i]))
             return int(d_k[i]), int(d_k[i + 1]), float(2.0**log_cross)
     return None
+
+
+def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average along the last axis: ``mean(x[..., max(0, t-w+1) : t+1])``.
+
+    Trailing (not centred) so a milestone read off the smoothed curve is a step at which
+    the run had actually got there.
+    """
+    x = np.asarray(x, np.float64)
+    csum = np.concatenate([np.zeros(x.shape[:-1] + (1,)), np.cumsum(x, axis=-1)], axis=-1)
+    t = np.arange(x.shape[-1])
+    lo = np.maximum(0, t - window + 1)
+    return (csum[..., t + 1] - csum[..., lo]) / (t + 1 - lo)
+
+
+def first_step_below(
+    curve: np.ndarray, threshold: float, steps: np.ndarray | None = None
+) -> int | None:
+    """The first step at which ``curve <= threshold``, or None if it never gets there."""
+    below = np.flatnonzero(np.asarray(curve) <= threshold)
+    if below.size == 0:
+        return None
+    steps = np.arange(len(curve)) if steps is None else np.asarray(steps)
+    return int(steps[below[0]])
+
+
+def find_plateau(
+    curve: np.ndarray,
+    start: int,
+    band_ratio: float = 1.5,
+    min_steps: int = 100,
+    floor: float = 0.05,
+) -> tuple[int, int, float] | None:
+    """The longest stall of a decreasing loss curve after index ``start``.
+
+    A plateau is a run of at least ``min_steps`` consecutive steps over which the curve
+    stays inside a band ``max / min < band_ratio`` while above ``floor`` (the slow tail of a
+    converged run is not a stall). Returns ``(first, last, median level)`` or None.
+    """
+    curve = np.asarray(curve, np.float64)
+    best: tuple[int, int] | None = None
+    for a in range(max(0, start), len(curve)):
+        if curve[a] <= floor:
+            break
+        tail = curve[a:]
+        inside = (np.maximum.accumulate(tail) / np.minimum.accumulate(tail) < band_ratio) & (
+            tail > floor
+        )
+        length = int(np.argmin(inside)) if not inside.all() else len(tail)
+        if length >= min_steps and (best is None or length > best[1] - best[0] + 1):
+            best = (a, a + length - 1)
+    if best is None:
+        return None
+    return best[0], best[1], float(np.median(curve[best[0] : best[1] + 1]))

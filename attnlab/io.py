@@ -20,14 +20,12 @@ from typing import Any
 
 import pandas as pd
 
+from attnlab.errors import DataError
+
 #: Floats are written with 8 significant digits: float32 precision, and byte-identical
 #: output for identical inputs.
 FLOAT_FORMAT = "%.8g"
 PACKAGES = ("attnlab", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "matplotlib")
-
-
-class DataError(Exception):
-    """A CSV that a downstream stage needs is missing or malformed."""
 
 
 def atomic_write_text(path: Path, text: str) -> None:

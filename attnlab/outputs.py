@@ -12,6 +12,8 @@ MADE_BY: dict[str, str] = {
     "01_logit_variance.csv": "python experiments/01_logit_variance.py",
     "02_saturation_sweep.csv": "python experiments/02_saturation_sweep.py",
     "03_jacobian_norm.csv": "python experiments/03_jacobian_norm.py",
+    "04_recall_curves.csv": "python experiments/04_associative_recall.py",
+    "04_recall_summary.csv": "python experiments/04_associative_recall.py",
 }
 
 

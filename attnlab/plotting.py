@@ -169,6 +169,70 @@ def fig2_jacobian_norm(results_dir: Path, figures_dir: Path) -> list[Path]:
         return save(fig, figures_dir, "fig2_jacobian_norm")
 
 
+def band_by_variant(
+    ax: plt.Axes, curves: pd.DataFrame, column: str, colors: dict[str, str], labels: dict[str, str]
+) -> None:
+    """Median over seeds as a line, min-max over seeds as a shaded band, per variant."""
+    for variant, group in curves.groupby("variant", sort=False):
+        wide = group.pivot(index="step", columns="seed", values=column)
+        steps = wide.index.to_numpy()
+        ax.fill_between(
+            steps, wide.min(axis=1), wide.max(axis=1), color=colors[variant], alpha=0.18, lw=0
+        )
+        ax.plot(steps, wide.median(axis=1), color=colors[variant], label=labels[variant])
+
+
+def mark_milestones(ax: plt.Axes, summary: pd.DataFrame, colors: dict[str, str]) -> None:
+    """Dashed lines at the loss milestones; a marker at each variant's median step."""
+    for threshold, column in ((1.0, "step_loss_below_1"), (0.1, "step_loss_below_0p1")):
+        ax.axhline(threshold, color="0.5", ls="--", lw=0.8)
+        for variant, group in summary.groupby("variant", sort=False):
+            steps = group[column].dropna()
+            if len(steps):
+                ax.plot(
+                    steps.median(),
+                    threshold,
+                    marker="v",
+                    color=colors[variant],
+                    ms=6,
+                    mec="black",
+                    mew=0.5,
+                    zorder=5,
+                )
+
+
+def fig3_training(results_dir: Path, figures_dir: Path) -> list[Path]:
+    """Smoothed training loss against step (log loss axis): median and range over seeds."""
+    curves = load(results_dir, "04_recall_curves.csv", ["variant", "seed", "step", "smoothed_loss"])
+    summary = load(
+        results_dir,
+        "04_recall_summary.csv",
+        ["variant", "seed", "step_loss_below_1", "step_loss_below_0p1"],
+    )
+    n_seeds = curves.seed.nunique()
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6))
+        band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
+        mark_milestones(ax, summary, VARIANT_COLORS)
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("smoothed training loss (nats)")
+        ax.set_title(f"Associative recall, $d_k$ = 256 ({n_seeds} seeds: median, range)")
+        ax.plot(
+            [],
+            [],
+            marker="v",
+            ls="",
+            color="0.5",
+            mec="black",
+            mew=0.5,
+            label="median milestone step",
+        )
+        ax.legend(loc="upper right")
+        fig.tight_layout()
+        return save(fig, figures_dir, "fig3_training")
+
+
 @dataclass(frozen=True)
 class Figure:
     """A figure of the suite: the function that draws it from the CSVs."""
@@ -180,4 +244,5 @@ class Figure:
 FIGURES: dict[str, Figure] = {
     "fig1_saturation": Figure(fig1_saturation, "statics"),
     "fig2_jacobian_norm": Figure(fig2_jacobian_norm, "statics"),
+    "fig3_training": Figure(fig3_training, "training"),
 }

@@ -15,7 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlab.claims import SEM_MULTIPLE, STATIC_CLAIMS, CellClaim, DerivedClaim
+from attnlab.claims import (
+    SEM_MULTIPLE,
+    STATIC_CLAIMS,
+    TRAINING_CLAIMS,
+    CellClaim,
+    DerivedClaim,
+    RatioClaim,
+    SeedClaim,
+)
 from attnlab.curves import crossing_dk
 from attnlab.io import read_csv_checked, sidecar_path
 from attnlab.outputs import made_by
@@ -149,10 +157,75 @@ def derived_row(claim: DerivedClaim, tables: Tables) -> Row:
     )
 
 
-def claim_rows(claims: Sequence[CellClaim | DerivedClaim], tables: Tables) -> list[Row]:
-    return [
-        cell_row(c, tables) if isinstance(c, CellClaim) else derived_row(c, tables) for c in claims
-    ]
+def claim_rows(claims: Sequence[object], tables: Tables) -> list[Row]:
+    return [ROW_BUILDERS[type(c)](c, tables) for c in claims]
+
+
+def seed_spread(values: pd.Series, digits: int = 4) -> tuple[str, float, float] | None:
+    """``median [min, max]`` of the non-empty values (with a count if some are empty)."""
+    present = values.dropna().astype(float)
+    if present.empty:
+        return None
+    text = f"{_fmt(present.median(), digits)} [{_fmt(present.min(), digits)}, {_fmt(present.max(), digits)}]"
+    if len(present) < len(values):
+        text += f" ({len(present)}/{len(values)} seeds)"
+    return text, float(present.min()), float(present.max())
+
+
+def _in_range(article: float, low: float, high: float, decimals: int) -> bool:
+    half = 0.5 * 10.0 ** (-decimals)
+    return low - half <= article <= high + half
+
+
+def seed_row(claim: SeedClaim, tables: Tables) -> Row:
+    """The article's single run against our median [min, max] across seeds."""
+    frame = tables.get(claim.csv, ["variant", "seed", claim.column])
+    spread = seed_spread(frame[frame.variant == claim.variant][claim.column])
+    if spread is None:
+        return Row(
+            claim.section, claim.quantity, claim.article_text, "never (no seed)", "", "", "**miss**"
+        )
+    text, low, high = spread
+    ok = _in_range(claim.article, low, high, claim.decimals)
+    return Row(
+        claim.section,
+        claim.quantity,
+        claim.article_text,
+        text,
+        "",
+        "",
+        "within seed range" if ok else "**outside seed range**",
+    )
+
+
+def ratio_row(claim: RatioClaim, tables: Tables) -> Row:
+    """Per-seed ratios ``numerator / denominator`` against the article's ratio."""
+    frame = tables.get(claim.csv, ["variant", "seed", claim.column])
+    wide = frame.pivot(index="seed", columns="variant", values=claim.column).astype(float)
+    spread = seed_spread(wide[claim.numerator] / wide[claim.denominator], 3)
+    if spread is None:
+        return Row(
+            claim.section, claim.quantity, claim.article_text, "undefined", "", "", "**miss**"
+        )
+    text, low, high = spread
+    ok = _in_range(claim.article, low, high, claim.decimals)
+    return Row(
+        claim.section,
+        claim.quantity,
+        claim.article_text,
+        text,
+        "",
+        "",
+        "within seed range" if ok else "**outside seed range**",
+    )
+
+
+ROW_BUILDERS: dict[type, Callable[[object, Tables], Row]] = {
+    CellClaim: cell_row,
+    DerivedClaim: derived_row,
+    SeedClaim: seed_row,
+    RatioClaim: ratio_row,
+}
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -197,6 +270,24 @@ def static_section(tables: Tables) -> str:
     )
 
 
+def training_section(tables: Tables) -> str:
+    rows = claim_rows(TRAINING_CLAIMS, tables)
+    header = ["Quantity", "Article (one run)", "Ours: median [min, max] over seeds", "Verdict"]
+    summary = tables.get("04_recall_summary.csv", ["seed"])
+    table = markdown_table(header, [(r.quantity, r.article, r.ours, r.verdict) for r in rows])
+    return "\n\n".join(
+        [
+            "## Training demo (experiment 04)",
+            f"The article reports one run; we report {summary.seed.nunique()} seeds with identical "
+            "initialisation and data for both variants. A number is *within seed range* when the "
+            "article's value lies between our smallest and largest seed (± half its last digit). "
+            "Ratios are unscaled / scaled, paired by seed. See README for the settings the article "
+            "leaves open and why our absolute step counts differ.",
+            table,
+        ]
+    )
+
+
 def build_report(results_dir: Path) -> str:
     """The whole of ``REPORT.md`` as text."""
     tables = Tables(results_dir)
@@ -206,10 +297,8 @@ def build_report(results_dir: Path) -> str:
         "edit by hand. Article: *Can Attention Work Without the sqrt(d) Scaling?* "
         "(`shared/article/004_8a916520041d8e7f.txt`).",
         static_section(tables),
+        training_section(tables),
         "## Provenance",
-        _provenance(
-            results_dir,
-            ["01_logit_variance.csv", "02_saturation_sweep.csv", "03_jacobian_norm.csv"],
-        ),
+        _provenance(results_dir, sorted(p.name for p in Path(results_dir).glob("*.csv"))),
     ]
     return "\n\n".join(sections) + "\n"

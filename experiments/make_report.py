@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from attnlab import cli
-from attnlab.io import DataError, atomic_write_text
+from attnlab.io import atomic_write_text
 from attnlab.report import build_report
 
 
@@ -24,10 +24,7 @@ def build_parser():
 
 def run(args):
     out = cli.check_writable(args.out, "--out")
-    try:
-        text = build_report(args.results_dir)
-    except DataError as err:
-        raise cli.UsageError(str(err)) from None
+    text = build_report(args.results_dir)
     atomic_write_text(out, text)
 
 

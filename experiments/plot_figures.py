@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from attnlab import cli
-from attnlab.io import DataError
 from attnlab.plotting import FIGURES
 
 
@@ -43,10 +42,7 @@ def run(args):
     cli.check_dir_writable(args.figures_dir, "--figures-dir")
     names = args.figures or [n for n, f in FIGURES.items() if args.group in (None, f.group)]
     for name in names:
-        try:
-            FIGURES[name].draw(args.results_dir, args.figures_dir)
-        except DataError as err:
-            raise cli.UsageError(f"{name}: {err}") from None
+        FIGURES[name].draw(args.results_dir, args.figures_dir)
 
 
 main = cli.entry_point(build_parser, run)

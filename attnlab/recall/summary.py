@@ -1,0 +1,81 @@
+"""Training results -> tables: per-step curves and a per-seed summary with milestones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+
+from attnlab.curves import find_plateau, first_step_below, trailing_mean
+from attnlab.recall.train import METRICS, RecallConfig, TrainResult
+
+#: Smoothed-loss milestones of the article: (column, threshold).
+MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))
+
+CURVE_COLUMNS = ["variant", "seed", "step", "loss", "smoothed_loss", *METRICS[1:]]
+SUMMARY_COLUMNS = [
+    "variant",
+    "seed",
+    "grad_wq_step0",
+    "grad_wk_step0",
+    "step_loss_below_1",
+    "step_loss_below_0p1",
+    "final_loss",
+    "final_attn_entropy",
+    "eval_accuracy",
+    "plateau_start",
+    "plateau_end",
+    "plateau_level",
+]
+
+
+def curves_frame(results: Iterable[TrainResult], config: RecallConfig) -> pd.DataFrame:
+    """One row per (variant, seed, step): loss, smoothed loss and the diagnostics."""
+    frames = []
+    for result in results:
+        n_seeds, n_steps = result.metrics["loss"].shape
+        smoothed = trailing_mean(result.metrics["loss"], config.smoothing)
+        data = {
+            "variant": result.mechanism,
+            "seed": np.repeat(result.seeds, n_steps),
+            "step": np.tile(np.arange(n_steps) + result.start_step, n_seeds),
+            "loss": result.metrics["loss"].ravel(),
+            "smoothed_loss": smoothed.ravel(),
+        }
+        data.update({k: result.metrics[k].ravel() for k in METRICS[1:]})
+        frames.append(pd.DataFrame(data))
+    return pd.concat(frames, ignore_index=True)[CURVE_COLUMNS]
+
+
+def summary_frame(results: Iterable[TrainResult], config: RecallConfig) -> pd.DataFrame:
+    """One row per (variant, seed): step-0 gradients, milestones, final loss, accuracy and
+    the mid-training plateau if there is one. Milestones never reached are left empty."""
+    rows = []
+    for result in results:
+        smoothed = trailing_mean(result.metrics["loss"], config.smoothing)
+        steps = np.arange(smoothed.shape[1]) + result.start_step
+        for i, seed in enumerate(result.seeds):
+            row = {
+                "variant": result.mechanism,
+                "seed": seed,
+                "grad_wq_step0": float(result.metrics["grad_norm_wq"][i, 0]),
+                "grad_wk_step0": float(result.metrics["grad_norm_wk"][i, 0]),
+            }
+            for column, threshold in MILESTONES:
+                row[column] = first_step_below(smoothed[i], threshold, steps)
+            row["final_loss"] = float(smoothed[i, -1])
+            row["final_attn_entropy"] = float(result.metrics["attn_entropy"][i, -1])
+            row["eval_accuracy"] = float(result.eval_accuracy[i])
+            crossed = first_step_below(smoothed[i], MILESTONES[0][1])
+            plateau = None if crossed is None else find_plateau(smoothed[i], crossed)
+            row["plateau_start"], row["plateau_end"], row["plateau_level"] = (
+                (int(steps[plateau[0]]), int(steps[plateau[1]]), plateau[2])
+                if plateau
+                else (None, None, None)
+            )
+            rows.append(row)
+    frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    for column in ("step_loss_below_1", "step_loss_below_0p1", "plateau_start", "plateau_end"):
+        frame[column] = frame[column].astype("Int64")
+    return frame

@@ -1,0 +1,238 @@
+"""Training the recall model: a compiled ``lax.scan`` over steps, vmapped over seeds.
+
+For every mechanism the seeds are trained together: the per-seed training states are
+stacked along a leading axis that is vmapped and sharded over all devices
+(``attnlab.parallel``), and steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``;
+Python only runs between chunks, to advance the progress bar and check for divergence.
+
+Identical means identical: for a given seed every mechanism starts from the parameters
+drawn from the same initialisation key (the mechanisms differ only where documented in
+``attnlab.temperature``) and sees the same batches in the same order, because batch ``t``
+is drawn from ``fold_in(data_key(seed), t)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from attnlab.errors import RunFailure
+from attnlab.parallel import device_count, pad_to_multiple, shard_batch
+from attnlab.recall.model import RecallModel
+from attnlab.recall.task import Batch, RecallTask, sample_batch, stream_batch
+from attnlab.softmax_stats import entropy, max_weight
+from attnlab.temperature import MECHANISMS, Mechanism
+
+#: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
+METRICS = (
+    "loss",
+    "accuracy",
+    "grad_norm_wq",
+    "grad_norm_wk",
+    "grad_norm_wv",
+    "attn_entropy",
+    "attn_max_weight",
+)
+
+
+class DivergenceError(RunFailure):
+    """A loss turned NaN or infinite; the message names the mechanism, seed and step."""
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """The recall demo. Defaults: the article's settings, and our reading of what it leaves
+    open (batch size, steps, widths, initialisation, smoothing); see README."""
+
+    d_k: int = 256
+    d_model: int = 256
+    pairs: int = 16
+    n_key_tokens: int = 32
+    n_value_tokens: int = 32
+    steps: int = 2000
+    batch_size: int = 64
+    lr: float = 3e-4
+    seeds: int = 5
+    seed: int = 0
+    eval_size: int = 2000
+    smoothing: int = 25
+    embed_init_std: float = 1.0
+    chunk_steps: int = 100
+    mechanisms: tuple[str, ...] = field(default=("scaled", "unscaled"))
+
+    @property
+    def task(self) -> RecallTask:
+        return RecallTask(self.pairs, self.n_key_tokens, self.n_value_tokens)
+
+    @property
+    def seed_values(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.seeds))
+
+
+class SeedKeys(NamedTuple):
+    """The three independent streams of one seed."""
+
+    init: jax.Array
+    data: jax.Array
+    eval: jax.Array
+
+
+def seed_keys(seed: int) -> SeedKeys:
+    """Initialisation, training-data and held-out keys of a seed (disjoint by fold_in)."""
+    root = jax.random.key(seed)
+    return SeedKeys(*(jax.random.fold_in(root, i) for i in range(3)))
+
+
+class TrainState(NamedTuple):
+    params: dict
+    opt_state: optax.OptState
+
+
+def make_model(config: RecallConfig, mechanism: Mechanism) -> RecallModel:
+    return RecallModel(config.task, mechanism, config.d_k, config.d_model, config.embed_init_std)
+
+
+def make_optimizer(config: RecallConfig) -> optax.GradientTransformation:
+    """Adam at the article's learning rate, nothing else."""
+    return optax.adam(config.lr)
+
+
+def init_params(config: RecallConfig, mechanism: Mechanism, seed: int) -> dict:
+    """The parameters of ``mechanism`` at step 0 for ``seed``."""
+    dummy = sample_batch(jax.random.key(0), 1, config.task)
+    return make_model(config, mechanism).init(seed_keys(seed).init, dummy)["params"]
+
+
+def loss_and_aux(model: RecallModel, params: dict, batch: Batch):
+    """Mean cross-entropy of the value logits, with the logits and attention weights."""
+    logits, weights = model.apply({"params": params}, batch)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch.target).mean()
+    return loss, (logits, weights)
+
+
+def train_step(
+    model: RecallModel,
+    optimizer: optax.GradientTransformation,
+    config: RecallConfig,
+    data_key: jax.Array,
+    state: TrainState,
+    step: jax.Array,
+) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One Adam step on batch ``step`` of the stream; metrics are taken before the update."""
+    batch = stream_batch(data_key, step, config.batch_size, config.task)
+    grad_fn = jax.value_and_grad(lambda p: loss_and_aux(model, p, batch), has_aux=True)
+    (loss, (logits, weights)), grads = grad_fn(state.params)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    metrics = {
+        "loss": loss,
+        "accuracy": jnp.mean(jnp.argmax(logits, -1) == batch.target),
+        "grad_norm_wq": jnp.linalg.norm(grads["W_Q"]),
+        "grad_norm_wk": jnp.linalg.norm(grads["W_K"]),
+        "grad_norm_wv": jnp.linalg.norm(grads["W_V"]),
+        "attn_entropy": jnp.mean(entropy(weights)),
+        "attn_max_weight": jnp.mean(max_weight(weights)),
+    }
+    return TrainState(optax.apply_updates(state.params, updates), opt_state), metrics
+
+
+def evaluate(model: RecallModel, params: dict, batch: Batch) -> jax.Array:
+    """Accuracy of the predicted value on a held-out batch."""
+    logits, _ = model.apply({"params": params}, batch)
+    return jnp.mean(jnp.argmax(logits, -1) == batch.target)
+
+
+@dataclass
+class TrainResult:
+    """A mechanism trained on every seed: per-step metrics ``[seeds, steps]`` and more."""
+
+    mechanism: str
+    seeds: list[int]
+    start_step: int
+    metrics: dict[str, np.ndarray]
+    eval_accuracy: np.ndarray
+    state: TrainState  # stacked over seeds (padded to the device count)
+
+
+def stack_states(states: list[TrainState]) -> TrainState:
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+def initial_state(config: RecallConfig, mechanism: Mechanism) -> TrainState:
+    """Step-0 training states of every seed, stacked along a leading seed axis."""
+    optimizer = make_optimizer(config)
+    states = []
+    for seed in config.seed_values:
+        params = init_params(config, mechanism, seed)
+        states.append(TrainState(params, optimizer.init(params)))
+    return stack_states(states)
+
+
+def train(
+    config: RecallConfig,
+    mechanism: Mechanism,
+    state: TrainState | None = None,
+    start_step: int = 0,
+    steps: int | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+) -> TrainResult:
+    """Train ``mechanism`` on every seed for ``steps`` steps from ``start_step``.
+
+    ``state`` (stacked over seeds) defaults to the step-0 state; passing one continues a run
+    (the fold experiment of 05 does). Raises DivergenceError on a non-finite loss.
+    """
+    steps = config.steps - start_step if steps is None else steps
+    model, optimizer = make_model(config, mechanism), make_optimizer(config)
+    state = initial_state(config, mechanism) if state is None else state
+    seeds = config.seed_values
+    data_keys = jnp.stack([seed_keys(s).data for s in seeds])
+    n_dev = device_count()
+    (state, data_keys), _ = pad_to_multiple((state, data_keys), n_dev)
+    state, data_keys = shard_batch((state, data_keys))
+
+    def run_one_seed(state: TrainState, data_key: jax.Array, steps: jax.Array):
+        def body(s, t):
+            return train_step(model, optimizer, config, data_key, s, t)
+
+        return jax.lax.scan(body, state, steps)
+
+    run_chunk = jax.jit(jax.vmap(run_one_seed, in_axes=(0, 0, None)))
+    chunks = []
+    for chunk_start in range(start_step, start_step + steps, config.chunk_steps):
+        chunk_end = min(chunk_start + config.chunk_steps, start_step + steps)
+        state, metrics = run_chunk(state, data_keys, jnp.arange(chunk_start, chunk_end))
+        metrics = {k: np.asarray(v)[: len(seeds)] for k, v in metrics.items()}
+        _check_finite(metrics["loss"], mechanism.name, seeds, chunk_start)
+        chunks.append(metrics)
+        if on_chunk is not None:
+            on_chunk(chunk_end - chunk_start)
+    metrics = {k: np.concatenate([c[k] for c in chunks], axis=1) for k in METRICS}
+
+    eval_batches = jax.vmap(lambda k: sample_batch(k, config.eval_size, config.task))(
+        jnp.stack([seed_keys(s).eval for s in seeds])
+    )
+    params = jax.tree.map(lambda x: x[: len(seeds)], state.params)
+    accuracy = jax.jit(jax.vmap(lambda p, b: evaluate(model, p, b)))(params, eval_batches)
+    return TrainResult(mechanism.name, seeds, start_step, metrics, np.asarray(accuracy), state)
+
+
+def _check_finite(losses: np.ndarray, mechanism: str, seeds: list[int], chunk_start: int) -> None:
+    bad = ~np.isfinite(losses)
+    if bad.any():
+        seed_index, offset = np.argwhere(bad)[0]
+        raise DivergenceError(
+            f"loss is {losses[seed_index, offset]} for mechanism {mechanism}, "
+            f"seed {seeds[seed_index]}, at step {chunk_start + offset}"
+        )
+
+
+def train_and_evaluate(
+    config: RecallConfig, on_chunk: Callable[[int], None] | None = None
+) -> dict[str, TrainResult]:
+    """Train every mechanism of ``config`` on every seed; results keyed by mechanism."""
+    return {name: train(config, MECHANISMS[name], on_chunk=on_chunk) for name in config.mechanisms}
