@@ -16,10 +16,10 @@ from typing import NoReturn
 
 from tqdm.auto import tqdm
 
-from attnlab.errors import DataError, RunFailure, UsageError
+from attnlab.errors import DataError, RunError, UsageError
 from attnlab.outputs import FIGURES_DIR, RESULTS_DIR
 
-__all__ = ["DataError", "RunFailure", "UsageError", "FIGURES_DIR", "RESULTS_DIR"]
+__all__ = ["DataError", "RunError", "UsageError", "FIGURES_DIR", "RESULTS_DIR"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -157,7 +157,7 @@ def entry_point(
         except (UsageError, DataError) as err:
             print(f"{parser.prog}: error: {err}", file=sys.stderr)
             return 2
-        except RunFailure as err:
+        except RunError as err:
             print(f"{parser.prog}: failed: {err}", file=sys.stderr)
             return 1
         return 0

@@ -9,5 +9,5 @@ class DataError(Exception):
     """A CSV a downstream stage needs is missing or malformed: exit status 2."""
 
 
-class RunFailure(Exception):
+class RunError(Exception):
     """A run that cannot go on, e.g. a loss that turned NaN: exit status 1."""

@@ -166,7 +166,8 @@ def seed_spread(values: pd.Series, digits: int = 4) -> tuple[str, float, float] 
     present = values.dropna().astype(float)
     if present.empty:
         return None
-    text = f"{_fmt(present.median(), digits)} [{_fmt(present.min(), digits)}, {_fmt(present.max(), digits)}]"
+    low, mid, high = (_fmt(x, digits) for x in (present.min(), present.median(), present.max()))
+    text = f"{mid} [{low}, {high}]"
     if len(present) < len(values):
         text += f" ({len(present)}/{len(values)} seeds)"
     return text, float(present.min()), float(present.max())

@@ -14,10 +14,10 @@ from attnlab.recall.summary import curves_frame, summary_frame
 from attnlab.recall.train import RecallConfig, TrainResult
 
 
-def add_recall_flags(
-    parser: argparse.ArgumentParser, default: RecallConfig = RecallConfig()
-) -> None:
-    """Flags for every field of ``RecallConfig`` a user may want to change."""
+def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | None = None) -> None:
+    """Flags for every field of ``RecallConfig`` a user may want to change; the defaults are
+    those of ``default`` (the article's configuration if None)."""
+    default = RecallConfig() if default is None else default
     add = parser.add_argument
     add("--dk", type=cli.positive_int, default=default.d_k, help="head width d_k")
     add(

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from attnlab.errors import RunFailure
+from attnlab.errors import RunError
 from attnlab.parallel import device_count, pad_to_multiple, shard_batch
 from attnlab.recall.model import RecallModel
 from attnlab.recall.task import Batch, RecallTask, sample_batch, stream_batch
@@ -41,7 +41,7 @@ METRICS = (
 )
 
 
-class DivergenceError(RunFailure):
+class DivergenceError(RunError):
     """A loss turned NaN or infinite; the message names the mechanism, seed and step."""
 
 
