@@ -13,8 +13,10 @@ RECALL := $(CORE) attnlab/temperature.py attnlab/curves.py $(wildcard attnlab/re
 
 STATIC_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv results/03_jacobian_norm.csv
 RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
-CSVS := $(STATIC_CSVS) $(RECALL_CSVS)
-FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png figures/fig3_training.png
+REMEDY_CSVS := results/05_remedies_curves.csv results/05_remedies_summary.csv \
+	results/05_fold_curves.csv results/05_fold_check.csv results/05_sensitivity.csv
+CSVS := $(STATIC_CSVS) $(RECALL_CSVS) $(REMEDY_CSVS)
+FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png figures/fig3_training.png figures/fig4_remedies.png
 
 .PHONY: all test lint clean venv reproduce
 .DELETE_ON_ERROR:
@@ -43,6 +45,12 @@ $(RECALL_CSVS) &: experiments/04_associative_recall.py $(RECALL) | $(STAMP)
 
 figures/fig3_training.png: experiments/plot_figures.py attnlab/plotting.py $(RECALL_CSVS) | $(STAMP)
 	$(PY) experiments/plot_figures.py fig3_training
+
+$(REMEDY_CSVS) &: experiments/05_remedies.py $(RECALL) | $(STAMP)
+	$(PY) $<
+
+figures/fig4_remedies.png: experiments/plot_figures.py attnlab/plotting.py $(REMEDY_CSVS) | $(STAMP)
+	$(PY) experiments/plot_figures.py fig4_remedies
 
 figures/fig1_saturation.png figures/fig2_jacobian_norm.png &: experiments/plot_figures.py attnlab/plotting.py $(STATIC_CSVS) | $(STAMP)
 	$(PY) experiments/plot_figures.py --group statics

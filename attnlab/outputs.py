@@ -14,6 +14,16 @@ MADE_BY: dict[str, str] = {
     "03_jacobian_norm.csv": "python experiments/03_jacobian_norm.py",
     "04_recall_curves.csv": "python experiments/04_associative_recall.py",
     "04_recall_summary.csv": "python experiments/04_associative_recall.py",
+    "05_remedies_curves.csv": "python experiments/05_remedies.py",
+    "05_remedies_summary.csv": "python experiments/05_remedies.py",
+    "05_fold_curves.csv": "python experiments/05_remedies.py",
+    "05_fold_check.csv": "python experiments/05_remedies.py",
+    "05_sensitivity.csv": "python experiments/05_remedies.py",
+    "06_condensation.csv": "python experiments/06_condensation.py",
+    "07_failure_modes_overflow.csv": "python experiments/07_failure_modes.py",
+    "07_failure_modes_masks.csv": "python experiments/07_failure_modes.py",
+    "07_failure_modes_correlation.csv": "python experiments/07_failure_modes.py",
+    "08_companion_claims.csv": "python experiments/08_companion_claims.py",
 }
 
 

@@ -1,0 +1,104 @@
+"""Experiment 05: who owns the attention temperature? Remedies, folding, sensitivity.
+
+(1) Trains the 04 model with every temperature mechanism of attnlab.temperature (same
+seeds, initialisations and data) -> 05_remedies_curves.csv, 05_remedies_summary.csv.
+(2) Trains scaled attention to --fold-step, folds 1/sqrt(d_k) into W_Q and continues at the
+same learning rate beside the unfolded model -> 05_fold_curves.csv, 05_fold_check.csv.
+(3) The 04 milestone ratio unscaled / scaled over batch size x embedding init std
+-> 05_sensitivity.csv. Every CSV has a JSON sidecar; all go to --out-dir.
+"""
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from attnlab import cli
+from attnlab.io import write_result
+from attnlab.recall.cli import add_recall_flags, recall_config, write_recall_outputs
+from attnlab.recall.remedies import (
+    FOLD_STEP,
+    REMEDIES_DEFAULT,
+    SENSITIVITY_BATCH_SIZES,
+    SENSITIVITY_EMBED_STDS,
+    SENSITIVITY_SEEDS,
+    run_fold,
+    run_remedies,
+    run_sensitivity,
+)
+from attnlab.temperature import MECHANISMS
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__)
+    add_recall_flags(parser, REMEDIES_DEFAULT)
+    parser.add_argument(
+        "--mechanisms",
+        nargs="+",
+        choices=list(MECHANISMS),
+        default=list(REMEDIES_DEFAULT.mechanisms),
+        help="mechanisms to train",
+    )
+    parser.add_argument(
+        "--fold-step",
+        type=cli.positive_int,
+        default=FOLD_STEP,
+        help="step at which the scaled model is folded (< --steps)",
+    )
+    parser.add_argument(
+        "--sensitivity-batch-sizes",
+        type=cli.positive_int,
+        nargs="+",
+        default=list(SENSITIVITY_BATCH_SIZES),
+        help="batch sizes of the grid",
+    )
+    parser.add_argument(
+        "--sensitivity-embed-stds",
+        type=cli.positive_float,
+        nargs="+",
+        default=list(SENSITIVITY_EMBED_STDS),
+        help="embedding init stds",
+    )
+    parser.add_argument(
+        "--sensitivity-seeds",
+        type=cli.positive_int,
+        default=SENSITIVITY_SEEDS,
+        help="seeds per grid cell",
+    )
+    parser.add_argument(
+        "--out-dir", type=Path, default=cli.RESULTS_DIR, help="directory for the CSVs and sidecars"
+    )
+    cli.add_quiet_flag(parser)
+    return parser
+
+
+def run(args):
+    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    if args.fold_step >= args.steps:
+        raise cli.UsageError(f"--fold-step: {args.fold_step} is not below --steps {args.steps}")
+    config = recall_config(args, mechanisms=tuple(args.mechanisms))
+    grid = len(args.sensitivity_batch_sizes) * len(args.sensitivity_embed_stds)
+    sensitivity = dataclasses.replace(config, seeds=args.sensitivity_seeds)
+    # Steps trained: each mechanism, the fold (head plus two continuations), the grid.
+    total = config.steps * (len(config.mechanisms) + 2 * grid) + 2 * config.steps - args.fold_step
+    flags = vars(args)
+    with cli.progress(total, "05 remedies", args.quiet, unit="step") as bar:
+        started = time.perf_counter()
+        results = run_remedies(config, bar.update)
+        write_recall_outputs(results, config, out_dir, "05_remedies", flags, started)
+        started = time.perf_counter()
+        curves, check = run_fold(config, args.fold_step, bar.update)
+        wall = time.perf_counter() - started
+        write_result(curves, out_dir / "05_fold_curves.csv", flags, wall)
+        write_result(check, out_dir / "05_fold_check.csv", flags, wall)
+        started = time.perf_counter()
+        frame = run_sensitivity(
+            sensitivity, args.sensitivity_batch_sizes, args.sensitivity_embed_stds, bar.update
+        )
+        write_result(frame, out_dir / "05_sensitivity.csv", flags, time.perf_counter() - started)
+
+
+main = cli.entry_point(build_parser, run)
+
+if __name__ == "__main__":
+    sys.exit(main())

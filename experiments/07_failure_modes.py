@@ -1,0 +1,67 @@
+"""Experiment 07: failure modes at the boundaries (companion article, article 000).
+
+(a) overflow: softmax entirely in float16, with and without subtracting the row maximum,
+against float32 upcasting, over rows whose largest logit s runs from 1 to 40; (b) masks:
+naive fills -inf, -1e9 and finfo(dtype).min in float16, bfloat16 and float32 on partly and
+fully masked rows, against attnlab.masked_softmax; (c) correlated queries and keys: mean
+and std of q . k at corr(q_i, k_i) = rho against d_k rho and sqrt(d_k (1 + rho^2)).
+Writes 07_failure_modes_{overflow,masks,correlation}.csv, each with a JSON sidecar, into
+--out-dir.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+from attnlab import cli
+from attnlab.failure_modes import PART_CSVS, CorrelationConfig, OverflowConfig, run_failure_modes
+from attnlab.io import write_result
+
+OVERFLOW = OverflowConfig()
+CORRELATION = CorrelationConfig()
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__)
+    parser.add_argument(
+        "--rows", type=cli.positive_int, default=OVERFLOW.rows, help="(a) rows per max logit"
+    )
+    parser.add_argument(
+        "--dk",
+        type=cli.positive_int,
+        nargs="+",
+        default=list(CORRELATION.dks),
+        help="(c) head widths d_k",
+    )
+    parser.add_argument(
+        "--samples",
+        type=cli.int_at_least(2),
+        default=CORRELATION.samples,
+        help="(c) query-key pairs per d_k",
+    )
+    parser.add_argument("--seed", type=cli.int_at_least(0), default=0, help="root PRNG seed")
+    parser.add_argument(
+        "--out-dir", type=Path, default=cli.RESULTS_DIR, help="directory for the CSVs and sidecars"
+    )
+    cli.add_quiet_flag(parser)
+    return parser
+
+
+def run(args):
+    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    overflow = OverflowConfig(rows=args.rows, seed=args.seed)
+    correlation = CorrelationConfig(
+        dks=tuple(sorted(set(args.dk))), samples=args.samples, seed=args.seed
+    )
+    started = time.perf_counter()
+    with cli.progress(correlation.samples, "07 failure modes", args.quiet) as bar:
+        frames = run_failure_modes(overflow, correlation, bar.update)
+    wall = time.perf_counter() - started
+    for part, frame in frames.items():
+        write_result(frame, out_dir / PART_CSVS[part], vars(args), wall)
+
+
+main = cli.entry_point(build_parser, run)
+
+if __name__ == "__main__":
+    sys.exit(main())

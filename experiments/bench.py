@@ -1,0 +1,57 @@
+"""Benchmarks: the suite against plain baselines, every figure a ratio from one run.
+
+Times the statistics of experiments 02/03 against plain numpy, our attention against
+jax.nn.dot_product_attention, the compiled training loop of 04 against a Python loop and
+vmapped seeds against sequential runs, and fits how the statistics' run time grows with
+d_k and n keys. Each timing is the median of --repeats calls after a compiling warm-up.
+Writes --out (default results/bench.csv) with its JSON sidecar and the same table as
+Markdown beside it (results/bench.md), and prints that table.
+"""
+
+import sys
+import time
+from dataclasses import replace
+
+from attnlab import cli
+from attnlab.bench import QUICK, BenchConfig, markdown_table, run_bench
+from attnlab.io import atomic_write_text, write_result
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__)
+    parser.add_argument(
+        "--repeats", type=cli.positive_int, default=3, help="timed calls per measurement"
+    )
+    parser.add_argument(
+        "--statics-dk",
+        type=cli.positive_int,
+        nargs="+",
+        default=None,
+        help="d_k timed by the statics rows (default 64 256 1024; "
+        "1 2 4 ... 1024 is the whole default sweep of 02/03)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes, for the tests (seconds, not minutes)"
+    )
+    cli.add_common_flags(parser, cli.RESULTS_DIR / "bench.csv")
+    return parser
+
+
+def run(args):
+    out = cli.check_writable(args.out, "--out")
+    config = replace(QUICK if args.quick else BenchConfig(), repeats=args.repeats, seed=args.seed)
+    if args.statics_dk is not None:
+        config = replace(config, statics_dks=tuple(args.statics_dk))
+    started = time.perf_counter()
+    with cli.progress(5, "bench", args.quiet, unit="group") as bar:
+        frame = run_bench(config, bar.update)
+    write_result(frame, out, vars(args), time.perf_counter() - started)
+    table = markdown_table(frame)
+    atomic_write_text(out.with_suffix(".md"), table)
+    print(table, end="")
+
+
+main = cli.entry_point(build_parser, run)
+
+if __name__ == "__main__":
+    sys.exit(main())
