@@ -154,3 +154,33 @@ TRAINING_CLAIMS: tuple[SeedClaim | RatioClaim, ...] = (
     SeedClaim(TRAINING, "eval accuracy (2000 held-out), unscaled", 1.0, 3, RECALL_SUMMARY_CSV, "eval_accuracy", "unscaled"),
 )
 # fmt: on
+
+TOP_LOGIT = "000: the top logit"
+MODEL_WIDTH = "000: per-head vs model width"
+FOLDING = "000: folding the factor into W_q"
+COMPANION_CSV = "08_companion_claims.csv"
+
+
+def _companion(section, quantity, article, decimals, measured):
+    """A claim on the ``value`` (with ``sem``) of the 08 row whose quantity is ``measured``."""
+    return CellClaim(
+        section, quantity, article, decimals, COMPANION_CSV, "value", "sem", {"quantity": measured}
+    )
+
+
+# Article 000 ("Why Scaled Dot-Product Attention Divides by the Square Root of the Key
+# Dimension"), measured by experiment 08 (n = 512 keys, d_k = 64, d_model = 512, 8 heads).
+# fmt: off
+COMPANION_CLAIMS: tuple[CellClaim | DerivedClaim, ...] = (
+    _companion(TOP_LOGIT, "sqrt(2 ln n) at n = 512 (the article's approximation)", 3.5, 1, "sqrt_2_ln_n"),
+    _companion(TOP_LOGIT, "top logit above the row mean, in row std (\"about 3.5 sigma\")", 3.5, 1, "standardized_top_gap"),
+    _companion(TOP_LOGIT, "top logit above the row mean at d_k = 64 (\"nearly 28\")", 28, 0, "absolute_top_gap"),
+    _companion(TOP_LOGIT, "runner-up logit below the top (\"the rest are e^-28 or smaller\")", 28, 0, "top_two_gap"),
+    DerivedClaim(TOP_LOGIT, "largest probability, unscaled, d_k = 64", "within a rounding error of 1", "near_one_hot"),
+    _companion(MODEL_WIDTH, "divisor sqrt(d_k), d_k = 64", 8, 0, "divisor_per_head"),
+    _companion(MODEL_WIDTH, "divisor sqrt(d_model), d_model = 512 (\"roughly 22.6\")", 22.6, 1, "divisor_model_width"),
+    _companion(MODEL_WIDTH, "over-flattening factor of the logits (\"sqrt(8)\")", 2.83, 2, "over_flattening_factor"),
+    DerivedClaim(FOLDING, "scaling W_q alone by d_k^-1/4 is algebraically identical", "identical logits", "fold_quarter_identical"),
+    DerivedClaim(FOLDING, "the W_q gradient is scaled by the same constant", "same constant as W_q", "fold_gradient_constant"),
+)
+# fmt: on

@@ -61,6 +61,7 @@ OVERFLOW_COLUMNS = (
     "rows",
     "n_keys",
     "nonfinite_fraction",
+    "zero_row_fraction",
     "tv_error_max",
     "tv_error_mean",
 )
@@ -114,7 +115,9 @@ def softmax64(z: np.ndarray) -> np.ndarray:
 
 def run_overflow(config: OverflowConfig) -> pd.DataFrame:
     """Part (a): per method and max logit ``s``, the fraction of rows with a non-finite
-    weight and the worst and mean total-variation error against float64.
+    weight, the fraction of all-zero rows (the row sum overflowed to inf while every
+    ``exp`` was finite, so ``e / inf = 0``) and the worst and mean total-variation error
+    against float64 (non-finite rows count as inf in the worst, and are left out of the mean).
 
     The logits are the float16 values of ``s u``: what a float16 projection hands the
     softmax. The reference is the float64 softmax of those same values, so the error is the
@@ -129,6 +132,7 @@ def run_overflow(config: OverflowConfig) -> pd.DataFrame:
         p = np.asarray(jax.jit(fn)(jnp.asarray(logits16)), np.float64)
         tv = total_variation(p, reference)  # [S, rows]
         finite = np.isfinite(tv)
+        zero_rows = np.all(p == 0, axis=-1)  # the row sum overflowed: e / inf = 0
         for i, max_logit in enumerate(s):
             rows.append(
                 {
@@ -137,6 +141,7 @@ def run_overflow(config: OverflowConfig) -> pd.DataFrame:
                     "rows": config.rows,
                     "n_keys": config.n_keys,
                     "nonfinite_fraction": float(np.mean(~finite[i])),
+                    "zero_row_fraction": float(np.mean(zero_rows[i])),
                     "tv_error_max": float(np.max(tv[i])),
                     "tv_error_mean": float(np.mean(tv[i][finite[i]]))
                     if finite[i].any()
@@ -147,17 +152,20 @@ def run_overflow(config: OverflowConfig) -> pd.DataFrame:
 
 
 def overflow_thresholds(frame: pd.DataFrame, tolerance: float = TV_TOLERANCE) -> pd.DataFrame:
-    """Per method: the first max logit with a non-finite weight in some row, and the first
-    with a total-variation error above ``tolerance`` (non-finite counts); NaN if never."""
+    """Per method: the first max logit with a non-finite weight in some row, the first with
+    an all-zero row, and the first with a total-variation error above ``tolerance``
+    (non-finite counts); NaN if never. Also the worst error while every row is finite."""
     rows = []
     for method, group in frame.groupby("method", sort=False):
         group = group.sort_values("max_logit")
         nonfinite = group.max_logit[group.nonfinite_fraction > 0]
+        zero_rows = group.max_logit[group.zero_row_fraction > 0]
         too_large = group.max_logit[group.tv_error_max > tolerance]
         rows.append(
             {
                 "method": method,
                 "first_nonfinite": float(nonfinite.iloc[0]) if len(nonfinite) else np.nan,
+                "first_zero_row": float(zero_rows.iloc[0]) if len(zero_rows) else np.nan,
                 "first_error_above_tol": float(too_large.iloc[0]) if len(too_large) else np.nan,
                 "max_tv_error_before_overflow": float(
                     group.tv_error_max[group.nonfinite_fraction == 0].max()

@@ -13,6 +13,7 @@ import os
 import platform
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -117,9 +118,18 @@ def read_csv_checked(path: Path, columns: Iterable[str], made_by: str) -> pd.Dat
     if not path.is_file():
         raise DataError(f"{path} is missing; {hint}")
     try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise DataError(f"{path} is malformed ({err}); {hint}") from None
+        with warnings.catch_warnings():
+            # A row with more fields than the header must fail, not shift into the index.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, index_col=False)
+    except (
+        pd.errors.ParserError,
+        pd.errors.ParserWarning,
+        pd.errors.EmptyDataError,
+        UnicodeDecodeError,
+    ) as err:
+        reason = " ".join(str(err).split())  # one line, whatever pandas says
+        raise DataError(f"{path} is malformed ({reason}); {hint}") from None
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise DataError(f"{path} lacks columns {', '.join(missing)}; {hint}")

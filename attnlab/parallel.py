@@ -7,8 +7,10 @@ laid out along one batch axis that is (a) cut into chunks, which bounds peak mem
 data lives; the same code runs on one CPU, on several GPUs, and across hosts after
 ``jax.distributed.initialize()``.
 
-Each item carries its own PRNG key, so results do not depend on the chunk size or on the
-number of devices: an item is computed from its key alone.
+Each item carries its own PRNG key, so an item's random draws do not depend on the chunk
+size or on the number of devices. The statistics computed from them can differ in the last
+float32 bit, because XLA may vectorise a reduction differently for another batch shape; the
+same flags on the same devices give bit-identical results.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ def chunked_map(
       The outputs of ``fn`` stacked along a leading axis of length N, as numpy arrays.
     """
     n_dev = device_count()
-    chunk = max(n_dev, -(-chunk_size // n_dev) * n_dev)
     n = jax.tree.leaves(items)[0].shape[0]
+    chunk = -(-min(chunk_size, n) // n_dev) * n_dev  # a multiple of the device count
     batched = jax.jit(jax.vmap(fn), out_shardings=batch_sharding())
     outputs = []
     for start in range(0, n, chunk):

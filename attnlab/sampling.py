@@ -12,10 +12,11 @@ Both variants of attention are evaluated on the *same* draws (common random numb
 the article: scaled attention sees ``z / sqrt(d_k)``, unscaled attention sees ``z``.
 
 Trial ``t`` at head width ``d_k`` uses the key ``fold_in(fold_in(seed_key, d_k), t)``, so a
-result depends on the seed, ``d_k`` and the trial count only, never on chunking or on the
-number of devices. Random numbers are generated with threefry's non-partitionable layout,
-which is twice as fast on CPU; partitioning one large random array is what that layout
-cannot do, and we never need it because every trial draws from its own key.
+result depends on the seed, ``d_k`` and the trial count only, not on chunking or on the
+number of devices (beyond float32 rounding, see ``attnlab.parallel``). Random numbers are
+generated with threefry's non-partitionable layout, which is twice as fast on CPU;
+partitioning one large random array is what that layout cannot do, and we never need it
+because every trial draws from its own key.
 """
 
 from __future__ import annotations

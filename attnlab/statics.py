@@ -63,7 +63,10 @@ def add_sweep_flags(parser: argparse.ArgumentParser, default_out: str) -> None:
         "--n-keys", type=cli.int_at_least(2), default=default.n_keys, help="keys per softmax row"
     )
     parser.add_argument(
-        "--trials", type=cli.positive_int, default=default.trials, help="softmax rows per d_k"
+        "--trials",
+        type=cli.int_at_least(2),
+        default=default.trials,
+        help="softmax rows per d_k (>= 2 for a standard error)",
     )
     parser.add_argument(
         "--sampler",

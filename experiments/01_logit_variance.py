@@ -19,7 +19,10 @@ def build_parser():
         "--dk", type=cli.positive_int, nargs="+", default=list(DEFAULT.dks), help="head widths d_k"
     )
     parser.add_argument(
-        "--samples", type=cli.positive_int, default=DEFAULT.samples, help="query-key pairs per d_k"
+        "--samples",
+        type=cli.int_at_least(2),
+        default=DEFAULT.samples,
+        help="query-key pairs per d_k (>= 2 for a standard error)",
     )
     cli.add_common_flags(parser, cli.RESULTS_DIR / "01_logit_variance.csv")
     return parser

@@ -1,0 +1,72 @@
+"""Shared fixtures: load an experiment script as a module and run its ``main`` in-process."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from attnlab import cli
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS_DIR = REPO_ROOT / "experiments"
+
+
+@functools.cache
+def _load_script(name: str) -> ModuleType:
+    """Import ``experiments/<name>.py`` (names start with digits, so not importable by name)."""
+    path = EXPERIMENTS_DIR / f"{name.removesuffix('.py')}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"no experiment script {path}")
+    module_name = f"attnlab_experiment_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look modules up here
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+def _run_main(module: ModuleType, argv: Sequence[str | Path]) -> int:
+    """``module.main(argv)`` as an exit status: argparse errors raise SystemExit, a
+    UsageError is returned as 2, success returns 0."""
+    try:
+        code = module.main([str(a) for a in argv])
+    except SystemExit as exit_:
+        code = exit_.code
+    return 0 if code is None else code
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _jax_compilation_cache() -> None:
+    """Configure JAX as every script does (persistent compilation cache, see
+    ``cli.configure_jax``), whatever the test order: identical programs compile once."""
+    cli.configure_jax()
+
+
+@pytest.fixture(scope="session")
+def load_script() -> Callable[[str], ModuleType]:
+    """``load_script("02_saturation_sweep")`` -> the script's module (cached per session)."""
+    return _load_script
+
+
+@pytest.fixture(scope="session")
+def run_main() -> Callable[[ModuleType, Sequence[str | Path]], int]:
+    """``run_main(module, argv)`` -> exit status of ``module.main(argv)``, SystemExit included."""
+    return _run_main
+
+
+@pytest.fixture
+def in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run the test with ``tmp_path`` as the working directory; returns it."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

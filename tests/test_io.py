@@ -1,0 +1,216 @@
+"""Atomic CSV writes, provenance sidecars and checked reads (attnlab.io)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab import io
+from attnlab.io import DataError, read_csv_checked, sidecar_path, write_csv, write_sidecar
+
+COLUMNS = ["variant", "d_k", "max_weight_mean"]
+MADE_BY = "python experiments/02_saturation_sweep.py"
+RAGGED = b"variant,d_k,max_weight_mean\nscaled,1,0.5\nunscaled,1,0.5,9,9\n"
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "variant": ["scaled", "unscaled"],
+            "d_k": [4, 4],
+            "max_weight_mean": np.array([0.21135919, 0.39641065], np.float64),
+        }
+    )
+
+
+# --- write_csv ----------------------------------------------------------------------------
+
+
+def test_write_csv_leaves_only_the_file_and_reads_back(tmp_path):
+    path = tmp_path / "table.csv"
+    write_csv(_frame(), path)
+    assert os.listdir(tmp_path) == ["table.csv"]  # no temporary file left behind
+    pd.testing.assert_frame_equal(pd.read_csv(path), _frame())
+    text = path.read_text(encoding="utf-8")
+    assert text.splitlines()[0] == ",".join(COLUMNS)
+    assert text.endswith("\n") and "\r" not in text
+
+
+def test_write_csv_is_byte_identical_for_the_same_frame(tmp_path):
+    write_csv(_frame(), tmp_path / "a.csv")
+    write_csv(_frame().copy(), tmp_path / "b.csv")
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
+def test_write_csv_uses_eight_significant_digits(tmp_path):
+    path = tmp_path / "t.csv"
+    write_csv(pd.DataFrame({"x": [1 / 3, 2.0, 1e-12]}), path)
+    assert path.read_text().splitlines() == ["x", "0.33333333", "2", "1e-12"]
+
+
+def test_write_csv_replaces_an_existing_file(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("old\n")
+    write_csv(_frame(), path)
+    pd.testing.assert_frame_equal(pd.read_csv(path), _frame())
+    assert os.listdir(tmp_path) == ["t.csv"]
+
+
+def test_interrupted_write_keeps_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "t.csv"
+    path.write_text("old\n")
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(io.os, "replace", fail)
+    with pytest.raises(KeyboardInterrupt):
+        write_csv(_frame(), path)
+    assert os.listdir(tmp_path) == ["t.csv"]
+    assert path.read_text() == "old\n"
+
+
+def test_written_file_is_readable_by_group_and_others(tmp_path):
+    # mkstemp creates 0600 files; a result table is meant to be read by others too.
+    umask = os.umask(0)
+    os.umask(umask)
+    if umask & 0o044:
+        pytest.skip("a umask that hides files from group and others")
+    path = tmp_path / "t.csv"
+    write_csv(_frame(), path)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    assert mode & 0o644 == 0o644
+    assert mode & 0o111 == 0
+
+
+# --- write_sidecar --------------------------------------------------------------------------
+
+
+def test_sidecar_path():
+    assert sidecar_path(Path("results/02_saturation_sweep.csv")) == Path(
+        "results/02_saturation_sweep.json"
+    )
+
+
+def test_write_sidecar_content(tmp_path):
+    csv = tmp_path / "t.csv"
+    flags = {"dk": [1, 4], "seed": 7, "out": csv, "quiet": True, "sampler": "direct"}
+    write_sidecar(csv, flags, wall_time_s=1.23456)
+    assert os.listdir(tmp_path) == ["t.json"]
+    text = (tmp_path / "t.json").read_text()
+    assert text.endswith("\n")
+    side = json.loads(text)
+    for key in (
+        "flags",
+        "seed",
+        "versions",
+        "jax_backend",
+        "device_count",
+        "git_commit",
+        "wall_time_s",
+    ):
+        assert key in side, key
+    assert side["flags"] == {
+        "dk": [1, 4],
+        "seed": 7,
+        "out": str(csv),  # paths become strings
+        "quiet": True,
+        "sampler": "direct",
+    }
+    assert side["seed"] == 7
+    assert side["wall_time_s"] == 1.235
+    for package in ("python", "jax", "jaxlib", "numpy", "pandas", "attnlab"):
+        assert isinstance(side["versions"][package], str), package
+    assert side["jax_backend"] in {"cpu", "gpu", "tpu", "cuda", "rocm"}
+    assert isinstance(side["device_count"], int) and side["device_count"] >= 1
+    assert side["git_commit"] is None or isinstance(side["git_commit"], str)
+
+
+def test_write_sidecar_without_seed(tmp_path):
+    csv = tmp_path / "t.csv"
+    write_sidecar(csv, {"quiet": False}, wall_time_s=0.0)
+    assert json.loads(sidecar_path(csv).read_text())["seed"] is None
+
+
+# --- read_csv_checked ---------------------------------------------------------------------
+
+
+def test_read_csv_checked_returns_the_frame(tmp_path):
+    path = tmp_path / "t.csv"
+    write_csv(_frame(), path)
+    pd.testing.assert_frame_equal(read_csv_checked(path, COLUMNS, MADE_BY), _frame())
+    # Extra columns are fine, and so is a subset being asked for.
+    assert list(read_csv_checked(path, ["d_k"], MADE_BY).columns) == COLUMNS
+
+
+def _assert_data_error(path: Path, columns=COLUMNS) -> str:
+    with pytest.raises(DataError) as info:
+        read_csv_checked(path, columns, MADE_BY)
+    message = str(info.value)
+    assert str(path) in message
+    assert MADE_BY in message
+    return message
+
+
+def test_read_csv_checked_missing(tmp_path):
+    assert "missing" in _assert_data_error(tmp_path / "absent.csv")
+
+
+def test_read_csv_checked_directory_is_missing(tmp_path):
+    (tmp_path / "t.csv").mkdir()
+    _assert_data_error(tmp_path / "t.csv")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe",  # binary garbage, not UTF-8
+        bytes(np.random.default_rng(0).integers(0, 256, 300, dtype=np.uint8)),
+        RAGGED,
+    ],
+    ids=["png", "random", "ragged"],
+)
+def test_read_csv_checked_malformed(tmp_path, content):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    _assert_data_error(path)
+
+
+def test_read_csv_checked_malformed_message_is_one_line(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(RAGGED)
+    assert "\n" not in _assert_data_error(path)
+
+
+def test_read_csv_checked_wrong_columns(tmp_path):
+    path = tmp_path / "t.csv"
+    write_csv(pd.DataFrame({"variant": ["scaled"], "dk": [1]}), path)
+    message = _assert_data_error(path)
+    assert "d_k" in message and "max_weight_mean" in message
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"variant,d_k,max_weight_mean\n"])
+def test_read_csv_checked_empty(tmp_path, content):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    _assert_data_error(path)
+
+
+def test_read_csv_checked_rejects_a_surplus_field_in_every_row(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("variant,d_k,max_weight_mean\nscaled,4,0.2,9\nunscaled,4,0.4,9\n")
+    _assert_data_error(path)
+
+
+def test_read_csv_checked_never_shifts_columns_on_trailing_commas(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("variant,d_k,max_weight_mean\nscaled,4,0.2,\nunscaled,4,0.4,\n")
+    frame = read_csv_checked(path, COLUMNS, MADE_BY)
+    assert list(frame.variant) == ["scaled", "unscaled"]
+    assert list(frame.max_weight_mean) == [0.2, 0.4]
