@@ -15,8 +15,12 @@ STATIC_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv res
 RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
 REMEDY_CSVS := results/05_remedies_curves.csv results/05_remedies_summary.csv \
 	results/05_fold_curves.csv results/05_fold_check.csv results/05_sensitivity.csv
-CSVS := $(STATIC_CSVS) $(RECALL_CSVS) $(REMEDY_CSVS)
-FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png figures/fig3_training.png figures/fig4_remedies.png
+FAILURE_CSVS := results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
+	results/07_failure_modes_correlation.csv
+BEYOND_CSVS := results/06_condensation.csv $(FAILURE_CSVS) results/08_companion_claims.csv
+CSVS := $(STATIC_CSVS) $(RECALL_CSVS) $(REMEDY_CSVS) $(BEYOND_CSVS)
+FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png figures/fig3_training.png figures/fig4_remedies.png \
+	figures/fig5_condensation.png figures/fig6_failure_modes.png
 
 .PHONY: all test lint clean venv reproduce
 .DELETE_ON_ERROR:
@@ -52,10 +56,23 @@ $(REMEDY_CSVS) &: experiments/05_remedies.py $(RECALL) | $(STAMP)
 figures/fig4_remedies.png: experiments/plot_figures.py attnlab/plotting.py $(REMEDY_CSVS) | $(STAMP)
 	$(PY) experiments/plot_figures.py fig4_remedies
 
+results/06_condensation.csv: experiments/06_condensation.py attnlab/condensation.py $(STATICS) | $(STAMP)
+	$(PY) $<
+
+$(FAILURE_CSVS) &: experiments/07_failure_modes.py attnlab/failure_modes.py $(STATICS) | $(STAMP)
+	$(PY) $<
+
+results/08_companion_claims.csv: experiments/08_companion_claims.py attnlab/companion.py $(STATICS) | $(STAMP)
+	$(PY) $<
+
+figures/fig5_condensation.png figures/fig6_failure_modes.png &: experiments/plot_figures.py attnlab/plotting.py attnlab/condensation.py attnlab/failure_modes.py results/06_condensation.csv $(FAILURE_CSVS) | $(STAMP)
+	$(PY) experiments/plot_figures.py --group beyond
+
 figures/fig1_saturation.png figures/fig2_jacobian_norm.png &: experiments/plot_figures.py attnlab/plotting.py $(STATIC_CSVS) | $(STAMP)
 	$(PY) experiments/plot_figures.py --group statics
 
-results/REPORT.md: experiments/make_report.py attnlab/report.py attnlab/claims.py $(CSVS) | $(STAMP)
+results/REPORT.md: experiments/make_report.py attnlab/report.py attnlab/claims.py attnlab/curves.py \
+		attnlab/condensation.py attnlab/failure_modes.py $(CSVS) | $(STAMP)
 	$(PY) experiments/make_report.py
 
 # Regenerate every result from scratch, even where make thinks it is up to date.

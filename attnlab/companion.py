@@ -46,7 +46,7 @@ from attnlab.parallel import chunked_map
 from attnlab.sampling import chunk_for, mean_and_sem, trial_keys
 from attnlab.softmax_stats import entropy, max_weight
 
-COLUMNS = ("claim", "quantity", "setting", "value", "sem", "predicted", "article")
+COLUMNS = ("claim", "quantity", "setting", "value", "sem", "predicted")
 
 TOP_LOGIT = "top logit"
 MODEL_WIDTH = "model-width divisor"
@@ -75,7 +75,19 @@ def expected_max_normal(n: int) -> float:
     return float(np.trapezoid(x * n * pdf * cdf ** (n - 1), x))
 
 
-def _row(claim, quantity, setting, value, sem=0.0, predicted=np.nan, article=np.nan) -> dict:
+def _root_keys(seed: int) -> jax.Array:
+    """Two independent keys: the softmax rows (claims 1-2) and the folding setups (claim 3)."""
+    return jax.random.split(jax.random.key(seed))
+
+
+def _row(
+    claim: str,
+    quantity: str,
+    setting: str,
+    value: float,
+    sem: float = 0.0,
+    predicted: float = np.nan,
+) -> dict[str, object]:
     return {
         "claim": claim,
         "quantity": quantity,
@@ -83,7 +95,6 @@ def _row(claim, quantity, setting, value, sem=0.0, predicted=np.nan, article=np.
         "value": float(value),
         "sem": float(sem),
         "predicted": float(predicted),
-        "article": float(article),
     }
 
 
@@ -122,7 +133,7 @@ def row_statistics(
             out[f"logit_std_{name}"] = jnp.std(z * scale)
         return out
 
-    keys = trial_keys(jax.random.key(config.seed), config.d_k, config.trials)
+    keys = trial_keys(_root_keys(config.seed)[0], config.d_k, config.trials)
     elements = config.n_keys * (config.d_k + 2 * len(scales))
     with jax.threefry_partitionable(False):
         return chunked_map(one, keys, min(config.trials, chunk_for(elements)), on_chunk)
@@ -136,14 +147,13 @@ def top_logit_rows(config: CompanionConfig, stats: dict[str, np.ndarray]) -> lis
     asymptotic = math.sqrt(2.0 * math.log(n))
     return [
         _row(TOP_LOGIT, "expected_max_normal", f"n = {n}, exact integral", e_max),
-        _row(TOP_LOGIT, "sqrt_2_ln_n", f"n = {n}", asymptotic, article=3.5),
+        _row(TOP_LOGIT, "sqrt_2_ln_n", f"n = {n}", asymptotic),
         _row(
             TOP_LOGIT,
             "standardized_top_gap",
             setting + ", (max - mean) / row std",
             *mean_and_sem(stats["gap_std"]),
             predicted=e_max,
-            article=3.5,
         ),
         _row(
             TOP_LOGIT,
@@ -151,7 +161,6 @@ def top_logit_rows(config: CompanionConfig, stats: dict[str, np.ndarray]) -> lis
             setting + ", max - mean",
             *mean_and_sem(stats["gap"]),
             predicted=sigma * e_max,
-            article=28.0,
         ),
         _row(
             TOP_LOGIT,
@@ -164,7 +173,6 @@ def top_logit_rows(config: CompanionConfig, stats: dict[str, np.ndarray]) -> lis
             "max_weight_unscaled",
             setting + ", max softmax weight",
             *mean_and_sem(stats["max_weight_unscaled"]),
-            article=1.0,
         ),
     ]
 
@@ -176,13 +184,12 @@ def model_width_rows(config: CompanionConfig, stats: dict[str, np.ndarray]) -> l
     # The two logit rows differ by a constant factor, so its spread is float rounding only.
     factor = np.mean(stats["logit_std_head"]) / np.mean(stats["logit_std_model"])
     rows = [
-        _row(MODEL_WIDTH, "divisor_per_head", f"sqrt(d_k), d_k = {config.d_k}", head, article=8),
+        _row(MODEL_WIDTH, "divisor_per_head", f"sqrt(d_k), d_k = {config.d_k}", head),
         _row(
             MODEL_WIDTH,
             "divisor_model_width",
             f"sqrt(d_model), d_model = {config.d_model}",
             model,
-            article=22.6,
         ),
         _row(
             MODEL_WIDTH,
@@ -190,7 +197,6 @@ def model_width_rows(config: CompanionConfig, stats: dict[str, np.ndarray]) -> l
             f"logit std per head / model width, {heads} heads",
             factor,
             predicted=model / head,
-            article=math.sqrt(8.0),
         ),
     ]
     spread = {"head": math.sqrt(config.d_k) / head, "model": math.sqrt(config.d_k) / model}
@@ -277,8 +283,8 @@ def fold_measurements(config: CompanionConfig) -> dict[str, np.ndarray]:
             out[f"{name}/sgd_logit_change_ratio"] = jnp.linalg.norm(dz_f) / jnp.linalg.norm(dz)
         return out
 
-    base = jax.random.fold_in(jax.random.key(config.seed), config.d_k)
-    results = [measure(jax.random.fold_in(base, s)) for s in range(config.fold_setups)]
+    fold_key = _root_keys(config.seed)[1]
+    results = [measure(jax.random.fold_in(fold_key, s)) for s in range(config.fold_setups)]
     return {k: np.asarray([r[k] for r in results], np.float64) for k in results[0]}
 
 
@@ -310,7 +316,8 @@ def run_companion(
     config: CompanionConfig, on_progress: Callable[[int], None] | None = None
 ) -> pd.DataFrame:
     """All three claims as one long table; columns ``COLUMNS``. ``predicted`` is our
-    derivation (NaN where there is none) and ``article`` the article's number."""
+    derivation (NaN where there is none); the article's numbers live in
+    ``attnlab.claims.COMPANION_CLAIMS``."""
     stats = row_statistics(config, on_progress)
     rows = top_logit_rows(config, stats) + model_width_rows(config, stats)
     rows += fold_rows(config, fold_measurements(config))

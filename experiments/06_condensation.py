@@ -28,7 +28,7 @@ def build_parser():
         help="keys per softmax row",
     )
     parser.add_argument(
-        "--trials", type=cli.positive_int, default=DEFAULT.trials, help="rows per grid cell"
+        "--trials", type=cli.int_at_least(2), default=DEFAULT.trials, help="rows per grid cell"
     )
     cli.add_common_flags(parser, cli.RESULTS_DIR / "06_condensation.csv")
     return parser

@@ -4,7 +4,7 @@
 ("about 3.5 sigma", "nearly 28" at d_k = 64); (2) dividing by sqrt(d_model) = 22.6
 instead of sqrt(d_k) = 8 with 8 heads: logit spread, max weight and entropy; (3) folding
 the factor into W_Q (and W_K): logits, gradient and SGD-step ratios against the
-derivation. Writes one long table (claim, quantity, value, sem, predicted, article).
+derivation. Writes one long table (claim, quantity, setting, value, sem, predicted).
 """
 
 import sys

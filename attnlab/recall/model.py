@@ -30,6 +30,12 @@ from attnlab.recall.task import Batch, RecallTask
 from attnlab.temperature import Mechanism
 
 
+def _rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
+    """``table[tokens]`` as a one-hot matmul: exact, and on CPU its gradient is a matmul
+    rather than a scatter-add, which makes a training step about a quarter faster."""
+    return jax.nn.one_hot(tokens, table.shape[0], dtype=table.dtype) @ table
+
+
 def _l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) + eps)
 
@@ -70,9 +76,9 @@ class RecallModel(nn.Module):
 
         # Project the token tables, then gather: x W = (E W)[token] for one-hot inputs.
         d = self.d_model
-        q = (E_key @ W_Q)[batch.query][:, None, :]  # [B, 1, d_k]
-        k = (E_key @ W_K[:d])[batch.keys] + (E_val @ W_K[d:])[batch.values]  # [B, P, d_k]
-        v = (E_key @ W_V[:d])[batch.keys] + (E_val @ W_V[d:])[batch.values]
+        q = _rows(E_key @ W_Q, batch.query)[:, None, :]  # [B, 1, d_k]
+        k = _rows(E_key @ W_K[:d], batch.keys) + _rows(E_val @ W_K[d:], batch.values)
+        v = _rows(E_key @ W_V[:d], batch.keys) + _rows(E_val @ W_V[d:], batch.values)
         if mech.normalize_qk:
             q, k = _l2_normalize(q), _l2_normalize(k)
 

@@ -1,0 +1,150 @@
+"""Experiments 06-08 end to end, in-process at tiny settings: CSVs, sidecars, determinism,
+bad flags, and the figures and report section drawn from the outputs.
+
+The settings match the module tests (``test_condensation``, ``test_failure_modes``,
+``test_companion``), so the compiled programs are shared through the persistent cache.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab.companion import COLUMNS as COMPANION_COLUMNS
+from attnlab.condensation import COLUMNS as CONDENSATION_COLUMNS
+from attnlab.failure_modes import (
+    CORRELATION_COLUMNS,
+    MASK_COLUMNS,
+    OVERFLOW_COLUMNS,
+    PART_CSVS,
+)
+from attnlab.outputs import MADE_BY
+from attnlab.plotting import FIGURES
+from attnlab.report import Tables, beyond_statics_section
+
+TINY_06 = ["--dk", "1", "4", "16", "--n-keys", "4", "16", "--trials", "64", "--quiet"]
+TINY_07 = ["--rows", "8", "--dk", "4", "16", "--samples", "2000", "--quiet"]
+TINY_08 = ["--trials", "50", "--fold-setups", "2", "--quiet"]
+CSV_COLUMNS = {
+    "06_condensation.csv": CONDENSATION_COLUMNS,
+    PART_CSVS["overflow"]: OVERFLOW_COLUMNS,
+    PART_CSVS["masks"]: MASK_COLUMNS,
+    PART_CSVS["correlation"]: CORRELATION_COLUMNS,
+    "08_companion_claims.csv": COMPANION_COLUMNS,
+}
+
+
+def run_all(load_script, run_main, out_dir: Path, seed: int = 0) -> None:
+    """The three scripts at tiny settings, every output into ``out_dir``."""
+    seed_flag = ["--seed", str(seed)]
+    runs = (
+        ("06_condensation", [*TINY_06, *seed_flag, "--out", out_dir / "06_condensation.csv"]),
+        ("07_failure_modes", [*TINY_07, *seed_flag, "--out-dir", out_dir]),
+        (
+            "08_companion_claims",
+            [*TINY_08, *seed_flag, "--out", out_dir / "08_companion_claims.csv"],
+        ),
+    )
+    for name, argv in runs:
+        assert run_main(load_script(name), argv) == 0, name
+
+
+@pytest.fixture(scope="module")
+def outputs(load_script, run_main, tmp_path_factory) -> Path:
+    out_dir = tmp_path_factory.mktemp("beyond")
+    run_all(load_script, run_main, out_dir)
+    return out_dir
+
+
+def test_outputs_schema_and_sidecars(outputs):
+    names = sorted(p.name for p in outputs.iterdir())
+    assert names == sorted(
+        [*CSV_COLUMNS, *(Path(c).with_suffix(".json").name for c in CSV_COLUMNS)]
+    )
+    for csv, columns in CSV_COLUMNS.items():
+        assert csv in MADE_BY
+        frame = pd.read_csv(outputs / csv)
+        assert list(frame.columns) == list(columns), csv
+        side = json.loads((outputs / csv).with_suffix(".json").read_text())
+        assert side["seed"] == 0 and side["flags"]["quiet"] is True and side["wall_time_s"] > 0
+
+
+def test_06_grid(outputs):
+    frame = pd.read_csv(outputs / "06_condensation.csv")
+    assert frame[["n_keys", "d_k"]].values.tolist() == [[n, d] for n in (4, 16) for d in (1, 4, 16)]
+    assert (frame.trials == 64).all()
+    for column in ("max_weight_unscaled_mean", "max_weight_scaled_mean"):
+        assert (frame[column] >= 1 / frame.n_keys - 1e-6).all() and (frame[column] <= 1).all()
+    assert np.isfinite(frame.to_numpy(float)).all()
+
+
+def test_07_parts(outputs):
+    overflow = pd.read_csv(outputs / PART_CSVS["overflow"])
+    assert (overflow.rows == 8).all()
+    first = overflow[(overflow.method == "float16") & (overflow.nonfinite_fraction > 0)]
+    assert first.max_logit.min() == 11.125
+    corr = pd.read_csv(outputs / PART_CSVS["correlation"])
+    assert sorted(corr.d_k.unique()) == [4, 16] and (corr.samples == 2000).all()
+
+
+def test_08_claims(outputs):
+    frame = pd.read_csv(outputs / "08_companion_claims.csv")
+    assert frame.quantity.is_unique
+    assert {"standardized_top_gap", "absolute_top_gap", "over_flattening_factor"} <= set(
+        frame.quantity
+    )
+
+
+def test_byte_identical_reruns_and_seeded(outputs, load_script, run_main, tmp_path):
+    again, other = tmp_path / "again", tmp_path / "other"
+    again.mkdir()
+    other.mkdir()
+    run_all(load_script, run_main, again)
+    for csv in CSV_COLUMNS:
+        assert (again / csv).read_bytes() == (outputs / csv).read_bytes(), csv
+    run_main(load_script("06_condensation"), [*TINY_06, "--seed", "1", "--out", other / "06.csv"])
+    assert (other / "06.csv").read_bytes() != (outputs / "06_condensation.csv").read_bytes()
+
+
+def test_figures_and_report_section(outputs, tmp_path):
+    for name, figure in FIGURES.items():
+        if figure.group == "beyond":
+            paths = figure.draw(outputs, tmp_path)
+            assert [p.name for p in paths] == [f"{name}.png", f"{name}.pdf"]
+            assert all(p.stat().st_size > 10_000 for p in paths)
+    text = beyond_statics_section(Tables(outputs))
+    for heading in ("experiment 06", "experiment 07", "experiment 08"):
+        assert heading in text
+    assert "| 16 | 5.55 |" in text  # the threshold row of n = 16
+    assert "reproduced" in text and "**miss**" in text
+
+
+#: (script, bad flags, the flag the message must name)
+BAD_FLAGS = [
+    ("06_condensation", ["--n-keys", "1"], "--n-keys"),
+    ("06_condensation", ["--dk", "0"], "--dk"),
+    ("06_condensation", ["--out", "missing/06.csv"], "--out"),
+    ("07_failure_modes", ["--samples", "1"], "--samples"),
+    ("07_failure_modes", ["--out-dir", "missing"], "--out-dir"),
+    ("08_companion_claims", ["--trials", "0"], "--trials"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "argv", "flag"), BAD_FLAGS, ids=[f"{n[:2]}:{f}" for n, _, f in BAD_FLAGS]
+)
+def test_bad_flag_exits_2_with_one_line(
+    load_script, run_main, in_tmp_path, capsys, name, argv, flag
+):
+    tiny = {"06_condensation": TINY_06, "07_failure_modes": TINY_07, "08_companion_claims": TINY_08}
+    code = run_main(load_script(name), [*tiny[name], *argv])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and flag in captured.err, captured.err
+    assert "Traceback" not in captured.err
+    assert list(in_tmp_path.iterdir()) == []
