@@ -224,7 +224,7 @@ def train(
 def _check_finite(losses: np.ndarray, mechanism: str, seeds: list[int], chunk_start: int) -> None:
     bad = ~np.isfinite(losses)
     if bad.any():
-        seed_index, offset = np.argwhere(bad)[0]
+        seed_index, offset = min(np.argwhere(bad), key=lambda ij: (ij[1], ij[0]))  # earliest
         raise DivergenceError(
             f"loss is {losses[seed_index, offset]} for mechanism {mechanism}, "
             f"seed {seeds[seed_index]}, at step {chunk_start + offset}"

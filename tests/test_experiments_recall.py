@@ -1,0 +1,180 @@
+"""End-to-end tests of experiments/04_associative_recall.py, run in-process at tiny sizes."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab.curves import trailing_mean
+
+SCRIPT = "04_associative_recall"
+TINY = [
+    "--steps", "30", "--seeds", "2", "--batch-size", "8", "--dk", "16", "--d-model", "16",
+    "--eval-size", "64", "--chunk-steps", "10", "--quiet",
+]  # fmt: skip
+CURVE_COLUMNS = [
+    "variant",
+    "seed",
+    "step",
+    "loss",
+    "smoothed_loss",
+    "accuracy",
+    "grad_norm_wq",
+    "grad_norm_wk",
+    "grad_norm_wv",
+    "attn_entropy",
+    "attn_max_weight",
+]
+SUMMARY_COLUMNS = [
+    "variant",
+    "seed",
+    "grad_wq_step0",
+    "grad_wk_step0",
+    "step_loss_below_1",
+    "step_loss_below_0p1",
+    "final_loss",
+    "final_attn_entropy",
+    "eval_accuracy",
+    "plateau_start",
+    "plateau_end",
+    "plateau_level",
+]
+STEMS = ("04_recall_curves", "04_recall_summary")
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, load_script, run_main):
+    """The script run twice into two fresh directories; returns the directories."""
+    module = load_script(SCRIPT)
+    dirs = []
+    for name in ("a", "b"):
+        out = tmp_path_factory.mktemp(name)
+        assert run_main(module, [*TINY, "--out-dir", out]) == 0
+        dirs.append(out)
+    return dirs
+
+
+def read(out: Path, stem: str) -> pd.DataFrame:
+    return pd.read_csv(out / f"{stem}.csv")
+
+
+def test_outputs_and_sidecars_exist(two_runs):
+    out = two_runs[0]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{s}.csv" for s in STEMS] + [f"{s}.json" for s in STEMS]
+    )
+    for stem in STEMS:
+        sidecar = json.loads((out / f"{stem}.json").read_text())
+        assert sidecar["flags"]["steps"] == 30
+        assert sidecar["flags"]["dk"] == 16
+        assert sidecar["flags"]["out_dir"] == str(out)
+        assert sidecar["seed"] == 0
+        assert sidecar["wall_time_s"] >= 0
+        assert "jax" in sidecar["versions"]
+
+
+def test_curves_schema_and_rows(two_runs):
+    curves = read(two_runs[0], STEMS[0])
+    assert list(curves.columns) == CURVE_COLUMNS
+    assert len(curves) == 2 * 2 * 30
+    assert curves.groupby(["variant", "seed"]).size().to_dict() == {
+        (v, s): 30 for v in ("scaled", "unscaled") for s in (0, 1)
+    }
+    assert list(curves["variant"].unique()) == ["scaled", "unscaled"]
+    for _, group in curves.groupby(["variant", "seed"]):
+        assert group["step"].tolist() == list(range(30))
+        # The smoothed loss is the trailing mean (window 25) of the written loss.
+        np.testing.assert_allclose(
+            group["smoothed_loss"], trailing_mean(group["loss"].to_numpy(), 25), rtol=1e-6
+        )
+    numeric = curves[CURVE_COLUMNS[3:]]
+    assert np.isfinite(numeric.to_numpy()).all()
+    assert (curves["attn_entropy"] <= math.log(16) + 1e-5).all()
+    assert (curves["attn_max_weight"] <= 1 + 1e-6).all()
+
+
+def test_summary_schema_and_consistency(two_runs):
+    curves = read(two_runs[0], STEMS[0])
+    summary = read(two_runs[0], STEMS[1])
+    assert list(summary.columns) == SUMMARY_COLUMNS
+    assert len(summary) == 4
+    assert list(zip(summary["variant"], summary["seed"], strict=True)) == [
+        ("scaled", 0),
+        ("scaled", 1),
+        ("unscaled", 0),
+        ("unscaled", 1),
+    ]
+    for row in summary.itertuples():
+        run = curves[(curves["variant"] == row.variant) & (curves["seed"] == row.seed)]
+        first, last = run.iloc[0], run.iloc[-1]
+        assert row.grad_wq_step0 == pytest.approx(first["grad_norm_wq"], rel=1e-6)
+        assert row.grad_wk_step0 == pytest.approx(first["grad_norm_wk"], rel=1e-6)
+        assert row.final_loss == pytest.approx(last["smoothed_loss"], rel=1e-6)
+        assert row.final_attn_entropy == pytest.approx(last["attn_entropy"], rel=1e-6)
+        assert 0 <= row.eval_accuracy <= 1
+        assert row.eval_accuracy * 64 == pytest.approx(round(row.eval_accuracy * 64), abs=1e-4)
+    # 30 steps from ~ln 32: no milestone reached and no plateau; these are left empty.
+    for column in ("step_loss_below_1", "step_loss_below_0p1", "plateau_start", "plateau_end"):
+        assert summary[column].isna().all(), column
+    assert summary["plateau_level"].isna().all()
+
+
+def test_variants_share_init_but_not_logits(two_runs):
+    """Identical init and data: different losses at step 0 (the scale differs) but the same
+    number of rows, seeds and steps; unscaled attention is sharper from the start."""
+    curves = read(two_runs[0], STEMS[0])
+    step0 = curves[curves["step"] == 0].set_index(["variant", "seed"])
+    for seed in (0, 1):
+        scaled, unscaled = step0.loc[("scaled", seed)], step0.loc[("unscaled", seed)]
+        assert scaled["loss"] != unscaled["loss"]
+        assert unscaled["attn_entropy"] < scaled["attn_entropy"]
+        assert unscaled["attn_max_weight"] > scaled["attn_max_weight"]
+
+
+def test_csvs_byte_identical_across_runs(two_runs):
+    a, b = two_runs
+    for stem in STEMS:
+        assert (a / f"{stem}.csv").read_bytes() == (b / f"{stem}.csv").read_bytes(), stem
+
+
+@pytest.mark.parametrize(
+    ("flags", "names"),
+    [
+        (["--steps", "0"], "--steps"),
+        (["--lr", "-1"], "--lr"),
+        (["--lr", "abc"], "--lr"),
+        (["--lr", "inf"], "--lr"),
+        (["--seeds", "0"], "--seeds"),
+        (["--dk", "1.5"], "--dk"),
+        (["--pairs", "40"], "--pairs"),
+        (["--pairs", "20", "--key-tokens", "16"], "--pairs"),
+        (["--out-dir", "/nonexistent"], "--out-dir"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(flags, names, tmp_path, load_script, run_main, capsys):
+    module = load_script(SCRIPT)
+    argv = ["--quiet", "--out-dir", tmp_path, *flags]
+    assert run_main(module, argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert names in lines[0]
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_divergence_exits_1_with_one_line(tmp_path, load_script, run_main, capsys):
+    module = load_script(SCRIPT)
+    argv = [*TINY, "--lr", "1e30", "--out-dir", tmp_path]
+    assert run_main(module, argv) == 1
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "mechanism scaled" in lines[0]
+    assert "seed 0" in lines[0]
+    assert "at step 1" in lines[0]
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
