@@ -107,9 +107,11 @@ class BenchConfig:
     statics_dks: tuple[int, ...] = (64, 256, 1024)
     n_keys: int = 256
     trials: int = 2000
-    growth_dks: tuple[int, ...] = (64, 256, 1024, 4096)
-    growth_ns: tuple[int, ...] = (256, 1024, 4096, 16384)
-    growth_trials: int = 200
+    growth_dks: tuple[int, ...] = (64, 256, 1024)
+    growth_ns: tuple[int, ...] = (256, 1024, 4096)
+    #: 496 trials fill whole chunks of the direct sampler at every growth point (the chunk
+    #: is 496 trials at d_k 64, n 256), so no point times padded trials.
+    growth_trials: int = 496
     #: n keys of the d_k growth sweep, and d_k of the n growth sweep.
     growth_n_keys: int = 256
     growth_dk: int = 64
@@ -117,7 +119,7 @@ class BenchConfig:
         AttentionShape("", 64, 1, 16, 256),  # experiment 04
         AttentionShape("_large", 8, 1024, 1024, 64),
     )
-    recall: RecallConfig = field(default=RecallConfig(steps=200, seeds=1, chunk_steps=200))
+    recall: RecallConfig = field(default=RecallConfig(steps=200, seeds=1, chunk_steps=50))
     train_seeds: int = 4
     peak_size: int = 2048
     #: Fast calls are repeated within one timing until it lasts this long.
@@ -139,7 +141,7 @@ QUICK = BenchConfig(
     growth_dk=4,
     attention_shapes=(AttentionShape("", 4, 1, 4, 8), AttentionShape("_large", 2, 32, 32, 8)),
     recall=RecallConfig(
-        d_k=8, d_model=8, batch_size=4, steps=2, seeds=1, chunk_steps=2, eval_size=8
+        d_k=8, d_model=8, batch_size=4, steps=4, seeds=1, chunk_steps=2, eval_size=8
     ),
     train_seeds=2,
     peak_size=128,
@@ -404,7 +406,8 @@ def recall_step_flops(config: RecallConfig) -> int:
 
 def _python_loop(config: RecallConfig) -> Callable[[int], np.ndarray]:
     """A Python loop calling a jitted ``train_step`` once per step for seed ``config.seed``;
-    returns a function of the step count giving the losses (metrics fetched at the end)."""
+    returns a function of the step count giving the losses. As ``train`` does after each
+    chunk, it fetches every metric to the host once, at the end."""
     mechanism = MECHANISMS["scaled"]
     model, optimizer = make_model(config, mechanism), make_optimizer(config)
     state = jax.tree.map(lambda x: x[0], initial_state(replace(config, seeds=1), mechanism))
@@ -415,85 +418,92 @@ def _python_loop(config: RecallConfig) -> Callable[[int], np.ndarray]:
         s, history = state, []
         for t in range(steps):
             s, metrics = step(data_key, s, t)
-            history.append(metrics["loss"])
-        return np.asarray(jax.device_get(history))
+            history.append(metrics)
+        return np.array([m["loss"] for m in jax.device_get(history)])
 
     return run
 
 
-def _train_seconds(config: RecallConfig, steps: int) -> tuple[float, np.ndarray]:
+def _train_timed(config: RecallConfig) -> tuple[float, list[float], np.ndarray]:
+    """One ``train`` call: its wall time, the times of its chunks after the first (the
+    intervals between ``on_chunk`` callbacks: steady state, compile excluded) and its
+    losses ``[seeds, steps]``."""
+    marks: list[float] = []
     start = time.perf_counter()
-    result = train(replace(config, steps=steps), MECHANISMS["scaled"])
-    return time.perf_counter() - start, result.metrics["loss"]
+    result = train(
+        config, MECHANISMS["scaled"], on_chunk=lambda _: marks.append(time.perf_counter())
+    )
+    return time.perf_counter() - start, list(np.diff(marks)), result.metrics["loss"]
 
 
 def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
-    """Rows ``train_scan_vs_python_loop`` and ``train_vmap_seeds_vs_sequential``."""
+    """Rows ``train_scan_vs_python_loop`` and ``train_vmap_seeds_vs_sequential``.
+
+    Every ``train`` call runs ``recall.steps`` steps in chunks of ``recall.chunk_steps``
+    (at least two chunks); the chunks after the first time the compiled scan loop alone.
+    """
     recall = replace(config.recall, seeds=1)
-    steps = recall.steps
+    chunk, seeds = recall.chunk_steps, config.train_seeds
+    if recall.steps < 2 * chunk:
+        raise ValueError("the training benchmark needs steps >= 2 * chunk_steps")
+    vmapped = replace(recall, seeds=seeds)
+    sequential = [replace(recall, seed=recall.seed + i) for i in range(seeds)]
+    if config.warmup:  # compile both programs
+        _train_timed(vmapped)
+        _train_timed(sequential[0])
+    whole_vmap, whole_seq, chunks_vmap, chunks_one, diffs = [], [], [], [], []
+    for _ in range(config.repeats):
+        t_vmap, vmap_chunks, vmap_losses = _train_timed(vmapped)
+        runs = [_train_timed(c) for c in sequential]
+        whole_vmap.append(t_vmap)
+        whole_seq.append(sum(t for t, _, _ in runs))
+        chunks_vmap += vmap_chunks
+        chunks_one += [c for _, cs, _ in runs for c in cs]
+        diffs.append(float(np.max(np.abs(vmap_losses - np.concatenate([x for *_, x in runs])))))
+    first_seed_losses = runs[0][2][0]
+
+    loop = _python_loop(recall)
+    loop_losses = loop(chunk)  # compiles, and the losses to compare
+    loop_s = median_seconds(lambda: loop(chunk), config.repeats, warmup=False)
+    scan_s = float(np.median(chunks_one))
+    flops = recall_step_flops(recall)
     sizes = (
         f"d_k {recall.d_k}, d_model {recall.d_model}, batch {recall.batch_size}, "
-        f"{recall.pairs} pairs, scaled"
+        f"{recall.pairs} pairs, scaled attention"
     )
-
-    # The scan loop in steady state: train(2S) - train(S) with chunk_steps S, per repeat,
-    # cancels train()'s fixed cost (tracing, cache load, initialisation, evaluation).
-    chunked = replace(recall, chunk_steps=steps)
-    _train_seconds(chunked, steps)  # always warm up: a difference of times must exclude compile
-    once, marginal = [], []
-    for _ in range(config.repeats):
-        t1, scan_losses = _train_seconds(chunked, steps)
-        t2, _ = _train_seconds(chunked, 2 * steps)
-        once.append(t1)
-        marginal.append(t2 - t1)
-    scan_s, fixed_s = float(np.median(marginal)), float(np.median(once))
-    loop = _python_loop(recall)
-    loop_losses = loop(steps)  # warm-up: compiles, and the losses to compare
-    loop_s = median_seconds(lambda: loop(steps), config.repeats, warmup=False)
-    flops = recall_step_flops(recall)
-    loss_diff = float(np.max(np.abs(scan_losses[0] - loop_losses)))
-    rows = [
+    steady = (
+        "chunks of train() after its first (the time between successive on_chunk callbacks: "
+        "one call of the jitted scan, the metrics fetched and checked; tracing and compile "
+        "fall in the first chunk)"
+    )
+    loss_diff = float(np.max(np.abs(first_seed_losses[:chunk] - loop_losses)))
+    vmap_chunk, seq_chunk = float(np.median(chunks_vmap)), seeds * scan_s
+    return [
         _row(
             "train_scan_vs_python_loop",
             scan_s,
             loop_s,
-            peak_fraction=flops * steps / scan_s / peak_flops,
-            detail=f"{steps} steps, 1 seed, {sizes}; ours = train(2S) - train(S) with "
-            f"chunk_steps S = {steps}, median of {config.repeats} after one warm-up call (a "
-            f"whole train({steps}) call takes "
-            f"{fixed_s:.3g} s: tracing, cache load, init and evaluation); baseline: Python "
-            f"loop over jax.jit(train_step) after a compiling run, metrics fetched once at the "
-            f"end; {steps / scan_s:.0f} vs {steps / loop_s:.0f} steps/s; FLOPs "
-            f"per step = 3 x forward = 3 x [2 d_model d_k (3 n_key + 2 n_value) + "
-            f"4 B pairs d_k + 2 B d_k n_value] = {flops:.3g}; losses agree to {loss_diff:.2g}",
-        )
-    ]
-
-    seeds = config.train_seeds
-    vmapped = replace(recall, seeds=seeds)
-    sequential = [replace(recall, seed=recall.seed + i) for i in range(seeds)]
-    if config.warmup:  # compile both programs
-        _train_seconds(vmapped, steps)
-        _train_seconds(sequential[0], steps)
-    vmap_times, seq_times, diffs = [], [], []
-    for _ in range(config.repeats):
-        t_vmap, vmap_losses = _train_seconds(vmapped, steps)
-        runs = [_train_seconds(c, steps) for c in sequential]
-        vmap_times.append(t_vmap)
-        seq_times.append(sum(t for t, _ in runs))
-        diffs.append(float(np.max(np.abs(vmap_losses - np.concatenate([x for _, x in runs])))))
-    rows.append(
+            peak_fraction=flops * chunk / scan_s / peak_flops,
+            detail=f"seconds per {chunk} steps of 1 seed, {sizes}; ours: median of "
+            f"{len(chunks_one)} {steady}; baseline: a Python loop calling "
+            f"jax.jit(train_step) {chunk} times, metrics fetched at the end, median of "
+            f"{config.repeats} after a compiling run; {chunk / scan_s:.0f} vs "
+            f"{chunk / loop_s:.0f} steps/s; FLOPs per step = 3 x forward = 3 x [2 d_model d_k "
+            f"(3 n_key + 2 n_value) + 4 B pairs d_k + 2 B d_k n_value] = {flops:.3g}; losses "
+            f"agree to {loss_diff:.2g}",
+        ),
         _row(
             "train_vmap_seeds_vs_sequential",
-            float(np.median(vmap_times)),
-            float(np.median(seq_times)),
-            detail=f"{steps} steps, {sizes}; one train() call with seeds={seeds} (vmapped) "
-            f"vs {seeds} train() calls with seeds=1 (seeds {recall.seed}.."
-            f"{recall.seed + seeds - 1}); whole calls, {_timing(config)}; per-seed losses "
-            f"agree to {max(diffs):.2g}",
-        )
-    )
-    return rows
+            float(np.median(whole_vmap)),
+            float(np.median(whole_seq)),
+            detail=f"{recall.steps} steps in chunks of {chunk}, {sizes}; one train() call "
+            f"with seeds={seeds} (vmapped) vs {seeds} train() calls with seeds=1 (seeds "
+            f"{recall.seed}..{recall.seed + seeds - 1}); whole calls (tracing, program load "
+            f"from the persistent cache, init and evaluation included), {_timing(config)}; "
+            f"steady-state chunks alone: {vmap_chunk:.3g} s vs {seeds} x {scan_s:.3g} s "
+            f"({seq_chunk / vmap_chunk:.2f}x); per-seed losses agree to {max(diffs):.2g}",
+        ),
+    ]
 
 
 def bench_growth(config: BenchConfig) -> list[Row]:
