@@ -22,7 +22,7 @@ CSVS := $(STATIC_CSVS) $(RECALL_CSVS) $(REMEDY_CSVS) $(BEYOND_CSVS)
 FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png figures/fig3_training.png figures/fig4_remedies.png \
 	figures/fig5_condensation.png figures/fig6_failure_modes.png
 
-.PHONY: all test lint clean venv reproduce
+.PHONY: all test lint clean venv reproduce bench
 .DELETE_ON_ERROR:
 
 all: $(CSVS) $(FIGURES) results/REPORT.md
@@ -80,12 +80,17 @@ reproduce: $(STAMP)
 	touch experiments/*.py
 	$(MAKE) all
 
+# Timings, not results: always rerun, never part of `all` (2-4 minutes on 2 CPU cores).
+bench: | $(STAMP)
+	$(PY) experiments/bench.py
+
 lint: $(STAMP)
 	$(PY) -m ruff check attnlab experiments tests
 	$(PY) -m ruff format --check attnlab experiments tests
 
+# Two workers: the suite is dominated by XLA compiling small programs, one core each.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .hypothesis *.egg-info

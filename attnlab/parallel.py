@@ -16,7 +16,7 @@ same flags on the same devices give bit-identical results.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 
 import jax
 import jax.numpy as jnp
@@ -56,10 +56,28 @@ def pad_to_multiple(tree, multiple: int):
     return jax.tree.map(pad, tree), n
 
 
+def _global_array(x: jax.Array, sharding: NamedSharding) -> jax.Array:
+    """A global array laid out by ``sharding`` from a value every process holds in full;
+    unlike ``device_put`` this also works when some devices belong to other hosts."""
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = _global_array(jax.random.key_data(x), sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
 def shard_batch(tree):
     """Place a tree whose leaves share a leading axis (a multiple of the device count) on the
     batch mesh, split along that axis."""
-    return jax.device_put(tree, batch_sharding())
+    sharding = batch_sharding()
+    return jax.tree.map(lambda x: _global_array(x, sharding), tree)
+
+
+@lru_cache(maxsize=256)
+def _batched(fn: Callable, mesh: Mesh) -> Callable:
+    """``jit(vmap(fn))`` with inputs sharded over ``mesh`` and outputs replicated (so every
+    host can read them); cached per function so repeated calls reuse its compilation."""
+    return jax.jit(jax.vmap(fn), out_shardings=NamedSharding(mesh, PartitionSpec()))
 
 
 def chunked_map(
@@ -72,10 +90,12 @@ def chunked_map(
 
     Args:
       fn: a function of one item (a pytree of arrays without the leading axis), returning a
-        pytree of arrays; it is vmapped and jit-compiled once per chunk shape.
+        pytree of arrays; it is vmapped and jit-compiled once per chunk shape. Pass the same
+        function object on every call (e.g. from a cached factory) to reuse compilations.
       items: a pytree whose leaves share a leading axis of length N (typically PRNG keys).
-      chunk_size: items per compiled call, rounded up to a multiple of the device count; the
-        last chunk is padded so every call has the same shape and compiles once.
+      chunk_size: at most this many items per compiled call: N is cut into equal chunks,
+        each rounded up to a multiple of the device count; the last chunk is padded so every
+        call has the same shape and compiles once.
       on_chunk: called with the number of items finished after each chunk (progress bars).
 
     Returns:
@@ -83,8 +103,10 @@ def chunked_map(
     """
     n_dev = device_count()
     n = jax.tree.leaves(items)[0].shape[0]
-    chunk = -(-min(chunk_size, n) // n_dev) * n_dev  # a multiple of the device count
-    batched = jax.jit(jax.vmap(fn), out_shardings=batch_sharding())
+    n_chunks = -(-n // max(1, chunk_size))
+    per_chunk = -(-n // n_chunks)  # equal chunks, so the last one pads little
+    chunk = -(-per_chunk // n_dev) * n_dev  # a multiple of the device count
+    batched = _batched(fn, batch_mesh())
     outputs = []
     for start in range(0, n, chunk):
         part = jax.tree.map(lambda x, s=start: x[s : s + chunk], items)

@@ -21,6 +21,7 @@ because every trial draws from its own key.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -88,15 +89,20 @@ def _map_trials(fn: Callable, items, elements_per_item: int, on_chunk) -> np.nda
         return chunked_map(fn, items, chunk_for(elements_per_item), on_chunk)
 
 
+@functools.cache
+def _dot_product_fn(d_k: int) -> Callable[[jax.Array], jax.Array]:
+    def one(key: jax.Array) -> jax.Array:
+        return direct_logits(key, d_k, 1)[0]
+
+    return one
+
+
 def dot_product_samples(
     key: jax.Array, d_k: int, samples: int, on_chunk: Callable[[int], None] | None = None
 ) -> np.ndarray:
     """``samples`` independent products ``q . k`` of standard normal vectors (experiment 01)."""
-
-    def one(k: jax.Array) -> jax.Array:
-        return direct_logits(k, d_k, 1)[0]
-
-    return _map_trials(one, trial_keys(key, d_k, samples), 2 * d_k, on_chunk)
+    keys = trial_keys(key, d_k, samples)
+    return _map_trials(_dot_product_fn(d_k), keys, 2 * d_k, on_chunk)
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,25 @@ class RowStatistics:
     max_weight: np.ndarray
     entropy: np.ndarray
     jacobian_fro: np.ndarray
+
+
+@functools.cache
+def _row_statistics_fn(
+    sampler: str, n_keys: int, static_d_k: int | None, variants: tuple[str, ...]
+) -> Callable:
+    """The per-trial function of ``softmax_row_statistics``, one object per configuration
+    so that its compilation is reused. ``static_d_k`` None: d_k is read from the item
+    (traced), so the exact sampler compiles one program for every head width."""
+    draw = LOGIT_SAMPLERS[sampler]
+
+    def one(item: tuple[jax.Array, jax.Array]) -> jax.Array:
+        key, width = item  # width is d_k as a traced float
+        z = draw(key, width if static_d_k is None else static_d_k, n_keys)
+        scales = jnp.stack([VARIANT_SCALES[v](width) for v in variants])
+        p = masked_softmax(scales[:, None] * z[None, :])
+        return jnp.stack([max_weight(p), entropy(p), jacobian_frobenius_norm(p)], axis=-1)
+
+    return one
 
 
 def softmax_row_statistics(
@@ -123,16 +148,8 @@ def softmax_row_statistics(
     Every trial draws one row of ``n_keys`` unscaled logits with ``sampler`` and evaluates
     all variants on it.
     """
-    draw = LOGIT_SAMPLERS[sampler]
     exact = sampler == "exact"
-
-    def one(item: tuple[jax.Array, jax.Array]) -> jax.Array:
-        key, width = item  # width is d_k as a traced float: one program for all d_k if exact
-        z = draw(key, width if exact else d_k, n_keys)
-        scales = jnp.stack([VARIANT_SCALES[v](width) for v in variants])
-        p = masked_softmax(scales[:, None] * z[None, :])
-        return jnp.stack([max_weight(p), entropy(p), jacobian_frobenius_norm(p)], axis=-1)
-
+    one = _row_statistics_fn(sampler, n_keys, None if exact else d_k, tuple(variants))
     items = (trial_keys(key, d_k, trials), jnp.full((trials,), d_k, jnp.float32))
     elements = n_keys * (1 if exact else d_k) + len(variants) * n_keys
     stats = np.moveaxis(_map_trials(one, items, elements, on_chunk), 0, 1)  # [V, trials, 3]
