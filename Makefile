@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 CORE := attnlab/attention.py attnlab/softmax_stats.py attnlab/parallel.py attnlab/cli.py attnlab/io.py
 STATICS := $(CORE) attnlab/sampling.py attnlab/statics.py
 
-RECALL := $(CORE) attnlab/temperature.py attnlab/curves.py $(wildcard attnlab/recall/*.py)
+RECALL := $(CORE) attnlab/temperature.py attnlab/curves.py \
+	$(filter-out attnlab/recall/remedies.py,$(wildcard attnlab/recall/*.py))
 
 STATIC_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv results/03_jacobian_norm.csv
 RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
@@ -50,7 +51,7 @@ $(RECALL_CSVS) &: experiments/04_associative_recall.py $(RECALL) | $(STAMP)
 figures/fig3_training.png: experiments/plot_figures.py attnlab/plotting.py $(RECALL_CSVS) | $(STAMP)
 	$(PY) experiments/plot_figures.py fig3_training
 
-$(REMEDY_CSVS) &: experiments/05_remedies.py $(RECALL) | $(STAMP)
+$(REMEDY_CSVS) &: experiments/05_remedies.py attnlab/recall/remedies.py $(RECALL) | $(STAMP)
 	$(PY) $<
 
 figures/fig4_remedies.png: experiments/plot_figures.py attnlab/plotting.py $(REMEDY_CSVS) | $(STAMP)
