@@ -311,7 +311,7 @@ def fig4_remedies(results_dir: Path, figures_dir: Path) -> list[Path]:
         ax_m.set_xscale("log")
         ax_m.set_xlabel("training step (log scale)")
         ax_m.set_title("(b) Milestones, one point per seed")
-        ax_m.legend(loc="lower right", fontsize=6)
+        ax_m.legend(loc="center right", fontsize=6)
 
         for column, name, text in (
             ("smoothed_unfolded", "scaled", "unfolded (scaled)"),
