@@ -119,25 +119,16 @@ def run_logit_variance(config: LogitVarianceConfig, on_progress: Progress = None
     return pd.DataFrame(rows)
 
 
-def _sweep(config: SoftmaxSweepConfig, on_progress: Progress) -> list[tuple[int, object]]:
-    key = jax.random.key(config.seed)
-    return [
-        (
-            d_k,
-            softmax_row_statistics(
-                key, d_k, config.n_keys, config.trials, config.sampler, on_chunk=on_progress
-            ),
-        )
-        for d_k in config.dks
-    ]
-
-
 def _sweep_table(
     config: SoftmaxSweepConfig, on_progress: Progress, statistics: dict[str, str]
 ) -> pd.DataFrame:
     """Rows per (variant, d_k) with ``<name>_mean`` and ``<name>_sem`` per statistic."""
+    key = jax.random.key(config.seed)
     rows = []
-    for d_k, stats in _sweep(config, on_progress):
+    for d_k in config.dks:
+        stats = softmax_row_statistics(
+            key, d_k, config.n_keys, config.trials, config.sampler, on_chunk=on_progress
+        )
         for v, variant in enumerate(stats.variants):
             row = {
                 "variant": variant,

@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 
 from attnlab.curves import trailing_mean
+from attnlab.parallel import unpad
 from attnlab.recall.summary import summary_frame
-from attnlab.recall.task import sample_batch
 from attnlab.recall.train import (
     RecallConfig,
     TrainResult,
     TrainState,
+    held_out_batches,
     make_model,
-    seed_keys,
     train,
 )
 from attnlab.temperature import MECHANISMS
@@ -62,11 +62,8 @@ def fold_params(params: dict, d_k: int) -> dict:
 def _eval_logits(config: RecallConfig, mechanism: str, params: dict) -> np.ndarray:
     """Value logits of every seed's model on its held-out set, ``[seeds, eval, values]``."""
     model = make_model(config, MECHANISMS[mechanism])
-    batches = jax.vmap(lambda k: sample_batch(k, config.eval_size, config.task))(
-        jnp.stack([seed_keys(s).eval for s in config.seed_values])
-    )
     apply = jax.vmap(lambda p, b: model.apply({"params": p}, b)[0])
-    return np.asarray(apply(params, batches))
+    return np.asarray(apply(params, held_out_batches(config)))
 
 
 def run_fold(
@@ -81,8 +78,7 @@ def run_fold(
     scaled = MECHANISMS["scaled"]
     head = train(config, scaled, steps=fold_step, on_chunk=on_progress)
     n = len(config.seed_values)
-    params = jax.tree.map(lambda x: x[:n], head.state.params)
-    opt_state = jax.tree.map(lambda x: x[:n], head.state.opt_state)
+    params, opt_state = unpad(head.state, n)
     folded_params = fold_params(params, config.d_k)
 
     logits = _eval_logits(config, "scaled", params)
@@ -119,8 +115,8 @@ def run_fold(
         )
     curves = pd.concat(frames, ignore_index=True)
 
-    final_unfolded = _eval_logits(config, "scaled", _unpad(unfolded.state.params, n))
-    final_folded = _eval_logits(config, "unscaled", _unpad(folded.state.params, n))
+    final_unfolded = _eval_logits(config, "scaled", unpad(unfolded.state.params, n))
+    final_folded = _eval_logits(config, "unscaled", unpad(folded.state.params, n))
     check = pd.DataFrame(
         {
             "seed": config.seed_values,
@@ -137,10 +133,6 @@ def run_fold(
         }
     )
     return curves, check
-
-
-def _unpad(tree, n: int):
-    return jax.tree.map(lambda x: x[:n], tree)
 
 
 def run_sensitivity(

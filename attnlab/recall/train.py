@@ -23,7 +23,7 @@ import numpy as np
 import optax
 
 from attnlab.errors import RunError
-from attnlab.parallel import device_count, pad_to_multiple, shard_batch
+from attnlab.parallel import device_count, pad_to_multiple, shard_batch, unpad
 from attnlab.recall.model import RecallModel
 from attnlab.recall.task import Batch, RecallTask, sample_batch, stream_batch
 from attnlab.softmax_stats import entropy, max_weight
@@ -141,6 +141,12 @@ def train_step(
     return TrainState(optax.apply_updates(state.params, updates), opt_state), metrics
 
 
+def held_out_batches(config: RecallConfig) -> Batch:
+    """Every seed's held-out set, stacked: ``eval_size`` sequences from its eval key."""
+    keys = jnp.stack([seed_keys(s).eval for s in config.seed_values])
+    return jax.vmap(lambda k: sample_batch(k, config.eval_size, config.task))(keys)
+
+
 def evaluate(model: RecallModel, params: dict, batch: Batch) -> jax.Array:
     """Accuracy of the predicted value on a held-out batch."""
     logits, _ = model.apply({"params": params}, batch)
@@ -213,11 +219,10 @@ def train(
             on_chunk(chunk_end - chunk_start)
     metrics = {k: np.concatenate([c[k] for c in chunks], axis=1) for k in METRICS}
 
-    eval_batches = jax.vmap(lambda k: sample_batch(k, config.eval_size, config.task))(
-        jnp.stack([seed_keys(s).eval for s in seeds])
+    params = unpad(state.params, len(seeds))
+    accuracy = jax.jit(jax.vmap(lambda p, b: evaluate(model, p, b)))(
+        params, held_out_batches(config)
     )
-    params = jax.tree.map(lambda x: x[: len(seeds)], state.params)
-    accuracy = jax.jit(jax.vmap(lambda p, b: evaluate(model, p, b)))(params, eval_batches)
     return TrainResult(mechanism.name, seeds, start_step, metrics, np.asarray(accuracy), state)
 
 
