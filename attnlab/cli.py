@@ -160,6 +160,10 @@ def entry_point(
         except RunError as err:
             print(f"{parser.prog}: failed: {err}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            # Outputs are renamed into place only when complete, so nothing partial is left.
+            print(f"{parser.prog}: interrupted; nothing written", file=sys.stderr)
+            return 130
         return 0
 
     return main

@@ -26,6 +26,8 @@ from attnlab.errors import DataError
 #: Floats are written with 8 significant digits: float32 precision, and byte-identical
 #: output for identical inputs.
 FLOAT_FORMAT = "%.8g"
+#: ``git status`` pathspecs of the code: the whole tree but the generated outputs.
+OUTPUT_PATHSPECS = (":(top,exclude)results", ":(top,exclude)figures")
 PACKAGES = ("attnlab", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "matplotlib")
 
 
@@ -59,8 +61,10 @@ def _git_commit() -> str | None:
             check=True,
             cwd=Path(__file__).resolve().parent,
         )
+        # Regenerating the committed outputs modifies them; only a change to the code
+        # (anything outside results/ and figures/) makes the run "-dirty".
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *OUTPUT_PATHSPECS],
             capture_output=True,
             text=True,
             check=True,

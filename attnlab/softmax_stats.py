@@ -49,18 +49,31 @@ def jacobian_frobenius_norm(p: ArrayLike) -> Array:
     result approaches 0) and can even go negative in float32. Instead we sum the squared
     entries in groups that are each a sum of non-negative terms:
 
-        ||J||_F^2 = sum_i p_i^2 (1 - p_i)^2  +  sum_i p_i^2 r_i,   r_i = sum_{j != i} p_j^2.
+        ||J||_F^2 = sum_i p_i^2 [(1 - p_i)^2 + r_i],   r_i = sum_{j != i} p_j^2.
 
-    For ``i`` other than the row's argmax ``m``, ``r_i = s2 - p_i^2 >= s2 / 2`` because
-    ``p_m >= p_i``, so the subtraction loses at most one bit; for ``i = m`` we sum
-    ``r_m`` directly over the other entries, which is where the cancellation would be. And
-    ``1 - p_m`` is exact in floating point for ``p_m >= 1/2`` (Sterbenz lemma).
+    Let ``m`` be the row's argmax and ``t = sum_{j != m} p_j`` the mass off it. Three
+    choices keep full relative precision however saturated the row is:
+
+    - for ``i = m``, ``1 - p_m`` is replaced by ``t`` and ``r_m`` is summed over the other
+      entries: ``p_m`` carries an absolute rounding error of ``eps / 2``, a large relative
+      error of ``1 - p_m`` once the row saturates, while ``t`` is a sum of small weights;
+    - for ``i != m``, ``r_i = s2 - p_i^2 >= s2 / 2`` (``p_m >= p_i``) and ``1 - p_i >= 1/2``,
+      so those subtractions lose at most one bit;
+    - every term carries a factor ``t^2`` or ``p_i^2 <= t^2``, so with ``u_i = p_i / t``
+
+          ||J||_F = t sqrt(p_m^2 (1 + sum_{j != m} u_j^2)
+                           + sum_{i != m} u_i^2 [(1 - p_i)^2 + s2 - p_i^2]),
+
+      which never squares a tiny weight into float32's subnormal range.
     """
     p = jnp.asarray(p)
-    p2 = p * p
     is_argmax = jax.nn.one_hot(jnp.argmax(p, axis=-1), p.shape[-1], dtype=bool)
-    others_of_max = jnp.sum(jnp.where(is_argmax, 0.0, p2), axis=-1, keepdims=True)
-    s2 = jnp.sum(p2, axis=-1, keepdims=True)
-    r = jnp.where(is_argmax, others_of_max, s2 - p2)
-    diag = p2 * (1.0 - p) ** 2
-    return jnp.sqrt(jnp.sum(diag + p2 * r, axis=-1))
+    off_max = jnp.where(is_argmax, 0.0, p)
+    t = jnp.sum(off_max, axis=-1, keepdims=True)
+    u = off_max / jnp.where(t > 0, t, 1.0)  # a one-hot row has t = 0 and norm 0
+    u2 = u * u
+    p_max = jnp.max(p, axis=-1, keepdims=True)
+    s2 = jnp.sum(p * p, axis=-1, keepdims=True)
+    argmax_term = p_max**2 * (1.0 + jnp.sum(u2, axis=-1, keepdims=True))
+    other_terms = jnp.sum(u2 * ((1.0 - p) ** 2 + s2 - p * p), axis=-1, keepdims=True)
+    return (t * jnp.sqrt(argmax_term + other_terms))[..., 0]

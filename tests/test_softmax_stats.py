@@ -57,17 +57,22 @@ def saturated_rows():
 
     d_k in {128, 256, 512, 1024}, 256 keys, 512 queries per d_k: 2048 float32 rows whose
     logits have standard deviation sqrt(d_k) = 11 .. 32, so many rows are near one-hot.
-    Returns the rows and the float64 Frobenius norms of their explicit Jacobians.
+    Returns the rows and the Frobenius norms of the explicit Jacobians of the float64
+    softmax of the same float32 logits (the float32 rows do not sum to 1 exactly, so the
+    float64 Jacobian of the float32 rows is not the reference).
     """
-    rows = []
+    logits = []
     for d in (128, 256, 512, 1024):
         rng = np.random.default_rng(d)
         K = rng.standard_normal((256, d), np.float32)
         Q = rng.standard_normal((512, d), np.float32)
-        rows.append(np.asarray(jax.nn.softmax(Q @ K.T, axis=-1)))
-    p = np.concatenate(rows)
+        logits.append(Q @ K.T)
+    z = np.concatenate(logits)
+    p = np.asarray(jax.nn.softmax(z, axis=-1))
     assert p.shape == (2048, 256) and p.dtype == np.float32
-    return p, explicit_frobenius64(p)
+    z64 = z.astype(np.float64)
+    e = np.exp(z64 - z64.max(-1, keepdims=True))
+    return p, explicit_frobenius64(e / e.sum(-1, keepdims=True))
 
 
 # --------------------------------------------------------------------------- Jacobian
@@ -134,6 +139,28 @@ def test_frobenius_norm_saturated_rows_accurate(saturated_rows):
     assert rel.max() <= 2e-3, rel.max()
     # Rows below the threshold are tiny too.
     np.testing.assert_allclose(got[~checked], ref[~checked], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("spread", [5.0, 10.0, 20.0, 30.0, 40.0])
+def test_frobenius_norm_relative_precision_up_to_spread_40(spread):
+    """Rows whose logits span ``spread`` (max - min): the norm of the float32 softmax has
+    full relative precision against float64 arithmetic on the same float32 logits, down
+    to norms ~1e-10 (spread 40), where ``1 - p_max`` would have lost every digit."""
+    z = np.random.default_rng(int(spread)).uniform(size=(512, 16))
+    z = (z - z.min(-1, keepdims=True)) / np.ptp(z, -1, keepdims=True) * spread
+    z32 = z.astype(np.float32)
+    p32 = np.asarray(jax.nn.softmax(z32, axis=-1), np.float64)
+    z64 = z32.astype(np.float64)
+    e = np.exp(z64 - z64.max(-1, keepdims=True))
+    p64 = e / e.sum(-1, keepdims=True)
+    ref = explicit_frobenius64(p64)
+    got = np.asarray(jacobian_frobenius_norm(p32.astype(np.float32)), np.float64)
+    # Bound: the norm's relative condition number with respect to componentwise relative
+    # perturbations of p is <= 2 (every squared term is a product of <= 4 weights, then a
+    # square root), plus the rounding of O(n) float32 sums.
+    weights_rel = np.max(np.abs(p32 - p64) / p64)
+    bound = 2 * weights_rel + 4 * 16 * np.finfo(np.float32).eps
+    assert np.max(np.abs(got - ref) / ref) <= bound
 
 
 def test_naive_closed_form_fails_on_saturated_rows(saturated_rows):

@@ -66,6 +66,36 @@ class RecallConfig:
     chunk_steps: int = 100
     mechanisms: tuple[str, ...] = field(default=("scaled", "unscaled"))
 
+    def __post_init__(self) -> None:
+        positive = (
+            "d_k",
+            "d_model",
+            "pairs",
+            "n_key_tokens",
+            "n_value_tokens",
+            "steps",
+            "batch_size",
+            "seeds",
+            "eval_size",
+            "smoothing",
+            "chunk_steps",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"RecallConfig.{name} must be an integer >= 1, got {value!r}")
+        if self.seed < 0:
+            raise ValueError(f"RecallConfig.seed must be >= 0, got {self.seed!r}")
+        for name in ("lr", "embed_init_std"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"RecallConfig.{name} must be a finite number > 0, got {value!r}")
+        unknown = [m for m in self.mechanisms if m not in MECHANISMS]
+        if not self.mechanisms or unknown:
+            raise ValueError(
+                f"RecallConfig.mechanisms must name known mechanisms, got {self.mechanisms!r}"
+            )
+
     @property
     def task(self) -> RecallTask:
         return RecallTask(self.pairs, self.n_key_tokens, self.n_value_tokens)
@@ -192,7 +222,11 @@ def train(
     ``state`` (stacked over seeds) defaults to the step-0 state; passing one continues a run
     (the fold experiment of 05 does). Raises DivergenceError on a non-finite loss.
     """
+    if start_step < 0:
+        raise ValueError(f"train: start_step must be >= 0, got {start_step}")
     steps = config.steps - start_step if steps is None else steps
+    if steps < 1:
+        raise ValueError(f"train: steps must be >= 1, got {steps} (start_step {start_step})")
     model, optimizer = make_model(config, mechanism), make_optimizer(config)
     state = initial_state(config, mechanism) if state is None else state
     seeds = config.seed_values
