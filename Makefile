@@ -1,29 +1,50 @@
 # attnlab: `make all` regenerates what is stale, `make test` runs ruff and the tests.
 # Both build .venv first when it is missing or older than pyproject.toml.
+#
+# One rule per study of attnlab/studies (the registry in attnlab/studies/__init__.py).
+# A result depends on its script, the shared package (core, harness, registry) and its
+# study's folder by wildcard, so editing any module it imports makes it stale;
+# tests/test_registry.py checks every import of every script against these prerequisites.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-CORE := attnlab/attention.py attnlab/softmax_stats.py attnlab/parallel.py attnlab/cli.py attnlab/io.py
-STATICS := $(CORE) attnlab/sampling.py attnlab/statics.py
+# The shared package every script imports, and what only figures and the report import.
+PRESENTATION := attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/harness/verdicts.py attnlab/claims.py
+PACKAGE := attnlab/__init__.py attnlab/studies/__init__.py $(wildcard attnlab/core/*.py) \
+	$(filter-out $(PRESENTATION),$(wildcard attnlab/harness/*.py))
+# What a study's computation imports: its folder (and those of the studies it builds on),
+# less its figure and report modules.
+compute = $(PACKAGE) \
+	$(filter-out %/figure.py %/report.py,$(wildcard $(1:%=attnlab/studies/%/*.py)))
+# What a study's figures import: its whole folder.
+folder = $(PACKAGE) $(PRESENTATION) $(wildcard attnlab/studies/$(1)/*.py)
 
-RECALL := $(CORE) attnlab/temperature.py attnlab/curves.py \
-	$(filter-out attnlab/recall/remedies.py,$(wildcard attnlab/recall/*.py))
-
-STATIC_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv results/03_jacobian_norm.csv
+STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
+	results/03_jacobian_norm.csv
 RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
-REMEDY_CSVS := results/05_remedies_curves.csv results/05_remedies_summary.csv \
+REMEDIES_CSVS := results/05_remedies_curves.csv results/05_remedies_summary.csv \
 	results/05_fold_curves.csv results/05_fold_check.csv results/05_sensitivity.csv
-FAILURE_CSVS := results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
+CONDENSATION_CSVS := results/06_condensation.csv
+FAILURE_MODES_CSVS := results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv
-BEYOND_CSVS := results/06_condensation.csv $(FAILURE_CSVS) results/08_companion_claims.csv
-CSVS := $(STATIC_CSVS) $(RECALL_CSVS) $(REMEDY_CSVS) $(BEYOND_CSVS)
-FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png figures/fig3_training.png figures/fig4_remedies.png \
-	figures/fig5_condensation.png figures/fig6_failure_modes.png
+COMPANION_CSVS := results/08_companion_claims.csv
+CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(CONDENSATION_CSVS) \
+	$(FAILURE_MODES_CSVS) $(COMPANION_CSVS)
 
-.PHONY: all test lint clean venv reproduce bench
+STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
+RECALL_FIGURES := figures/fig3_training.png
+REMEDIES_FIGURES := figures/fig4_remedies.png
+CONDENSATION_FIGURES := figures/fig5_condensation.png
+FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
+FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(CONDENSATION_FIGURES) \
+	$(FAILURE_MODES_FIGURES)
+PLOT := experiments/plot_figures.py
+
+.PHONY: all test test-matrix verify verify-quick lint clean venv reproduce bench
 .DELETE_ON_ERROR:
 
 all: $(CSVS) $(FIGURES) results/REPORT.md
@@ -36,44 +57,48 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-results/01_logit_variance.csv: experiments/01_logit_variance.py $(STATICS) | $(STAMP)
+# ---------------------------------------------------------------- statics (01-03)
+$(STATICS_CSVS): results/%.csv: experiments/%.py $(call compute,statics) | $(STAMP)
 	$(PY) $<
 
-results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(STATICS) | $(STAMP)
+$(STATICS_FIGURES) &: $(PLOT) $(call folder,statics) $(STATICS_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study statics
+
+# ---------------------------------------------------------------- recall (04)
+$(RECALL_CSVS) &: experiments/04_associative_recall.py $(call compute,recall) | $(STAMP)
 	$(PY) $<
 
-results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(STATICS) | $(STAMP)
+$(RECALL_FIGURES) &: $(PLOT) $(call folder,recall) $(RECALL_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study recall
+
+# ---------------------------------------------------------------- remedies (05)
+$(REMEDIES_CSVS) &: experiments/05_remedies.py $(call compute,remedies recall) | $(STAMP)
 	$(PY) $<
 
-$(RECALL_CSVS) &: experiments/04_associative_recall.py $(RECALL) | $(STAMP)
+$(REMEDIES_FIGURES) &: $(PLOT) $(call folder,remedies) $(REMEDIES_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study remedies
+
+# ---------------------------------------------------------------- condensation (06)
+$(CONDENSATION_CSVS) &: experiments/06_condensation.py $(call compute,condensation) | $(STAMP)
 	$(PY) $<
 
-figures/fig3_training.png: experiments/plot_figures.py attnlab/plotting.py $(RECALL_CSVS) | $(STAMP)
-	$(PY) experiments/plot_figures.py fig3_training
+$(CONDENSATION_FIGURES) &: $(PLOT) $(call folder,condensation) $(CONDENSATION_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study condensation
 
-$(REMEDY_CSVS) &: experiments/05_remedies.py attnlab/recall/remedies.py $(RECALL) | $(STAMP)
+# ---------------------------------------------------------------- failure modes (07)
+$(FAILURE_MODES_CSVS) &: experiments/07_failure_modes.py $(call compute,failure_modes) | $(STAMP)
 	$(PY) $<
 
-figures/fig4_remedies.png: experiments/plot_figures.py attnlab/plotting.py $(REMEDY_CSVS) | $(STAMP)
-	$(PY) experiments/plot_figures.py fig4_remedies
+$(FAILURE_MODES_FIGURES) &: $(PLOT) $(call folder,failure_modes) $(FAILURE_MODES_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study failure_modes
 
-results/06_condensation.csv: experiments/06_condensation.py attnlab/condensation.py $(STATICS) | $(STAMP)
+# ---------------------------------------------------------------- companion (08)
+$(COMPANION_CSVS) &: experiments/08_companion_claims.py $(call compute,companion) | $(STAMP)
 	$(PY) $<
 
-$(FAILURE_CSVS) &: experiments/07_failure_modes.py attnlab/failure_modes.py $(STATICS) | $(STAMP)
-	$(PY) $<
-
-results/08_companion_claims.csv: experiments/08_companion_claims.py attnlab/companion.py $(STATICS) | $(STAMP)
-	$(PY) $<
-
-figures/fig5_condensation.png figures/fig6_failure_modes.png &: experiments/plot_figures.py attnlab/plotting.py attnlab/condensation.py attnlab/failure_modes.py results/06_condensation.csv $(FAILURE_CSVS) | $(STAMP)
-	$(PY) experiments/plot_figures.py --group beyond
-
-figures/fig1_saturation.png figures/fig2_jacobian_norm.png &: experiments/plot_figures.py attnlab/plotting.py $(STATIC_CSVS) | $(STAMP)
-	$(PY) experiments/plot_figures.py --group statics
-
-results/REPORT.md: experiments/make_report.py attnlab/report.py attnlab/claims.py attnlab/curves.py \
-		attnlab/condensation.py attnlab/failure_modes.py $(CSVS) | $(STAMP)
+# ---------------------------------------------------------------- the report
+results/REPORT.md: experiments/make_report.py attnlab/report.py $(PACKAGE) $(PRESENTATION) \
+		$(wildcard attnlab/studies/*/*.py) $(CSVS) | $(STAMP)
 	$(PY) experiments/make_report.py
 
 # Regenerate every result from scratch, even where make thinks it is up to date.
@@ -85,6 +110,14 @@ reproduce: $(STAMP)
 bench: | $(STAMP)
 	$(PY) experiments/bench.py
 
+# Regenerate every result into a temporary directory and compare it with results/ by
+# statistical tolerances (see attnlab/verify.py); verify-quick: statics and failure modes.
+verify: | $(STAMP)
+	$(PY) experiments/verify.py
+
+verify-quick: | $(STAMP)
+	$(PY) experiments/verify.py --quick
+
 lint: $(STAMP)
 	$(PY) -m ruff check attnlab experiments tests
 	$(PY) -m ruff format --check attnlab experiments tests
@@ -92,6 +125,11 @@ lint: $(STAMP)
 # Two workers: the suite is dominated by XLA compiling small programs, one core each.
 test: lint
 	$(PY) -m pytest -q -n 2
+
+# The suite under configurations that change XLA's CPU code paths and the device layout
+# (see .ci/test-matrix); run it before every change to numerics.
+test-matrix: lint
+	PY=$(PY) bash .ci/test-matrix
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .hypothesis *.egg-info

@@ -1,13 +1,18 @@
 """attnlab: reproducible experiments on the 1/sqrt(d_k) factor of dot-product attention."""
 
-from attnlab.attention import (
+from attnlab.core.attention import (
     attention_logits,
     attention_weights,
     dot_product_attention,
     masked_softmax,
     softcap,
 )
-from attnlab.softmax_stats import entropy, jacobian_frobenius_norm, max_weight, softmax_jacobian
+from attnlab.core.softmax_stats import (
+    entropy,
+    jacobian_frobenius_norm,
+    max_weight,
+    softmax_jacobian,
+)
 
 __all__ = [
     "attention_logits",

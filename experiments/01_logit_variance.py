@@ -7,17 +7,15 @@ Argument"), and the std of the scaled product q . k / sqrt(d_k).
 
 import sys
 
-from attnlab import cli
-from attnlab.statics import LogitVarianceConfig, run_logit_variance
+from attnlab.harness import cli
+from attnlab.studies.statics.compute import LogitVarianceConfig, run_logit_variance
 
 DEFAULT = LogitVarianceConfig()
 
 
 def build_parser():
     parser = cli.new_parser(__doc__)
-    parser.add_argument(
-        "--dk", type=cli.positive_int, nargs="+", default=list(DEFAULT.dks), help="head widths d_k"
-    )
+    cli.add_dk_flag(parser, DEFAULT.dks)
     parser.add_argument(
         "--samples",
         type=cli.int_at_least(2),

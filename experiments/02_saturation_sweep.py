@@ -8,23 +8,13 @@ errors (article 004, "What Breaks Without It: Saturation", Figure 1).
 
 import sys
 
-from attnlab import cli
-from attnlab.statics import add_sweep_flags, run_saturation_sweep, sweep_config
+from attnlab.harness import cli
+from attnlab.studies.statics.compute import run_saturation_sweep
+from attnlab.studies.statics.flags import sweep_script
 
-
-def build_parser():
-    parser = cli.new_parser(__doc__)
-    add_sweep_flags(parser, "02_saturation_sweep.csv")
-    return parser
-
-
-def run(args):
-    out = cli.check_writable(args.out, "--out")
-    config = sweep_config(args)
-    total = len(config.dks) * config.trials
-    cli.run_table(args, out, "02 saturation", total, lambda bar: run_saturation_sweep(config, bar))
-
-
+build_parser, run = sweep_script(
+    __doc__, "02_saturation_sweep.csv", "02 saturation", run_saturation_sweep
+)
 main = cli.entry_point(build_parser, run)
 
 if __name__ == "__main__":

@@ -7,23 +7,13 @@ its standard error (article 004, "The Gradient Argument", Figure 2).
 
 import sys
 
-from attnlab import cli
-from attnlab.statics import add_sweep_flags, run_jacobian_sweep, sweep_config
+from attnlab.harness import cli
+from attnlab.studies.statics.compute import run_jacobian_sweep
+from attnlab.studies.statics.flags import sweep_script
 
-
-def build_parser():
-    parser = cli.new_parser(__doc__)
-    add_sweep_flags(parser, "03_jacobian_norm.csv")
-    return parser
-
-
-def run(args):
-    out = cli.check_writable(args.out, "--out")
-    config = sweep_config(args)
-    total = len(config.dks) * config.trials
-    cli.run_table(args, out, "03 jacobian norm", total, lambda bar: run_jacobian_sweep(config, bar))
-
-
+build_parser, run = sweep_script(
+    __doc__, "03_jacobian_norm.csv", "03 jacobian norm", run_jacobian_sweep
+)
 main = cli.entry_point(build_parser, run)
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Experiment 04: associative recall, scaled vs unscaled attention (article 004, Figure 3).
 
-Trains the single-head model of attnlab.recall on the recall task (16 key-value pairs over
+Trains the single-head model of attnlab.studies.recall on the recall task (16 key-value pairs over
 32 key and 32 value tokens, d_k = 256, Adam at 3e-4) for every seed, once with scaled and
 once with unscaled attention, from identical initialisations on identical data streams.
 Writes 04_recall_curves.csv (per step) and 04_recall_summary.csv (per variant and seed),
@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from attnlab import cli
-from attnlab.recall.cli import add_recall_flags, recall_config, write_recall_outputs
-from attnlab.recall.train import train_and_evaluate
+from attnlab.harness import cli
+from attnlab.studies.recall.flags import add_recall_flags, recall_config, write_recall_outputs
+from attnlab.studies.recall.train import train_and_evaluate
 
 
 def build_parser():

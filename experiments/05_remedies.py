@@ -1,6 +1,6 @@
 """Experiment 05: who owns the attention temperature? Remedies, folding, sensitivity.
 
-(1) Trains the 04 model with every temperature mechanism of attnlab.temperature (same
+(1) Trains the 04 model with every temperature mechanism of attnlab.core.temperature (same
 seeds, initialisations and data) -> 05_remedies_curves.csv, 05_remedies_summary.csv.
 (2) Trains scaled attention to --fold-step, folds 1/sqrt(d_k) into W_Q and continues at the
 same learning rate beside the unfolded model -> 05_fold_curves.csv, 05_fold_check.csv.
@@ -13,10 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from attnlab import cli
-from attnlab.io import write_result
-from attnlab.recall.cli import add_recall_flags, recall_config, write_recall_outputs
-from attnlab.recall.remedies import (
+from attnlab.core.temperature import MECHANISMS
+from attnlab.harness import cli
+from attnlab.harness.io import write_result
+from attnlab.studies.recall.flags import add_recall_flags, recall_config, write_recall_outputs
+from attnlab.studies.remedies.compute import (
     FOLD_STEP,
     REMEDIES_DEFAULT,
     SENSITIVITY_BATCH_SIZES,
@@ -26,7 +27,6 @@ from attnlab.recall.remedies import (
     run_remedies,
     run_sensitivity,
 )
-from attnlab.temperature import MECHANISMS
 
 
 def build_parser():

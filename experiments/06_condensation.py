@@ -9,17 +9,15 @@ Writes the mean max weight of each and their gap, with SEMs, per (n, d_k) (artic
 
 import sys
 
-from attnlab import cli
-from attnlab.condensation import CondensationConfig, run_condensation
+from attnlab.harness import cli
+from attnlab.studies.condensation.compute import CondensationConfig, run_condensation
 
 DEFAULT = CondensationConfig()
 
 
 def build_parser():
     parser = cli.new_parser(__doc__)
-    parser.add_argument(
-        "--dk", type=cli.positive_int, nargs="+", default=list(DEFAULT.dks), help="head widths d_k"
-    )
+    cli.add_dk_flag(parser, DEFAULT.dks)
     parser.add_argument(
         "--n-keys",
         type=cli.int_at_least(2),

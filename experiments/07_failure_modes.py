@@ -13,9 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from attnlab import cli
-from attnlab.failure_modes import PART_CSVS, CorrelationConfig, OverflowConfig, run_failure_modes
-from attnlab.io import write_result
+from attnlab.harness import cli
+from attnlab.harness.io import write_result
+from attnlab.studies.failure_modes.compute import (
+    PART_CSVS,
+    CorrelationConfig,
+    OverflowConfig,
+    run_failure_modes,
+)
 
 OVERFLOW = OverflowConfig()
 CORRELATION = CorrelationConfig()

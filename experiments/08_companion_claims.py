@@ -9,8 +9,8 @@ derivation. Writes one long table (claim, quantity, setting, value, sem, predict
 
 import sys
 
-from attnlab import cli
-from attnlab.companion import CompanionConfig, run_companion
+from attnlab.harness import cli
+from attnlab.studies.companion.compute import CompanionConfig, run_companion
 
 DEFAULT = CompanionConfig()
 

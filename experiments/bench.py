@@ -12,9 +12,11 @@ import sys
 import time
 from dataclasses import replace
 
-from attnlab import cli
-from attnlab.bench import QUICK, BenchConfig, markdown_table, run_bench
-from attnlab.io import atomic_write_text, write_result
+from attnlab.harness import cli
+from attnlab.harness.io import atomic_write_text, write_result
+from attnlab.studies.bench.compute import run_bench
+from attnlab.studies.bench.config import QUICK, BenchConfig
+from attnlab.studies.bench.report import markdown_table
 
 
 def build_parser():

@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-from attnlab import cli
-from attnlab.io import atomic_write_text
+from attnlab.harness import cli
+from attnlab.harness.io import atomic_write_text
 from attnlab.report import build_report
 
 

@@ -1,14 +1,15 @@
 """Draw the suite's figures (PNG and PDF) from the result CSVs alone.
 
-With no arguments every figure is drawn; name figures, or a group with --group, to draw
+With no arguments every figure is drawn; name figures, or a study with --study, to draw
 fewer. A missing or malformed CSV is reported with the command that makes it.
 """
 
 import sys
 from pathlib import Path
 
-from attnlab import cli
-from attnlab.plotting import FIGURES
+from attnlab.harness import cli
+from attnlab.harness.tables import Tables
+from attnlab.studies import FIGURES, made_by
 
 
 def build_parser():
@@ -21,8 +22,8 @@ def build_parser():
         metavar="FIGURE",
         help=f"figures to draw, of: {', '.join(FIGURES)}",
     )
-    groups = sorted({f.group for f in FIGURES.values()})
-    parser.add_argument("--group", choices=groups, help="draw every figure of this group")
+    studies = list(dict.fromkeys(s.name for s in FIGURES.values()))
+    parser.add_argument("--study", choices=studies, help="draw every figure of this study")
     parser.add_argument(
         "--results-dir",
         type=Path,
@@ -40,9 +41,10 @@ def build_parser():
 
 def run(args):
     cli.check_dir_writable(args.figures_dir, "--figures-dir")
-    names = args.figures or [n for n, f in FIGURES.items() if args.group in (None, f.group)]
+    tables = Tables(args.results_dir, made_by)
+    names = args.figures or [n for n, s in FIGURES.items() if args.study in (None, s.name)]
     for name in names:
-        FIGURES[name].draw(args.results_dir, args.figures_dir)
+        FIGURES[name].figure(name)(tables, args.figures_dir)
 
 
 main = cli.entry_point(build_parser, run)

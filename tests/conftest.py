@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from attnlab import cli
+from attnlab.harness import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"

@@ -1,4 +1,4 @@
-"""Tests of attnlab.attention: references, batching, jit/vmap, masking, precision, properties."""
+"""attnlab.core.attention: references, batching, jit/vmap, masking, precision, properties."""
 
 import math
 

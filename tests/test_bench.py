@@ -8,8 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.bench import COLUMNS, ROW_NAMES, loglog_slope, markdown_table, recall_step_flops
-from attnlab.recall.train import RecallConfig
+from attnlab.studies.bench.compute import recall_step_flops
+from attnlab.studies.bench.config import COLUMNS, ROW_NAMES
+from attnlab.studies.bench.report import markdown_table
+from attnlab.studies.bench.timing import loglog_slope
+from attnlab.studies.recall.train import RecallConfig
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""attnlab.companion: article 000's claims (top logit, model-width divisor, folding)."""
+"""attnlab.studies.companion.compute: article 000's claims (top logit, width divisor, folding)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.companion import (
+from attnlab.studies.companion.compute import (
     COLUMNS,
     FOLDS,
     CompanionConfig,

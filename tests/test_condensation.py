@@ -1,4 +1,4 @@
-"""attnlab.condensation: the (d_k, n) grid of experiment 06 and its measured thresholds.
+"""attnlab.studies.condensation.compute: the (d_k, n) grid of 06 and its measured thresholds.
 
 The grid functions compile one program (gamma sampler included) per grid shape, so every
 test here uses ``DKS``, ``N_KEYS`` and ``TRIALS``, the settings of the end-to-end test.
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.condensation import (
+from attnlab.studies.condensation.compute import (
     COLUMNS,
     CondensationConfig,
     first_crossing,

@@ -1,4 +1,4 @@
-"""Tests of attnlab.curves: trailing mean, milestones, plateaus and the d_k crossing."""
+"""Tests of attnlab.core.curves: trailing mean, milestones, plateaus and the d_k crossing."""
 
 import math
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.curves import crossing_dk, find_plateau, first_step_below, trailing_mean
+from attnlab.core.curves import crossing_dk, find_plateau, first_step_below, trailing_mean
 
 FAST = settings(max_examples=60, deadline=None)
 

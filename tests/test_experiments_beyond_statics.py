@@ -14,17 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.companion import COLUMNS as COMPANION_COLUMNS
-from attnlab.condensation import COLUMNS as CONDENSATION_COLUMNS
-from attnlab.failure_modes import (
+from attnlab.harness.tables import Tables
+from attnlab.studies import FIGURES, STUDIES, made_by
+from attnlab.studies.companion.compute import COLUMNS as COMPANION_COLUMNS
+from attnlab.studies.condensation.compute import COLUMNS as CONDENSATION_COLUMNS
+from attnlab.studies.failure_modes.compute import (
     CORRELATION_COLUMNS,
     MASK_COLUMNS,
     OVERFLOW_COLUMNS,
     PART_CSVS,
 )
-from attnlab.outputs import MADE_BY
-from attnlab.plotting import FIGURES
-from attnlab.report import Tables, beyond_statics_section
 
 TINY_06 = ["--dk", "1", "4", "16", "--n-keys", "4", "16", "--trials", "64", "--quiet"]
 TINY_07 = ["--rows", "8", "--dk", "4", "16", "--samples", "2000", "--quiet"]
@@ -66,7 +65,7 @@ def test_outputs_schema_and_sidecars(outputs):
         [*CSV_COLUMNS, *(Path(c).with_suffix(".json").name for c in CSV_COLUMNS)]
     )
     for csv, columns in CSV_COLUMNS.items():
-        assert csv in MADE_BY
+        assert made_by(csv).startswith("python experiments/0")
         frame = pd.read_csv(outputs / csv)
         assert list(frame.columns) == list(columns), csv
         side = json.loads((outputs / csv).with_suffix(".json").read_text())
@@ -111,12 +110,14 @@ def test_byte_identical_reruns_and_seeded(outputs, load_script, run_main, tmp_pa
 
 
 def test_figures_and_report_section(outputs, tmp_path):
-    for name, figure in FIGURES.items():
-        if figure.group == "beyond":
-            paths = figure.draw(outputs, tmp_path)
+    tables = Tables(outputs, made_by)
+    beyond = [s for s in STUDIES if s.name in ("condensation", "failure_modes", "companion")]
+    for name, study in FIGURES.items():
+        if study in beyond:
+            paths = study.figure(name)(tables, tmp_path)
             assert [p.name for p in paths] == [f"{name}.png", f"{name}.pdf"]
             assert all(p.stat().st_size > 10_000 for p in paths)
-    text = beyond_statics_section(Tables(outputs))
+    text = "\n\n".join(study.section()(tables) for study in beyond)
     for heading in ("experiment 06", "experiment 07", "experiment 08"):
         assert heading in text
     assert "| 16 | 5.55 |" in text  # the threshold row of n = 16

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.curves import trailing_mean
+from attnlab.core.curves import trailing_mean
 
 SCRIPT = "04_associative_recall"
 TINY = [

@@ -1,4 +1,4 @@
-"""attnlab.failure_modes: float16 overflow, mask fills, correlated queries and keys."""
+"""attnlab.studies.failure_modes.compute: float16 overflow, mask fills, correlated q and k."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.failure_modes import (
+from attnlab.studies.failure_modes.compute import (
     CORRELATION_COLUMNS,
     FLOAT16_EXP_LIMIT,
     MASK_COLUMNS,

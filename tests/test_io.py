@@ -1,4 +1,4 @@
-"""Atomic CSV writes, provenance sidecars and checked reads (attnlab.io)."""
+"""Atomic CSV writes, provenance sidecars and checked reads (attnlab.harness.io)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab import io
-from attnlab.io import DataError, read_csv_checked, sidecar_path, write_csv, write_sidecar
+from attnlab.harness import io
+from attnlab.harness.io import DataError, read_csv_checked, sidecar_path, write_csv, write_sidecar
 
 COLUMNS = ["variant", "d_k", "max_weight_mean"]
 MADE_BY = "python experiments/02_saturation_sweep.py"

@@ -1,4 +1,4 @@
-"""Chunked, sharded vmap (attnlab.parallel)."""
+"""Chunked, sharded vmap (attnlab.core.parallel)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab.parallel import chunked_map, device_count, pad_to_multiple
+from attnlab.core.parallel import chunked_map, device_count, pad_to_multiple
 
 N = 10
 

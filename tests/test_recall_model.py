@@ -1,4 +1,4 @@
-"""Tests of attnlab.recall.model: shapes, a naive per-position reference, and the
+"""Tests of attnlab.studies.recall.model: shapes, a naive per-position reference, and the
 initialisation of every mechanism (identical where it should be, folded where documented)."""
 
 import functools
@@ -9,9 +9,9 @@ import jax
 import numpy as np
 import pytest
 
-from attnlab.recall.task import sample_batch
-from attnlab.recall.train import RecallConfig, init_params, make_model
-from attnlab.temperature import MECHANISMS
+from attnlab.core.temperature import MECHANISMS
+from attnlab.studies.recall.task import sample_batch
+from attnlab.studies.recall.train import RecallConfig, init_params, make_model
 
 # d_model != d_k so that a transposed or mis-split projection cannot go unnoticed.
 CONFIG = RecallConfig(d_k=16, d_model=12)

@@ -1,4 +1,4 @@
-"""Tests of attnlab.recall.train: identical init and data across mechanisms, the step-0 and
+"""Tests of attnlab.studies.recall.train: identical init and data across mechanisms, the step-0 and
 step-1 metrics recomputed by hand, determinism, seeds, chunking, resuming, divergence."""
 
 import functools
@@ -11,9 +11,10 @@ import numpy as np
 import optax
 import pytest
 
-from attnlab.errors import RunError
-from attnlab.recall.task import stream_batch
-from attnlab.recall.train import (
+from attnlab.core.temperature import MECHANISMS
+from attnlab.harness.errors import RunError
+from attnlab.studies.recall.task import stream_batch
+from attnlab.studies.recall.train import (
     METRICS,
     DivergenceError,
     RecallConfig,
@@ -24,7 +25,6 @@ from attnlab.recall.train import (
     seed_keys,
     train,
 )
-from attnlab.temperature import MECHANISMS
 
 C = RecallConfig(d_k=16, d_model=16, steps=30, batch_size=8, seeds=2, eval_size=64, chunk_steps=10)
 SCALED, UNSCALED = MECHANISMS["scaled"], MECHANISMS["unscaled"]

@@ -1,4 +1,4 @@
-"""Monte-Carlo drivers of experiments 01-03 (attnlab.sampling).
+"""Monte-Carlo drivers of experiments 01-03 (attnlab.core.sampling).
 
 Compilation dominates the cost of these tests, so they share programs: the same
 ``(sampler, d_k, n_keys, chunk)`` wherever the assertion allows.
@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab import sampling
-from attnlab.sampling import (
+from attnlab.core import sampling
+from attnlab.core.sampling import (
     LOGIT_SAMPLERS,
     direct_logits,
     dot_product_samples,

@@ -2,7 +2,7 @@
 
 Each script runs twice as a subprocess on the CPU backend, once plainly and once with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=2``, which makes the host look like two
-devices; ``attnlab.parallel`` then shards the trials (02) and the seeds (04) over both.
+devices; ``attnlab.core.parallel`` then shards the trials (02) and the seeds (04) over both.
 Three seeds on two devices exercise the padding of the seed axis. Results may differ only
 by float32 rounding (XLA compiles a different per-device shape).
 """

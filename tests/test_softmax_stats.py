@@ -1,4 +1,4 @@
-"""Tests of attnlab.softmax_stats: Jacobian, its Frobenius norm, entropy, max weight."""
+"""Tests of attnlab.core.softmax_stats: Jacobian, its Frobenius norm, entropy, max weight."""
 
 import math
 

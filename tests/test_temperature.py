@@ -1,10 +1,10 @@
-"""Tests of attnlab.temperature: the mechanisms compared in 04/05 and their logit scales."""
+"""Tests of attnlab.core.temperature: the mechanisms compared in 04/05 and their logit scales."""
 
 import math
 
 import pytest
 
-from attnlab.temperature import MECHANISMS, Mechanism, qk_norm_initial_gain
+from attnlab.core.temperature import MECHANISMS, Mechanism, qk_norm_initial_gain
 
 D_KS = [1, 4, 16, 64, 256]
 

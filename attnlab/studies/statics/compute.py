@@ -8,7 +8,6 @@ scripts in ``experiments/`` only parse flags and write it.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,9 +15,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from attnlab import cli
-from attnlab.sampling import (
-    SAMPLERS,
+from attnlab.core.sampling import (
     Sampler,
     dot_product_samples,
     mean_and_sem,
@@ -51,42 +48,6 @@ class SoftmaxSweepConfig:
     trials: int = 2000
     seed: int = 0
     sampler: Sampler = "direct"
-
-
-def add_sweep_flags(parser: argparse.ArgumentParser, default_out: str) -> None:
-    """The flags of 02 and 03, with the defaults of ``SoftmaxSweepConfig``."""
-    default = SoftmaxSweepConfig()
-    parser.add_argument(
-        "--dk", type=cli.positive_int, nargs="+", default=list(default.dks), help="head widths d_k"
-    )
-    parser.add_argument(
-        "--n-keys", type=cli.int_at_least(2), default=default.n_keys, help="keys per softmax row"
-    )
-    parser.add_argument(
-        "--trials",
-        type=cli.int_at_least(2),
-        default=default.trials,
-        help="softmax rows per d_k (>= 2 for a standard error)",
-    )
-    parser.add_argument(
-        "--sampler",
-        choices=SAMPLERS,
-        default=default.sampler,
-        help="direct: draw q and K (the article); exact: draw the logits "
-        "from their law given |q|, O(n) per trial",
-    )
-    cli.add_common_flags(parser, cli.RESULTS_DIR / default_out)
-
-
-def sweep_config(args: argparse.Namespace) -> SoftmaxSweepConfig:
-    """The configuration the flags of ``add_sweep_flags`` describe."""
-    return SoftmaxSweepConfig(
-        dks=tuple(args.dk),
-        n_keys=args.n_keys,
-        trials=args.trials,
-        seed=args.seed,
-        sampler=args.sampler,
-    )
 
 
 def run_logit_variance(config: LogitVarianceConfig, on_progress: Progress = None) -> pd.DataFrame:

@@ -35,9 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.attention import masked_softmax
-from attnlab.parallel import chunked_map
-from attnlab.sampling import chunk_for, std_and_se
+from attnlab.core.attention import masked_softmax
+from attnlab.core.parallel import chunked_map
+from attnlab.core.sampling import chunk_for, std_and_se
 
 #: The largest finite float16; ``exp(z)`` overflows in float16 for ``z > ln 65504``.
 FLOAT16_MAX = float(np.finfo(np.float16).max)

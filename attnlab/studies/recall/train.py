@@ -2,12 +2,12 @@
 
 For every mechanism the seeds are trained together: the per-seed training states are
 stacked along a leading axis that is vmapped and sharded over all devices
-(``attnlab.parallel``), and steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``;
+(``attnlab.core.parallel``), and steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``;
 Python only runs between chunks, to advance the progress bar and check for divergence.
 
 Identical means identical: for a given seed every mechanism starts from the parameters
 drawn from the same initialisation key (the mechanisms differ only where documented in
-``attnlab.temperature``) and sees the same batches in the same order, because batch ``t``
+``attnlab.core.temperature``) and sees the same batches in the same order, because batch ``t``
 is drawn from ``fold_in(data_key(seed), t)``.
 """
 
@@ -22,12 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from attnlab.errors import RunError
-from attnlab.parallel import device_count, pad_to_multiple, shard_batch, unpad
-from attnlab.recall.model import RecallModel
-from attnlab.recall.task import Batch, RecallTask, sample_batch, stream_batch
-from attnlab.softmax_stats import entropy, max_weight
-from attnlab.temperature import MECHANISMS, Mechanism
+from attnlab.core.parallel import device_count, pad_to_multiple, shard_batch, unpad
+from attnlab.core.softmax_stats import entropy, max_weight
+from attnlab.core.temperature import MECHANISMS, Mechanism
+from attnlab.harness.errors import RunError
+from attnlab.studies.recall.model import RecallModel
+from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, stream_batch
 
 #: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
 METRICS = (

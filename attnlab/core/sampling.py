@@ -13,7 +13,7 @@ the article: scaled attention sees ``z / sqrt(d_k)``, unscaled attention sees ``
 
 Trial ``t`` at head width ``d_k`` uses the key ``fold_in(fold_in(seed_key, d_k), t)``, so a
 result depends on the seed, ``d_k`` and the trial count only, not on chunking or on the
-number of devices (beyond float32 rounding, see ``attnlab.parallel``). Random numbers are
+number of devices (beyond float32 rounding, see ``attnlab.core.parallel``). Random numbers are
 generated with threefry's non-partitionable layout, which is twice as fast on CPU;
 partitioning one large random array is what that layout cannot do, and we never need it
 because every trial draws from its own key.
@@ -30,9 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab.attention import masked_softmax
-from attnlab.parallel import chunked_map
-from attnlab.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
+from attnlab.core.attention import masked_softmax
+from attnlab.core.parallel import chunked_map
+from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 
 Sampler = Literal["direct", "exact"]
 SAMPLERS: tuple[str, ...] = ("direct", "exact")

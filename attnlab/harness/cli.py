@@ -10,18 +10,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from tqdm.auto import tqdm
 
-from attnlab.errors import DataError, RunError, UsageError
-from attnlab.outputs import FIGURES_DIR, RESULTS_DIR
+from attnlab.harness.errors import DataError, RunError, UsageError
 
 __all__ = ["DataError", "RunError", "UsageError", "FIGURES_DIR", "RESULTS_DIR"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Where the scripts write by default, relative to the repository root they run from.
+RESULTS_DIR = Path("results")
+FIGURES_DIR = Path("figures")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -80,6 +82,13 @@ def new_parser(description: str) -> OneLineParser:
     """A parser with the script's docstring as description and defaults shown in --help."""
     return OneLineParser(
         description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+
+
+def add_dk_flag(parser: argparse.ArgumentParser, default: Sequence[int]) -> None:
+    """``--dk``: one or more head widths, each a positive integer."""
+    parser.add_argument(
+        "--dk", type=positive_int, nargs="+", default=list(default), help="head widths d_k"
     )
 
 
@@ -180,7 +189,7 @@ def run_table(
     the DataFrame it returns to ``out`` with its provenance sidecar."""
     import time
 
-    from attnlab.io import write_result
+    from attnlab.harness.io import write_result
 
     start = time.perf_counter()
     with progress(total, desc, args.quiet) as bar:

@@ -17,242 +17,44 @@ The rows (see ``run_bench``):
   ``exact`` samplers) against the same computation in plain numpy.
 * ``attention_*``: ``attnlab.dot_product_attention`` against
   ``jax.nn.dot_product_attention``, forward and forward+backward, jitted.
-* ``train_*``: the compiled ``lax.scan`` training loop of ``attnlab.recall.train`` against
+* ``train_*``: the compiled ``lax.scan`` training loop of ``attnlab.studies.recall.train`` against
   a Python loop over a jitted step, and vmapped seeds against sequential runs.
 * ``growth_*``: the log-log slope of the statistics' run time against d_k and n keys.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
-from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.attention import dot_product_attention
-from attnlab.recall.train import (
+from attnlab.core.attention import dot_product_attention
+from attnlab.core.sampling import mean_and_sem, softmax_row_statistics
+from attnlab.core.temperature import MECHANISMS
+from attnlab.studies.bench.baselines import numpy_row_statistics, python_loop, reference_attention
+from attnlab.studies.bench.config import (
+    COLUMNS,
+    ROW_NAMES,
+    AttentionShape,
+    BenchConfig,
+    Row,
+    make_row,
+    timing_note,
+)
+from attnlab.studies.bench.timing import loglog_slope, measure_peak, median_seconds, time_calls
+from attnlab.studies.recall.train import (
     RecallConfig,
-    initial_state,
-    make_model,
-    make_optimizer,
-    seed_keys,
     train,
-    train_step,
 )
-from attnlab.sampling import CHUNK_ELEMENTS, mean_and_sem, softmax_row_statistics
-from attnlab.statics import DEFAULT_DKS
-from attnlab.temperature import MECHANISMS
-
-#: The columns of ``results/bench.csv``; empty cells where a column does not apply.
-COLUMNS = (
-    "name",
-    "ours_seconds",
-    "baseline_seconds",
-    "speedup",
-    "peak_fraction",
-    "slope",
-    "detail",
-)
-
-#: The rows ``run_bench`` always produces, in order.
-ROW_NAMES = (
-    "peak_matmul_f32",
-    "statics_direct_vs_numpy",
-    "statics_exact_vs_numpy",
-    "statics_exact_vs_direct",
-    "attention_fwd_vs_jax",
-    "attention_fwdbwd_vs_jax",
-    "attention_fwd_vs_jax_large",
-    "attention_fwdbwd_vs_jax_large",
-    "train_scan_vs_python_loop",
-    "train_vmap_seeds_vs_sequential",
-    "growth_dk_direct",
-    "growth_dk_exact",
-    "growth_n_direct",
-    "growth_n_exact",
-)
-
-Row = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class AttentionShape:
-    """One attention problem: ``batch`` independent heads, ``q_len`` queries over
-    ``k_len`` keys of width ``d`` (heads folded into the batch)."""
-
-    suffix: str
-    batch: int
-    q_len: int
-    k_len: int
-    d: int
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    """Sizes of every comparison. The defaults keep ``make bench`` to a few minutes on two
-    CPU cores; ``QUICK`` is a tiny setting for the tests."""
-
-    repeats: int = 3
-    seed: int = 0
-    #: d_k timed for the statics rows (the default sweep of 02/03 is 1, 2, ..., 1024).
-    statics_dks: tuple[int, ...] = (64, 256, 1024)
-    n_keys: int = 256
-    trials: int = 2000
-    growth_dks: tuple[int, ...] = (64, 256, 1024)
-    growth_ns: tuple[int, ...] = (256, 1024, 4096)
-    #: 496 trials fill whole chunks of the direct sampler at every growth point (the chunk
-    #: is 496 trials at d_k 64, n 256), so no point times padded trials.
-    growth_trials: int = 496
-    #: n keys of the d_k growth sweep, and d_k of the n growth sweep.
-    growth_n_keys: int = 256
-    growth_dk: int = 64
-    attention_shapes: tuple[AttentionShape, ...] = (
-        AttentionShape("", 64, 1, 16, 256),  # experiment 04
-        AttentionShape("_large", 8, 1024, 1024, 64),
-    )
-    recall: RecallConfig = field(default=RecallConfig(steps=200, seeds=1, chunk_steps=50))
-    train_seeds: int = 4
-    peak_size: int = 2048
-    #: Fast calls are repeated within one timing until it lasts this long.
-    min_timing_seconds: float = 0.2
-    #: One untimed call before the timed ones, so compilation is excluded (off in QUICK,
-    #: where a warm-up would double the run time of a test that only checks the schema).
-    warmup: bool = True
-
-
-QUICK = BenchConfig(
-    repeats=1,
-    statics_dks=(8,),
-    n_keys=16,
-    trials=64,
-    growth_dks=(4, 16),
-    growth_ns=(16, 64),
-    growth_trials=32,
-    growth_n_keys=16,
-    growth_dk=4,
-    attention_shapes=(AttentionShape("", 4, 1, 4, 8), AttentionShape("_large", 2, 32, 32, 8)),
-    recall=RecallConfig(
-        d_k=8, d_model=8, batch_size=4, steps=4, seeds=1, chunk_steps=2, eval_size=8
-    ),
-    train_seeds=2,
-    peak_size=128,
-    min_timing_seconds=0.0,
-    warmup=False,
-)
-
-
-def _timing(config: BenchConfig) -> str:
-    if config.warmup:
-        return f"median of {config.repeats} after one warm-up call (compile excluded)"
-    return f"median of {config.repeats} without warm-up (compile included: --quick)"
-
-
-class Timing(NamedTuple):
-    """Median wall time and median process CPU time (all threads) of one call."""
-
-    seconds: float
-    cpu_seconds: float
-
-
-def _timed(fn: Callable[[], Any], number: int) -> Timing:
-    start, cpu_start = time.perf_counter(), time.process_time()
-    for _ in range(number):
-        jax.block_until_ready(fn())
-    return Timing(
-        (time.perf_counter() - start) / number, (time.process_time() - cpu_start) / number
-    )
-
-
-def time_calls(
-    fn: Callable[[], Any], repeats: int, *, warmup: bool = True, min_seconds: float = 0.0
-) -> Timing:
-    """Median time of one call of ``fn()`` (its result blocked on) over ``repeats``.
-
-    One untimed call first compiles whatever ``fn`` jits. Calls faster than
-    ``min_seconds`` are repeated within each timing, which is then divided by their number.
-    """
-    if warmup:
-        jax.block_until_ready(fn())
-    number = 1
-    if min_seconds > 0:
-        number = max(1, math.ceil(min_seconds / max(_timed(fn, 1).seconds, 1e-9)))
-    times = [_timed(fn, number) for _ in range(repeats)]
-    return Timing(*(float(np.median(column)) for column in zip(*times, strict=True)))
-
-
-def median_seconds(
-    fn: Callable[[], Any], repeats: int, *, warmup: bool = True, min_seconds: float = 0.0
-) -> float:
-    """The median wall time of ``time_calls``."""
-    return time_calls(fn, repeats, warmup=warmup, min_seconds=min_seconds).seconds
-
-
-def loglog_slope(sizes: Sequence[float], seconds: Sequence[float]) -> float:
-    """Least-squares slope of ``log(seconds)`` against ``log(sizes)``."""
-    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
-
-
-def measure_peak(size: int, repeats: int) -> tuple[float, float]:
-    """Seconds and FLOP/s (``2 size^3`` per call) of a jitted float32 square matmul."""
-    ka, kb = jax.random.split(jax.random.key(0))
-    a = jax.random.normal(ka, (size, size), jnp.float32)
-    b = jax.random.normal(kb, (size, size), jnp.float32)
-    matmul = jax.jit(jnp.matmul)
-    seconds = median_seconds(lambda: matmul(a, b), max(repeats, 5))
-    return seconds, 2 * size**3 / seconds
-
-
-def numpy_row_statistics(
-    rng: np.random.Generator,
-    d_k: int,
-    n_keys: int,
-    trials: int,
-    chunk_elements: int = CHUNK_ELEMENTS,
-) -> np.ndarray:
-    """The statistics of ``softmax_row_statistics(sampler="direct")`` in plain numpy.
-
-    The companion article's snippet grown to the full computation: per trial a float32 query
-    ``q`` and ``n_keys`` keys from ``rng.standard_normal``, logits ``K q``, and for the
-    scaled (``1/sqrt(d_k)``) and unscaled variants a max-subtracted softmax, its max weight,
-    its entropy and the Frobenius norm of its Jacobian (grouped into non-negative sums as
-    ``attnlab.softmax_stats.jacobian_frobenius_norm`` does). Trials are drawn in chunks of
-    about ``chunk_elements`` key entries to bound memory, like ours.
-
-    Returns:
-      ``[2 variants (scaled, unscaled), trials, 3 (max weight, entropy, Jacobian norm)]``.
-    """
-    chunk = max(1, chunk_elements // (n_keys * d_k))
-    scales = np.array([1.0 / np.sqrt(d_k), 1.0], np.float32)[:, None, None]
-    out = np.empty((2, trials, 3), np.float32)
-    for start in range(0, trials, chunk):
-        m = min(chunk, trials - start)
-        q = rng.standard_normal((m, d_k), dtype=np.float32)
-        keys = rng.standard_normal((m, n_keys, d_k), dtype=np.float32)
-        logits = scales * np.matmul(keys, q[:, :, None])[None, :, :, 0]  # [2, m, n]
-        logits -= logits.max(axis=-1, keepdims=True)
-        p = np.exp(logits)
-        p /= p.sum(axis=-1, keepdims=True)
-        safe_p = np.where(p > 0, p, 1.0)
-        p2 = p * p
-        top = p.argmax(axis=-1)[..., None]
-        p2_others = p2.copy()
-        np.put_along_axis(p2_others, top, 0.0, axis=-1)
-        others_of_max = p2_others.sum(axis=-1, keepdims=True)
-        r = p2.sum(axis=-1, keepdims=True) - p2
-        np.put_along_axis(r, top, others_of_max, axis=-1)
-        out[:, start : start + m, 0] = p.max(axis=-1)
-        out[:, start : start + m, 1] = -np.sum(p * np.log(safe_p), axis=-1)
-        out[:, start : start + m, 2] = np.sqrt(np.sum(p2 * (1.0 - p) ** 2 + p2 * r, axis=-1))
-    return out
+from attnlab.studies.statics.compute import DEFAULT_DKS
 
 
 def _max_z(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
@@ -264,13 +66,6 @@ def _max_z(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
         z = np.where(se > 0, np.abs(ma - mb) / np.where(se > 0, se, 1.0), 0.0)
         worst = max(worst, float(z.max()))
     return worst
-
-
-def _row(name: str, ours: float, baseline: float | None = None, **extra: Any) -> Row:
-    row: Row = {"name": name, "ours_seconds": ours, "baseline_seconds": baseline}
-    if baseline is not None:
-        row["speedup"] = baseline / ours
-    return row | extra
 
 
 def bench_statics(config: BenchConfig, peak_flops: float) -> list[Row]:
@@ -307,7 +102,7 @@ def bench_statics(config: BenchConfig, peak_flops: float) -> list[Row]:
         f"d_k {DEFAULT_DKS[0]}..{DEFAULT_DKS[-1]}), n_keys {n}, trials {trials}, scaled and "
         "unscaled"
     )
-    timing = f"one softmax_row_statistics call per d_k as 02/03 make it, {_timing(config)}"
+    timing = f"one softmax_row_statistics call per d_k as 02/03 make it, {timing_note(config)}"
     cores = (
         f"CPU-seconds per second: ours {direct_t.cpu_seconds / direct:.1f} (direct), "
         f"{exact_t.cpu_seconds / exact:.1f} (exact), numpy {numpy_t.cpu_seconds / numpy_s:.1f}"
@@ -318,7 +113,7 @@ def bench_statics(config: BenchConfig, peak_flops: float) -> list[Row]:
         f"{_max_z(last['exact'], last['numpy']):.1f} SEM (exact)"
     )
     return [
-        _row(
+        make_row(
             "statics_direct_vs_numpy",
             direct,
             numpy_s,
@@ -327,14 +122,14 @@ def bench_statics(config: BenchConfig, peak_flops: float) -> list[Row]:
             f"{cores}; FLOPs = sum over d_k of trials * 2 * n_keys * d_k (the K q matvecs "
             f"only) = {flops:.3g}, {flops / direct / 1e9:.3g} GFLOP/s; {agree}",
         ),
-        _row(
+        make_row(
             "statics_exact_vs_numpy",
             exact,
             numpy_s,
             detail=f"{sweep}; exact sampler (|q| g, O(n) per trial) vs numpy direct; "
             f"{timing}; {cores}",
         ),
-        _row(
+        make_row(
             "statics_exact_vs_direct",
             exact,
             direct,
@@ -349,11 +144,6 @@ def _attention_inputs(shape: AttentionShape, seed: int) -> tuple[jax.Array, ...]
     k = jax.random.normal(kk, (shape.batch, shape.k_len, shape.d), jnp.float32)
     v = jax.random.normal(kv, (shape.batch, shape.k_len, shape.d), jnp.float32)
     return q, k, v
-
-
-def _reference_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-    """``jax.nn.dot_product_attention`` on one head: inputs ``[B, T, 1, H]``."""
-    return jax.nn.dot_product_attention(q, k, v)
 
 
 def _grad_of_sum(fn: Callable[..., jax.Array]) -> Callable[..., tuple[jax.Array, ...]]:
@@ -373,8 +163,8 @@ def bench_attention(config: BenchConfig) -> list[Row]:
             "laid out before timing; jitted, each call blocked on"
         )
         for kind, ours_fn, ref_fn in (
-            ("fwd", dot_product_attention, _reference_attention),
-            ("fwdbwd", _grad_of_sum(dot_product_attention), _grad_of_sum(_reference_attention)),
+            ("fwd", dot_product_attention, reference_attention),
+            ("fwdbwd", _grad_of_sum(dot_product_attention), _grad_of_sum(reference_attention)),
         ):
             ours_jit, ref_jit = jax.jit(ours_fn), jax.jit(ref_fn)
             diff = max(
@@ -397,7 +187,7 @@ def bench_attention(config: BenchConfig) -> list[Row]:
             )
             what = "forward" if kind == "fwd" else "grad of sum(output) wrt q, k, v"
             rows.append(
-                _row(
+                make_row(
                     f"attention_{kind}_vs_jax{shape.suffix}",
                     ours_s,
                     ref_s,
@@ -423,26 +213,6 @@ def recall_step_flops(config: RecallConfig) -> int:
         + 2 * config.batch_size * config.d_k * t.n_value_tokens
     )
     return 3 * forward
-
-
-def _python_loop(config: RecallConfig) -> Callable[[int], np.ndarray]:
-    """A Python loop calling a jitted ``train_step`` once per step for seed ``config.seed``;
-    returns a function of the step count giving the losses. As ``train`` does after each
-    chunk, it fetches every metric to the host once, at the end."""
-    mechanism = MECHANISMS["scaled"]
-    model, optimizer = make_model(config, mechanism), make_optimizer(config)
-    state = jax.tree.map(lambda x: x[0], initial_state(replace(config, seeds=1), mechanism))
-    data_key = seed_keys(config.seed).data
-    step = jax.jit(partial(train_step, model, optimizer, config))
-
-    def run(steps: int) -> np.ndarray:
-        s, history = state, []
-        for t in range(steps):
-            s, metrics = step(data_key, s, t)
-            history.append(metrics)
-        return np.array([m["loss"] for m in jax.device_get(history)])
-
-    return run
 
 
 def _train_timed(config: RecallConfig) -> tuple[float, list[float], np.ndarray]:
@@ -483,7 +253,7 @@ def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
         diffs.append(float(np.max(np.abs(vmap_losses - np.concatenate([x for *_, x in runs])))))
     first_seed_losses = runs[0][2][0]
 
-    loop = _python_loop(recall)
+    loop = python_loop(recall)
     loop_losses = loop(chunk)  # compiles, and the losses to compare
     loop_s = median_seconds(lambda: loop(chunk), config.repeats, warmup=False)
     scan_s = float(np.median(chunks_one))
@@ -500,7 +270,7 @@ def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
     loss_diff = float(np.max(np.abs(first_seed_losses[:chunk] - loop_losses)))
     vmap_chunk, seq_chunk = float(np.median(chunks_vmap)), seeds * scan_s
     return [
-        _row(
+        make_row(
             "train_scan_vs_python_loop",
             scan_s,
             loop_s,
@@ -513,14 +283,14 @@ def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
             f"(3 n_key + 2 n_value) + 4 B pairs d_k + 2 B d_k n_value] = {flops:.3g}; losses "
             f"agree to {loss_diff:.2g}",
         ),
-        _row(
+        make_row(
             "train_vmap_seeds_vs_sequential",
             float(np.median(whole_vmap)),
             float(np.median(whole_seq)),
             detail=f"{recall.steps} steps in chunks of {chunk}, {sizes}; one train() call "
             f"with seeds={seeds} (vmapped) vs {seeds} train() calls with seeds=1 (seeds "
             f"{recall.seed}..{recall.seed + seeds - 1}); whole calls (initialisation, tracing or "
-            f"program loading, and evaluation included), {_timing(config)}; "
+            f"program loading, and evaluation included), {timing_note(config)}; "
             f"steady-state chunks alone: {vmap_chunk:.3g} s vs {seeds} x {scan_s:.3g} s "
             f"({seq_chunk / vmap_chunk:.2f}x); per-seed losses agree to {max(diffs):.2g}",
         ),
@@ -548,13 +318,13 @@ def bench_growth(config: BenchConfig) -> list[Row]:
             points = ", ".join(f"{s}: {t:.3g}" for s, t in zip(sizes, seconds, strict=True))
             top = loglog_slope(sizes[-2:], seconds[-2:]) if len(sizes) > 1 else float("nan")
             rows.append(
-                _row(
+                make_row(
                     f"growth_{axis}_{sampler}",
                     seconds[-1],
                     slope=loglog_slope(sizes, seconds),
                     detail=f"{sampler} sampler, {fixed}, trials {trials}; seconds at {label} "
                     f"{points}; least-squares log-log slope over all points (last two: "
-                    f"{top:.2f}); ours_seconds is the largest point; {_timing(config)} "
+                    f"{top:.2f}); ours_seconds is the largest point; {timing_note(config)} "
                     "per point",
                 )
             )
@@ -572,7 +342,7 @@ def run_bench(config: BenchConfig, on_group: Callable[[int], None] | None = None
     peak_s, peak = measure_peak(config.peak_size, config.repeats)
     load = os.getloadavg()
     rows = [
-        _row(
+        make_row(
             "peak_matmul_f32",
             peak_s,
             detail=f"jitted float32 {config.peak_size}^3 matmul, 2 n^3 FLOPs: "
@@ -594,25 +364,3 @@ def run_bench(config: BenchConfig, on_group: Callable[[int], None] | None = None
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     order = {name: i for i, name in enumerate(ROW_NAMES)}
     return frame.sort_values("name", key=lambda s: s.map(order), ignore_index=True)
-
-
-def _fmt(value: float, spec: str) -> str:
-    return "" if value is None or not np.isfinite(value) else format(value, spec)
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """The README's "Performance" table: one line per row of ``frame``, details below."""
-    lines = [
-        "| benchmark | ours (s) | baseline (s) | speedup | % of peak | slope |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for row in frame.itertuples(index=False):
-        speedup = _fmt(row.speedup, ".2f")
-        lines.append(
-            f"| `{row.name}` | {_fmt(row.ours_seconds, '.3g')} | "
-            f"{_fmt(row.baseline_seconds, '.3g')} | {speedup + 'x' if speedup else ''} | "
-            f"{_fmt(100 * row.peak_fraction, '.2g')} | {_fmt(row.slope, '.2f')} |"
-        )
-    lines.append("")
-    lines.extend(f"- `{row.name}`: {row.detail}" for row in frame.itertuples(index=False))
-    return "\n".join(lines) + "\n"

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from attnlab.curves import find_plateau, first_step_below, trailing_mean
-from attnlab.recall.train import METRICS, RecallConfig, TrainResult
+from attnlab.core.curves import find_plateau, first_step_below, trailing_mean
+from attnlab.studies.recall.train import METRICS, RecallConfig, TrainResult
 
 #: Smoothed-loss milestones of the article: (column, threshold).
 MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from attnlab.errors import DataError
+from attnlab.harness.errors import DataError
 
 #: Floats are written with 8 significant digits: float32 precision, and byte-identical
 #: output for identical inputs.

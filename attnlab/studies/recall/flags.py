@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnlab import cli
-from attnlab.io import write_result
-from attnlab.recall.summary import curves_frame, summary_frame
-from attnlab.recall.train import RecallConfig, TrainResult
+from attnlab.harness import cli
+from attnlab.harness.io import write_result
+from attnlab.studies.recall.summary import curves_frame, summary_frame
+from attnlab.studies.recall.train import RecallConfig, TrainResult
 
 
 def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | None = None) -> None:

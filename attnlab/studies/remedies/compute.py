@@ -1,6 +1,6 @@
 """Experiment 05: the remedies side by side, folding into a trained model, sensitivity.
 
-1. Remedies: every mechanism of ``attnlab.temperature`` trained on the 04 task with the same
+1. Remedies: every mechanism of ``attnlab.core.temperature`` trained on the 04 task with the same
    seeds, initialisations and data.
 2. Folding: article 000 warns that folding ``1/sqrt(d_k)`` into W_Q of a *trained* model and
    continuing at the same learning rate is not equivalent. We train ``scaled`` to
@@ -23,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.curves import trailing_mean
-from attnlab.parallel import unpad
-from attnlab.recall.summary import summary_frame
-from attnlab.recall.train import (
+from attnlab.core.curves import trailing_mean
+from attnlab.core.parallel import unpad
+from attnlab.core.temperature import MECHANISMS
+from attnlab.studies.recall.summary import summary_frame
+from attnlab.studies.recall.train import (
     RecallConfig,
     TrainResult,
     TrainState,
@@ -34,7 +35,6 @@ from attnlab.recall.train import (
     make_model,
     train,
 )
-from attnlab.temperature import MECHANISMS
 
 Progress = Callable[[int], None] | None
 

@@ -41,10 +41,10 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.attention import attention_logits, attention_weights, dot_product_attention
-from attnlab.parallel import chunked_map
-from attnlab.sampling import chunk_for, mean_and_sem, trial_keys
-from attnlab.softmax_stats import entropy, max_weight
+from attnlab.core.attention import attention_logits, attention_weights, dot_product_attention
+from attnlab.core.parallel import chunked_map
+from attnlab.core.sampling import chunk_for, mean_and_sem, trial_keys
+from attnlab.core.softmax_stats import entropy, max_weight
 
 COLUMNS = ("claim", "quantity", "setting", "value", "sem", "predicted")
 

@@ -12,7 +12,7 @@ transition (Derrida's random energy model): with ``n`` keys the largest logit si
 so small heads over many keys should never saturate without the ``1/sqrt(d_k)`` factor.
 Scaled attention sees ``z / sqrt(d_k)``, whose law barely depends on ``d_k``.
 
-Sampling: the exact sampler of ``attnlab.sampling`` (``z = |q| g``, ``|q|^2 ~ chi^2(d_k)``,
+Sampling: the exact sampler of ``attnlab.core.sampling`` (``z = |q| g``, ``|q|^2 ~ chi^2(d_k)``,
 ``d_k`` traced) draws one row of ``max(n_keys)`` logits per trial and head width; the row
 of ``n`` keys is its first ``n`` entries, which are i.i.d. with the same law. So every cell
 of the grid comes out of one compiled program, and the cells of one ``(trial, d_k)`` share
@@ -32,10 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.attention import masked_softmax
-from attnlab.parallel import chunked_map
-from attnlab.sampling import chunk_for, exact_logits, mean_and_sem, trial_keys
-from attnlab.softmax_stats import max_weight
+from attnlab.core.attention import masked_softmax
+from attnlab.core.parallel import chunked_map
+from attnlab.core.sampling import chunk_for, exact_logits, mean_and_sem, trial_keys
+from attnlab.core.softmax_stats import max_weight
 
 #: d_k = 1, 2, 4, ..., 1024, as in experiments 01-03.
 DEFAULT_DKS: tuple[int, ...] = tuple(2**i for i in range(11))

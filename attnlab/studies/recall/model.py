@@ -7,7 +7,7 @@ attention head reads the slots and a linear readout names the value:
     x_q = E_key[query]                       [d_model]
     x_i = [E_key[key_i] ; E_val[value_i]]    [2 d_model]
     q = x_q W_Q,  k_i = x_i W_K,  v_i = x_i W_V          (no biases; width d_k)
-    o = attention(q, k, v)  (the mechanism sets the logit scale, ``attnlab.temperature``)
+    o = attention(q, k, v)  (the mechanism sets the logit scale, ``attnlab.core.temperature``)
     logits = o W_O                            [n_value_tokens]
 
 Initialisation follows the article's variance argument: embeddings have standard normal
@@ -25,9 +25,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attnlab.attention import attention_weights, dot_product_attention
-from attnlab.recall.task import Batch, RecallTask
-from attnlab.temperature import Mechanism
+from attnlab.core.attention import attention_weights, dot_product_attention
+from attnlab.core.temperature import Mechanism
+from attnlab.studies.recall.task import Batch, RecallTask
 
 
 def _rows(table: jax.Array, tokens: jax.Array) -> jax.Array:

@@ -1,0 +1,129 @@
+"""One style for every figure of the suite, and the helpers several figures share.
+
+Each figure is a function ``draw(tables, figures_dir)`` of the result CSVs only, read
+through ``Tables`` (so a missing or malformed CSV names itself and the command that makes
+it). Colours follow the article: scaled attention blue, unscaled attention green.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+VARIANT_COLORS = {"scaled": "#1f5fbf", "unscaled": "#2a9d3a"}
+
+
+VARIANT_LABELS = {"scaled": r"scaled, $1/\sqrt{d_k}$", "unscaled": "unscaled"}
+
+
+VARIANT_MARKERS = {"scaled": "o", "unscaled": "s"}
+
+
+#: Colours of the temperature mechanisms: scaled and unscaled as everywhere, the rest from
+#: a qualitative palette that avoids blue and green.
+MECHANISM_COLORS = {
+    **VARIANT_COLORS,
+    "folded_init": "#9467bd",
+    "qk_norm": "#d62728",
+    "learned_temperature": "#ff7f0e",
+    "inv_d": "#8c564b",
+    "softcap30": "#e377c2",
+    "softcap50": "#7f7f7f",
+}
+
+
+#: Column width of a two-column paper is about 3.4 in; figures are drawn at that width
+#: (or twice it for two-panel figures) so their text stays readable when printed.
+COLUMN_WIDTH_IN = 3.4
+
+
+DPI = 200
+
+
+STYLE = {
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "lines.linewidth": 1.4,
+    "lines.markersize": 4,
+    "savefig.bbox": "tight",
+    "pdf.fonttype": 42,
+}
+
+
+def save(fig: plt.Figure, figures_dir: Path, stem: str) -> list[Path]:
+    """Write ``stem.png`` (DPI dots per inch) and ``stem.pdf``; return both paths."""
+    paths = []
+    for suffix in (".png", ".pdf"):
+        path = Path(figures_dir) / f"{stem}{suffix}"
+        tmp = path.with_name(f".{path.stem}.tmp{suffix}")
+        fig.savefig(tmp, dpi=DPI, metadata={"CreationDate": None} if suffix == ".pdf" else None)
+        tmp.replace(path)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def log2_dk_axis(ax: plt.Axes, d_k: np.ndarray) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(d_k)
+    ax.set_xticklabels([str(int(d)) for d in d_k], rotation=0)
+    ax.set_xlabel(r"head dimension $d_k$ (log$_2$ scale)")
+
+
+def errorbar_by_variant(ax: plt.Axes, frame: pd.DataFrame, column: str) -> None:
+    for variant, group in frame.groupby("variant", sort=False):
+        group = group.sort_values("d_k")
+        ax.errorbar(
+            group.d_k,
+            group[f"{column}_mean"],
+            yerr=group[f"{column}_sem"],
+            color=VARIANT_COLORS[variant],
+            marker=VARIANT_MARKERS[variant],
+            label=VARIANT_LABELS[variant],
+            capsize=2,
+        )
+
+
+def band_by_variant(
+    ax: plt.Axes, curves: pd.DataFrame, column: str, colors: dict[str, str], labels: dict[str, str]
+) -> None:
+    """Median over seeds as a line, min-max over seeds as a shaded band, per variant."""
+    for variant, group in curves.groupby("variant", sort=False):
+        wide = group.pivot(index="step", columns="seed", values=column)
+        steps = wide.index.to_numpy()
+        ax.fill_between(
+            steps, wide.min(axis=1), wide.max(axis=1), color=colors[variant], alpha=0.18, lw=0
+        )
+        ax.plot(steps, wide.median(axis=1), color=colors[variant], label=labels[variant])
+
+
+def mark_milestones(ax: plt.Axes, summary: pd.DataFrame, colors: dict[str, str]) -> None:
+    """Dashed lines at the loss milestones; a marker at each variant's median step."""
+    for threshold, column in ((1.0, "step_loss_below_1"), (0.1, "step_loss_below_0p1")):
+        ax.axhline(threshold, color="0.5", ls="--", lw=0.8)
+        for variant, group in summary.groupby("variant", sort=False):
+            steps = group[column].dropna()
+            if len(steps):
+                ax.plot(
+                    steps.median(),
+                    threshold,
+                    marker="v",
+                    color=colors[variant],
+                    ms=6,
+                    mec="black",
+                    mew=0.5,
+                    zorder=5,
+                )

@@ -1,0 +1,72 @@
+"""Checked access to the result CSVs, and the report's formatting helpers.
+
+Figures and report sections read the CSVs only through ``Tables``: a missing or malformed
+CSV is reported with the command that makes it (``made_by``, which the caller takes from
+the registry of studies), never as a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlab.harness.io import read_csv_checked, sidecar_path
+
+
+class Tables:
+    """Lazy, checked access to the result CSVs of one results directory."""
+
+    def __init__(self, results_dir: Path, made_by: Callable[[str], str]):
+        self.results_dir = Path(results_dir)
+        self.made_by = made_by
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def get(self, name: str, columns: Sequence[str] = ()) -> pd.DataFrame:
+        """The CSV ``name``, which must hold ``columns`` (else a one-line DataError)."""
+        if name not in self._frames:
+            path = self.results_dir / name
+            self._frames[name] = read_csv_checked(path, columns, self.made_by(name))
+        return self._frames[name]
+
+
+def select(frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
+    """The rows of ``frame`` whose columns equal every value of ``where``."""
+    mask = np.ones(len(frame), bool)
+    for column, value in where.items():
+        mask &= (frame[column] == value).to_numpy()
+    return frame[mask]
+
+
+def fmt(x: float, digits: int = 4) -> str:
+    """``x`` with ``digits`` significant digits."""
+    return f"{x:.{digits}g}"
+
+
+def num(x: float, digits: int = 3, missing: str = "never") -> str:
+    """A number with ``digits`` significant digits; NaN reads ``missing``."""
+    return missing if not np.isfinite(x) else f"{x:.{digits}g}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured markdown table; ``|`` inside a cell is escaped."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def provenance(results_dir: Path, names: Sequence[str]) -> str:
+    """One line per CSV with a sidecar: commit, backend and device count, wall time."""
+    lines = []
+    for name in names:
+        path = sidecar_path(Path(results_dir) / name)
+        if path.is_file():
+            meta = json.loads(path.read_text())
+            lines.append(
+                f"- `{name}`: commit `{meta.get('git_commit')}`, {meta.get('jax_backend')} "
+                f"x{meta.get('device_count')}, {meta.get('wall_time_s')} s"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,3 @@
+"""Benchmarks (``make bench``): our attention and samplers against JAX and numpy baselines,
+the training loop, scaling with d_k and n. Timings, not results: never part of
+``make all`` or ``make verify``."""

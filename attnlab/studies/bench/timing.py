@@ -1,0 +1,67 @@
+"""Timing primitives: median wall and CPU time of repeated calls, the matmul peak, slopes."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+class Timing(NamedTuple):
+    """Median wall time and median process CPU time (all threads) of one call."""
+
+    seconds: float
+    cpu_seconds: float
+
+
+def _timed(fn: Callable[[], Any], number: int) -> Timing:
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for _ in range(number):
+        jax.block_until_ready(fn())
+    return Timing(
+        (time.perf_counter() - start) / number, (time.process_time() - cpu_start) / number
+    )
+
+
+def time_calls(
+    fn: Callable[[], Any], repeats: int, *, warmup: bool = True, min_seconds: float = 0.0
+) -> Timing:
+    """Median time of one call of ``fn()`` (its result blocked on) over ``repeats``.
+
+    One untimed call first compiles whatever ``fn`` jits. Calls faster than
+    ``min_seconds`` are repeated within each timing, which is then divided by their number.
+    """
+    if warmup:
+        jax.block_until_ready(fn())
+    number = 1
+    if min_seconds > 0:
+        number = max(1, math.ceil(min_seconds / max(_timed(fn, 1).seconds, 1e-9)))
+    times = [_timed(fn, number) for _ in range(repeats)]
+    return Timing(*(float(np.median(column)) for column in zip(*times, strict=True)))
+
+
+def median_seconds(
+    fn: Callable[[], Any], repeats: int, *, warmup: bool = True, min_seconds: float = 0.0
+) -> float:
+    """The median wall time of ``time_calls``."""
+    return time_calls(fn, repeats, warmup=warmup, min_seconds=min_seconds).seconds
+
+
+def loglog_slope(sizes: Sequence[float], seconds: Sequence[float]) -> float:
+    """Least-squares slope of ``log(seconds)`` against ``log(sizes)``."""
+    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
+
+
+def measure_peak(size: int, repeats: int) -> tuple[float, float]:
+    """Seconds and FLOP/s (``2 size^3`` per call) of a jitted float32 square matmul."""
+    ka, kb = jax.random.split(jax.random.key(0))
+    a = jax.random.normal(ka, (size, size), jnp.float32)
+    b = jax.random.normal(kb, (size, size), jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    seconds = median_seconds(lambda: matmul(a, b), max(repeats, 5))
+    return seconds, 2 * size**3 / seconds

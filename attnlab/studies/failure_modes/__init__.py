@@ -1,0 +1,2 @@
+"""Failure modes (experiment 07, Figure 6): article 000, "Failure modes at the boundaries":
+float16 softmax overflow, fill values of fully masked rows, correlated queries and keys."""
