@@ -1,13 +1,13 @@
 """The articles' numbers, transcribed once, and where our counterpart of each is measured.
 
 Article 004 ("Can Attention Work Without the sqrt(d) Scaling?") states every number below;
-``results/REPORT.md`` puts each beside ours (see ``attnlab.report``). A claim is one of:
+``results/REPORT.md`` puts each beside ours (by the rules of ``attnlab.harness.verdicts``). A claim is one of:
 
 * ``CellClaim``: a Monte-Carlo mean in one CSV row, compared with the tolerance rule
   ``|ours - article| <= 4 sqrt(2) SEM + half a unit of the article's last printed digit``
   (the article's estimate is as noisy as ours, hence the sqrt(2)).
 * ``DerivedClaim``: a statement about a whole curve (a peak, a crossing, a bound), checked
-  by the function of ``attnlab.report`` that its ``check`` names.
+  by the check function its study registers under the name ``check``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class CellClaim:
 
 @dataclass(frozen=True)
 class DerivedClaim:
-    """A statement about a curve, checked by ``attnlab.report.DERIVED_CHECKS[check]``."""
+    """A statement about a curve, checked by its study's ``CHECKS[check]``."""
 
     section: str
     quantity: str
