@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attnlab.claims import COMPANION_CLAIMS, COMPANION_CSV
 from attnlab.harness.tables import Tables, markdown_table, num
-from attnlab.harness.verdicts import Check, claim_rows
+from attnlab.harness.verdicts import Check, claim_rows, claims_block
 
 
 def _companion_value(tables: Tables, quantity: str, column: str = "value") -> float:
@@ -46,14 +46,7 @@ CHECKS: dict[str, Check] = {
 
 def section(tables: Tables) -> str:
     """Experiment 08: article 000's numbers by the tolerance rule, and the folding check."""
-    rows = claim_rows(COMPANION_CLAIMS, tables, CHECKS)
-    claims = markdown_table(
-        ["Section", "Quantity", "Article", "Ours ± SEM", "Δ/SEM", "Tolerance", "Verdict"],
-        [
-            (r.section, r.quantity, r.article, r.ours, r.deviation, r.tolerance, r.verdict)
-            for r in rows
-        ],
-    )
+    claims = claims_block(claim_rows(COMPANION_CLAIMS, tables, CHECKS))
     frame = tables.get(COMPANION_CSV, ["claim", "quantity", "setting", "value", "sem", "predicted"])
     width = frame[frame.quantity.str.match(r"(logit_std|max_weight|entropy)_(per_head|model)")]
     width_table = markdown_table(
@@ -76,7 +69,7 @@ def section(tables: Tables) -> str:
         [
             "### The companion article's numbers (experiment 08)",
             "Article 000 (*Why Scaled Dot-Product Attention Divides by the Square Root of the Key "
-            "Dimension*), same tolerance rule as above. The expected maximum of n standard "
+            "Dimension*), same rules as above. The expected maximum of n standard "
             f"normals is {e_max:.3f} for n = 512 (exact integral); sqrt(2 ln n) = "
             f"{asymptotic:.3f} is only the leading term of its expansion, so the top logit sits "
             f"{gap:.2f} row standard deviations ({absolute:.1f} at d_k = 64) above the row mean.",

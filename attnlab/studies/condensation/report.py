@@ -2,7 +2,51 @@
 
 from __future__ import annotations
 
+from attnlab.claims import ABOUT, CONDENSATION_CLAIMS
 from attnlab.harness.tables import Tables, markdown_table, num
+from attnlab.harness.verdicts import Check, claim_rows, claims_block
+
+CSV = "06_condensation.csv"
+#: "Saturated": one key holds at least half of the mass on average (as in ``compute``).
+SATURATED = 0.5
+GRID = ["n_keys", "d_k", "threshold_dk", "max_weight_unscaled_mean"]
+
+
+def _unsaturated_below_threshold(tables: Tables) -> tuple[str, str, bool]:
+    """Every grid cell with ``d_k <= 2 ln n`` has unscaled mean max weight below 1/2."""
+    frame = tables.get(CSV, GRID)
+    below = frame[frame.d_k <= frame.threshold_dk]
+    saturated = below[below.max_weight_unscaled_mean >= SATURATED]
+    if saturated.empty:
+        return f"all {len(below)} cells below 2 ln n unsaturated", "", True
+    worst = ", ".join(
+        f"n = {int(r.n_keys)}, d_k = {int(r.d_k)}: {r.max_weight_unscaled_mean:.3f}"
+        for r in saturated.itertuples()
+    )
+    holds_from = below.n_keys[~below.n_keys.isin(saturated.n_keys)].min()
+    return f"saturated at {worst}", f"holds for n ≥ {num(holds_from)}", False
+
+
+def _saturating_n_at_dk4(tables: Tables) -> tuple[str, str, bool]:
+    """The largest grid n at which d_k = 4 rows saturate, against "fewer than about 7"."""
+    frame = tables.get(CSV, GRID)
+    at4 = frame[(frame.d_k == 4) & (frame.max_weight_unscaled_mean >= SATURATED)]
+    if at4.empty:
+        return "no n saturates at d_k = 4", "", True
+    n = int(at4.n_keys.max())
+    weight = float(at4.loc[at4.n_keys.idxmax(), "max_weight_unscaled_mean"])
+    return (
+        f"saturated up to n = {n} (max weight {weight:.3f})",
+        f"< 7 × (1 + {ABOUT:g})",
+        (n < 7 * (1 + ABOUT)),
+    )
+
+
+#: Check name -> function of the tables returning (ours, detail, verdict).
+CHECKS: dict[str, Check] = {
+    "unsaturated_below_2ln_n": _unsaturated_below_threshold,
+    "saturating_n_at_dk4": _saturating_n_at_dk4,
+}
 
 
 def section(tables: Tables) -> str:
@@ -49,5 +93,6 @@ def section(tables: Tables) -> str:
             "interpolated linearly in log2 d_k; and the unscaled max weight interpolated at "
             "d_k = 2 ln n (article 004: no saturation while d_k ≲ 2 ln n).",
             table,
+            claims_block(claim_rows(CONDENSATION_CLAIMS, tables, CHECKS)),
         ]
     )

@@ -4,7 +4,60 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlab.claims import ABOUT, FAILURE_CLAIMS
 from attnlab.harness.tables import Tables, markdown_table, num
+from attnlab.harness.verdicts import Check, claim_rows, claims_block
+
+MASKS_CSV = "07_failure_modes_masks.csv"
+OVERFLOW_CSV = "07_failure_modes_overflow.csv"
+MASKS = ["dtype", "fill", "fill_stored", "row", "output_nan", "leaked_mass"]
+
+
+def _mask_rows(tables: Tables, fill: str, row: str):
+    frame = tables.get(MASKS_CSV, MASKS)
+    return frame[(frame.fill == fill) & (frame.row == row)].set_index("dtype")
+
+
+def _minus_inf_nan(tables: Tables) -> tuple[str, str, bool]:
+    """A fully masked row filled with -inf is NaN in every dtype."""
+    rows = _mask_rows(tables, "-inf", "fully masked")
+    nan = [d for d, r in rows.iterrows() if bool(r.output_nan)]
+    return f"NaN in {', '.join(nan) or 'no dtype'}", f"of {len(rows)} dtypes", len(nan) == len(rows)
+
+
+def _float16_minus_1e9(tables: Tables) -> tuple[str, str, bool]:
+    """-1e9 is stored as -inf in float16 and gives the same fully masked row as -inf."""
+    big = _mask_rows(tables, "-1e9", "fully masked").loc["float16"]
+    inf = _mask_rows(tables, "-inf", "fully masked").loc["float16"]
+    same = float(big.fill_stored) == float("-inf") and bool(big.output_nan) == bool(inf.output_nan)
+    return f"stored as {big.fill_stored}, NaN: {bool(big.output_nan)}", "", same
+
+
+def _float32_exact_zero(tables: Tables) -> tuple[str, str, bool]:
+    """With -1e9 in float32 the masked keys of a partly masked row get exactly zero."""
+    row = _mask_rows(tables, "-1e9", "partly masked").loc["float32"]
+    leak = float(row.leaked_mass)
+    return f"mass on masked keys: {leak:g}", "exactly 0", leak == 0.0
+
+
+def _float16_overflow(tables: Tables) -> tuple[str, str, bool]:
+    """The first largest logit at which a float16 softmax (no max subtraction) is not
+    finite, against "roughly 11"."""
+    from attnlab.studies.failure_modes.compute import overflow_thresholds  # imports jax
+
+    frame = tables.get(OVERFLOW_CSV, ["method", "max_logit", "nonfinite_fraction"])
+    first = float(overflow_thresholds(frame).set_index("method").loc["float16", "first_nonfinite"])
+    ours = f"first non-finite at s = {num(first, 4)}"
+    return ours, f"within {ABOUT:.0%} of 11", bool(abs(first / 11 - 1) <= ABOUT)
+
+
+#: Check name -> function of the tables returning (ours, detail, verdict).
+CHECKS: dict[str, Check] = {
+    "minus_inf_fully_masked_nan": _minus_inf_nan,
+    "float16_minus_1e9_is_minus_inf": _float16_minus_1e9,
+    "float32_minus_1e9_exact_zero": _float32_exact_zero,
+    "float16_overflow_logit": _float16_overflow,
+}
 
 
 def section(tables: Tables) -> str:
@@ -110,5 +163,7 @@ def section(tables: Tables) -> str:
             f"{len(corr)} cells the largest |z| is {corr.std_z.abs().max():.1f} for the std and "
             f"{mean_z.abs().max():.1f} for the mean.",
             corr_table,
+            "**Article 000's claims on these boundaries.**",
+            claims_block(claim_rows(FAILURE_CLAIMS, tables, CHECKS)),
         ]
     )
