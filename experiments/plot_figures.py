@@ -40,9 +40,11 @@ def build_parser():
 
 def run(args):
     cli.check_dir_writable(args.figures_dir, "--figures-dir")
+    cli.check_dir_exists(args.results_dir, "--results-dir")
     names = args.figures or [n for n, f in FIGURES.items() if args.group in (None, f.group)]
-    for name in names:
-        FIGURES[name].draw(args.results_dir, args.figures_dir)
+    with cli.staged_outputs(args.figures_dir) as stage:
+        for name in names:
+            FIGURES[name].draw(args.results_dir, stage)
 
 
 main = cli.entry_point(build_parser, run)
