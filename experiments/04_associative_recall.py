@@ -33,7 +33,9 @@ def run(args):
     started = time.perf_counter()
     with cli.progress(total, "04 recall", args.quiet, unit="step") as bar:
         results = train_and_evaluate(config, bar.update)
-    write_recall_outputs(results, config, out_dir, "04_recall", vars(args), started)
+    wall = time.perf_counter() - started
+    with cli.staged_outputs(out_dir) as stage:
+        write_recall_outputs(results, config, stage, "04_recall", vars(args), wall)
 
 
 main = cli.entry_point(build_parser, run)

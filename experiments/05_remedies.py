@@ -77,25 +77,30 @@ def run(args):
     if args.fold_step >= args.steps:
         raise cli.UsageError(f"--fold-step: {args.fold_step} is not below --steps {args.steps}")
     config = recall_config(args, mechanisms=tuple(args.mechanisms))
+    cli.check_seeds(args.seed, args.sensitivity_seeds, "--sensitivity-seeds")
     grid = len(args.sensitivity_batch_sizes) * len(args.sensitivity_embed_stds)
     sensitivity = dataclasses.replace(config, seeds=args.sensitivity_seeds)
     # Steps trained: each mechanism, the fold (head plus two continuations), the grid.
     total = config.steps * (len(config.mechanisms) + 2 * grid) + 2 * config.steps - args.fold_step
     flags = vars(args)
+    # Every part is computed before anything is written: all outputs or none.
     with cli.progress(total, "05 remedies", args.quiet, unit="step") as bar:
         started = time.perf_counter()
         results = run_remedies(config, bar.update)
-        write_recall_outputs(results, config, out_dir, "05_remedies", flags, started)
+        remedies_wall = time.perf_counter() - started
         started = time.perf_counter()
         curves, check = run_fold(config, args.fold_step, bar.update)
-        wall = time.perf_counter() - started
-        write_result(curves, out_dir / "05_fold_curves.csv", flags, wall)
-        write_result(check, out_dir / "05_fold_check.csv", flags, wall)
+        fold_wall = time.perf_counter() - started
         started = time.perf_counter()
         frame = run_sensitivity(
             sensitivity, args.sensitivity_batch_sizes, args.sensitivity_embed_stds, bar.update
         )
-        write_result(frame, out_dir / "05_sensitivity.csv", flags, time.perf_counter() - started)
+        sensitivity_wall = time.perf_counter() - started
+    with cli.staged_outputs(out_dir) as stage:
+        write_recall_outputs(results, config, stage, "05_remedies", flags, remedies_wall)
+        write_result(curves, stage / "05_fold_curves.csv", flags, fold_wall)
+        write_result(check, stage / "05_fold_check.csv", flags, fold_wall)
+        write_result(frame, stage / "05_sensitivity.csv", flags, sensitivity_wall)
 
 
 main = cli.entry_point(build_parser, run)

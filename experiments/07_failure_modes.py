@@ -44,7 +44,7 @@ def build_parser():
         default=CORRELATION.samples,
         help="(c) query-key pairs per d_k",
     )
-    parser.add_argument("--seed", type=cli.int_at_least(0), default=0, help="root PRNG seed")
+    cli.add_seed_flag(parser)
     parser.add_argument(
         "--out-dir", type=Path, default=cli.RESULTS_DIR, help="directory for the CSVs and sidecars"
     )
@@ -62,8 +62,9 @@ def run(args):
     with cli.progress(correlation.samples, "07 failure modes", args.quiet) as bar:
         frames = run_failure_modes(overflow, correlation, bar.update)
     wall = time.perf_counter() - started
-    for part, frame in frames.items():
-        write_result(frame, out_dir / PART_CSVS[part], vars(args), wall)
+    with cli.staged_outputs(out_dir) as stage:
+        for part, frame in frames.items():
+            write_result(frame, stage / PART_CSVS[part], vars(args), wall)
 
 
 main = cli.entry_point(build_parser, run)

@@ -47,9 +47,10 @@ def run(args):
     started = time.perf_counter()
     with cli.progress(5, "bench", args.quiet, unit="group") as bar:
         frame = run_bench(config, bar.update)
-    write_result(frame, out, vars(args), time.perf_counter() - started)
     table = markdown_table(frame)
-    atomic_write_text(out.with_suffix(".md"), table)
+    with cli.staged_outputs(out.parent) as stage:
+        write_result(frame, stage / out.name, vars(args), time.perf_counter() - started)
+        atomic_write_text(stage / out.with_suffix(".md").name, table)
     print(table, end="")
 
 

@@ -24,6 +24,7 @@ def build_parser():
 
 def run(args):
     out = cli.check_writable(args.out, "--out")
+    cli.check_dir_exists(args.results_dir, "--results-dir")
     text = build_report(args.results_dir)
     atomic_write_text(out, text)
 

@@ -41,10 +41,12 @@ def build_parser():
 
 def run(args):
     cli.check_dir_writable(args.figures_dir, "--figures-dir")
+    cli.check_dir_exists(args.results_dir, "--results-dir")
     tables = Tables(args.results_dir, made_by)
     names = args.figures or [n for n, s in FIGURES.items() if args.study in (None, s.name)]
-    for name in names:
-        FIGURES[name].figure(name)(tables, args.figures_dir)
+    with cli.staged_outputs(args.figures_dir) as stage:
+        for name in names:
+            FIGURES[name].figure(name)(tables, stage)
 
 
 main = cli.entry_point(build_parser, run)

@@ -24,10 +24,100 @@ SCALES = [None, 1.0, 0.3]
 FAST = settings(max_examples=25, deadline=None, derandomize=True, database=None)
 
 
+#: One float32 rounding, 2^-23: twice the unit roundoff, so n * EPS bounds n roundings
+#: to second order as well.
+EPS = float(np.finfo(np.float32).eps)
+#: The smallest normal float32: weights below it may be flushed to zero.
+TINY = float(np.finfo(np.float32).tiny)
+#: XLA's (and numpy's) float32 exp and tanh are accurate to a few ulp; we allow 4 eps each.
+ULPS = 4
+
+
 def rel_err(a, b):
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
     return np.max(np.abs(a - b)) / np.max(np.abs(b))
+
+
+def assert_within(actual, desired, bound, what=""):
+    """|actual - desired| <= bound entrywise, in float64."""
+    err = np.abs(np.asarray(actual, np.float64) - np.asarray(desired, np.float64))
+    excess = err - np.broadcast_to(bound, err.shape)
+    worst = np.unravel_index(np.argmax(excess), excess.shape)
+    assert (excess <= 0).all(), f"{what}: |error| {err[worst]:.3g} exceeds its bound at {worst}"
+
+
+# --------------------------------------------------------------------------- error bounds
+# First-order bounds on the error of ONE float32 evaluation against exact arithmetic, from
+# the absolute values of the data: an n-term float32 sum is off by at most n EPS times the
+# sum of the absolute terms. Two float32 evaluations (another program, batch shape, jit,
+# vmap, another library) differ by at most the sum of their two bounds.
+
+
+def exact_softmax(z, mask=None):
+    """float64 (masked) softmax; fully masked rows are zero."""
+    z = np.asarray(z, np.float64)
+    live = np.ones(z.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask), z.shape)
+    m = np.max(np.where(live, z, -np.inf), -1, keepdims=True)
+    e = np.where(live, np.exp(np.where(live, z - np.where(np.isfinite(m), m, 0.0), 0.0)), 0.0)
+    s = e.sum(-1, keepdims=True)
+    return e / np.where(s > 0, s, 1.0), np.where(live, np.abs(z - m), 0.0)
+
+
+def softmax_bound(p, gap, e_z):
+    """|float32 softmax - p| for logits off by at most ``e_z``; ``p`` exact and ``gap`` is
+    |z - max z| (``exact_softmax``).
+
+    Logit errors within +-M move p_i by at most p_i (1 - p_i) expm1(2M) (exactly, not only
+    to first order); the float32 softmax then rounds z - max (relative error EPS |z - max|
+    in the exponential), the exp, the n-term sum and the division (2 roundings, in case
+    XLA multiplies by a reciprocal); weights below TINY may be flushed to zero."""
+    n = p.shape[-1]
+    big_m = np.max(np.where(p > 0, e_z, 0.0), -1, keepdims=True)
+    rounding = (gap + ULPS + n + 2) * EPS
+    return np.where(p > 0, p * (1 - p) * np.expm1(2 * big_m) + p * rounding + TINY, 0.0)
+
+
+def attention_bounds(q, k, v, mask=None, scale=None, extra=0):
+    """Exact ``(p, out)`` in float64 and bounds ``(e_p, e_out)`` on one float32 evaluation.
+
+    Logits: d_k-term dot products, the float32 scale and the product: (d_k + 2) EPS
+    relative to c |q|.|k| (``extra`` more roundings for a reference that also rounds q).
+    Output: the weights' errors times |v|, plus the Tk-term sum."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    d_k = q.shape[-1]
+    c = 1 / math.sqrt(d_k) if scale is None else scale
+    z = c * q @ np.swapaxes(k, -1, -2)
+    e_z = (d_k + 2 + extra) * EPS * abs(c) * (np.abs(q) @ np.swapaxes(np.abs(k), -1, -2))
+    p, gap = exact_softmax(z, mask)
+    e_p = softmax_bound(p, gap, e_z)
+    e_out = e_p @ np.abs(v) + p.shape[-1] * EPS * (p @ np.abs(v))
+    return p, p @ v, e_p, e_out
+
+
+def attention_grad_bounds(q, k, v, mask, scale, g_out, e_g_out):
+    """Bounds on one float32 evaluation of the gradients (q, k, v) of a loss whose
+    gradient with respect to the output is ``g_out`` (within ``e_g_out``): the chain
+    rule of ``attention_bounds``, each product and n-term sum adding n EPS of its
+    absolute terms, propagated errors added (softmax backward: p (g - sum p g), with
+    3 roundings in the difference and product)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    d_k = q.shape[-1]
+    c = abs(1 / math.sqrt(d_k) if scale is None else scale)
+    p, _, e_p, _ = attention_bounds(q, k, v, mask, scale)
+    T = lambda x: np.swapaxes(x, -1, -2)  # noqa: E731
+    ga, av, ak, aq = np.abs(g_out), np.abs(v), np.abs(k), np.abs(q)
+    n_q, n_k, d_v = p.shape[-2], p.shape[-1], v.shape[-1]
+    e_gv = T(e_p) @ ga + T(p) @ e_g_out + n_q * EPS * (T(p) @ ga)
+    g_p = g_out @ T(v)
+    e_gp = e_g_out @ T(av) + d_v * EPS * (ga @ T(av))
+    d = g_p - np.sum(p * g_p, -1, keepdims=True)
+    e_s = np.sum(e_p * np.abs(g_p) + p * e_gp + n_k * EPS * p * np.abs(g_p), -1, keepdims=True)
+    g_z = p * d
+    e_gz = e_p * np.abs(d) + p * (e_gp + e_s) + 3 * EPS * np.abs(g_z)
+    e_gq = c * (e_gz @ ak + (n_k + 1) * EPS * (np.abs(g_z) @ ak))
+    e_gk = c * (T(e_gz) @ aq + (n_q + 1) * EPS * (T(np.abs(g_z)) @ aq))
+    return e_gq, e_gk, e_gv
 
 
 # Test data comes from explicitly seeded numpy Generators (deterministic, no global state):
@@ -70,8 +160,9 @@ def test_matches_jax_nn_dot_product_attention(scale, masked):
     ours = dot_product_attention(q, k, v, mask, scale=scale)
     ref = jax_nn_ref(q, k, v, mask, scale)
     assert ours.shape == (B, N, TQ, D)
-    assert rel_err(ours, to_bthd(ref)) <= 1e-5
-    # Anything else would be far off: the masked and unmasked outputs differ.
+    e_out = attention_bounds(q, k, v, mask, scale)[3]
+    assert_within(ours, to_bthd(ref), 2 * e_out, "output")  # two float32 evaluations
+    # Anything else would be far off (far above the bound): masked and unmasked differ.
     if masked:
         assert rel_err(dot_product_attention(q, k, v, scale=scale), ours) > 1e-2
 
@@ -87,7 +178,10 @@ def test_matches_flax_dot_product_attention(scale, masked):
     ref = nn.dot_product_attention(
         to_bthd(q) * factor, to_bthd(k), to_bthd(v), mask=mask, deterministic=True
     )
-    assert rel_err(ours, to_bthd(ref)) <= 1e-5
+    # Two float32 evaluations; flax also rounds q * factor and q / sqrt(depth).
+    e_ours = attention_bounds(q, k, v, mask, scale)[3]
+    e_flax = attention_bounds(q, k, v, mask, scale, extra=2)[3]
+    assert_within(ours, to_bthd(ref), e_ours + e_flax, "output")
 
 
 def test_scale_changes_the_result():
@@ -96,13 +190,14 @@ def test_scale_changes_the_result():
     outs = [dot_product_attention(q, k, v, scale=s) for s in SCALES]
     for i in range(len(outs)):
         for j in range(i + 1, len(outs)):
-            assert rel_err(outs[i], outs[j]) > 1e-2
+            assert rel_err(outs[i], outs[j]) > 1e-2  # far above any rounding (~1e-6)
 
 
 def test_broadcast_mask_shape_tq_tk():
     q, k, v = qkv(5)
     mask2d = random_mask(6, (TQ, TK))
     full = np.broadcast_to(np.asarray(mask2d), (B, N, TQ, TK))
+    # Exact: the mask is broadcast before use, so both run the same ops on the same values.
     np.testing.assert_array_equal(
         dot_product_attention(q, k, v, mask2d), dot_product_attention(q, k, v, full)
     )
@@ -120,9 +215,14 @@ def test_leading_batch_dims(lead, masked):
     w = attention_weights(q, k, mask, scale=0.3)
     assert out.shape == (*lead, TQ, 4)
     assert w.shape == (*lead, TQ, TK)
-    np.testing.assert_allclose(out, np.asarray(w) @ np.asarray(v), rtol=1e-5, atol=1e-6)
+    # The same eager ops give the same w inside dot_product_attention; only the Tk-term
+    # products with v differ (XLA and numpy): Tk EPS of |w| |v| each.
+    wv_abs = np.abs(np.asarray(w, np.float64)) @ np.abs(np.asarray(v, np.float64))
+    assert_within(out, np.asarray(w) @ np.asarray(v), 2 * TK * EPS * wv_abs, "w v")
 
-    # Each batch element is computed independently, exactly as unbatched.
+    # Each batch element is computed independently, as unbatched (another batch shape:
+    # two float32 evaluations).
+    e_out = attention_bounds(q, k, v, mask, 0.3)[3].reshape(-1, TQ, 4)
     n = math.prod(lead)
     qf, kf, vf = (np.asarray(x).reshape(n, *x.shape[len(lead) :]) for x in (q, k, v))
     mf = None if mask is None else np.asarray(mask).reshape(n, TQ, TK)
@@ -131,7 +231,7 @@ def test_leading_batch_dims(lead, masked):
         single = dot_product_attention(
             qf[i], kf[i], vf[i], None if mf is None else mf[i], scale=0.3
         )
-        np.testing.assert_allclose(outf[i], single, rtol=1e-6, atol=1e-6)
+        assert_within(outf[i], single, 2 * e_out[i], f"element {i}")
 
 
 # --------------------------------------------------------------------------- jit / vmap
@@ -144,9 +244,10 @@ def test_jit_matches_eager(scale):
     eager = dot_product_attention(q, k, v, mask, scale=scale)
     # scale passed as a keyword argument to jit is traced: the learned-temperature case.
     jitted = jax.jit(dot_product_attention)(q, k, v, mask, scale=scale)
-    np.testing.assert_allclose(jitted, eager, rtol=1e-6, atol=1e-6)
+    _, _, e_p, e_out = attention_bounds(q, k, v, mask, scale)
+    assert_within(jitted, eager, 2 * e_out, "output")  # two float32 evaluations
     jit_w = jax.jit(attention_weights)(q, k, mask, scale=scale)
-    np.testing.assert_allclose(jit_w, attention_weights(q, k, mask, scale=scale), atol=1e-6)
+    assert_within(jit_w, attention_weights(q, k, mask, scale=scale), 2 * e_p, "weights")
 
 
 def test_vmap_matches_eager():
@@ -155,11 +256,13 @@ def test_vmap_matches_eager():
     eager = dot_product_attention(q, k, v, mask, scale=0.3)
     f = lambda q, k, v, m: dot_product_attention(q, k, v, m, scale=0.3)  # noqa: E731
     vmapped = jax.vmap(jax.vmap(f))(q, k, v, mask)
-    np.testing.assert_allclose(vmapped, eager, rtol=1e-6, atol=1e-6)
+    # Two float32 evaluations of the same output, each within its bound.
+    assert_within(vmapped, eager, 2 * attention_bounds(q, k, v, mask, 0.3)[3], "vmap")
     # vmap over a non-leading axis (heads) with an unbatched (shared) mask.
     m0 = np.asarray(mask)[0, 0]
     g = jax.vmap(lambda q, k, v: dot_product_attention(q, k, v, m0), in_axes=1, out_axes=1)
-    np.testing.assert_allclose(jax.jit(g)(q, k, v), dot_product_attention(q, k, v, m0), atol=1e-6)
+    e_out = attention_bounds(q, k, v, m0)[3]
+    assert_within(jax.jit(g)(q, k, v), dot_product_attention(q, k, v, m0), 2 * e_out, "heads")
 
 
 def test_jit_vmap_grad_compose():
@@ -169,9 +272,12 @@ def test_jit_vmap_grad_compose():
     grad = jax.grad(loss, argnums=(0, 1, 2))
     g_batched = jax.jit(grad)(q, k, v)
     g_vmapped = jax.jit(jax.vmap(grad))(q, k, v)
-    for a, b in zip(g_batched, g_vmapped, strict=True):
+    # d loss / d out = 2 out, exact doubling of the output's error.
+    _, out, _, e_out = attention_bounds(q, k, v, None, 1.0)
+    bounds = attention_grad_bounds(q, k, v, None, 1.0, 2 * out, 2 * e_out)
+    for a, b, e in zip(g_batched, g_vmapped, bounds, strict=True):
         assert np.all(np.isfinite(a)) and np.max(np.abs(a)) > 0
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        assert_within(a, b, 2 * e, "gradient")  # two float32 evaluations
 
 
 # --------------------------------------------------------------------------- masking
@@ -193,15 +299,18 @@ def test_fully_masked_rows(scale):
     mask, dead = _mask_with_dead_rows()
     w = np.asarray(attention_weights(q, k, mask, scale=scale))
     out = np.asarray(dot_product_attention(q, k, v, mask, scale=scale))
+    # Exact: masked entries are selected as 0, and 0 * v sums to 0.
     assert np.all(w[..., dead, :] == 0.0)
     assert np.all(out[..., dead, :] == 0.0)
     assert np.all(np.isfinite(out))
 
     # Live rows: weights sum to one, zero on masked keys, and equal jax.nn's result.
-    np.testing.assert_allclose(np.sum(w[..., LIVE, :], -1), 1.0, atol=1e-6)
+    # Sum: the float32 normaliser (Tk - 1 roundings, the division 2), numpy's sum (Tk - 1).
+    np.testing.assert_allclose(np.sum(w[..., LIVE, :], -1), 1.0, atol=2 * TK * EPS)
     assert np.all(w[~np.asarray(mask)] == 0.0)
     ref = np.asarray(to_bthd(jax_nn_ref(q, k, v, mask, scale)))
-    np.testing.assert_allclose(out[..., LIVE, :], ref[..., LIVE, :], atol=1e-5)
+    e_out = attention_bounds(q, k, v, mask, scale)[3]
+    assert_within(out[..., LIVE, :], ref[..., LIVE, :], 2 * e_out[..., LIVE, :], "output")
 
 
 @pytest.mark.parametrize("scale", [None, 1.0])
@@ -213,9 +322,13 @@ def test_fully_masked_rows_gradients_finite(scale):
         return jnp.sum(jnp.sin(dot_product_attention(q, k, v, mask, scale=scale)))
 
     gq, gk, gv = (np.asarray(g) for g in jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v))
+    # d loss / d out = cos(out): off by at most the output's error plus cos's rounding.
+    _, out, _, e_out = attention_bounds(q, k, v, mask, scale)
+    e_g = e_out + ULPS * EPS
+    e_gq, e_gk, e_gv = attention_grad_bounds(q, k, v, mask, scale, np.cos(out), e_g)
     for g in (gq, gk, gv):
         assert np.all(np.isfinite(g)) and np.max(np.abs(g)) > 0
-    # A dead row's output does not depend on its query.
+    # A dead row's output does not depend on its query (exact: selected zeros).
     assert np.all(gq[..., dead, :] == 0.0)
     # Gradients on the live rows are unaffected by the presence of the dead rows.
 
@@ -224,9 +337,10 @@ def test_fully_masked_rows_gradients_finite(scale):
         return jnp.sum(jnp.sin(o))
 
     gq2, gk2, gv2 = jax.jit(jax.grad(loss_live, argnums=(0, 1, 2)))(q, k, v)
-    np.testing.assert_allclose(gq[..., LIVE, :], np.asarray(gq2)[..., LIVE, :], atol=1e-5)
-    np.testing.assert_allclose(gk, gk2, atol=1e-5)
-    np.testing.assert_allclose(gv, gv2, atol=1e-5)
+    # Two float32 evaluations of the same gradients (dead rows contribute exact zeros).
+    assert_within(gq[..., LIVE, :], np.asarray(gq2)[..., LIVE, :], 2 * e_gq[..., LIVE, :], "q")
+    assert_within(gk, gk2, 2 * e_gk, "k")
+    assert_within(gv, gv2, 2 * e_gv, "v")
 
 
 def test_naive_minus_inf_fill_would_nan():
@@ -240,7 +354,9 @@ def test_naive_minus_inf_fill_would_nan():
     assert np.all(np.isnan(naive[1])) and not np.any(np.isnan(naive[0]))
     ours = np.asarray(masked_softmax(z, mask))
     assert np.all(np.isfinite(ours)) and np.all(ours[1] == 0.0) and ours[0, 2] == 0.0
-    np.testing.assert_allclose(ours[0, :2], jax.nn.softmax(z[0, :2]), rtol=1e-6)
+    # Two float32 softmaxes of the same logits, each within its rounding of the exact one.
+    p, gap = exact_softmax(z[0, :2])
+    assert_within(ours[0, :2], jax.nn.softmax(z[0, :2]), 2 * softmax_bound(p, gap, 0.0))
     g = jax.jit(jax.grad(lambda z: jnp.sum(masked_softmax(z, mask) * jnp.arange(3.0))))(z)
     assert np.all(np.isfinite(g))
 
@@ -254,6 +370,8 @@ def test_masked_keys_do_not_leak():
     k2, v2 = np.array(k), np.array(v)
     k2[..., -1, :] = 1e4
     v2[..., -1, :] = -1e4
+    # Exact: masked logits are replaced inside the exponential, their weights are exact
+    # zeros, 0 * (-1e4) = 0 and adding zeros is exact; the rest is the same program.
     np.testing.assert_array_equal(dot_product_attention(q, k2, v2, mask, scale=1.0), out)
 
 
@@ -267,13 +385,20 @@ def test_unscaled_large_logits():
     out = np.asarray(dot_product_attention(q, k, v, mask, scale=1.0))
     assert np.all(np.isfinite(out))
     assert np.all(out[..., dead, :] == 0.0)
-    # The weights are (numerically) one-hot on the masked argmax of each live row.
+    # The weights are (numerically) one-hot on the masked argmax of each live row. The
+    # float64 softmax of the same float32 logits (same eager ops) is one-hot to within
+    # float32 resolution, and the float32 weights are within their rounding of it.
     w = np.asarray(attention_weights(q, k, mask, scale=1.0))
     zm = np.where(np.asarray(mask), z, -np.inf)
     onehot = np.argmax(zm, -1)[..., None] == np.arange(TK)
-    np.testing.assert_allclose(w[..., LIVE, :], onehot[..., LIVE, :], atol=1e-6)
+    p, gap = exact_softmax(z, mask)
+    assert (np.abs(p - onehot)[..., LIVE, :] < EPS / 2).all()
+    assert_within(w, p, softmax_bound(p, gap, 0.0), "weights")
+    # Against jax.nn: two float32 evaluations of an output whose logits are ill-conditioned
+    # (|q|.|k| ~ 1e3), but whose one-hot weights are insensitive to them (p (1 - p) ~ 0).
     ref = np.asarray(to_bthd(jax_nn_ref(q, k, v, mask, 1.0)))
-    np.testing.assert_allclose(out[..., LIVE, :], ref[..., LIVE, :], atol=1e-5)
+    e_out = attention_bounds(q, k, v, mask, 1.0)[3]
+    assert_within(out[..., LIVE, :], ref[..., LIVE, :], 2 * e_out[..., LIVE, :], "output")
 
     def loss(q, k, v):
         return jnp.sum(dot_product_attention(q, k, v, mask, scale=1.0) ** 2)
@@ -297,9 +422,11 @@ def test_half_precision_dtypes(dtype, scale):
     assert attention_logits(q, k, scale=scale).dtype == jnp.float32
     q32, k32, v32 = (np.asarray(x, np.float32) for x in (q, k, v))
     ref = dot_product_attention(q32, k32, v32, mask, scale=scale)
-    # Only the final cast rounds: error within one rounding of the output dtype.
-    eps = float(jnp.finfo(dtype).eps)
-    np.testing.assert_allclose(np.asarray(out, np.float32), ref, rtol=eps, atol=eps)
+    # The same float32 ops on the same (exactly widened) values; only the final cast
+    # rounds: half an ulp of the output dtype (half the smallest subnormal near zero).
+    info = jnp.finfo(dtype)
+    rtol, atol = float(info.eps) / 2, float(info.smallest_subnormal) / 2
+    np.testing.assert_allclose(np.asarray(out, np.float32), ref, rtol=rtol, atol=atol)
 
 
 def _fp16_large_logit_inputs():
@@ -326,8 +453,11 @@ def test_fp16_unscaled_large_logits_finite_and_accurate():
     assert np.all(np.isfinite(out))
     q32, k32, v32 = (np.asarray(x, np.float32) for x in (q, k, v))
     ref = dot_product_attention(q32, k32, v32, scale=1.0)
-    vmax = np.max(np.abs(v32))
-    np.testing.assert_allclose(out, ref, rtol=0, atol=2e-3 * vmax)
+    # As for the other half-precision inputs: the float32 computation is the same, only
+    # the cast of the output to float16 rounds (half an ulp, or half a subnormal).
+    info = jnp.finfo(jnp.float16)
+    rtol, atol = float(info.eps) / 2, float(info.smallest_subnormal) / 2
+    np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol)
 
 
 # --------------------------------------------------------------------------- properties
@@ -359,7 +489,8 @@ def test_weights_rows_sum_to_one(args, scale):
     w = np.asarray(jit_weights(q, k, mask, scale=scale))
     assert np.all(np.isfinite(w)) and np.all(w >= 0.0)
     live = mask.any(-1)
-    np.testing.assert_allclose(w.sum(-1)[live], 1.0, atol=1e-5)
+    # The float32 normaliser (Tk - 1 roundings, the division 2) and numpy's sum (Tk - 1).
+    np.testing.assert_allclose(w.sum(-1)[live], 1.0, atol=2 * PROP_TK * EPS)
     assert np.all(w.sum(-1)[~live] == 0.0)
     assert np.all(w[~mask] == 0.0)
 
@@ -371,20 +502,31 @@ def test_weights_rows_sum_to_one(args, scale):
     hnp.arrays(np.bool_, (PROP_TQ, PROP_TK)),
 )
 def test_softmax_shift_invariance(z, c, mask):
+    shifted = z + c  # float32: each shifted logit rounds by at most EPS / 2 |z + c|
+    e_z = EPS / 2 * np.abs(shifted.astype(np.float64))
     for m in (None, mask):
-        np.testing.assert_allclose(jit_softmax(z + c, m), jit_softmax(z, m), atol=1e-5)
+        p, gap = exact_softmax(z, m)
+        # softmax(z + c) = softmax(z): the shifted softmax sees logit errors e_z, both round.
+        bound = softmax_bound(p, gap, e_z) + softmax_bound(p, gap, 0.0)
+        assert_within(jit_softmax(shifted, m), jit_softmax(z, m), bound, "shifted")
 
 
 @FAST
 @given(qk_mask(), st.floats(0.05, 3.0))
 def test_scale_equals_prescaled_query(args, c):
     q, k, mask = args
+    # Both logits are within (d_k + 2) EPS c |q|.|k| of c q.k (d_k-term sums, float32(c)
+    # and one product, on the logits or on q): two float32 evaluations.
+    c32 = float(np.float32(c))
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    e_z = (PROP_D + 2) * EPS * c32 * (np.abs(q64) @ np.swapaxes(np.abs(k64), -1, -2))
+    p, gap = exact_softmax(c32 * q64 @ np.swapaxes(k64, -1, -2), mask)
     a = jit_weights(q, k, mask, scale=c)
     b = jit_weights(np.float32(c) * q, k, mask, scale=1.0)
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert_within(a, b, 2 * softmax_bound(p, gap, e_z), "weights")
     za = jit_logits(q, k, scale=c)
     zb = jit_logits(np.float32(c) * q, k, scale=1.0)
-    np.testing.assert_allclose(za, zb, rtol=1e-5, atol=1e-5)
+    assert_within(za, zb, 2 * e_z, "logits")
 
 
 @FAST
@@ -393,6 +535,7 @@ def test_dk_one_scaled_equals_unscaled_exactly(seed):
     q, k, v = qkv(seed, lead=PROP_LEAD, tq=PROP_TQ, tk=PROP_TK, d=1, dv=3)
     q, k = 4.0 * q, 4.0 * k
     mask = np.random.default_rng(seed ^ 1).random((*PROP_LEAD, PROP_TQ, PROP_TK)) < 0.7
+    # Exact: 1/sqrt(1) = 1, the same float32 ops on the same values.
     np.testing.assert_array_equal(
         attention_logits(q, k, scale=None), attention_logits(q, k, scale=1.0)
     )
@@ -404,11 +547,10 @@ def test_dk_one_scaled_equals_unscaled_exactly(seed):
 
 def test_default_scale_is_inverse_sqrt_dk():
     q, k, _ = qkv(22)
-    np.testing.assert_allclose(
-        attention_logits(q, k), attention_logits(q, k, scale=0.25), rtol=1e-7, atol=0
-    )
+    # Exact: 1/sqrt(16) = 1/4 in float32, and scaling by a power of two does not round.
+    np.testing.assert_array_equal(attention_logits(q, k), attention_logits(q, k, scale=0.25))
     z1 = np.asarray(attention_logits(q, k, scale=1.0))
-    np.testing.assert_allclose(attention_logits(q, k), z1 / 4.0, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(attention_logits(q, k), z1 / 4.0)
 
 
 # --------------------------------------------------------------------------- soft-cap
@@ -421,22 +563,32 @@ def test_logit_cap_bounds_and_formula():
     assert np.max(np.abs(z)) > 100.0
     zc = np.asarray(attention_logits(q, k, scale=1.0, logit_cap=30.0))
     assert np.all(np.abs(zc) <= 30.0)
-    np.testing.assert_allclose(zc, 30.0 * np.tanh(z / 30.0), rtol=1e-6, atol=1e-5)
-    np.testing.assert_allclose(zc, softcap(z, 30.0), rtol=1e-6, atol=1e-5)
+    # Against float64 from the same float32 logits (same eager ops): z / cap (2 roundings
+    # if XLA multiplies by 1/cap; tanh passes relative errors on at most 1:1), tanh and
+    # the product round.
+    ref = 30.0 * np.tanh(z.astype(np.float64) / 30.0)
+    np.testing.assert_allclose(zc, ref, rtol=(ULPS + 3) * EPS, atol=0)
+    np.testing.assert_allclose(softcap(z, 30.0), ref, rtol=(ULPS + 3) * EPS, atol=0)
     # Strictly inside the cap wherever tanh has not rounded to +-1 in float32.
     moderate = np.abs(z) < 150.0
     assert np.any(moderate) and np.any(~moderate)
     assert np.all(np.abs(zc[moderate]) < 30.0)
     # The cap is applied before the softmax, i.e. the weights follow the capped logits.
-    zc64 = zc.astype(np.float64)
-    ref_w = np.exp(zc64 - zc64.max(-1, keepdims=True))
-    ref_w /= ref_w.sum(-1, keepdims=True)
-    np.testing.assert_allclose(attention_weights(q, k, scale=1.0, logit_cap=30.0), ref_w, atol=1e-6)
+    # float64 softmax of the same float32 capped logits: within the softmax's rounding.
+    ref_w, gap = exact_softmax(zc)
+    w = attention_weights(q, k, scale=1.0, logit_cap=30.0)
+    assert_within(w, ref_w, softmax_bound(ref_w, gap, 0.0), "weights")
 
 
 def test_softcap_near_identity_for_small_logits():
     z = np.linspace(-1.0, 1.0, 101, dtype=np.float32)
-    # cap * tanh(z / cap) = z - z^3 / (3 cap^2) + ...; |z| <= 1, cap 30 -> error <= 4e-4.
-    np.testing.assert_allclose(softcap(z, 30.0), z, atol=4e-4)
-    np.testing.assert_allclose(softcap(z, 30.0), z - z**3 / (3 * 30.0**2), atol=1e-6)
-    assert not np.allclose(softcap(z, 1.0), z, atol=1e-2)  # a small cap is not the identity
+    z64, cap = z.astype(np.float64), 30.0
+    # cap * tanh(z / cap) = z - z^3 / (3 cap^2) + 2 z^5 / (15 cap^4) - ...: an alternating
+    # series, so each truncation errs by at most the next term; float32 rounds z / cap
+    # (twice, as z * (1 / cap)), tanh and the product: (ULPS + 3) EPS relative.
+    rounding = (ULPS + 3) * EPS * np.abs(z64)
+    assert_within(softcap(z, cap), z64, np.abs(z64) ** 3 / (3 * cap**2) + rounding)
+    third_order = z64 - z64**3 / (3 * cap**2)
+    assert_within(softcap(z, cap), third_order, 2 * np.abs(z64) ** 5 / (15 * cap**4) + rounding)
+    # A small cap is not the identity: 1 - tanh(1) = 0.24, far above any rounding.
+    assert not np.allclose(softcap(z, 1.0), z, atol=1e-2)

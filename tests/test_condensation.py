@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.core.sampling import mean_and_sem
 from attnlab.studies.condensation.compute import (
     COLUMNS,
     CondensationConfig,
@@ -26,6 +27,13 @@ from attnlab.studies.condensation.compute import (
 DKS = (1, 4, 16)
 N_KEYS = (4, 16)
 TRIALS = 64
+EPS = float(np.finfo(np.float32).eps)
+EPS64 = float(np.finfo(np.float64).eps)
+#: XLA's float32 exp is accurate to a few ulp; we allow 4 eps.
+ULPS = 4
+#: float64 interpolation in log2 d_k: t = (level - v0) / (v1 - v0) from values ~0.1-1
+#: (a few eps64 relative to |level| + |v0|, over |v1 - v0| >= 0.1), then 2^x: < 1e-14.
+INTERP_RTOL = 1e-14
 
 
 @pytest.fixture(scope="module")
@@ -39,30 +47,42 @@ def table() -> pd.DataFrame:
 
 
 def test_threshold_is_two_ln_n():
-    assert threshold_dk(256) == pytest.approx(2 * math.log(256))
-    np.testing.assert_allclose(threshold_dk(np.array([4, 4096])), 2 * np.log([4, 4096]))
+    # numpy's and math's float64 log, a few ulp each, then an exact doubling.
+    assert threshold_dk(256) == pytest.approx(2 * math.log(256), rel=8 * EPS64)
+    # Exact: the same float64 operations.
+    np.testing.assert_array_equal(threshold_dk(np.array([4, 4096])), 2 * np.log([4, 4096]))
 
 
 def test_grid_shape_bounds_and_d_k_1(grid):
     assert grid.shape == (TRIALS, len(DKS), len(N_KEYS), 2)
     for j, n in enumerate(N_KEYS):
-        assert (grid[:, :, j] >= 1 / n - 1e-6).all() and (grid[:, :, j] <= 1 + 1e-6).all()
-    # d_k = 1: z / sqrt(1) = z, so both variants see the same row.
+        # In [1/n, 1] up to float32: the largest weight exp(0) / sum rounds in exp (ULPS),
+        # the division (2) and, from below, the n-term sum.
+        lo, hi = (1 - (n + ULPS + 2) * EPS) / n, 1 + (ULPS + 2) * EPS
+        assert (grid[:, :, j] >= lo).all() and (grid[:, :, j] <= hi).all()
+    # Exact: d_k = 1: z / sqrt(1) = z, so both variants see the same row, same ops.
     np.testing.assert_array_equal(grid[:, 0, :, 0], grid[:, 0, :, 1])
-    # Unscaled attention is sharper at d_k = 16 on average, for every n.
-    assert (grid[:, 2, :, 0].mean(0) > grid[:, 2, :, 1].mean(0)).all()
+    # Unscaled attention is sharper at d_k = 16 on average, for every n: the paired
+    # difference exceeds 5 standard errors.
+    gap_mean, gap_sem = mean_and_sem(grid[:, 2, :, 0] - grid[:, 2, :, 1], axis=0)
+    assert (gap_mean > 5 * gap_sem).all()
 
 
 def test_table_matches_grid(grid, table):
     assert list(table.columns) == list(COLUMNS)
     assert table[["n_keys", "d_k"]].values.tolist() == [[n, d] for n in N_KEYS for d in DKS]
     first = table[(table.n_keys == 16) & (table.d_k == 4)].iloc[0]
-    assert first.max_weight_unscaled_mean == pytest.approx(grid[:, 1, 1, 0].mean(), rel=1e-6)
-    assert first.threshold_dk == pytest.approx(2 * math.log(16))
-    np.testing.assert_allclose(
-        table.gap_mean, table.max_weight_unscaled_mean - table.max_weight_scaled_mean, atol=1e-6
-    )
+    # The same float32 values (the same program and key), averaged in float64 by both:
+    # the sums of TRIALS like-signed terms round by < TRIALS eps64.
+    mean64 = grid[:, 1, 1, 0].astype(np.float64).mean()
+    assert first.max_weight_unscaled_mean == pytest.approx(mean64, rel=TRIALS * EPS64)
+    assert first.threshold_dk == 2 * math.log(16)  # exact: the same float64 expression
+    # The gap is averaged from float32 differences |w_u - w_s| <= 1, each rounded by at
+    # most EPS / 2; the float64 means add ~TRIALS eps64.
+    difference = table.max_weight_unscaled_mean - table.max_weight_scaled_mean
+    np.testing.assert_allclose(table.gap_mean, difference, rtol=0, atol=EPS / 2 + TRIALS * EPS64)
     d_k_1 = table[table.d_k == 1]
+    # Exact: identical rows at d_k = 1 (above), so every difference is 0.
     assert (d_k_1.gap_mean == 0).all() and (d_k_1.gap_sem == 0).all()
     assert (table[table.d_k > 1].filter(like="_sem") > 0).all().all()
 
@@ -76,7 +96,7 @@ def test_first_crossing_interpolates_in_log2():
     assert first_crossing(d_k, np.array([0.6, 0.7, 0.8, 0.9]), 0.5) == (1.0, 1.0)
     grid_dk, at = first_crossing(d_k, np.array([0.1, 0.2, 0.4, 0.8]), 0.3)
     assert grid_dk == 4.0
-    assert at == pytest.approx(2.0**1.5)
+    assert at == pytest.approx(2.0**1.5, rel=INTERP_RTOL)
 
 
 def test_measured_thresholds_on_a_known_table():
@@ -91,15 +111,16 @@ def test_measured_thresholds_on_a_known_table():
         }
     )
     row = measured_thresholds(frame).iloc[0]
-    assert row.n_keys == 8 and row.threshold_dk == pytest.approx(2 * math.log(8))
+    # numpy's and math's float64 log, a few ulp each, then an exact doubling.
+    assert row.n_keys == 8 and row.threshold_dk == pytest.approx(2 * math.log(8), rel=8 * EPS64)
     # max weight 0.5 between d_k 2 (0.3) and 4 (0.6): two thirds of the way in log2.
     assert row.saturation_dk_grid == 4
-    assert row.saturation_dk == pytest.approx(2 ** (1 + 2 / 3))
+    assert row.saturation_dk == pytest.approx(2 ** (1 + 2 / 3), rel=INTERP_RTOL)
     # 2x scaled = 0.4, first reached between d_k 2 and 4, a third of the way.
     assert row.departure_dk_grid == 4
-    assert row.departure_dk == pytest.approx(2 ** (1 + 1 / 3))
+    assert row.departure_dk == pytest.approx(2 ** (1 + 1 / 3), rel=INTERP_RTOL)
     at = np.interp(np.log2(2 * math.log(8)), np.log2(d_k), unscaled)
-    assert row.max_weight_at_threshold == pytest.approx(at)
+    assert row.max_weight_at_threshold == pytest.approx(at, rel=INTERP_RTOL)
 
 
 def test_measured_thresholds_of_the_grid(table):

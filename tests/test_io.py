@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +38,8 @@ def test_write_csv_leaves_only_the_file_and_reads_back(tmp_path):
     path = tmp_path / "table.csv"
     write_csv(_frame(), path)
     assert os.listdir(tmp_path) == ["table.csv"]  # no temporary file left behind
-    pd.testing.assert_frame_equal(pd.read_csv(path), _frame())
+    # Exact: the values have 8 significant digits, which FLOAT_FORMAT writes unrounded.
+    pd.testing.assert_frame_equal(pd.read_csv(path), _frame(), check_exact=True)
     text = path.read_text(encoding="utf-8")
     assert text.splitlines()[0] == ",".join(COLUMNS)
     assert text.endswith("\n") and "\r" not in text
@@ -58,7 +61,7 @@ def test_write_csv_replaces_an_existing_file(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("old\n")
     write_csv(_frame(), path)
-    pd.testing.assert_frame_equal(pd.read_csv(path), _frame())
+    pd.testing.assert_frame_equal(pd.read_csv(path), _frame(), check_exact=True)
     assert os.listdir(tmp_path) == ["t.csv"]
 
 
@@ -124,12 +127,63 @@ def test_write_sidecar_content(tmp_path):
         "sampler": "direct",
     }
     assert side["seed"] == 7
-    assert side["wall_time_s"] == 1.235
+    assert side["wall_time_s"] == 1.235  # exact: round(., 3) and JSON's repr round-trip
     for package in ("python", "jax", "jaxlib", "numpy", "pandas", "attnlab"):
         assert isinstance(side["versions"][package], str), package
     assert side["jax_backend"] in {"cpu", "gpu", "tpu", "cuda", "rocm"}
     assert isinstance(side["device_count"], int) and side["device_count"] >= 1
     assert side["git_commit"] is None or isinstance(side["git_commit"], str)
+
+
+def _git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` with a fixed identity and no user or system configuration."""
+    env = dict(
+        os.environ,
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.com",
+    )
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_commit_dirty_counts_only_code_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)  # no user configuration
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    repo = tmp_path / "repo"
+    for sub in ("results", "figures", "attnlab"):
+        (repo / sub).mkdir(parents=True)
+    (repo / "results" / "t.csv").write_text("x\n1\n")
+    (repo / "figures" / "f.svg").write_text("<svg/>\n")
+    (repo / "attnlab" / "code.py").write_text("X = 1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "init")
+    head = _git(repo, "rev-parse", "HEAD")
+
+    assert io._git_commit(repo) == head  # clean
+    # Regenerated outputs are not a change to the code.
+    (repo / "results" / "t.csv").write_text("x\n2\n")
+    (repo / "figures" / "f.svg").write_text("<svg></svg>\n")
+    assert io._git_commit(repo) == head
+    # Nor is an untracked file.
+    (repo / "attnlab" / "new.py").write_text("Y = 2\n")
+    assert io._git_commit(repo) == head
+    # A modified tracked file elsewhere is.
+    (repo / "attnlab" / "code.py").write_text("X = 2\n")
+    assert io._git_commit(repo) == f"{head}-dirty"
+
+
+def test_git_commit_outside_a_repository_is_none(tmp_path, monkeypatch):
+    # git must not find a repository above tmp_path either.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    assert io._git_commit(tmp_path) is None
 
 
 def test_write_sidecar_without_seed(tmp_path):
@@ -144,7 +198,8 @@ def test_write_sidecar_without_seed(tmp_path):
 def test_read_csv_checked_returns_the_frame(tmp_path):
     path = tmp_path / "t.csv"
     write_csv(_frame(), path)
-    pd.testing.assert_frame_equal(read_csv_checked(path, COLUMNS, MADE_BY), _frame())
+    frame = read_csv_checked(path, COLUMNS, MADE_BY)
+    pd.testing.assert_frame_equal(frame, _frame(), check_exact=True)  # 8 digits: exact
     # Extra columns are fine, and so is a subset being asked for.
     assert list(read_csv_checked(path, ["d_k"], MADE_BY).columns) == COLUMNS
 
@@ -213,4 +268,4 @@ def test_read_csv_checked_never_shifts_columns_on_trailing_commas(tmp_path):
     path.write_text("variant,d_k,max_weight_mean\nscaled,4,0.2,\nunscaled,4,0.4,\n")
     frame = read_csv_checked(path, COLUMNS, MADE_BY)
     assert list(frame.variant) == ["scaled", "unscaled"]
-    assert list(frame.max_weight_mean) == [0.2, 0.4]
+    assert list(frame.max_weight_mean) == [0.2, 0.4]  # exact: parsed like the literals

@@ -3,13 +3,16 @@ initialisation of every mechanism (identical where it should be, folded where do
 
 import functools
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from unittest import mock
 
 import jax
 import numpy as np
 import pytest
 
+from attnlab.core.attention import attention_logits, masked_softmax
 from attnlab.core.temperature import MECHANISMS
+from attnlab.studies.recall import model as recall_model
 from attnlab.studies.recall.task import sample_batch
 from attnlab.studies.recall.train import RecallConfig, init_params, make_model
 
@@ -38,7 +41,8 @@ GROUPS = {
 def forward_group(group: str):
     """Params at init (``init_params``), value logits and attention weights of every
     mechanism of ``group``, as numpy, from one compiled program (eager init would compile
-    every op separately)."""
+    every op separately); also the float32 query, keys and attention logits from which the
+    model computed the weights it returns (``attention_weights`` recorded, unchanged)."""
     names, embed_init_std, d_k, seed = GROUPS[group]
     config = replace(CONFIG, embed_init_std=embed_init_std, d_k=d_k)
 
@@ -48,8 +52,16 @@ def forward_group(group: str):
         for name in names:
             mech = MECHANISMS[name]
             params = init_params(config, mech, seed)
-            logits, weights = make_model(config, mech).apply({"params": params}, b)
-            out[name] = (params, logits, weights)
+            seen = {}
+
+            def recorded(q, k, mask=None, *, scale=None, logit_cap=None, seen=seen):
+                z = attention_logits(q, k, scale=scale, logit_cap=logit_cap)
+                seen.update(q=q[:, 0], k=k, z=z[:, 0])
+                return masked_softmax(z, mask)  # attention_weights, term for term
+
+            with mock.patch.object(recall_model, "attention_weights", recorded):
+                logits, weights = make_model(config, mech).apply({"params": params}, b)
+            out[name] = (params, logits, weights, seen)
         return out
 
     return jax.tree.map(np.asarray, run(batch()))
@@ -57,12 +69,46 @@ def forward_group(group: str):
 
 def forward(name: str, group: str = "default"):
     """``(params, logits, weights)`` of mechanism ``name`` in ``group``."""
-    return forward_group(group)[name]
+    return forward_group(group)[name][:3]
+
+
+def attention_inputs(name: str, group: str = "default"):
+    """The float32 ``q [B, d_k]``, ``k [B, pairs, d_k]`` and logits ``z [B, pairs]`` of the
+    weights ``forward`` returns."""
+    seen = forward_group(group)[name][3]
+    return seen["q"], seen["k"], seen["z"]
+
+
+#: One float32 rounding, 2^-23: twice the unit roundoff, so n * EPS bounds n roundings
+#: to second order as well.
+EPS = float(np.finfo(np.float32).eps)
+#: The smallest normal float32: weights below it may be flushed to zero.
+TINY = float(np.finfo(np.float32).tiny)
+#: XLA's float32 exp, tanh and rsqrt are polynomial approximations accurate to a few ulp;
+#: we allow 4 eps relative for each.
+ULPS = 4
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """First-order bounds on the absolute error of the model's float32 outputs, per entry.
+
+    Every float32 matmul of n terms rounds by at most ``n EPS`` relative to the sum of the
+    absolute products (the one-hot row gathers are exact), so the bounds are computed
+    from the absolute values of the inputs; this is the condition number of each step.
+    """
+
+    z: np.ndarray  # attention logits [B, pairs]
+    weights: np.ndarray  # attention weights [B, pairs]
+    logits: np.ndarray  # value logits [B, n_value_tokens]
 
 
 def naive_forward(params, b, mech, d_k, d_model, scale=None):
-    """The model's definition computed slot by slot in float64 from the token embeddings."""
+    """The model's definition computed slot by slot in float64 from the token embeddings;
+    returns ``(logits, weights, z, bounds)``, ``bounds`` on the error of the float32
+    model (``Bounds``)."""
     P = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    A = {k: np.abs(v) for k, v in P.items()}
     keys, values, query = (np.asarray(x) for x in (b.keys, b.values, b.query))
     if scale is None:
         scale = P["inv_temperature"] if mech.name in LEARNED else mech.fixed_scale(d_k)
@@ -70,27 +116,80 @@ def naive_forward(params, b, mech, d_k, d_model, scale=None):
     logits = np.empty((n_batch, P["W_O"].shape[1]))
     weights = np.empty((n_batch, pairs))
     z_all = np.empty((n_batch, pairs))
+    bz, bw, blog = np.empty_like(z_all), np.empty_like(weights), np.empty_like(logits)
     for s in range(n_batch):
         x_q = P["E_key"][query[s]]  # [d_model]
         q = x_q @ P["W_Q"]
-        ks, vs = [], []
+        ks, vs, xs = [], [], []
         for i in range(pairs):
             x_i = np.concatenate([P["E_key"][keys[s, i]], P["E_val"][values[s, i]]])
             assert x_i.shape == (2 * d_model,)
             ks.append(x_i @ P["W_K"])
             vs.append(x_i @ P["W_V"])
-        k, v = np.stack(ks), np.stack(vs)
+            xs.append(x_i)
+        k, v, x = np.stack(ks), np.stack(vs), np.abs(np.stack(xs))
+        # |error| of the float32 projections: d_model terms for q, two d_model-term halves
+        # and their sum for k and v.
+        q_abs, k_abs, v_abs = np.abs(x_q) @ A["W_Q"], x @ A["W_K"], x @ A["W_V"]
+        e_q, e_k = d_model * EPS * q_abs, (d_model + 1) * EPS * k_abs
+        e_v = (d_model + 1) * EPS * v_abs
         if mech.normalize_qk:
-            q = q / np.linalg.norm(q)
-            k = k / np.linalg.norm(k, axis=-1, keepdims=True)
-        z = scale * (k @ q)
+            # x -> x / |x| moves by |dx| / |x|; plus the d_k-term sum of squares, its rsqrt
+            # and the product, and the model's +1e-6 under the root.
+            nq, nk = np.linalg.norm(q), np.linalg.norm(k, axis=-1)
+            rounding = (d_k / 2 + ULPS + 1) * EPS
+            e_qh = np.linalg.norm(e_q) / nq + rounding + 0.5e-6 / nq**2
+            e_kh = np.linalg.norm(e_k, axis=-1) / nk + rounding + 0.5e-6 / nk**2
+            q = q / nq
+            k = k / nk[:, None]
+            z = scale * (k @ q)
+            # Unit vectors: |d(q.k)| <= |dq| + |dk| + d_k EPS; then the product with scale.
+            e_z = abs(scale) * (e_qh + e_kh + d_k * EPS) + EPS * np.abs(z)
+        else:
+            z = scale * (k @ q)
+            e_z = abs(scale) * (k_abs @ e_q + e_k @ q_abs + d_k * EPS * (k_abs @ q_abs))
+            e_z += EPS * np.abs(z)
         if mech.logit_cap is not None:
-            z = mech.logit_cap * np.tanh(z / mech.logit_cap)
+            cap = mech.logit_cap
+            # d(cap tanh(z / cap)) = sech^2 dz; plus z / cap (2 roundings, as z * (1 / cap)),
+            # tanh and the product.
+            a = np.exp(-2 * np.abs(z / cap))
+            e_z = e_z * 4 * a / (1 + a) ** 2  # sech^2(z / cap), without overflow
+            z = cap * np.tanh(z / cap)
+            e_z += (ULPS + 3) * EPS * np.abs(z)
         p = np.exp(z - z.max())
         p /= p.sum()
+        # Logit errors within +-e move p_i by at most p_i (1 - p_i) expm1(2 max e) (exactly,
+        # not only to first order); the float32 softmax adds the rounding of z - max
+        # (relative to |z - max|), exp, the pairs-term sum and the division (2 roundings, in
+        # case XLA multiplies by a reciprocal); weights below TINY may be flushed to zero.
+        rounding = (np.abs(z - z.max()) + ULPS + pairs + 2) * EPS
+        e_p = p * (1 - p) * np.expm1(2 * e_z.max()) + p * rounding + TINY
+        # o = p v (pairs terms), then o W_O (d_k terms).
+        o_abs = p @ v_abs
+        e_o = e_p @ v_abs + p @ e_v + pairs * EPS * o_abs
         weights[s], z_all[s] = p, z
         logits[s] = (p @ v) @ P["W_O"]
-    return logits, weights, z_all
+        bz[s], bw[s] = e_z, e_p
+        blog[s] = e_o @ A["W_O"] + d_k * EPS * (o_abs @ A["W_O"])
+    return logits, weights, z_all, Bounds(bz, bw, blog)
+
+
+def assert_within(actual, desired, bound, what=""):
+    """|actual - desired| <= bound entrywise (float64 arithmetic)."""
+    err = np.abs(np.asarray(actual, np.float64) - np.asarray(desired, np.float64))
+    excess = err - bound
+    worst = np.unravel_index(np.argmax(excess), excess.shape)
+    assert (excess <= 0).all(), (
+        f"{what}: |error| {err[worst]:.3g} > bound {np.broadcast_to(bound, err.shape)[worst]:.3g}"
+        f" at {worst}"
+    )
+
+
+def assert_matches_reference(logits, weights, ref_logits, ref_weights, bounds):
+    """The float32 model against the float64 reference, within the derived bounds."""
+    assert_within(weights, ref_weights, bounds.weights, "weights")
+    assert_within(logits, ref_logits, bounds.logits, "logits")
 
 
 # --------------------------------------------------------------------------- forward pass
@@ -104,7 +203,8 @@ def test_output_shapes_and_weights(name):
     assert logits.dtype == weights.dtype == np.float32
     assert np.isfinite(logits).all()
     assert (weights >= 0).all()
-    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-5)
+    # The float32 normaliser (pairs + 1 roundings) and numpy's float32 sum (pairs).
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=(2 * CONFIG.pairs + 1) * EPS)
     # Parameter shapes: projections without biases, width d_k.
     d, dk = CONFIG.d_model, CONFIG.d_k
     expected = {
@@ -125,9 +225,8 @@ def test_table_projection_equals_per_position_computation(name):
     """Projecting the embedding tables and gathering rows is exactly the per-slot model."""
     params, logits, weights = forward(name)
     mech = MECHANISMS[name]
-    ref_logits, ref_weights, _ = naive_forward(params, batch(), mech, CONFIG.d_k, CONFIG.d_model)
-    np.testing.assert_allclose(weights, ref_weights, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(logits, ref_logits, rtol=1e-4, atol=1e-5 * np.abs(ref_logits).max())
+    ref = naive_forward(params, batch(), mech, CONFIG.d_k, CONFIG.d_model)
+    assert_matches_reference(logits, weights, *ref[:2], ref[3])
 
 
 def test_mechanisms_give_different_outputs():
@@ -136,6 +235,7 @@ def test_mechanisms_give_different_outputs():
     names = list(outs)
     for i, a in enumerate(names):
         for b_ in names[i + 1 :]:
+            # Far above the rounding bounds of the weights (~1e-4 at most, Bounds).
             assert np.abs(outs[a] - outs[b_]).max() > 1e-3, (a, b_)
 
 
@@ -163,11 +263,9 @@ def test_learned_scale_is_used(name):
     changed, outputs = apply_learned_times_three()
     logits, weights = outputs[name]
     mech = MECHANISMS[name]
-    ref_logits, ref_weights, _ = naive_forward(
-        changed[name], batch(), mech, CONFIG.d_k, CONFIG.d_model
-    )
-    np.testing.assert_allclose(weights, ref_weights, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(logits, ref_logits, rtol=1e-4, atol=1e-5 * np.abs(ref_logits).max())
+    ref = naive_forward(changed[name], batch(), mech, CONFIG.d_k, CONFIG.d_model)
+    assert_matches_reference(logits, weights, *ref[:2], ref[3])
+    # Guard: far above the rounding bound (~1e-6), the tripled scale changes the weights.
     assert np.abs(weights - forward(name)[2]).max() > 1e-3
 
 
@@ -182,7 +280,8 @@ def test_inv_temperature_initial_value(name, expected):
     params = forward(name)[0]
     assert params["inv_temperature"].shape == ()
     assert params["inv_temperature"].dtype == np.float32
-    assert float(params["inv_temperature"]) == pytest.approx(expected, rel=1e-7)
+    # One rounding of the float64 value to float32 (exact here: 1/4 and 4).
+    assert float(params["inv_temperature"]) == pytest.approx(expected, rel=EPS / 2)
 
 
 def test_fixed_mechanisms_have_no_temperature_param():
@@ -211,8 +310,11 @@ def test_folded_init_projections_are_scaled_by_d_k_to_minus_quarter(group):
     scaled, folded = forward("scaled", group)[0], forward("folded_init", group)[0]
     factor = d_k**-0.25
     for key in ("W_Q", "W_K"):
-        np.testing.assert_allclose(folded[key], scaled[key] * np.float32(factor), rtol=3e-7)
-        if d_k == 16:  # factor 1/2: the scaled initialiser's stddev halves exactly
+        # Each side rounds the variance to float32, its sqrt, the division by the
+        # truncation constant and the product with the shared sample (4 roundings of
+        # EPS / 2); the right side also float32(factor) and the product: 10 EPS / 2.
+        np.testing.assert_allclose(folded[key], scaled[key] * np.float32(factor), rtol=5 * EPS)
+        if d_k == 16:  # factor 1/2: every correctly rounded step commutes with a power of 4
             np.testing.assert_array_equal(folded[key], scaled[key] * np.float32(0.5))
     for key in ("E_key", "E_val", "W_V", "W_O"):
         np.testing.assert_array_equal(folded[key], scaled[key], err_msg=key)
@@ -220,21 +322,28 @@ def test_folded_init_projections_are_scaled_by_d_k_to_minus_quarter(group):
 
 def test_folded_init_equals_scaled_at_init():
     """z = (d^-1/4 q).(d^-1/4 k) = q.k / sqrt(d): the same logits, weights and outputs."""
-    _, scaled_logits, scaled_w = forward("scaled")
+    scaled_params, scaled_logits, scaled_w = forward("scaled")
     _, folded_logits, folded_w = forward("folded_init")
-    np.testing.assert_allclose(folded_w, scaled_w, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(folded_logits, scaled_logits, rtol=1e-5, atol=1e-6)
+    # At d_k = 16 the folded W_Q, W_K are exactly half the scaled ones (tested above), so
+    # both compute the same exact function: each is within its rounding bound of it.
+    mech = MECHANISMS["scaled"]
+    bounds = naive_forward(scaled_params, batch(), mech, CONFIG.d_k, CONFIG.d_model)[3]
+    assert_within(folded_w, scaled_w, 2 * bounds.weights, "weights")
+    assert_within(folded_logits, scaled_logits, 2 * bounds.logits, "logits")
     # ... while unscaled attention from the same init does not.
-    assert np.abs(forward("unscaled")[2] - scaled_w).max() > 1e-2
+    assert np.abs(forward("unscaled")[2] - scaled_w).max() > 1e-2  # far above rounding
 
 
 def test_unscaled_logit_spread_at_init():
     """Unit-variance q and k entries: unscaled logits have std about sqrt(d_k), scaled ~1."""
     params = forward("unscaled")[0]
     mech = MECHANISMS["unscaled"]
-    _, _, z = naive_forward(params, batch(), mech, CONFIG.d_k, CONFIG.d_model)
-    _, _, z_scaled = naive_forward(params, batch(), MECHANISMS["scaled"], CONFIG.d_k, 12)
-    np.testing.assert_allclose(z_scaled * math.sqrt(CONFIG.d_k), z, rtol=1e-12)
+    z = naive_forward(params, batch(), mech, CONFIG.d_k, CONFIG.d_model)[2]
+    z_scaled = naive_forward(params, batch(), MECHANISMS["scaled"], CONFIG.d_k, 12)[2]
+    # float64 with the scales 1/4 and 4, powers of two: exact.
+    np.testing.assert_array_equal(z_scaled * math.sqrt(CONFIG.d_k), z)
+    # An order-of-magnitude band, not an estimate (one draw of the parameters): [2, 8]
+    # excludes the scaled spread 1 and the unscaled d_k = 16 alike.
     assert 0.5 * math.sqrt(CONFIG.d_k) < z.std() < 2 * math.sqrt(CONFIG.d_k)
 
 
@@ -246,15 +355,40 @@ def test_softcap_bounds_logits(name):
     mech = MECHANISMS[name]
     params, logits, weights = forward(name, "huge")
     assert np.isfinite(logits).all() and np.isfinite(weights).all()
-    _, ref_weights, z = naive_forward(params, batch(), mech, CONFIG.d_k, CONFIG.d_model)
-    _, _, z_raw = naive_forward(params, batch(), MECHANISMS["unscaled"], CONFIG.d_k, 12)
+    z = naive_forward(params, batch(), mech, CONFIG.d_k, CONFIG.d_model)[2]
+    z_raw = naive_forward(params, batch(), MECHANISMS["unscaled"], CONFIG.d_k, 12)[2]
     assert np.abs(z_raw).max() > 100 * mech.logit_cap  # the cap is doing something
     assert np.abs(z).max() <= mech.logit_cap
-    np.testing.assert_allclose(weights, ref_weights, atol=1e-5)
-    # Logit differences are at most 2 cap, so the weight ratios are at most exp(2 cap).
-    if mech.logit_cap == 30.0:  # exp(-60) is a normal float32; exp(-100) is not
+    # Weights against a float64 reference from the parameters are ill-conditioned here:
+    # raw logits of ~1e4 carry float32 errors ~1e-3, which the cap's slope sech^2 shrinks
+    # least where keys tie just below the cap. So the two steps are checked separately.
+    cap = mech.logit_cap
+    q, k, z32 = (x.astype(np.float64) for x in attention_inputs(name, "huge"))
+    # 1. The model's float32 logits: cap(q.k) of its own float32 q and k, within the
+    # rounding of the d_k-term dot product (times the slope sech^2) and of z / cap (as
+    # z * (1 / cap): 2 roundings), tanh and the product with cap.
+    raw = np.einsum("bd,bid->bi", q, k)
+    a = np.exp(-2 * np.abs(raw / cap))
+    sech2 = 4 * a / (1 + a) ** 2
+    z_ref = cap * np.tanh(raw / cap)
+    dot_abs = np.einsum("bd,bid->bi", np.abs(q), np.abs(k))
+    e_z = sech2 * CONFIG.d_k * EPS * dot_abs + (ULPS + 3) * EPS * np.abs(z_ref)
+    assert_within(z32, z_ref, e_z, "z")
+    assert np.abs(z32).max() <= cap  # float32 tanh never exceeds 1
+    # 2. The weights: the float64 softmax of those same float32 logits, within the float32
+    # softmax's rounding of z - max, exp, the pairs-term sum and the division (2 roundings,
+    # relative), and the flush of weights below TINY to zero.
+    p_ref = np.exp(z32 - z32.max(-1, keepdims=True))
+    p_ref /= p_ref.sum(-1, keepdims=True)
+    rel = (np.abs(z32 - z32.max(-1, keepdims=True)) + ULPS + CONFIG.pairs + 2) * EPS
+    assert_within(weights, p_ref, rel * p_ref + TINY, "weights")
+    # Logit differences are at most 2 cap, so the weight ratios are at most exp(2 cap),
+    # up to the relative error of the largest and the smallest weight of the row.
+    if cap == 30.0:  # exp(-60) is a normal float32; exp(-100) is not
         assert (weights > 0).all()
-        assert (np.log(weights.max(-1)) - np.log(weights.min(-1)) <= 60 + 1e-3).all()
+        w64 = weights.astype(np.float64)
+        log_ratio = np.log(w64.max(-1)) - np.log(w64.min(-1))
+        assert (log_ratio <= 2 * cap + 2 * rel.max(-1)).all()
 
 
 def test_uncapped_saturates_where_capped_does_not():
@@ -262,7 +396,8 @@ def test_uncapped_saturates_where_capped_does_not():
     one-hot, while capped logits (all the large positive ones near the cap) spread out."""
     _, logits, unscaled_w = forward("unscaled", "huge")
     assert np.isfinite(logits).all()
-    np.testing.assert_allclose(unscaled_w.max(-1), 1.0)
+    # One-hot up to the float32 normaliser: pairs + 1 roundings.
+    np.testing.assert_allclose(unscaled_w.max(-1), 1.0, rtol=(CONFIG.pairs + 1) * EPS)
     assert (unscaled_w == 0).any()
     capped_w = forward("softcap30", "huge")[2]
     assert capped_w.max(-1).mean() < 0.99

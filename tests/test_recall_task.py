@@ -82,6 +82,8 @@ def test_batch_covers_tokens_and_positions():
     # Values are uniform and independent of the key: about 1/32 per token.
     counts = np.bincount(values.ravel(), minlength=DEFAULT.n_value_tokens)
     expected = values.size / DEFAULT.n_value_tokens
+    # 6 SE: a count's SE is sqrt(expected (1 - 1/32)) < sqrt(expected); with 32 counts a
+    # 6-SE deviation has probability < 32 * 2e-9.
     assert np.abs(counts - expected).max() < 6 * np.sqrt(expected)
 
 

@@ -20,9 +20,73 @@ from attnlab.core.sampling import (
     mean_and_sem,
     softmax_row_statistics,
     std_and_se,
+    trial_keys,
 )
 
 STATISTICS = ("max_weight", "entropy", "jacobian_fro")
+#: One float32 rounding, 2^-23: twice the unit roundoff (n EPS bounds n roundings).
+EPS = float(np.finfo(np.float32).eps)
+TINY = float(np.finfo(np.float32).tiny)
+EPS64 = float(np.finfo(np.float64).eps)
+#: XLA's float32 exp and log, and the normal sampler's transform, are accurate to a few
+#: ulp; we allow 4 eps each.
+ULPS = 4
+
+
+def statistic_ranges(n: int) -> dict[str, tuple[float, float]]:
+    """Ranges of the float32 row statistics of n keys: max weight in [1/n, 1] (the largest
+    weight exp(0) / sum rounds in exp and the division and, from below, the n-term sum),
+    entropy in [0, ln n] (the weights' normaliser is off by <= 2n EPS, moving -sum p ln p by
+    that times ln n - 1; log, products and the n-term sum round relative to H; a weight
+    rounded above 1 adds a term >= -(ULPS + 3) EPS) and the Jacobian norm in [0, 1] (its
+    largest value is 1/2, at p = (1/2, 1/2))."""
+    ln_n = float(np.log(n))
+    top = ln_n * (1 + (n + ULPS + 1) * EPS) + 2 * n * EPS * (ln_n - 1)
+    return {
+        "max_weight": ((1 - (n + ULPS + 2) * EPS) / n, 1 + (ULPS + 2) * EPS),
+        "entropy": (-(ULPS + 3) * EPS, top),
+        "jacobian_fro": (0.0, 1.0),
+    }
+
+
+def direct_draws(key, d_k: int, n_keys: int, trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """float64 logits ``K q`` of every trial of the direct sampler, from its own float32
+    draws, and ``|K| |q|``, the magnitudes that the float32 products sum."""
+
+    def draw(k):
+        kq, kk = jax.random.split(k)
+        return jax.random.normal(kq, (d_k,)), jax.random.normal(kk, (n_keys, d_k))
+
+    with jax.threefry_partitionable(False):
+        q, keys = jax.jit(jax.vmap(draw))(trial_keys(key, d_k, trials))
+    q, keys = np.asarray(q, np.float64), np.asarray(keys, np.float64)
+    return np.einsum("tnd,td->tn", keys, q), np.einsum("tnd,td->tn", np.abs(keys), np.abs(q))
+
+
+def row_statistic_bounds(z, z_abs, scale: float, d_k: int) -> np.ndarray:
+    """``[statistic, trial]`` bounds on the error of one float32 evaluation of the row
+    statistics of ``softmax(scale z)`` (``z``, ``z_abs`` from ``direct_draws``).
+
+    Logits: the d_k-term product, the draws' transform (ULPS each for q and k) and the
+    scale: (d_k + 2 ULPS + 2) EPS of scale |K| |q|. Weights: logit errors within +-M move
+    p_i by <= p_i (1 - p_i) expm1(2M); the softmax rounds z - max (EPS |z - max|), exp, the
+    n-term sum and the division (2), and may flush weights below TINY. Statistics: the max
+    moves by at most the largest weight error; the entropy by sum |ln p + 1| dp plus its own
+    rounding; the norm by twice the weights' largest relative error plus 4 n EPS."""
+    n = z.shape[-1]
+    e_z = (d_k + 2 * ULPS + 2) * EPS * abs(scale) * z_abs
+    x = scale * z
+    gap = x.max(-1, keepdims=True) - x
+    p = np.exp(-gap) / np.exp(-gap).sum(-1, keepdims=True)
+    big_m = e_z.max(-1, keepdims=True)
+    e_p = p * (1 - p) * np.expm1(2 * big_m) + p * (gap + ULPS + n + 2) * EPS + TINY
+    entropy = -np.sum(p * np.log(p), -1)
+    e_entropy = np.sum(np.abs(np.log(p) + 1) * e_p, -1) + (n + ULPS + 1) * EPS * entropy
+    s2 = np.sum(p**2, -1, keepdims=True)
+    frobenius = np.sqrt(np.sum(p**2 * ((1 - p) ** 2 + s2 - p**2), -1))
+    e_frobenius = (2 * np.max(e_p / p, -1) + 4 * n * EPS) * frobenius
+    return np.stack([e_p.max(-1), e_entropy, e_frobenius])
+
 
 #: Chunk budget for these tests. The default (2**23 elements) pads a few dozen trials to a
 #: chunk of tens of thousands; results do not depend on it beyond float rounding.
@@ -56,13 +120,17 @@ def test_direct_logits_are_keys_times_query():
     kq, kk = jax.random.split(key)
     q = jax.random.normal(kq, (8,))
     keys = jax.random.normal(kk, (5, 8))
-    np.testing.assert_allclose(direct_logits(key, 8, 5), keys @ q, rtol=1e-5, atol=1e-6)
+    # The same draws; two float32 8-term products, each within 8 EPS of |keys| |q|.
+    bound = 2 * 8 * EPS * (np.abs(np.asarray(keys, np.float64)) @ np.abs(np.asarray(q)))
+    err = np.abs(np.asarray(direct_logits(key, 8, 5), np.float64) - np.asarray(keys @ q))
+    assert (err <= bound).all()
 
 
 @pytest.mark.parametrize("sampler", ["direct", "exact"])
 def test_logit_variance_is_d_k(sampler):
-    # Var(q . k) = d_k and E(q . k) = 0. The logits of one row share q, so it is the number
-    # of rows (20,000 of 4 logits) that makes the estimate precise: relative SE < 2 %.
+    # Var(q . k) = d_k and E(q . k) = 0. The logits of one row share q: uncorrelated, but
+    # their squares are not (Cov(z_1^2, z_2^2) = 2 d_k, Var(z^2) = 2 d_k^2 + 6 d_k), so the
+    # mean of z^2 over N rows of 4 has relative SE sqrt((1 + 6 / d_k) / (2 N)) (< 2 %).
     keys = jax.random.split(jax.random.key(1), 20_000)
     if sampler == "exact":  # d_k traced: one program for every head width
         draw = jax.jit(jax.vmap(lambda k, d_k: exact_logits(k, d_k, 4), in_axes=(0, None)))
@@ -72,8 +140,9 @@ def test_logit_variance_is_d_k(sampler):
         args = (keys, jnp.float32(d_k)) if sampler == "exact" else (keys, d_k, 4)
         z = np.asarray(draw(*args), np.float64)
         assert z.shape == (20_000, 4)
-        assert abs(z.mean()) < 0.05 * np.sqrt(d_k), d_k
-        assert z.var() == pytest.approx(d_k, rel=0.1), d_k
+        assert abs(z.mean()) < 5 * np.sqrt(d_k / z.size), d_k  # 5 SE
+        rel_se = np.sqrt((1 + 6 / d_k) / (2 * z.shape[0]))
+        assert z.var() == pytest.approx(d_k, rel=5 * rel_se), d_k  # 5 SE
 
 
 def test_dot_product_samples_prefix_and_seed():
@@ -81,7 +150,8 @@ def test_dot_product_samples_prefix_and_seed():
     long = dot_product_samples(key, 8, 300)
     short = dot_product_samples(key, 8, 100)
     assert long.shape == (300,) and long.dtype == np.float32
-    # Sample t depends on (seed, d_k, t) only, so fewer samples give a prefix.
+    # Sample t depends on (seed, d_k, t) only, so fewer samples give a prefix (exact: the
+    # same compiled chunk, padded, computes both).
     np.testing.assert_array_equal(long[:100], short)
     assert not np.array_equal(dot_product_samples(jax.random.key(1), 8, 100), short)
 
@@ -90,7 +160,11 @@ def test_dot_product_samples_independent_of_chunk_size(monkeypatch):
     key = jax.random.key(0)
     reference = dot_product_samples(key, 8, 50)
     monkeypatch.setattr(sampling, "CHUNK_ELEMENTS", 7 * 2 * 8)  # chunks of 7 samples
-    np.testing.assert_array_equal(dot_product_samples(key, 8, 50), reference)
+    # The same draws in another program shape: two 8-term float32 products, plus the
+    # normal transform of each draw (ULPS each for q and k).
+    _, z_abs = direct_draws(key, 8, 1, 50)
+    err = np.abs(dot_product_samples(key, 8, 50).astype(np.float64) - reference)
+    assert (err <= 2 * (8 + 2 * ULPS) * EPS * z_abs[:, 0]).all()
 
 
 # --- softmax_row_statistics -------------------------------------------------------------
@@ -100,13 +174,11 @@ def test_row_statistics_layout_prefix_and_seed():
     key = jax.random.key(0)
     long = softmax_row_statistics(key, 4, 8, 40)
     assert long.variants == ("scaled", "unscaled")
-    for name in STATISTICS:
+    for name, (lo, hi) in statistic_ranges(8).items():
         values = getattr(long, name)
         assert values.shape == (2, 40) and values.dtype == np.float32
         assert np.all(np.isfinite(values))
-    assert np.all((long.max_weight >= 1 / 8 - 1e-6) & (long.max_weight <= 1 + 1e-6))
-    assert np.all((long.entropy >= -1e-6) & (long.entropy <= np.log(8) + 1e-5))
-    assert np.all((long.jacobian_fro >= 0) & (long.jacobian_fro <= 1))
+        assert np.all((values >= lo) & (values <= hi)), name
     # A trial depends on (seed, d_k, t) only: fewer trials give a prefix (same chunk shape,
     # so equal bits), another seed other values.
     short = _stacked(softmax_row_statistics(key, 4, 8, 25))
@@ -125,13 +197,18 @@ def test_row_statistics_independent_of_chunk_size(monkeypatch):
     monkeypatch.setattr(sampling, "CHUNK_ELEMENTS", _chunk_elements_for(3, 4, 8))
     assert sampling.chunk_for(4 * 8 + 2 * 8) == 3  # 14 calls, the last one padded
     chunked = _stacked(softmax_row_statistics(key, 4, 8, 40))
-    # Same draws; XLA:CPU may round the row reductions differently for another batch size.
-    np.testing.assert_allclose(chunked, reference, rtol=2e-6, atol=1e-6)
+    # Same draws; XLA:CPU may round the row reductions differently for another batch size:
+    # two float32 evaluations, each within row_statistic_bounds.
+    z, z_abs = direct_draws(key, 4, 8, 40)
+    bounds = np.stack([row_statistic_bounds(z, z_abs, c, 4) for c in (0.5, 1.0)], axis=1)
+    err = np.abs(chunked.astype(np.float64) - reference)
+    assert (err <= 2 * bounds).all(), np.max(err / bounds)
 
 
 @pytest.mark.parametrize("sampler", ["direct", "exact"])
 def test_scaled_equals_unscaled_at_d_k_1(sampler):
     stats = softmax_row_statistics(jax.random.key(0), 1, 64, 40, sampler)
+    # Exact: the scales 1/sqrt(1) and 1 are both 1, the same ops on the same logits.
     for name in STATISTICS:
         values = getattr(stats, name)
         np.testing.assert_array_equal(values[0], values[1], err_msg=name)
@@ -159,7 +236,7 @@ def test_direct_and_exact_samplers_agree(sampler_pairs, d_k):
         mean_d, sem_d = mean_and_sem(getattr(direct, name))
         mean_e, sem_e = mean_and_sem(getattr(exact, name))
         for v, variant in enumerate(direct.variants):
-            bound = 4 * np.hypot(sem_d[v], sem_e[v])
+            bound = 4 * np.hypot(sem_d[v], sem_e[v])  # 4 SE of independent runs' difference
             assert abs(mean_d[v] - mean_e[v]) <= bound, (name, variant, mean_d[v], mean_e[v])
 
 
@@ -167,9 +244,12 @@ def test_direct_and_exact_samplers_agree(sampler_pairs, d_k):
 def test_unscaled_saturates_at_large_d_k(sampler_pairs, sampler):
     stats = sampler_pairs[64][sampler]
     assert stats.variants == ("scaled", "unscaled")
-    max_weight, entropy = stats.max_weight.mean(axis=1), stats.entropy.mean(axis=1)
-    assert max_weight[1] > max_weight[0] + 0.3
-    assert entropy[1] < entropy[0] - 1.0  # nats
+    # Paired differences (the same rows) beyond 0.3 in max weight and 1 nat in entropy, by
+    # 5 standard errors.
+    gap, gap_sem = mean_and_sem(stats.max_weight[1] - stats.max_weight[0])
+    assert gap - 5 * gap_sem > 0.3
+    drop, drop_sem = mean_and_sem(stats.entropy[0] - stats.entropy[1])
+    assert drop - 5 * drop_sem > 1.0  # nats
 
 
 # --- mean_and_sem and std_and_se ---------------------------------------------------------
@@ -180,11 +260,12 @@ def test_mean_and_sem_matches_numpy():
     x64 = x.astype(np.float64)
     mean, sem = mean_and_sem(x)
     assert mean.dtype == sem.dtype == np.float64
-    np.testing.assert_allclose(mean, x64.mean(axis=-1), rtol=1e-12)
-    np.testing.assert_allclose(sem, x64.std(axis=-1, ddof=1) / np.sqrt(50), rtol=1e-12)
+    # Exact: the same numpy float64 operations on the same (exactly widened) values.
+    np.testing.assert_array_equal(mean, x64.mean(axis=-1))
+    np.testing.assert_array_equal(sem, x64.std(axis=-1, ddof=1) / np.sqrt(50))
     mean0, sem0 = mean_and_sem(x, axis=0)
-    np.testing.assert_allclose(mean0, x64.mean(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(sem0, x64.std(axis=0, ddof=1) / np.sqrt(3), rtol=1e-12)
+    np.testing.assert_array_equal(mean0, x64.mean(axis=0))
+    np.testing.assert_array_equal(sem0, x64.std(axis=0, ddof=1) / np.sqrt(3))
 
 
 def test_std_and_se_matches_moment_formula():
@@ -193,16 +274,22 @@ def test_std_and_se_matches_moment_formula():
     centred = x - x.mean()
     m2, m4 = np.mean(centred**2), np.mean(centred**4)
     assert isinstance(std, float) and isinstance(se, float)
-    assert std == pytest.approx(np.std(x), rel=1e-12)
-    assert se == pytest.approx(np.sqrt((m4 - m2**2) / x.size) / (2 * np.sqrt(m2)), rel=1e-12)
+    # float64 means of 1000 non-negative terms: < 1000 eps64 = 2.2e-13 relative each; the
+    # se's m4 - m2^2 loses at most log2(kurtosis / (kurtosis - 1)) < 1 bit (kurtosis 6).
+    rel = 4 * 1000 * EPS64
+    assert std == pytest.approx(np.std(x), rel=rel)
+    assert se == pytest.approx(np.sqrt((m4 - m2**2) / x.size) / (2 * np.sqrt(m2)), rel=rel)
 
 
 def test_std_and_se_gaussian_limit():
     # For normal data m4 = 3 m2^2, so se -> s / sqrt(2 N).
     x = np.random.default_rng(2).normal(scale=3.0, size=200_000)
     std, se = std_and_se(x)
-    assert std == pytest.approx(3.0, rel=0.01)
-    assert se == pytest.approx(std / np.sqrt(2 * x.size), rel=0.05)
+    # 5 SE: the std of normal data has relative SE 1 / sqrt(2 N); the estimated se is
+    # sqrt(kurtosis - 1) s / sqrt(4N), and the sample kurtosis has SE sqrt(24 / N), so its
+    # relative SE is sqrt(24 / N) / (2 (3 - 1)).
+    assert std == pytest.approx(3.0, rel=5 / np.sqrt(2 * x.size))
+    assert se == pytest.approx(std / np.sqrt(2 * x.size), rel=5 * np.sqrt(24 / x.size) / 4)
 
 
 def test_std_and_se_tracks_spread_of_std_for_heavy_tails():
@@ -213,5 +300,14 @@ def test_std_and_se_tracks_spread_of_std_for_heavy_tails():
     x = rng.standard_normal((repeats, n)) * rng.standard_normal((repeats, n))
     stds, ses = np.array([std_and_se(row) for row in x]).T
     spread = stds.std(ddof=1)
-    assert 1 / 1.5 < np.mean(ses) / spread < 1.5
-    assert spread / (np.mean(stds) / np.sqrt(2 * n)) > 1.5  # the case really is heavy-tailed
+    # The sample std of 2000 values is close to normal, so the spread of 400 of them has
+    # relative SE 1 / sqrt(2 (400 - 1)); the mean of the ses has relative SE
+    # sd(ses) / (mean(ses) sqrt(400)). Within 5 SE of the ratio 1:
+    ratio = np.mean(ses) / spread
+    rel_se_ses = ses.std(ddof=1) / ses.mean() / np.sqrt(repeats)
+    rel_se = np.hypot(1 / np.sqrt(2 * (repeats - 1)), rel_se_ses)
+    assert abs(ratio - 1) < 5 * rel_se * ratio
+    # ... and the case really is heavy-tailed: the spread is twice the Gaussian formula
+    # s / sqrt(2 N) (sqrt((9 - 1) / 2) = 2), above 1 by more than 5 SE.
+    gaussian_ratio = spread / (np.mean(stds) / np.sqrt(2 * n))
+    assert gaussian_ratio - 5 * gaussian_ratio / np.sqrt(2 * (repeats - 1)) > 1

@@ -8,9 +8,12 @@ on stderr that names the flag, exit status 2, no traceback and no file written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,13 +27,21 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the scripts write by default, relative to the repository root they run from.
 RESULTS_DIR = Path("results")
 FIGURES_DIR = Path("figures")
+#: ``jax.random.key`` takes a 32-bit seed: 2**32 draws what 0 draws, and past 2**63 it fails.
+MAX_SEED = 2**32 - 1
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other unprintable characters escaped (a flag's value
+    may hold any of them)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are a single line and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
 
 def _parse_int(text: str) -> int:
@@ -40,20 +51,30 @@ def _parse_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer ``>= minimum``."""
+def int_in_range(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer ``>= minimum`` and, if given, ``<= maximum`` (both kept
+    as attributes of the returned function)."""
 
     def parse(text: str) -> int:
         value = _parse_int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} is not >= {minimum}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{value} is not <= {maximum}")
         return value
 
-    parse.__name__ = f"integer >= {minimum}"
+    parse.__name__ = f"integer >= {minimum}" + ("" if maximum is None else f" and <= {maximum}")
+    parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]
     return parse
 
 
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer ``>= minimum``."""
+    return int_in_range(minimum)
+
+
 positive_int = int_at_least(1)
+seed_int = int_in_range(0, MAX_SEED)
 
 
 def positive_float(text: str) -> float:
@@ -94,9 +115,24 @@ def add_dk_flag(parser: argparse.ArgumentParser, default: Sequence[int]) -> None
 
 def add_common_flags(parser: argparse.ArgumentParser, default_out: Path) -> None:
     """``--seed``, ``--out`` and ``--quiet``, shared by the single-CSV experiments."""
-    parser.add_argument("--seed", type=int_at_least(0), default=0, help="root PRNG seed")
+    add_seed_flag(parser)
     parser.add_argument("--out", type=Path, default=default_out, help="output CSV path")
     add_quiet_flag(parser)
+
+
+def add_seed_flag(
+    parser: argparse.ArgumentParser, default: int = 0, help: str = "root PRNG seed"
+) -> None:
+    """``--seed``: an integer in ``[0, MAX_SEED]``."""
+    parser.add_argument("--seed", type=seed_int, default=default, help=help)
+
+
+def check_seeds(first: int, count: int, flag: str) -> None:
+    """Fail with a UsageError naming ``flag`` unless seeds ``first .. first + count - 1`` are
+    all valid seeds (``<= MAX_SEED``)."""
+    last = first + count - 1
+    if last > MAX_SEED:
+        raise UsageError(f"{flag}: seeds {first}..{last} run past the largest seed {MAX_SEED}")
 
 
 def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
@@ -115,13 +151,41 @@ def check_writable(path: Path, flag: str) -> Path:
     return path
 
 
-def check_dir_writable(path: Path, flag: str) -> Path:
-    """Fail with a UsageError naming ``flag`` unless ``path`` is a writable directory."""
+def check_dir_exists(path: Path, flag: str) -> Path:
+    """Fail with a UsageError naming ``flag`` unless ``path`` is an existing directory."""
     if not path.is_dir():
         raise UsageError(f"{flag}: {path} is not an existing directory")
+    return path
+
+
+def check_dir_writable(path: Path, flag: str) -> Path:
+    """Fail with a UsageError naming ``flag`` unless ``path`` is a writable directory."""
+    check_dir_exists(path, flag)
     if not os.access(path, os.W_OK):
         raise UsageError(f"{flag}: directory {path} is not writable")
     return path
+
+
+@contextlib.contextmanager
+def staged_outputs(directory: Path) -> Iterator[Path]:
+    """All outputs or none: yield a new hidden directory inside ``directory`` to write into;
+    when the block ends normally its files are moved into ``directory``, and when it raises
+    (Ctrl-C, a bad CSV, a failed run) they are deleted, so no run leaves part of its outputs."""
+    directory = Path(directory)
+    stage = Path(tempfile.mkdtemp(dir=directory, prefix=".staging-"))
+    try:
+        yield stage
+        moved = []
+        try:
+            for path in sorted(stage.iterdir()):
+                os.replace(path, directory / path.name)
+                moved.append(directory / path.name)
+        except BaseException:
+            for path in moved:
+                path.unlink(missing_ok=True)
+            raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def progress(total: int, desc: str, quiet: bool, unit: str = "it") -> tqdm:
@@ -164,10 +228,10 @@ def entry_point(
             configure_jax()
             run(args)
         except (UsageError, DataError) as err:
-            print(f"{parser.prog}: error: {err}", file=sys.stderr)
+            print(f"{parser.prog}: error: {one_line(str(err))}", file=sys.stderr)
             return 2
         except RunError as err:
-            print(f"{parser.prog}: failed: {err}", file=sys.stderr)
+            print(f"{parser.prog}: failed: {one_line(str(err))}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             # Outputs are renamed into place only when complete, so nothing partial is left.
@@ -194,4 +258,5 @@ def run_table(
     start = time.perf_counter()
     with progress(total, desc, args.quiet) as bar:
         frame = compute(bar.update)
-    write_result(frame, out, vars(args), time.perf_counter() - start)
+    with staged_outputs(out.parent) as stage:
+        write_result(frame, stage / out.name, vars(args), time.perf_counter() - start)

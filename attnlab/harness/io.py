@@ -52,14 +52,18 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     )
 
 
-def _git_commit() -> str | None:
+def _git_commit(root: Path | None = None) -> str | None:
+    """``HEAD`` of the git work tree at ``root`` (default: this package's directory), with
+    ``-dirty`` if a tracked file outside results/ and figures/ is modified; None if git
+    or the repository is unavailable."""
+    cwd = Path(__file__).resolve().parent if root is None else Path(root)
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],
             capture_output=True,
             text=True,
             check=True,
-            cwd=Path(__file__).resolve().parent,
+            cwd=cwd,
         )
         # Regenerating the committed outputs modifies them; only a change to the code
         # (anything outside results/ and figures/) makes the run "-dirty".
@@ -68,7 +72,7 @@ def _git_commit() -> str | None:
             capture_output=True,
             text=True,
             check=True,
-            cwd=Path(__file__).resolve().parent,
+            cwd=cwd,
         )
     except (OSError, subprocess.CalledProcessError):
         return None

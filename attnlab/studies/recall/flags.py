@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
     )
     add("--lr", type=cli.positive_float, default=default.lr, help="Adam learning rate")
     add("--seeds", type=cli.positive_int, default=default.seeds, help="how many seeds")
-    add("--seed", type=cli.int_at_least(0), default=default.seed, help="the first seed")
+    cli.add_seed_flag(parser, default.seed, help="the first seed")
     add(
         "--eval-size",
         type=cli.positive_int,
@@ -84,6 +83,7 @@ def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
             f"--pairs: {args.pairs} pairs need at least as many key tokens "
             f"(--key-tokens is {args.key_tokens})"
         )
+    cli.check_seeds(args.seed, args.seeds, "--seeds")
     return RecallConfig(
         d_k=args.dk,
         d_model=args.d_model,
@@ -109,11 +109,10 @@ def write_recall_outputs(
     out_dir: Path,
     stem: str,
     flags: Mapping[str, Any],
-    started: float,
+    wall: float,
 ) -> None:
     """Write ``<stem>_curves.csv`` and ``<stem>_summary.csv`` with their sidecars;
-    ``started`` is the ``time.perf_counter()`` at the start of the run."""
+    ``wall`` is the run's wall time in seconds."""
     runs = list(results.values()) if isinstance(results, Mapping) else list(results)
-    wall = time.perf_counter() - started
     write_result(curves_frame(runs, config), out_dir / f"{stem}_curves.csv", flags, wall)
     write_result(summary_frame(runs, config), out_dir / f"{stem}_summary.csv", flags, wall)

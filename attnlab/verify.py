@@ -1,0 +1,368 @@
+"""Do regenerated results agree with the committed ones? (``make verify``)
+
+Byte-identical CSVs hold only on one CPU, and unscaled training is chaotic under float32
+rounding, so each CSV is compared with the committed one column by column, with one rule
+per column, declared once in :data:`SPECS`:
+
+* **keys** (d_k, n, variant, seed, step, ...): the two CSVs hold the same rows, matched by
+  their key columns (compared as text, order ignored). A missing or extra row fails.
+* **se** ``(mean, se)``: Monte-Carlo means with standard errors agree when
+  ``|a - b| <= 4 sqrt(2) sqrt(se_a^2 + se_b^2)`` (the report's 4 sqrt(2) SEM rule on the
+  combined SE). Regenerating with fewer trials (``--quick``) stays valid: its SE is larger.
+  An SE of 0 on both sides (identities: d_k = 1, closed forms in 08) demands equality.
+* **exact**: equal values (NaN equals NaN): fold-at-checkpoint identities, failure-mode
+  verdicts, closed-form predictions.
+* **close** ``(column, atol, rtol)``: deterministic but rounding-sensitive values
+  (float16 errors, step-0 gradients): ``|a - b| <= atol + rtol |b|`` (equal infs pass);
+  atol is float16's eps 2^-10 for TV errors, bfloat16's 2^-7 for masked row sums, 4 of 256
+  rows for zero-row fractions; rtol 1% for the step-0 gradient ratio (TF32 matmuls).
+* **seed_range**: per-seed training results (04, 05), per group of the key columns other
+  than ``seed``: with the committed seeds' values ``c`` and the regenerated ones ``r``,
+  ``w = max(max c - min c, floor * |median c|)``, agree when
+  ``min c - w <= median r <= max c + w``. NaN ("never": a milestone not reached, no
+  plateau) counts as +inf, so a committed "never" on some seeds widens the range to
+  everything and a "never" on all seeds demands a "never" median. ``floor`` is 0 except
+  for 05_sensitivity, whose cells have one seed each (no spread): floor 1, a band of
+  ``[0, 2c]`` (the unscaled seeds of 04/05 spread by 0.3-2x their median).
+* **curves** (per step): rows must match on (variant, seed, step); each seed's curve is
+  then summarised by its mean over steps, and those means follow the seed_range rule.
+* **unchecked**: trial counts (``--quick`` lowers them; the SE carries them) and columns
+  derived from checked ones (ratios, z-scores).
+
+A CSV *agrees* when every rule holds. Each check gets a score, <= 1 when it holds; the
+worst one is reported (SE: ``z / 4 sqrt(2)`` with ``z = |a - b| / combined SE``; range: the
+distance from the centre in half-widths, or ``1 + distance outside / w``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from attnlab.harness.errors import DataError, RunError
+from attnlab.harness.io import read_csv_checked
+from attnlab.studies import STUDIES, made_by
+
+SE_LIMIT = 4 * math.sqrt(2)
+SEED = "seed"
+EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "experiments"
+
+
+def script_of(name: str) -> str:
+    """The script (stem under ``experiments/``) that makes ``name``, from the registry."""
+    for study in STUDIES:
+        if name in study.outputs:
+            return study.outputs[name].removesuffix(".py")
+    raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class CsvSpec:
+    """How one result CSV is made and compared (see the module docstring for the rules)."""
+
+    out_flag: str  # "--out" (this CSV's path) or "--out-dir" (the directory)
+    keys: tuple[str, ...]
+    se: tuple[tuple[str, str], ...] = ()
+    exact: tuple[str, ...] = ()
+    close: tuple[tuple[str, float, float], ...] = ()  # (column, atol, rtol)
+    seed_range: tuple[str, ...] = ()
+    unchecked: tuple[str, ...] = ()
+    curve_step: str | None = None  # per-step CSV: summarise each seed by its mean over steps
+    spread_floor: float = 0.0
+    quick_flags: tuple[str, ...] | None = None  # None: not part of --quick
+
+    def columns(self) -> list[str]:
+        paired = [c for pair in self.se for c in pair]
+        return [*self.keys, *paired, *self.exact, *(c for c, _, _ in self.close),
+                *self.seed_range, *self.unchecked]  # fmt: skip
+
+
+_SWEEP = ("variant", "d_k", "n_keys", "sampler")
+_SUMMARY = (
+    "grad_wq_step0", "grad_wk_step0", "step_loss_below_1", "step_loss_below_0p1", "final_loss",
+    "final_attn_entropy", "eval_accuracy", "plateau_start", "plateau_end", "plateau_level",
+)  # fmt: skip
+_CURVE = (
+    "loss", "smoothed_loss", "accuracy", "grad_norm_wq", "grad_norm_wk", "grad_norm_wv",
+    "attn_entropy", "attn_max_weight",
+)  # fmt: skip
+_F16_EPS, _BF16_EPS = 2.0**-10, 2.0**-7
+_Q07 = ("--samples", "10000")  # (c) only: its means carry SEs; (a) and (b) at defaults
+
+#: Result CSV -> its rules. Every CSV in results/ but bench.csv (timings) is here.
+SPECS: dict[str, CsvSpec] = {
+    "01_logit_variance.csv": CsvSpec(
+        "--out", ("d_k",),
+        se=(("std_measured", "std_se"), ("rel_error", "rel_error_se"),
+            ("std_scaled", "std_scaled_se"), ("std_hp", "std_hp_se"),
+            ("rel_error_hp", "rel_error_hp_se")),
+        exact=("std_predicted",), unchecked=("samples", "hp_samples"),
+        quick_flags=("--samples", "20000", "--hp-samples", "200000")),
+    "02_saturation_sweep.csv": CsvSpec(
+        "--out", _SWEEP,
+        se=(("max_weight_mean", "max_weight_sem"), ("entropy_mean", "entropy_sem")),
+        unchecked=("trials",), quick_flags=("--trials", "500")),
+    "03_jacobian_norm.csv": CsvSpec(
+        "--out", _SWEEP, se=(("jacobian_fro_mean", "jacobian_fro_sem"),),
+        unchecked=("trials",), quick_flags=("--trials", "500")),
+    "04_recall_curves.csv": CsvSpec(
+        "--out-dir", ("variant", SEED, "step"),
+        seed_range=_CURVE, curve_step="step"),
+    "04_recall_summary.csv": CsvSpec(
+        "--out-dir", ("variant", SEED), seed_range=_SUMMARY),
+    "05_remedies_curves.csv": CsvSpec(
+        "--out-dir", ("variant", SEED, "step"), seed_range=_CURVE,
+        curve_step="step"),
+    "05_remedies_summary.csv": CsvSpec(
+        "--out-dir", ("variant", SEED), seed_range=_SUMMARY),
+    "05_fold_curves.csv": CsvSpec(
+        "--out-dir", (SEED, "step"), curve_step="step",
+        seed_range=("loss_unfolded", "loss_folded", "smoothed_unfolded", "smoothed_folded",
+                    "grad_norm_wq_unfolded", "grad_norm_wq_folded")),
+    "05_fold_check.csv": CsvSpec(
+        "--out-dir", (SEED, "fold_step"),
+        exact=("logit_rel_diff_at_fold", "grad_wq_ratio_at_fold"),
+        seed_range=("logit_rel_diff_at_end", "eval_accuracy_unfolded", "eval_accuracy_folded",
+                    "final_loss_unfolded", "final_loss_folded")),
+    "05_sensitivity.csv": CsvSpec(
+        "--out-dir", ("batch_size", "embed_init_std", SEED),
+        close=(("grad_wq_ratio_step0", 0.0, 0.01), ("scaled_eval_accuracy", 0.01, 0.0)),
+        seed_range=("scaled_step_loss_below_1", "unscaled_step_loss_below_1",
+                    "scaled_step_loss_below_0p1", "unscaled_step_loss_below_0p1",
+                    "unscaled_eval_accuracy"),
+        unchecked=("ratio_step_loss_below_1", "ratio_step_loss_below_0p1"), spread_floor=1.0),
+    "06_condensation.csv": CsvSpec(
+        "--out", ("n_keys", "d_k"),
+        se=(("max_weight_unscaled_mean", "max_weight_unscaled_sem"),
+            ("max_weight_scaled_mean", "max_weight_scaled_sem"), ("gap_mean", "gap_sem")),
+        exact=("threshold_dk",), unchecked=("trials",)),
+    "07_failure_modes_overflow.csv": CsvSpec(
+        "--out-dir", ("method", "max_logit", "n_keys"),
+        exact=("nonfinite_fraction",),
+        close=(("zero_row_fraction", 4 / 256, 0.0), ("tv_error_max", _F16_EPS, 0.0),
+               ("tv_error_mean", _F16_EPS, 0.0)),
+        unchecked=("rows",), quick_flags=_Q07),
+    "07_failure_modes_masks.csv": CsvSpec(
+        "--out-dir", ("dtype", "fill", "row"),
+        exact=("fill_stored", "output_nan", "grad_nan", "leaked_mass"),
+        close=(("row_sum", _BF16_EPS, 0.0), ("max_abs_error", _BF16_EPS, 0.0)), quick_flags=_Q07),
+    "07_failure_modes_correlation.csv": CsvSpec(
+        "--out-dir", ("d_k", "rho"),
+        se=(("mean_measured", "mean_se"), ("std_measured", "std_se")),
+        exact=("mean_predicted", "std_predicted"), unchecked=("samples", "std_z"),
+        quick_flags=_Q07),
+    "08_companion_claims.csv": CsvSpec(
+        "--out", ("claim", "quantity", "setting"), se=(("value", "sem"),),
+        exact=("predicted",)),
+}  # fmt: skip
+
+
+def selected(quick: bool) -> list[str]:
+    """The CSVs a run checks: all, or with ``quick`` the statics and failure modes."""
+    return [name for name, spec in SPECS.items() if not quick or spec.quick_flags is not None]
+
+
+@dataclass(frozen=True)
+class Finding:
+    column: str
+    score: float  # <= 1 when the rule holds
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def agrees(self) -> bool:
+        return all(f.score <= 1 for f in self.findings)
+
+    def line(self) -> str:
+        worst = max(self.findings, key=lambda f: f.score, default=None)
+        where = f"worst {worst.column}: {worst.detail}" if worst else "nothing to compare"
+        return f"{self.name:<34} {'agrees' if self.agrees else 'differs':<7} {where}"
+
+
+def _label(keys: Iterable[str], values: Iterable[object]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)) or "all seeds"
+
+
+def _equal(a: pd.Series, b: pd.Series) -> np.ndarray:
+    if pd.api.types.is_numeric_dtype(a) and pd.api.types.is_numeric_dtype(b):
+        x, y = a.to_numpy(float), b.to_numpy(float)
+        return (x == y) | (np.isnan(x) & np.isnan(y))
+    return (a.astype(str) == b.astype(str)).to_numpy()
+
+
+def _worst_row(score: np.ndarray) -> int:
+    return int(np.argmax(np.where(np.isnan(score), np.inf, score)))
+
+
+def check_se(a: np.ndarray, se_a: np.ndarray, b: np.ndarray, se_b: np.ndarray) -> np.ndarray:
+    """z = |a - b| / sqrt(se_a^2 + se_b^2) per row (0 where equal, inf where unmatched)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(a - b) / np.hypot(se_a, se_b)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    return np.where(same, 0.0, np.where(np.isnan(z), np.inf, z))
+
+
+def check_close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """|a - b| / (atol + rtol |b|) per row: the score of the ``close`` rule."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.abs(a - b) / (atol + rtol * np.abs(b))
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    return np.where(same, 0.0, np.where(np.isnan(score), np.inf, score))
+
+
+def seed_range(committed: np.ndarray, ours: np.ndarray, floor: float = 0.0) -> tuple[float, str]:
+    """The seed_range rule for one group and column: (score, detail)."""
+    c = np.where(np.isnan(committed), np.inf, committed)
+    r = np.where(np.isnan(ours), np.inf, ours)
+    low, high, median = float(c.min()), float(c.max()), float(np.median(r))
+    spread = 0.0 if low == high else high - low
+    w = max(spread, floor * abs(float(np.median(c)))) if floor else spread
+    lo, hi = (-math.inf, math.inf) if math.isinf(w) else (low - w, high + w)
+    text = f"median {median:.6g} of {len(r)} seeds, widened range [{lo:.6g}, {hi:.6g}]"
+    if lo <= median <= hi:
+        half = (hi - lo) / 2
+        inside = abs(median - (lo + hi) / 2) / half if 0 < half < math.inf else 0.0
+        return inside, text
+    outside = lo - median if median < lo else median - hi
+    score = 1 + outside / w if 0 < w < math.inf and not math.isinf(outside) else math.inf
+    return score, f"{text}: outside by {outside:.6g}" + (
+        f" ({outside / w:.2g} spreads)" if w else ""
+    )
+
+
+def _seed_ranges(spec: CsvSpec, ours: pd.DataFrame, ref: pd.DataFrame) -> list[Finding]:
+    keys = [k for k in spec.keys if k != spec.curve_step]
+    cols = list(spec.seed_range)
+    if spec.curve_step:
+        ours, ref = (f.groupby(keys, sort=False)[cols].mean().reset_index() for f in (ours, ref))
+    groups = [k for k in keys if k != SEED]
+    ref_groups, our_groups = (
+        dict(iter(f.groupby(groups, sort=False))) if groups else {(): f} for f in (ref, ours)
+    )
+    findings = []
+    for column in cols:
+        checks = [
+            (*seed_range(c[column].to_numpy(float), our_groups[g][column].to_numpy(float),
+                         spec.spread_floor), g)
+            for g, c in ref_groups.items()
+        ]  # fmt: skip
+        score, text, group = max(checks, key=lambda check: check[0])
+        name = f"{column} (mean over steps)" if spec.curve_step else column
+        findings.append(Finding(name, score, f"{text} at {_label(groups, group)}"))
+    return findings
+
+
+def compare(spec: CsvSpec, ours: pd.DataFrame, ref: pd.DataFrame) -> list[Finding]:
+    """Every rule of ``spec`` applied to ``ours`` against the committed ``ref``."""
+    missing = [c for c in spec.columns() if c not in ours.columns]
+    if missing:
+        return [Finding(c, math.inf, "column missing") for c in missing]
+    keys = list(spec.keys)
+    ours, ref = (f.astype({k: str for k in keys}) for f in (ours, ref))
+    if ours.duplicated(keys).any():
+        return [Finding("rows", math.inf, "duplicate key rows")]
+    ours_idx, ref_idx = (pd.MultiIndex.from_frame(f[keys]) for f in (ours, ref))
+    lacking, extra = ref_idx.difference(ours_idx), ours_idx.difference(ref_idx)
+    if len(lacking) or len(extra):
+        first = _label(keys, (lacking if len(lacking) else extra)[0])
+        text = f"{len(lacking)} committed rows missing, {len(extra)} extra (first: {first})"
+        return [Finding("rows", math.inf, text)]
+    ours = ours.iloc[ours_idx.get_indexer(ref_idx)].reset_index(drop=True)
+    ref = ref.reset_index(drop=True)
+
+    def at(row: int) -> str:
+        return _label(keys, ref.loc[row, keys])
+
+    findings = []
+    for mean, se in spec.se:
+        a, b = ours[mean].to_numpy(float), ref[mean].to_numpy(float)
+        z = check_se(a, ours[se].to_numpy(float), b, ref[se].to_numpy(float))
+        i = _worst_row(z)
+        text = (
+            f"{z[i]:.2f} SE (limit {SE_LIMIT:.2f}) at {at(i)}: {a[i]:.6g} vs committed {b[i]:.6g}"
+        )
+        findings.append(Finding(mean, z[i] / SE_LIMIT, text))
+    for column in spec.exact:
+        equal = _equal(ours[column], ref[column])
+        if equal.all():
+            findings.append(Finding(column, 0.0, f"all {len(equal)} rows equal"))
+            continue
+        i = int(np.argmin(equal))
+        text = (f"{(~equal).sum()} of {len(equal)} rows differ, first at {at(i)}: "
+                f"{ours.loc[i, column]} vs {ref.loc[i, column]}")  # fmt: skip
+        findings.append(Finding(column, math.inf, text))
+    for column, atol, rtol in spec.close:
+        a, b = ours[column].to_numpy(float), ref[column].to_numpy(float)
+        score = check_close(a, b, atol, rtol)
+        i = _worst_row(score)
+        text = f"|{a[i]:.6g} - {b[i]:.6g}| = {score[i]:.2g} x tolerance at {at(i)}"
+        findings.append(Finding(column, float(score[i]), text))
+    return findings + _seed_ranges(spec, ours, ref)
+
+
+def verify_csv(name: str, results_dir: Path, reference_dir: Path) -> Verdict:
+    """Compare ``results_dir/name`` with ``reference_dir/name``; a missing or malformed
+    reference raises a DataError, a missing or malformed result is a difference."""
+    spec = SPECS[name]
+    command = made_by(name)
+    ref = read_csv_checked(reference_dir / name, spec.columns(), command)
+    try:
+        ours = read_csv_checked(results_dir / name, (), command)
+    except DataError as err:
+        return Verdict(name, (Finding("file", math.inf, str(err)),))
+    try:
+        return Verdict(name, tuple(compare(spec, ours, ref)))
+    except (ValueError, TypeError) as err:  # e.g. text in a numeric column
+        reason = " ".join(str(err).split())
+        return Verdict(name, (Finding("file", math.inf, f"unreadable values ({reason})"),))
+
+
+def run_script(script: str, argv: list[str]) -> int:
+    """``experiments/<script>.py``'s ``main(argv)`` in this process, as an exit status."""
+    path = EXPERIMENTS_DIR / f"{script}.py"
+    module_name = f"attnlab_verify_{script}"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    module_spec.loader.exec_module(module)
+    try:
+        code = module.main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    return 0 if code is None else int(code)
+
+
+def regenerate(
+    names: Iterable[str],
+    into: Path,
+    quick: bool,
+    quiet: bool,
+    run: Callable[[str, list[str]], int] = run_script,
+) -> None:
+    """Run each script that makes one of ``names`` once, its outputs going into ``into``."""
+    scripts: dict[str, list[str]] = {}
+    for name in names:
+        spec = SPECS[name]
+        flags = list(spec.quick_flags or ()) if quick else []
+        target = into / name if spec.out_flag == "--out" else into
+        scripts.setdefault(script_of(name), [*flags, spec.out_flag, str(target)])
+    for script, argv in scripts.items():
+        argv = [*argv, "--quiet"] if quiet else argv
+        if not quiet:
+            print(f"regenerating: experiments/{script}.py {' '.join(argv)}", file=sys.stderr)
+        code = run(script, argv)
+        if code != 0:
+            raise RunError(f"experiments/{script}.py {' '.join(argv)} exited with status {code}")

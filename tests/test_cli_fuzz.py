@@ -1,0 +1,394 @@
+"""Every script's flags, fuzzed: a bad value exits 2 with one line naming the flag and
+writes nothing; Ctrl-C at any point of a run exits 130 with one line and writes nothing.
+
+The flags are discovered from each script's ``build_parser()``, so a new flag is fuzzed
+without touching this file; a flag of a type this file has no bad values for fails
+``test_every_flag_has_bad_values`` until the tables below learn it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import attnlab.harness.io
+import attnlab.studies.recall.flags
+from attnlab.harness import cli
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
+SCRIPTS = sorted(
+    path.stem
+    for path in EXPERIMENTS_DIR.glob("*.py")
+    if re.search(r"^(main\s*=|def main\b)", path.read_text(encoding="utf-8"), re.MULTILINE)
+)
+
+#: What each path flag names: a file or directory written, or a directory read.
+PATH_ROLES = {
+    "--out": "file_out",
+    "--out-dir": "dir_out",
+    "--figures-dir": "dir_out",
+    "--results-dir": "dir_in",
+    "--reference-dir": "dir_in",
+}
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # root may write anywhere
+
+NOT_A_NUMBER = ["", " ", "abc", "1,5", "1.2.3", "0x10", "1e", "½", "12abc", "--"]
+NOT_FINITE = ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400"]
+BAD_FLOATS = {
+    cli.positive_float: ["0", "-0", "0.0", "-1", "-1e-300", "1e-400", *NOT_FINITE],
+    cli.unit_interval: ["1", "1.0", "-0.1", "-1e-300", "2", *NOT_FINITE],
+}
+FLOAT_OK = {cli.positive_float: lambda x: 0 < x < math.inf, cli.unit_interval: lambda x: 0 <= x < 1}
+
+# Text with any character a command line can hold (no NUL, no lone surrogates).
+ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+
+
+def _parses(convert: Callable[[str], object], text: str) -> bool:
+    try:
+        convert(text)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
+NON_NUMERIC = ANY_TEXT.filter(lambda s: not _parses(float, s) and not _parses(int, s))
+
+
+def _names(action: argparse.Action) -> list[str]:
+    """How an error message names the flag: its option strings, or a positional's metavar."""
+    return list(action.option_strings) or [action.metavar or action.dest]
+
+
+def _fuzzed_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """Every argument that takes a value (not --help, not store_true flags)."""
+    return [a for a in parser._actions if a.nargs != 0]
+
+
+def _kind(action: argparse.Action) -> str:
+    if action.choices is not None:
+        return "choice"
+    if action.type is Path:
+        assert action.option_strings, action
+        role = PATH_ROLES.get(action.option_strings[0])
+        assert role, f"{action.option_strings[0]}: add its role to PATH_ROLES"
+        return role
+    if hasattr(action.type, "minimum"):
+        return "int"
+    if action.type in BAD_FLOATS:
+        return "float"
+    raise AssertionError(f"{_names(action)}: no bad values known for type {action.type!r}")
+
+
+def _bad_paths(kind: str, root: Path) -> list[str]:
+    no_write = [] if IS_ROOT else [root / "read_only" / "x.csv"]
+    return [
+        str(p)
+        for p in {
+            "file_out": ["/nonexistent/dir/x.csv", root / "a_dir", "", root / "a_file" / "x.csv"]
+            + no_write,
+            "dir_out": ["/nonexistent/dir", root / "a_file", root / "missing"]
+            + [p.parent for p in no_write],
+            "dir_in": ["/nonexistent/dir", root / "a_file", root / "missing"],
+        }[kind]
+    ]
+
+
+def bad_values(action: argparse.Action, root: Path) -> list[list[str]]:
+    """Fixed bad values of ``action``, each a list of command-line words after the flag."""
+    kind = _kind(action)
+    if kind == "choice":
+        choices = [c for c in action.choices if isinstance(c, str)]
+        words = ["not-a-choice", "", choices[0].upper(), choices[0] + " ", choices[0] + "x"]
+        words = [w for w in words if w not in action.choices]
+    elif kind == "int":
+        low, high = action.type.minimum, action.type.maximum
+        words = [*NOT_A_NUMBER, *NOT_FINITE, "1.5", "1e3", "2.0", str(low - 1), str(low - 10**30)]
+        words += [] if high is None else [str(high + 1), str(10**30)]
+    elif kind == "float":
+        words = [*NOT_A_NUMBER, *BAD_FLOATS[action.type]]
+    else:
+        words = _bad_paths(kind, root)
+    values = [[w] for w in words]
+    if action.nargs == "+":
+        values.append([])  # the flag given with no values
+    return values
+
+
+def bad_value_strategy(action: argparse.Action, root: Path) -> st.SearchStrategy[list[str]]:
+    """Random bad values of ``action`` (never a valid one: a valid huge size would run)."""
+    kind = _kind(action)
+    fixed = st.sampled_from(bad_values(action, root))
+    if kind == "choice":
+        drawn = ANY_TEXT.filter(lambda s: s not in action.choices and not s.startswith("-"))
+    elif kind == "int":
+        low, high = action.type.minimum, action.type.maximum
+        parts = [st.integers(max_value=low - 1).map(str), NON_NUMERIC]
+        parts.append(st.floats().map(repr))  # "2.0", "1e+16", "nan": never integers
+        if high is not None:
+            parts.append(st.integers(min_value=high + 1).map(str))
+        drawn = st.one_of(parts)
+    elif kind == "float":
+        valid = FLOAT_OK[action.type]
+        drawn = st.one_of(
+            st.floats().filter(lambda x: not valid(x)).map(repr),
+            st.integers(309, 10**6).map(lambda e: f"1e{e}"),  # overflows to inf
+            NON_NUMERIC,
+        )
+    else:
+        suffix = "/x.csv" if kind == "file_out" else ""
+        drawn = ANY_TEXT.filter(lambda s: "/" not in s).map(lambda s: f"/nonexistent/{s}{suffix}")
+    return st.one_of(fixed, drawn.map(lambda w: [w]))
+
+
+def _listing(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def _prepare(root: Path) -> Path:
+    """The directories the bad paths need; returns the (empty) directory for outputs."""
+    (root / "outputs").mkdir(exist_ok=True)
+    (root / "a_dir").mkdir(exist_ok=True)
+    (root / "a_file").write_text("not a directory\n")
+    if not IS_ROOT:
+        (root / "read_only").mkdir(exist_ok=True)
+        (root / "read_only").chmod(0o555)
+    return root / "outputs"
+
+
+def _base_argv(parser: argparse.ArgumentParser, outputs: Path) -> list[str]:
+    """Every path flag pointed into ``outputs`` (valid), --quiet where there is one."""
+    argv = []
+    for action in parser._actions:
+        if action.option_strings and action.type is Path:
+            role = PATH_ROLES[action.option_strings[0]]
+            path = outputs / f"{action.dest}.csv" if role == "file_out" else outputs
+            argv += [action.option_strings[0], str(path)]
+        elif "--quiet" in action.option_strings:
+            argv.append("--quiet")
+    return argv
+
+
+def _argv(parser, outputs: Path, action: argparse.Action, words: list[str]) -> list[str]:
+    """The base flags then the bad one (argparse keeps the last value of a repeated flag)."""
+    flag = action.option_strings[:1]
+    return [*_base_argv(parser, outputs), *flag, *words]
+
+
+def _assert_one_line(err: str, names: list[str]) -> None:
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err, err
+    pattern = "|".join(rf"(?<![\w-]){re.escape(n)}(?![\w-])" for n in names)
+    assert re.search(pattern, err), (names, err)
+
+
+def _assert_rejected(module, run_main, capsys, root: Path, argv: list[str], names) -> None:
+    before = _listing(root)
+    code = run_main(module, argv)
+    captured = capsys.readouterr()
+    assert code == 2, (argv, captured.err)
+    assert captured.out == "", captured.out
+    _assert_one_line(captured.err, names)
+    assert _listing(root) == before, argv
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_flag_has_bad_values(name, load_script, tmp_path):
+    actions = _fuzzed_actions(load_script(name).build_parser())
+    assert actions
+    for action in actions:
+        assert bad_values(action, tmp_path), _names(action)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_fixed_bad_values_exit_2(name, load_script, run_main, in_tmp_path, capsys, monkeypatch):
+    module = load_script(name)
+    _fake_computation(name, module, monkeypatch, "forbid")
+    parser = module.build_parser()
+    outputs = _prepare(in_tmp_path)
+    for action in _fuzzed_actions(parser):
+        for words in bad_values(action, in_tmp_path):
+            argv = _argv(parser, outputs, action, words)
+            _assert_rejected(module, run_main, capsys, in_tmp_path, argv, _names(action))
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+@settings(
+    max_examples=25,
+    deadline=None,
+    database=None,  # the working directory must stay as it was
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data())
+def test_random_bad_values_exit_2(
+    name, load_script, run_main, in_tmp_path, capsys, monkeypatch, data
+):
+    module = load_script(name)
+    _fake_computation(name, module, monkeypatch, "forbid")
+    parser = module.build_parser()
+    outputs = _prepare(in_tmp_path)
+    action = data.draw(st.sampled_from(_fuzzed_actions(parser)), label="flag")
+    words = data.draw(bad_value_strategy(action, in_tmp_path), label="values")
+    argv = _argv(parser, outputs, action, words)
+    _assert_rejected(module, run_main, capsys, in_tmp_path, argv, _names(action))
+
+
+#: Bad combinations of individually valid values.
+CROSS_FLAG = [
+    ("04_associative_recall", ["--pairs", "40", "--key-tokens", "32"], "--pairs"),
+    ("04_associative_recall", ["--seed", str(cli.MAX_SEED), "--seeds", "2"], "--seeds"),
+    ("05_remedies", ["--steps", "10", "--fold-step", "10"], "--fold-step"),
+    (
+        "05_remedies",
+        ["--seed", str(cli.MAX_SEED), "--seeds", "1", "--sensitivity-seeds", "2"],
+        "--sensitivity-seeds",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "words", "flag"), CROSS_FLAG)
+def test_cross_flag_checks_exit_2(
+    name, words, flag, load_script, run_main, in_tmp_path, capsys, monkeypatch
+):
+    module = load_script(name)
+    _fake_computation(name, module, monkeypatch, "forbid")
+    argv = [*_base_argv(module.build_parser(), _prepare(in_tmp_path)), *words]
+    _assert_rejected(module, run_main, capsys, in_tmp_path, argv, [flag])
+
+
+# --- Ctrl-C ----------------------------------------------------------------------------
+
+FRAME = pd.DataFrame({"x": [1.0, 2.0]})
+
+
+def _frame(*_args, **_kwargs) -> pd.DataFrame:
+    return FRAME
+
+
+def _forbidden(*_args, **_kwargs):
+    raise AssertionError("a bad flag got through: the script started computing")
+
+
+def _fake_draw(name: str) -> Callable[[object, Path], list[Path]]:
+    def draw(tables: object, figures_dir: Path) -> list[Path]:
+        paths = [Path(figures_dir) / f"{name}.png", Path(figures_dir) / f"{name}.pdf"]
+        for path in paths:
+            attnlab.harness.io.atomic_write_text(path, name)
+        return paths
+
+    return draw
+
+
+def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "fake") -> None:
+    """Replace the script's computation by instant fakes. ``mode``: "fake" returns small
+    frames, "interrupt" makes the first fake raise KeyboardInterrupt, and "forbid" makes
+    every one fail the test (flags must be rejected before anything is computed)."""
+
+    def wrap(fake: Callable[..., object], first: bool) -> Callable[..., object]:
+        if mode == "forbid":
+            return _forbidden
+        return _interrupting(fake, 0) if mode == "interrupt" and first else fake
+
+    fakes: dict[str, Callable[..., object]] = {
+        "01_logit_variance": {"run_logit_variance": _frame},
+        "02_saturation_sweep": {"run_saturation_sweep": _frame},
+        "03_jacobian_norm": {"run_jacobian_sweep": _frame},
+        "04_associative_recall": {"train_and_evaluate": lambda *a: {}},
+        "05_remedies": {
+            "run_remedies": lambda *a: {},
+            "run_fold": lambda *a: (FRAME, FRAME),
+            "run_sensitivity": _frame,
+        },
+        "06_condensation": {"run_condensation": _frame},
+        "07_failure_modes": {
+            "run_failure_modes": lambda *a: dict.fromkeys(module.PART_CSVS, FRAME)
+        },
+        "08_companion_claims": {"run_companion": _frame},
+        "bench": {"run_bench": _frame, "markdown_table": lambda frame: "| x |\n"},
+        "make_report": {"build_report": lambda results_dir: "# report\n"},
+        "plot_figures": {},
+        "verify": {"verify.selected": lambda quick: [], "verify.regenerate": lambda *a: None},
+    }.get(name)
+    assert fakes is not None, f"{name}: add fakes of its computation to _fake_computation"
+    for i, (attr, fake) in enumerate(fakes.items()):
+        owner, _, attr = attr.rpartition(".")
+        target = getattr(module, owner) if owner else module
+        assert hasattr(target, attr), attr
+        monkeypatch.setattr(target, attr, wrap(fake, i == 0))
+    monkeypatch.setattr(attnlab.studies.recall.flags, "curves_frame", _frame)
+    monkeypatch.setattr(attnlab.studies.recall.flags, "summary_frame", _frame)
+    if name == "plot_figures":
+        for i, (fig, study) in enumerate(list(module.FIGURES.items())):
+            draw = wrap(_fake_draw(fig), i == 0)
+            fake = SimpleNamespace(name=study.name, figure=lambda _name, draw=draw: draw)
+            monkeypatch.setitem(module.FIGURES, fig, fake)
+
+
+def _interrupting(function: Callable[..., object], after: int) -> Callable[..., object]:
+    """``function``, but the call after ``after`` calls raises KeyboardInterrupt."""
+    calls = [0]
+
+    def wrapper(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] > after:
+            raise KeyboardInterrupt
+        return function(*args, **kwargs)
+
+    wrapper.calls = calls  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _patch_writes(module: ModuleType, monkeypatch, after: int):
+    write = _interrupting(attnlab.harness.io.atomic_write_text, after)
+    monkeypatch.setattr(attnlab.harness.io, "atomic_write_text", write)
+    if hasattr(module, "atomic_write_text"):
+        monkeypatch.setattr(module, "atomic_write_text", write)
+    return write
+
+
+def _assert_interrupted(code: int, capsys) -> None:
+    captured = capsys.readouterr()
+    assert code == 130, captured.err
+    assert captured.out == ""
+    assert captured.err.endswith("\n") and captured.err.count("\n") == 1, captured.err
+    assert "interrupted; nothing written" in captured.err
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_ctrl_c_anywhere_exits_130_and_writes_nothing(
+    name, load_script, run_main, tmp_path, monkeypatch, capsys
+):
+    module = load_script(name)
+    outputs = _prepare(tmp_path)
+    argv = _base_argv(module.build_parser(), outputs)
+
+    # An uninterrupted run with the fakes: it writes, and we count its writes.
+    with monkeypatch.context() as patch:
+        _fake_computation(name, module, patch)
+        writes = _patch_writes(module, patch, after=10**6)
+        assert run_main(module, argv) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        assert (writes.calls[0] > 0) == any(outputs.iterdir())
+    shutil.rmtree(outputs)
+    outputs.mkdir()
+    before = _listing(tmp_path)
+
+    # Ctrl-C during the computation, then at each of the writes.
+    for after in [None, *range(writes.calls[0])]:
+        with monkeypatch.context() as patch:
+            _fake_computation(name, module, patch, "interrupt" if after is None else "fake")
+            if after is not None:
+                _patch_writes(module, patch, after)
+            _assert_interrupted(run_main(module, argv), capsys)
+            assert _listing(tmp_path) == before, after

@@ -1,0 +1,254 @@
+"""`make verify`: the rule table covers every result, each rule holds just inside its
+boundary and fails just outside, and hand-edited copies of committed CSVs are caught.
+Nothing is regenerated: every comparison reads CSVs through --results-dir."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab import verify
+from attnlab.harness.errors import RunError
+from attnlab.studies import STUDIES, made_by
+from attnlab.verify import SE_LIMIT, SPECS, CsvSpec, compare
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def agrees(spec: CsvSpec, ours: pd.DataFrame, ref: pd.DataFrame) -> bool:
+    return all(f.score <= 1 for f in compare(spec, ours, ref))
+
+
+# --- the rule table ----------------------------------------------------------------------
+
+
+def test_every_result_csv_but_bench_has_a_spec():
+    assert {p.name for p in RESULTS.glob("*.csv")} - {"bench.csv"} == set(SPECS)
+    registered = {csv for study in STUDIES if not study.timing for csv in study.csvs}
+    assert registered == set(SPECS)
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_each_column_has_exactly_one_rule(name):
+    columns = SPECS[name].columns()
+    assert len(columns) == len(set(columns)), name
+    assert sorted(columns) == sorted(pd.read_csv(RESULTS / name, nrows=1).columns), name
+
+
+def test_specs_name_the_scripts_that_make_the_csvs():
+    by_script: dict[str, set[tuple]] = {}
+    for name, spec in SPECS.items():
+        script = verify.script_of(name)
+        assert made_by(name) == f"python experiments/{script}.py"
+        assert (verify.EXPERIMENTS_DIR / f"{script}.py").is_file()
+        assert spec.out_flag in ("--out", "--out-dir")
+        by_script.setdefault(script, set()).add((spec.out_flag, spec.quick_flags))
+    # One run per script makes all its CSVs, so their flags must agree.
+    assert all(len(flags) == 1 for flags in by_script.values()), by_script
+    assert set(verify.selected(quick=True)) == {
+        n for n in SPECS if n[:2] in ("01", "02", "03", "07")
+    }
+
+
+def test_regenerate_runs_each_script_once_with_its_output_flags(tmp_path):
+    calls: list[tuple[str, list[str]]] = []
+    verify.regenerate(
+        verify.selected(True), tmp_path, True, True, lambda s, a: calls.append((s, a)) or 0
+    )
+    assert [s for s, _ in calls] == [
+        "01_logit_variance", "02_saturation_sweep", "03_jacobian_norm", "07_failure_modes"
+    ]  # fmt: skip
+    assert calls[1][1] == ["--trials", "500", "--out", str(tmp_path / "02_saturation_sweep.csv"),
+                           "--quiet"]  # fmt: skip
+    assert calls[3][1][-3:] == ["--out-dir", str(tmp_path), "--quiet"]
+    with pytest.raises(RunError, match="04_associative_recall.py.*status 2"):
+        verify.regenerate(["04_recall_summary.csv"], tmp_path, False, True, lambda s, a: 2)
+
+
+# --- each rule on both sides of its boundary ---------------------------------------------
+
+SE_SPEC = CsvSpec("--out", ("k",), se=(("m", "s"),))
+
+
+@pytest.mark.parametrize(("distance", "ok"), [(0.99, True), (1.01, False)])
+def test_se_rule_boundary(distance, ok):
+    ref = pd.DataFrame({"k": [1, 2], "m": [5.0, 5.0], "s": [0.3, 0.4]})
+    ours = pd.DataFrame({"k": [1, 2], "m": [5.0, 5.0], "s": [0.6, 0.3]})
+    ours.loc[1, "m"] += distance * SE_LIMIT * 0.5  # combined SE sqrt(0.3^2 + 0.4^2) = 0.5
+    assert agrees(SE_SPEC, ours, ref) is ok
+
+
+def test_se_rule_zero_se_is_exact_and_nan_matches_nan():
+    ref = pd.DataFrame({"k": [1, 2], "m": [0.0, np.nan], "s": [0.0, np.nan]})
+    assert agrees(SE_SPEC, ref.copy(), ref)
+    ours = ref.copy()
+    ours.loc[0, "m"] = 1e-12
+    assert not agrees(SE_SPEC, ours, ref)
+
+
+EXACT_SPEC = CsvSpec("--out", ("k",), exact=("v", "flag", "s"))
+
+
+def test_exact_rule():
+    ref = pd.DataFrame(
+        {"k": ["a", "b"], "v": [16.0, np.nan], "flag": [True, False], "s": ["x", "y"]}
+    )
+    assert agrees(EXACT_SPEC, ref.copy(), ref)
+    for column, value in (("v", np.nextafter(16.0, 17.0)), ("flag", True), ("s", "z")):
+        ours = ref.copy()
+        ours.loc[1 if column != "v" else 0, column] = value
+        [finding] = [f for f in compare(EXACT_SPEC, ours, ref) if f.score > 1]
+        assert finding.column == column
+
+
+@pytest.mark.parametrize(("value", "ok"), [(1.0 + 0.0199, True), (1.0 + 0.0201, False)])
+def test_close_rule_boundary(value, ok):
+    spec = CsvSpec("--out", ("k",), close=(("v", 0.01, 0.01),))  # tolerance 0.02 at 1
+    ref = pd.DataFrame({"k": [1, 2], "v": [1.0, math.inf]})
+    assert agrees(spec, pd.DataFrame({"k": [1, 2], "v": [value, math.inf]}), ref) is ok
+
+
+RANGE_SPEC = CsvSpec("--out-dir", ("variant", "seed"), seed_range=("step",))
+
+
+def frames(committed: list[float], ours: list[float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def frame(values: list[float]) -> pd.DataFrame:
+        n = len(values)
+        return pd.DataFrame({"variant": ["u"] * n + ["s"] * n, "seed": list(range(n)) * 2,
+                             "step": values + [50.0] * n})  # fmt: skip
+
+    return frame(ours), frame(committed)
+
+
+@pytest.mark.parametrize(
+    ("committed", "ours", "ok"),
+    [
+        ([10, 20, 15], [29.9, 29.9, 0], True),  # seeds 10..20, spread 10: [0, 30]
+        ([10, 20, 15], [30.1, 30.1, 0], False),
+        ([10, 20, 15], [-0.1, -0.1, 30], False),
+        ([10, 20, 15], [0.1, 0.1, 99], True),
+        ([7, 7, 7], [7, 7, 8], True),  # no spread: the median must equal
+        ([7, 7, 7], [8, 8, 7], False),
+        ([np.nan] * 3, [np.nan, np.nan, 5], True),  # "never" on every seed
+        ([np.nan] * 3, [5, 5, np.nan], False),
+        ([10, np.nan, 20], [1e6, 1e6, 1e6], True),  # "never" on some seeds: anything
+    ],
+)
+def test_seed_range_rule_boundary(committed, ours, ok):
+    assert agrees(RANGE_SPEC, *frames(committed, ours)) is ok
+
+
+@pytest.mark.parametrize(("value", "ok"), [(199.0, True), (201.0, False), (1.0, True)])
+def test_seed_range_floor_for_one_seed(value, ok):
+    spec = CsvSpec("--out-dir", ("variant", "seed"), seed_range=("step",), spread_floor=1.0)
+    assert agrees(spec, *frames([100.0], [value])) is ok
+
+
+def test_curves_are_compared_by_their_mean_over_steps():
+    spec = CsvSpec("--out-dir", ("variant", "seed", "step"), seed_range=("loss",),
+                   curve_step="step")  # fmt: skip
+    ref = pd.DataFrame({"variant": "v", "seed": [0, 0, 1, 1], "step": [0, 1, 0, 1],
+                        "loss": [1.0, 3.0, 2.0, 4.0]})  # fmt: skip  # seed means 2, 3: [1, 4]
+    ours = ref.copy()
+    ours["loss"] = [7.0, 0.9, 7.0, 0.9]  # seed means 3.95: inside, though no step agrees
+    assert agrees(spec, ours, ref)
+    ours["loss"] = [7.0, 1.1, 7.0, 1.1]  # 4.05
+    [finding] = compare(spec, ours, ref)
+    assert finding.column == "loss (mean over steps)" and finding.score > 1
+
+
+def test_rows_must_match_on_the_keys():
+    ref = pd.DataFrame({"k": [1, 2], "m": [5.0, 5.0], "s": [0.3, 0.4]})
+    assert agrees(SE_SPEC, ref.iloc[::-1], ref)  # order does not matter
+    for ours in (ref.iloc[:1], ref.assign(k=[1, 3]), pd.concat([ref, ref.iloc[:1]])):
+        [finding] = compare(SE_SPEC, ours, ref)
+        assert finding.column == "rows" and finding.score == math.inf
+
+
+# --- committed CSVs, as a user would hand them over --------------------------------------
+
+
+def test_committed_results_agree_with_themselves(load_script, run_main, capsys):
+    assert (
+        run_main(load_script("verify"), ["--results-dir", RESULTS, "--reference-dir", RESULTS]) == 0
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(SPECS) and all(" agrees " in line for line in lines)
+
+
+def _move_by_se(f: pd.DataFrame) -> pd.DataFrame:
+    f.loc[3, "entropy_mean"] += 10 * math.hypot(f.loc[3, "entropy_sem"], f.loc[3, "entropy_sem"])
+    return f
+
+
+def _set(column: str, value: object, rows: slice | int = 1):
+    def edit(f: pd.DataFrame) -> pd.DataFrame:
+        if isinstance(value, str):
+            f[column] = f[column].astype(object)
+        f.loc[rows, column] = value
+        return f
+
+    return edit
+
+
+EDITS = {
+    "mean moved by 10 SE": ("02_saturation_sweep.csv", "entropy_mean", _move_by_se),
+    "verdict flipped": ("07_failure_modes_masks.csv", "output_nan", _set("output_nan", True, 0)),
+    "identity broken": ("05_fold_check.csv", "grad_wq_ratio_at_fold",
+                        _set("grad_wq_ratio_at_fold", 15)),
+    "milestone far out": ("04_recall_summary.csv", "step_loss_below_0p1",
+                          _set("step_loss_below_0p1", 5000, slice(5, 9))),
+    "curve moved": ("05_fold_curves.csv", "loss_folded (mean over steps)",
+                    _set("loss_folded", 1.0, slice(None))),
+    "row dropped": ("01_logit_variance.csv", "rows", lambda f: f.drop(index=4)),
+    "text in a number": ("06_condensation.csv", "file", _set("gap_mean", "oops", 2)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(EDITS))
+def test_a_hand_edited_csv_differs(case, tmp_path):
+    name, column, edit = EDITS[case]
+    frame = edit(pd.read_csv(RESULTS / name))
+    frame.to_csv(tmp_path / name, index=False)
+    verdict = verify.verify_csv(name, tmp_path, RESULTS)
+    assert not verdict.agrees
+    assert f"{name} " in verdict.line() and f"differs worst {column}:" in verdict.line()
+
+
+def test_quick_exits_1_naming_the_csv_and_column(load_script, run_main, tmp_path, capsys):
+    for name in verify.selected(quick=True):
+        shutil.copy(RESULTS / name, tmp_path / name)
+    frame = pd.read_csv(RESULTS / "03_jacobian_norm.csv")
+    frame.loc[5, "jacobian_fro_mean"] += 10 * frame.loc[5, "jacobian_fro_sem"]
+    frame.to_csv(tmp_path / "03_jacobian_norm.csv", index=False)
+    assert run_main(load_script("verify"), ["--quick", "--results-dir", tmp_path]) == 1
+    out, err = capsys.readouterr()
+    [line] = [line for line in out.splitlines() if "differs" in line]
+    assert line.startswith("03_jacobian_norm.csv") and "jacobian_fro_mean: 7.07 SE" in line
+    assert len(out.splitlines()) == 6 and "03_jacobian_norm.csv differ" in err
+
+
+def test_a_missing_result_differs_and_names_the_command(tmp_path):
+    line = verify.verify_csv("06_condensation.csv", tmp_path, RESULTS).line()
+    assert "differs" in line and "experiments/06_condensation.py" in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--results-dir", "/nonexistent"], ["--reference-dir", "/nonexistent"], ["--bogus"]],
+)
+def test_bad_flags_exit_2(argv, load_script, run_main, capsys):
+    assert run_main(load_script("verify"), argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "error" in err
+
+
+def test_a_reference_without_the_csv_exits_2(load_script, run_main, tmp_path, capsys):
+    argv = ["--quick", "--results-dir", RESULTS, "--reference-dir", tmp_path]
+    assert run_main(load_script("verify"), argv) == 2
+    assert "01_logit_variance.csv is missing" in capsys.readouterr().err
