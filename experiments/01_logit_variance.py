@@ -15,36 +15,25 @@ from attnlab.studies.statics.compute import LogitVarianceConfig, run_logit_varia
 DEFAULT = LogitVarianceConfig()
 
 
-def build_parser():
-    parser = cli.new_parser(__doc__)
+def add_flags(parser):
     cli.add_dk_flag(parser, DEFAULT.dks)
-    parser.add_argument(
-        "--samples",
-        type=cli.int_at_least(2),
-        default=DEFAULT.samples,
-        help="query-key pairs per d_k (>= 2 for a standard error)",
+    cli.add_int_flag(parser, "--samples", DEFAULT.samples, "query-key pairs per d_k", 2)
+    cli.add_int_flag(
+        parser, "--hp-samples", DEFAULT.hp_samples, "exact-law products per d_k (*_hp)", 2
     )
-    parser.add_argument(
-        "--hp-samples",
-        type=cli.int_at_least(2),
-        default=DEFAULT.hp_samples,
-        help="exact-law products per d_k for the high-precision columns",
-    )
-    cli.add_common_flags(parser, cli.RESULTS_DIR / "01_logit_variance.csv")
-    return parser
 
 
-def run(args):
-    out = cli.check_writable(args.out, "--out")
+def plan(args):
     config = LogitVarianceConfig(
         dks=tuple(args.dk), samples=args.samples, seed=args.seed, hp_samples=args.hp_samples
     )
     total = len(config.dks) * (config.samples + config.hp_samples)
-    cli.run_table(
-        args, out, "01 logit variance", total, lambda bar: run_logit_variance(config, bar)
-    )
+    return total, lambda bar: run_logit_variance(config, bar)
 
 
+build_parser, run = cli.table_script(
+    __doc__, "01_logit_variance.csv", "01 logit variance", add_flags, plan
+)
 main = cli.entry_point(build_parser, run)
 
 if __name__ == "__main__":

@@ -12,8 +12,12 @@ from attnlab.harness import cli
 from attnlab.studies.statics.compute import run_saturation_sweep
 from attnlab.studies.statics.flags import sweep_script
 
+# A lambda, so that the function is looked up when the script runs (tests replace it).
 build_parser, run = sweep_script(
-    __doc__, "02_saturation_sweep.csv", "02 saturation", run_saturation_sweep
+    __doc__,
+    "02_saturation_sweep.csv",
+    "02 saturation",
+    lambda config, bar: run_saturation_sweep(config, bar),
 )
 main = cli.entry_point(build_parser, run)
 

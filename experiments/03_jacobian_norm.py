@@ -11,8 +11,12 @@ from attnlab.harness import cli
 from attnlab.studies.statics.compute import run_jacobian_sweep
 from attnlab.studies.statics.flags import sweep_script
 
+# A lambda, so that the function is looked up when the script runs (tests replace it).
 build_parser, run = sweep_script(
-    __doc__, "03_jacobian_norm.csv", "03 jacobian norm", run_jacobian_sweep
+    __doc__,
+    "03_jacobian_norm.csv",
+    "03 jacobian norm",
+    lambda config, bar: run_jacobian_sweep(config, bar),
 )
 main = cli.entry_point(build_parser, run)
 

@@ -9,7 +9,6 @@ each with a JSON sidecar, into --out-dir.
 
 import sys
 import time
-from pathlib import Path
 
 from attnlab.harness import cli
 from attnlab.studies.recall.flags import add_recall_flags, recall_config, write_recall_outputs
@@ -19,10 +18,7 @@ from attnlab.studies.recall.train import train_and_evaluate
 def build_parser():
     parser = cli.new_parser(__doc__)
     add_recall_flags(parser)
-    parser.add_argument(
-        "--out-dir", type=Path, default=cli.RESULTS_DIR, help="directory for the CSVs and sidecars"
-    )
-    cli.add_quiet_flag(parser)
+    cli.add_out_dir_flag(parser)
     return parser
 
 

@@ -11,7 +11,6 @@ same learning rate beside the unfolded model -> 05_fold_curves.csv, 05_fold_chec
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness import cli
@@ -39,18 +38,9 @@ def build_parser():
         default=list(REMEDIES_DEFAULT.mechanisms),
         help="mechanisms to train",
     )
-    parser.add_argument(
-        "--fold-step",
-        type=cli.positive_int,
-        default=FOLD_STEP,
-        help="step at which the scaled model is folded (< --steps)",
-    )
-    parser.add_argument(
-        "--sensitivity-batch-sizes",
-        type=cli.positive_int,
-        nargs="+",
-        default=list(SENSITIVITY_BATCH_SIZES),
-        help="batch sizes of the grid",
+    cli.add_int_flag(parser, "--fold-step", FOLD_STEP, "step at which the scaled model is folded")
+    cli.add_int_flag(
+        parser, "--sensitivity-batch-sizes", SENSITIVITY_BATCH_SIZES, "batch sizes of the grid"
     )
     parser.add_argument(
         "--sensitivity-embed-stds",
@@ -59,16 +49,8 @@ def build_parser():
         default=list(SENSITIVITY_EMBED_STDS),
         help="embedding init stds",
     )
-    parser.add_argument(
-        "--sensitivity-seeds",
-        type=cli.positive_int,
-        default=SENSITIVITY_SEEDS,
-        help="seeds per grid cell",
-    )
-    parser.add_argument(
-        "--out-dir", type=Path, default=cli.RESULTS_DIR, help="directory for the CSVs and sidecars"
-    )
-    cli.add_quiet_flag(parser)
+    cli.add_int_flag(parser, "--sensitivity-seeds", SENSITIVITY_SEEDS, "seeds per grid cell")
+    cli.add_out_dir_flag(parser)
     return parser
 
 

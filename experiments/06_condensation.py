@@ -15,36 +15,25 @@ from attnlab.studies.condensation.compute import CondensationConfig, run_condens
 DEFAULT = CondensationConfig()
 
 
-def build_parser():
-    parser = cli.new_parser(__doc__)
+def add_flags(parser):
     cli.add_dk_flag(parser, DEFAULT.dks)
-    parser.add_argument(
-        "--n-keys",
-        type=cli.int_at_least(2),
-        nargs="+",
-        default=list(DEFAULT.n_keys),
-        help="keys per softmax row",
-    )
-    parser.add_argument(
-        "--trials", type=cli.int_at_least(2), default=DEFAULT.trials, help="rows per grid cell"
-    )
-    cli.add_common_flags(parser, cli.RESULTS_DIR / "06_condensation.csv")
-    return parser
+    cli.add_int_flag(parser, "--n-keys", DEFAULT.n_keys, "keys per softmax row", 2)
+    cli.add_int_flag(parser, "--trials", DEFAULT.trials, "rows per grid cell", 2)
 
 
-def run(args):
-    out = cli.check_writable(args.out, "--out")
+def plan(args):
     config = CondensationConfig(
         dks=tuple(sorted(set(args.dk))),
         n_keys=tuple(sorted(set(args.n_keys))),
         trials=args.trials,
         seed=args.seed,
     )
-    cli.run_table(
-        args, out, "06 condensation", config.trials, lambda bar: run_condensation(config, bar)
-    )
+    return config.trials, lambda bar: run_condensation(config, bar)
 
 
+build_parser, run = cli.table_script(
+    __doc__, "06_condensation.csv", "06 condensation", add_flags, plan
+)
 main = cli.entry_point(build_parser, run)
 
 if __name__ == "__main__":

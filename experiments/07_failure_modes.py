@@ -11,7 +11,6 @@ Writes 07_failure_modes_{overflow,masks,correlation}.csv, each with a JSON sidec
 
 import sys
 import time
-from pathlib import Path
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
@@ -28,27 +27,11 @@ CORRELATION = CorrelationConfig()
 
 def build_parser():
     parser = cli.new_parser(__doc__)
-    parser.add_argument(
-        "--rows", type=cli.positive_int, default=OVERFLOW.rows, help="(a) rows per max logit"
-    )
-    parser.add_argument(
-        "--dk",
-        type=cli.positive_int,
-        nargs="+",
-        default=list(CORRELATION.dks),
-        help="(c) head widths d_k",
-    )
-    parser.add_argument(
-        "--samples",
-        type=cli.int_at_least(2),
-        default=CORRELATION.samples,
-        help="(c) query-key pairs per d_k",
-    )
+    cli.add_int_flag(parser, "--rows", OVERFLOW.rows, "(a) rows per max logit")
+    cli.add_dk_flag(parser, CORRELATION.dks, "(c) head widths d_k")
+    cli.add_int_flag(parser, "--samples", CORRELATION.samples, "(c) query-key pairs per d_k", 2)
     cli.add_seed_flag(parser)
-    parser.add_argument(
-        "--out-dir", type=Path, default=cli.RESULTS_DIR, help="directory for the CSVs and sidecars"
-    )
-    cli.add_quiet_flag(parser)
+    cli.add_out_dir_flag(parser)
     return parser
 
 

@@ -15,29 +15,21 @@ from attnlab.studies.companion.compute import CompanionConfig, run_companion
 DEFAULT = CompanionConfig()
 
 
-def build_parser():
-    parser = cli.new_parser(__doc__)
-    parser.add_argument(
-        "--trials", type=cli.int_at_least(2), default=DEFAULT.trials, help="softmax rows"
+def add_flags(parser):
+    cli.add_int_flag(parser, "--trials", DEFAULT.trials, "softmax rows", 2)
+    cli.add_int_flag(
+        parser, "--fold-setups", DEFAULT.fold_setups, "random (x, W) setups of the fold check", 2
     )
-    parser.add_argument(
-        "--fold-setups",
-        type=cli.int_at_least(2),
-        default=DEFAULT.fold_setups,
-        help="random (x, W) setups of the folding check",
-    )
-    cli.add_common_flags(parser, cli.RESULTS_DIR / "08_companion_claims.csv")
-    return parser
 
 
-def run(args):
-    out = cli.check_writable(args.out, "--out")
+def plan(args):
     config = CompanionConfig(trials=args.trials, fold_setups=args.fold_setups, seed=args.seed)
-    cli.run_table(
-        args, out, "08 companion claims", config.trials, lambda bar: run_companion(config, bar)
-    )
+    return config.trials, lambda bar: run_companion(config, bar)
 
 
+build_parser, run = cli.table_script(
+    __doc__, "08_companion_claims.csv", "08 companion claims", add_flags, plan
+)
 main = cli.entry_point(build_parser, run)
 
 if __name__ == "__main__":

@@ -10,12 +10,7 @@ from attnlab.report import build_report
 
 def build_parser():
     parser = cli.new_parser(__doc__)
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=cli.RESULTS_DIR,
-        help="directory holding the result CSVs",
-    )
+    cli.add_results_dir_flag(parser)
     parser.add_argument(
         "--out", type=Path, default=cli.RESULTS_DIR / "REPORT.md", help="the report to write"
     )

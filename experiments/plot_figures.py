@@ -24,12 +24,7 @@ def build_parser():
     )
     studies = list(dict.fromkeys(s.name for s in FIGURES.values()))
     parser.add_argument("--study", choices=studies, help="draw every figure of this study")
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=cli.RESULTS_DIR,
-        help="directory holding the result CSVs",
-    )
+    cli.add_results_dir_flag(parser)
     parser.add_argument(
         "--figures-dir",
         type=Path,

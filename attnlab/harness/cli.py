@@ -106,10 +106,43 @@ def new_parser(description: str) -> OneLineParser:
     )
 
 
-def add_dk_flag(parser: argparse.ArgumentParser, default: Sequence[int]) -> None:
-    """``--dk``: one or more head widths, each a positive integer."""
+def add_int_flag(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    default: int | Sequence[int],
+    help: str,
+    minimum: int = 1,
+) -> None:
+    """An integer flag ``>= minimum``; a sequence default makes it take one or more."""
+    many = not isinstance(default, int)
     parser.add_argument(
-        "--dk", type=positive_int, nargs="+", default=list(default), help="head widths d_k"
+        flag,
+        type=int_at_least(minimum),
+        nargs="+" if many else None,
+        default=list(default) if many else default,
+        help=help,
+    )
+
+
+def add_dk_flag(
+    parser: argparse.ArgumentParser, default: Sequence[int], help: str = "head widths d_k"
+) -> None:
+    """``--dk``: one or more head widths, each a positive integer."""
+    add_int_flag(parser, "--dk", default, help)
+
+
+def add_out_dir_flag(parser: argparse.ArgumentParser) -> None:
+    """``--out-dir`` (default ``results/``) and ``--quiet``, for scripts writing several CSVs."""
+    parser.add_argument(
+        "--out-dir", type=Path, default=RESULTS_DIR, help="directory for the CSVs and sidecars"
+    )
+    add_quiet_flag(parser)
+
+
+def add_results_dir_flag(parser: argparse.ArgumentParser) -> None:
+    """``--results-dir``: where the result CSVs are read from."""
+    parser.add_argument(
+        "--results-dir", type=Path, default=RESULTS_DIR, help="directory holding the result CSVs"
     )
 
 
@@ -240,6 +273,35 @@ def entry_point(
         return 0
 
     return main
+
+
+#: A script's plan: from its flags, the progress total and the computation of its table.
+Plan = Callable[[argparse.Namespace], tuple[int, Callable[[Callable[[int], None]], object]]]
+
+
+def table_script(
+    description: str,
+    csv_name: str,
+    desc: str,
+    add_flags: Callable[[argparse.ArgumentParser], None],
+    plan: Plan,
+) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], None]]:
+    """``(build_parser, run)`` of a script that writes one table, ``results/<csv_name>``:
+    its own flags, then ``--seed``, ``--out`` and ``--quiet``; ``plan(args)`` gives the
+    progress total and the computation, run under ``run_table``."""
+
+    def build_parser() -> argparse.ArgumentParser:
+        parser = new_parser(description)
+        add_flags(parser)
+        add_common_flags(parser, RESULTS_DIR / csv_name)
+        return parser
+
+    def run(args: argparse.Namespace) -> None:
+        out = check_writable(args.out, "--out")
+        total, compute = plan(args)
+        run_table(args, out, desc, total, compute)
+
+    return build_parser, run
 
 
 def run_table(

@@ -16,19 +16,12 @@ from attnlab.harness import cli
 from attnlab.studies.statics.compute import Progress, SoftmaxSweepConfig
 
 
-def add_sweep_flags(parser: argparse.ArgumentParser, default_out: str) -> None:
+def add_sweep_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of 02 and 03, with the defaults of ``SoftmaxSweepConfig``."""
     default = SoftmaxSweepConfig()
     cli.add_dk_flag(parser, default.dks)
-    parser.add_argument(
-        "--n-keys", type=cli.int_at_least(2), default=default.n_keys, help="keys per softmax row"
-    )
-    parser.add_argument(
-        "--trials",
-        type=cli.int_at_least(2),
-        default=default.trials,
-        help="softmax rows per d_k (>= 2 for a standard error)",
-    )
+    cli.add_int_flag(parser, "--n-keys", default.n_keys, "keys per softmax row", 2)
+    cli.add_int_flag(parser, "--trials", default.trials, "softmax rows per d_k", 2)
     parser.add_argument(
         "--sampler",
         choices=SAMPLERS,
@@ -36,7 +29,6 @@ def add_sweep_flags(parser: argparse.ArgumentParser, default_out: str) -> None:
         help="direct: draw q and K (the article); exact: draw the logits "
         "from their law given |q|, O(n) per trial",
     )
-    cli.add_common_flags(parser, cli.RESULTS_DIR / default_out)
 
 
 def sweep_config(args: argparse.Namespace) -> SoftmaxSweepConfig:
@@ -58,15 +50,8 @@ def sweep_script(
 ) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], None]]:
     """``(build_parser, run)`` of a softmax-sweep script writing ``results/<csv_name>``."""
 
-    def build_parser() -> argparse.ArgumentParser:
-        parser = cli.new_parser(description)
-        add_sweep_flags(parser, csv_name)
-        return parser
-
-    def run(args: argparse.Namespace) -> None:
-        out = cli.check_writable(args.out, "--out")
+    def plan(args: argparse.Namespace):
         config = sweep_config(args)
-        total = len(config.dks) * config.trials
-        cli.run_table(args, out, desc, total, lambda bar: run_sweep(config, bar))
+        return len(config.dks) * config.trials, lambda bar: run_sweep(config, bar)
 
-    return build_parser, run
+    return cli.table_script(description, csv_name, desc, add_sweep_flags, plan)
