@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.harness.tables import Tables, provenance
+from attnlab import claims
+from attnlab.harness.tables import Tables, markdown_table, provenance
+from attnlab.harness.verdicts import claim_rows, counts
 from attnlab.studies import STUDIES, made_by
 
 TITLE = "# Reproduction report"
@@ -19,10 +21,45 @@ PREAMBLE = (
 )
 
 
+def summary(tables: Tables) -> str:
+    """The tally of every study's claims, one line each, and the total."""
+    lines, total = [], []
+    for study in STUDIES:
+        if study.claims is not None:
+            rows = claim_rows(getattr(claims, study.claims), tables, study.checks())
+            c = counts(rows)
+            lines.append(_tally_cells(study.name, c))
+            total.append(c)
+    overall = {key: sum(c[key] for c in total) for key in total[0]}
+    lines.append(_tally_cells("**all**", overall))
+    header = ["Study", "Measured: reproduced", "missed", "Qualitative: hold", "fail", "Identities"]
+    return "\n\n".join(
+        [
+            "## Summary",
+            "Every quantitative claim of both articles is one row below, judged by the rule "
+            "of its kind (README, *Verdicts*); identities are the articles' own arithmetic, "
+            "shown and never counted.",
+            markdown_table(header, lines),
+        ]
+    )
+
+
+def _tally_cells(name: str, c: dict[str, int]) -> tuple[str, ...]:
+    measured = c["reproduced"] + c["missed"]
+    return (
+        name,
+        f"{c['reproduced']} of {measured}",
+        str(c["missed"]),
+        f"{c['holds']} of {c['holds'] + c['fails']}",
+        str(c["fails"]),
+        str(c["identities"]),
+    )
+
+
 def build_report(results_dir: Path) -> str:
     """The whole of ``REPORT.md`` as text."""
     tables = Tables(results_dir, made_by)
-    sections, part = [TITLE, PREAMBLE], None
+    sections, part = [TITLE, PREAMBLE, summary(tables)], None
     for study in STUDIES:
         if not study.in_report:
             continue
