@@ -239,9 +239,9 @@ TRAINING_CLAIMS: tuple[Claim, ...] = (
 
 CONDENSATION_CLAIMS: tuple[Claim, ...] = (
     IdentityClaim(SMALL_HEAD, "2 ln n at n = 256", "about 11 for n = 256 keys", 11, 0, 2 * math.log(256)),
-    CheckClaim(SMALL_HEAD, "unscaled rows unsaturated (max weight < 0.5) while d_k <= 2 ln n", "stay below the softmax condensation threshold whenever d_k <~ 2 ln n", "every n", "unsaturated_below_2ln_n"),
-    IdentityClaim(SMALL_HEAD, "n with 2 ln n = 4, e^2", "at d_k = 4, saturation would require fewer than about 7 keys", 7, 0, math.exp(2)),
-    CheckClaim(SMALL_HEAD, "largest n whose d_k = 4 rows saturate (max weight >= 0.5)", "at d_k = 4, saturation would require fewer than about 7 keys", "< 7 (about)", "saturating_n_at_dk4", kind="measured"),
+    CheckClaim(SMALL_HEAD, "unscaled rows unsaturated (max weight < 0.5) while d_k <= 2 ln n", "stay below the softmax condensation threshold ... whenever d_k <~ 2 ln n", "every n", "unsaturated_below_2ln_n"),
+    IdentityClaim(SMALL_HEAD, "n with 2 ln n = 4, e^2", "at d_k = 4, saturation would require attending over fewer than about 7 keys", 7, 0, math.exp(2)),
+    CheckClaim(SMALL_HEAD, "largest n whose d_k = 4 rows saturate (max weight >= 0.5)", "at d_k = 4, saturation would require attending over fewer than about 7 keys", "< 7 (about)", "saturating_n_at_dk4", kind="measured"),
 )
 # fmt: on
 

@@ -266,7 +266,8 @@ def tally(rows: Sequence[Row]) -> str:
             f"{c['holds'] + c['fails']} qualitative ({c['holds']} hold, {c['fails']} fail)"
         )
     if c["identities"]:
-        parts.append(f"{c['identities']} identities (shown, not counted)")
+        noun = "identity" if c["identities"] == 1 else "identities"
+        parts.append(f"{c['identities']} {noun} (shown, not counted)")
     return "; ".join(parts) + "."
 
 
