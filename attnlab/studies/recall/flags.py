@@ -1,4 +1,11 @@
-"""Flags of the recall experiments (04, 05), kept beside their configuration."""
+"""Flags of the recall experiments (04, 05), kept beside their configuration.
+
+``--reading NAME`` (a member of ``attnlab.studies.recall.readings.FAMILY``, or ``natural``)
+sets the slot, init, bias, d_model and batch size at once. Those five flags may still be
+given beside it only with the reading's own value: a flag typed on the command line with a
+different value is a UsageError naming both flags. (Typed flags are recorded in
+``args.given_recall_flags``, which the sidecars keep as provenance.)
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,49 @@ from typing import Any
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.studies.recall.model import INITS, SLOTS
+from attnlab.studies.recall.readings import get_reading
 from attnlab.studies.recall.summary import curves_frame, summary_frame
 from attnlab.studies.recall.train import RecallConfig, TrainResult
+
+#: The flags a reading sets, and the RecallConfig fields they set.
+READING_FLAGS = {
+    "--slot": "slot",
+    "--init": "init",
+    "--bias": "bias",
+    "--d-model": "d_model",
+    "--batch-size": "batch_size",
+}
+
+
+def _record(namespace: argparse.Namespace, option_string: str | None) -> None:
+    given = set(getattr(namespace, "given_recall_flags", ()))
+    namespace.given_recall_flags = sorted(given | {option_string})
+
+
+class _Store(argparse.Action):
+    """Store the value and record the flag as typed (for ``--reading``'s conflicts)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        _record(namespace, option_string)
+
+
+class _StoreBool(argparse.BooleanOptionalAction):
+    """``--x/--no-x``, recorded as typed."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _record(namespace, option_string)
+
+
+def reading_name(text: str) -> str:
+    """An argparse type: a reading of ``readings.FAMILY`` (or ``natural``), kept by name."""
+    try:
+        get_reading(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | None = None) -> None:
@@ -23,7 +71,8 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
         "--d-model",
         type=cli.positive_int,
         default=default.d_model,
-        help="embedding width of one token",
+        action=_Store,
+        help="embedding width of one token (unused by --slot onehot)",
     )
     add(
         "--pairs",
@@ -45,7 +94,11 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
     )
     add("--steps", type=cli.positive_int, default=default.steps, help="training steps")
     add(
-        "--batch-size", type=cli.positive_int, default=default.batch_size, help="sequences per step"
+        "--batch-size",
+        type=cli.positive_int,
+        default=default.batch_size,
+        action=_Store,
+        help="sequences per step",
     )
     add("--lr", type=cli.positive_float, default=default.lr, help="Adam learning rate")
     add("--seeds", type=cli.positive_int, default=default.seeds, help="how many seeds")
@@ -74,6 +127,35 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
         default=default.chunk_steps,
         help="steps per compiled chunk (progress and divergence checks between chunks)",
     )
+    add(
+        "--slot",
+        choices=SLOTS,
+        default=default.slot,
+        action=_Store,
+        help="how a key-value pair becomes a slot (laws: attnlab/studies/recall/model.py)",
+    )
+    add(
+        "--init",
+        choices=INITS,
+        default=default.init,
+        action=_Store,
+        help="initialisation convention (laws: attnlab/studies/recall/model.py)",
+    )
+    add(
+        "--bias",
+        default=default.bias,
+        action=_StoreBool,
+        help="biases on the Q, K, V projections and the readout",
+    )
+    add(
+        "--reading",
+        type=reading_name,
+        default=None,
+        metavar="NAME",
+        help="a declared reading (attnlab/studies/recall/readings.py) or 'natural': sets "
+        "--slot, --init, --bias, --d-model and --batch-size",
+    )
+    parser.set_defaults(given_recall_flags=[])
 
 
 def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
@@ -84,14 +166,33 @@ def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
             f"(--key-tokens is {args.key_tokens})"
         )
     cli.check_seeds(args.seed, args.seeds, "--seeds")
+    chosen = {field: getattr(args, field) for field in READING_FLAGS.values()}
+    if args.reading is not None:
+        reading = get_reading(args.reading)
+        given = set(args.given_recall_flags)
+        for flag, field in READING_FLAGS.items():
+            typed = given & ({flag, "--no-bias"} if flag == "--bias" else {flag})
+            value = getattr(reading, field)
+            if field == "d_model" and value is None:
+                continue  # a onehot reading has no d_model: --d-model stays as given
+            if typed and chosen[field] != value:
+                raise cli.UsageError(
+                    f"{min(typed)}: {chosen[field]!r} conflicts with --reading {args.reading} "
+                    f"(which sets {field} = {value!r}); give one or the other"
+                )
+            chosen[field] = value
+    if chosen["init"] != "natural" and args.embed_init_std != 1.0:
+        raise cli.UsageError(
+            f"--embed-init-std: applies to --init natural only (init is {chosen['init']})"
+        )
     return RecallConfig(
         d_k=args.dk,
-        d_model=args.d_model,
+        d_model=chosen["d_model"],
         pairs=args.pairs,
         n_key_tokens=args.key_tokens,
         n_value_tokens=args.value_tokens,
         steps=args.steps,
-        batch_size=args.batch_size,
+        batch_size=chosen["batch_size"],
         lr=args.lr,
         seeds=args.seeds,
         seed=args.seed,
@@ -99,6 +200,9 @@ def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
         smoothing=args.smoothing,
         embed_init_std=args.embed_init_std,
         chunk_steps=args.chunk_steps,
+        slot=chosen["slot"],
+        init=chosen["init"],
+        bias=chosen["bias"],
         **overrides,
     )
 

@@ -1,8 +1,8 @@
 """The single-head attention model of the recall demo (Flax linen).
 
-Each key-value pair of a sequence is one memory slot, the concatenation of its key token's
-and its value token's embeddings; the query is the embedding of the key asked for. One
-attention head reads the slots and a linear readout names the value:
+One attention head reads one memory slot per key-value pair and a linear readout names the
+value. With the defaults (``slot="concat"``, ``init_rule="natural"``, ``bias=False``), the
+model the 04 demo has always trained:
 
     x_q = E_key[query]                       [d_model]
     x_i = [E_key[key_i] ; E_val[value_i]]    [2 d_model]
@@ -10,16 +10,59 @@ attention head reads the slots and a linear readout names the value:
     o = attention(q, k, v)  (the mechanism sets the logit scale, ``attnlab.core.temperature``)
     logits = o W_O                            [n_value_tokens]
 
-Initialisation follows the article's variance argument: embeddings have standard normal
-entries (``embed_init_std`` = 1) and the projections are LeCun-normal (variance 1/fan-in),
-so q and k have unit-variance entries at step 0 and unscaled logits have std sqrt(d_k).
+The article leaves open how a pair becomes a slot and how parameters are initialised; the
+readings of ``attnlab.studies.recall.readings`` choose among these laws.
 
-Every input is a token, so projecting the two embedding tables (32 rows each) and then
-gathering rows gives exactly the projections of every slot; the step's cost is then
-independent of the batch size and sequence length.
+``slot`` (how a pair becomes a slot; the query is always the key token asked for):
+
+=============  ==========================================================================
+``concat``     ``x_i = [E_key[k_i]; E_val[v_i]]``; W_K, W_V are ``(2 d_model, d_k)``
+``sum``        ``x_i = E_key[k_i] + E_val[v_i]``; W_K, W_V are ``(d_model, d_k)``
+``separate``   ``k_i = E_key[k_i] W_K`` (key token only), ``v_i = E_val[v_i] W_V`` (value
+               token only); W_K, W_V are ``(d_model, d_k)``
+``onehot``     no embedding tables: tokens are one-hot vectors fed to the linear layers;
+               ``q = onehot(query) W_Q`` with W_Q ``(n_key_tokens, d_k)``, ``x_i =
+               [onehot(k_i); onehot(v_i)]`` with W_K, W_V ``(n_key + n_value, d_k)``;
+               ``d_model`` is unused
+=============  ==========================================================================
+
+W_O is always ``(d_k, n_value_tokens)``. ``bias=True`` adds ``b_Q, b_K, b_V`` (``[d_k]``) to
+q, k, v and ``b_O`` (``[n_value_tokens]``) to the logits.
+
+``init`` (the model's ``init_rule``; fan-in and fan-out of a ``(rows, cols)`` weight are
+``rows`` and ``cols``; of an embedding table ``(n_tokens, d_model)``, ``n_tokens`` and
+``d_model``):
+
+=============  ==========================================================================
+``natural``    embeddings N(0, embed_init_std^2); W_Q, W_K truncated-normal with variance
+               ``d_k^(2 e) / fan_in`` (``e`` = the mechanism's ``qk_init_exponent``); W_V,
+               W_O LeCun-normal (truncated normal, variance 1/fan_in); biases 0
+``pytorch``    embeddings N(0, 1) (``nn.Embedding``); every weight and bias U(-1/sqrt(fan_in),
+               1/sqrt(fan_in)) (``nn.Linear``; a bias takes its weight's fan_in)
+``glorot``     every weight and embedding table U(-l, l), ``l = sqrt(6 / (fan_in +
+               fan_out))``; biases 0
+``gpt``        every weight and embedding N(0, 0.02^2); biases 0
+=============  ==========================================================================
+
+For every init but ``natural`` (which folds it into the variance as above) W_Q and W_K,
+and b_Q and b_K if present, are multiplied by the folding factor ``d_k^e``, so q and k, and
+hence folded logits, are ``d_k^e`` times their unfolded values at step 0.
+``embed_init_std`` applies to ``natural`` only (``RecallConfig`` rejects it elsewhere).
+
+The natural initialisation follows the article's variance argument: with standard normal
+embeddings and LeCun-normal projections, q and k (concat slots) have unit-variance entries
+at step 0 and unscaled logits have std sqrt(d_k).
+
+Every input is a token, so projecting the token tables (32 rows each) and then gathering
+rows gives exactly the projections of every slot; the step's cost is then independent of
+the batch size and sequence length.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal
 
 import flax.linen as nn
 import jax
@@ -28,6 +71,16 @@ import jax.numpy as jnp
 from attnlab.core.attention import attention_weights, dot_product_attention
 from attnlab.core.temperature import Mechanism
 from attnlab.studies.recall.task import Batch, RecallTask
+
+Slot = Literal["concat", "sum", "separate", "onehot"]
+Init = Literal["natural", "pytorch", "glorot", "gpt"]
+#: The slot encodings and initialisation conventions, in the order of the readings table.
+SLOTS: tuple[str, ...] = ("concat", "sum", "separate", "onehot")
+INITS: tuple[str, ...] = ("natural", "pytorch", "glorot", "gpt")
+#: The std of every weight and embedding entry under ``init="gpt"``.
+GPT_STD = 0.02
+
+Initializer = Callable[..., jax.Array]
 
 
 def _rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
@@ -40,15 +93,44 @@ def _l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) + eps)
 
 
+def _uniform(limit: float) -> Initializer:
+    """U(-limit, limit) entries."""
+
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -limit, limit)
+
+    return init
+
+
+def _normal(std: float) -> Initializer:
+    """N(0, std^2) entries (not truncated)."""
+
+    def init(key, shape, dtype=jnp.float32):
+        return std * jax.random.normal(key, shape, dtype)
+
+    return init
+
+
+def _times(init: Initializer, factor: float) -> Initializer:
+    """``init`` multiplied by ``factor`` (the identity when ``factor`` is 1)."""
+    if factor == 1.0:
+        return init
+    return lambda key, shape, dtype=jnp.float32: init(key, shape, dtype) * factor
+
+
 class RecallModel(nn.Module):
-    """Single-head attention over the pairs of a recall sequence.
+    """Single-head attention over the pairs of a recall sequence (laws: module docstring).
 
     Attributes:
       task: the task's sizes.
       mechanism: how the head sets its logit scale.
       d_k: head width (queries, keys and values).
-      d_model: embedding width of one token.
-      embed_init_std: std of the embedding entries at initialisation.
+      d_model: embedding width of one token (unused by ``slot="onehot"``).
+      embed_init_std: std of the embedding entries at initialisation (``init="natural"``).
+      slot: how a key-value pair becomes a slot: concat, sum, separate or onehot.
+      init_rule: initialisation convention: natural, pytorch, glorot or gpt (``init`` in
+        ``RecallConfig``; a linen Module's ``init`` is its initialisation method).
+      bias: biases on the Q, K, V projections and on the readout W_O.
     """
 
     task: RecallTask
@@ -56,29 +138,92 @@ class RecallModel(nn.Module):
     d_k: int = 256
     d_model: int = 256
     embed_init_std: float = 1.0
+    slot: Slot = "concat"
+    init_rule: Init = "natural"
+    bias: bool = False
+
+    def _fold(self, fold: bool) -> float:
+        """The folding factor ``d_k^e`` of W_Q, W_K (and b_Q, b_K); 1 for the others."""
+        return self.d_k**self.mechanism.qk_init_exponent if fold else 1.0
+
+    def _weight(self, shape: tuple[int, int], fold: bool) -> Initializer:
+        """The initialiser of a ``(fan_in, fan_out)`` weight; ``fold``: W_Q or W_K."""
+        if self.init_rule == "natural":
+            if fold:
+                scale = self.d_k ** (2 * self.mechanism.qk_init_exponent)
+                return nn.initializers.variance_scaling(scale, "fan_in", "truncated_normal")
+            return nn.initializers.lecun_normal()
+        if self.init_rule == "pytorch":
+            return _times(_uniform(1 / math.sqrt(shape[0])), self._fold(fold))
+        if self.init_rule == "glorot":
+            return _times(_uniform(math.sqrt(6 / (shape[0] + shape[1]))), self._fold(fold))
+        if self.init_rule == "gpt":
+            return _times(_normal(GPT_STD), self._fold(fold))
+        raise ValueError(f"RecallModel.init_rule must be one of {INITS}, got {self.init_rule!r}")
+
+    def _embedding(self, shape: tuple[int, int]) -> Initializer:
+        if self.init_rule == "natural":
+            return nn.initializers.normal(self.embed_init_std)
+        if self.init_rule == "pytorch":
+            return _normal(1.0)
+        if self.init_rule == "glorot":
+            return _uniform(math.sqrt(6 / (shape[0] + shape[1])))
+        return _normal(GPT_STD)
+
+    def _bias(self, fan_in: int, fold: bool) -> Initializer:
+        if self.init_rule == "pytorch":
+            return _times(_uniform(1 / math.sqrt(fan_in)), self._fold(fold))
+        return nn.initializers.zeros
+
+    def _param_weight(self, name: str, shape: tuple[int, int], fold: bool = False) -> jax.Array:
+        return self.param(name, self._weight(shape, fold), shape)
 
     @nn.compact
     def __call__(self, batch: Batch) -> tuple[jax.Array, jax.Array]:
         """Return value logits ``[B, n_value_tokens]`` and attention weights ``[B, pairs]``."""
-        mech = self.mechanism
-        embed = nn.initializers.normal(self.embed_init_std)
-        qk_init = nn.initializers.variance_scaling(
-            self.d_k ** (2 * mech.qk_init_exponent), "fan_in", "truncated_normal"
-        )
-        E_key = self.param("E_key", embed, (self.task.n_key_tokens, self.d_model))
-        E_val = self.param("E_val", embed, (self.task.n_value_tokens, self.d_model))
-        W_Q = self.param("W_Q", qk_init, (self.d_model, self.d_k))
-        W_K = self.param("W_K", qk_init, (2 * self.d_model, self.d_k))
-        W_V = self.param("W_V", nn.initializers.lecun_normal(), (2 * self.d_model, self.d_k))
-        W_O = self.param(
-            "W_O", nn.initializers.lecun_normal(), (self.d_k, self.task.n_value_tokens)
-        )
+        mech, task, d = self.mechanism, self.task, self.d_model
+        if self.slot not in SLOTS:
+            raise ValueError(f"RecallModel.slot must be one of {SLOTS}, got {self.slot!r}")
+        # Parameters are created in one fixed order (flax draws their keys in call order):
+        # E_key, E_val, W_Q, W_K, W_V, W_O, then the biases; the learned temperature last.
+        if self.slot == "onehot":
+            q_in, kv_in = task.n_key_tokens, task.n_key_tokens + task.n_value_tokens
+        else:
+            E_key = self.param(
+                "E_key", self._embedding((task.n_key_tokens, d)), (task.n_key_tokens, d)
+            )
+            E_val = self.param(
+                "E_val", self._embedding((task.n_value_tokens, d)), (task.n_value_tokens, d)
+            )
+            q_in, kv_in = d, (2 * d if self.slot == "concat" else d)
+        W_Q = self._param_weight("W_Q", (q_in, self.d_k), fold=True)
+        W_K = self._param_weight("W_K", (kv_in, self.d_k), fold=True)
+        W_V = self._param_weight("W_V", (kv_in, self.d_k))
+        W_O = self._param_weight("W_O", (self.d_k, task.n_value_tokens))
 
         # Project the token tables, then gather: x W = (E W)[token] for one-hot inputs.
-        d = self.d_model
-        q = _rows(E_key @ W_Q, batch.query)[:, None, :]  # [B, 1, d_k]
-        k = _rows(E_key @ W_K[:d], batch.keys) + _rows(E_val @ W_K[d:], batch.values)
-        v = _rows(E_key @ W_V[:d], batch.keys) + _rows(E_val @ W_V[d:], batch.values)
+        if self.slot == "concat":
+            q = _rows(E_key @ W_Q, batch.query)[:, None, :]  # [B, 1, d_k]
+            k = _rows(E_key @ W_K[:d], batch.keys) + _rows(E_val @ W_K[d:], batch.values)
+            v = _rows(E_key @ W_V[:d], batch.keys) + _rows(E_val @ W_V[d:], batch.values)
+        elif self.slot == "sum":
+            q = _rows(E_key @ W_Q, batch.query)[:, None, :]
+            k = _rows(E_key @ W_K, batch.keys) + _rows(E_val @ W_K, batch.values)
+            v = _rows(E_key @ W_V, batch.keys) + _rows(E_val @ W_V, batch.values)
+        elif self.slot == "separate":
+            q = _rows(E_key @ W_Q, batch.query)[:, None, :]
+            k = _rows(E_key @ W_K, batch.keys)
+            v = _rows(E_val @ W_V, batch.values)
+        else:  # onehot: the weight rows are the projected tokens
+            n = task.n_key_tokens
+            q = _rows(W_Q, batch.query)[:, None, :]
+            k = _rows(W_K[:n], batch.keys) + _rows(W_K[n:], batch.values)
+            v = _rows(W_V[:n], batch.keys) + _rows(W_V[n:], batch.values)
+        if self.bias:
+            q = q + self.param("b_Q", self._bias(q_in, fold=True), (self.d_k,))
+            k = k + self.param("b_K", self._bias(kv_in, fold=True), (self.d_k,))
+            v = v + self.param("b_V", self._bias(kv_in, fold=False), (self.d_k,))
+            b_O = self.param("b_O", self._bias(self.d_k, fold=False), (task.n_value_tokens,))
         if mech.normalize_qk:
             q, k = _l2_normalize(q), _l2_normalize(k)
 
@@ -89,4 +234,5 @@ class RecallModel(nn.Module):
         o = dot_product_attention(q, k, v, scale=scale, logit_cap=mech.logit_cap)[:, 0]
         # The weights again, for diagnostics; under jit XLA computes the softmax once.
         p = attention_weights(q, k, scale=scale, logit_cap=mech.logit_cap)[:, 0]
-        return o @ W_O, p
+        logits = o @ W_O
+        return (logits + b_O if self.bias else logits), p

@@ -26,7 +26,7 @@ from attnlab.core.parallel import device_count, pad_to_multiple, shard_batch, un
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS, Mechanism
 from attnlab.harness.errors import RunError
-from attnlab.studies.recall.model import RecallModel
+from attnlab.studies.recall.model import INITS, SLOTS, RecallModel
 from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, stream_batch
 
 #: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
@@ -48,7 +48,18 @@ class DivergenceError(RunError):
 @dataclass(frozen=True)
 class RecallConfig:
     """The recall demo. Defaults: the article's settings, and our reading of what it leaves
-    open (batch size, steps, widths, initialisation, smoothing); see README."""
+    open (batch size, steps, widths, initialisation, smoothing); see README.
+
+    ``slot``, ``init`` and ``bias`` choose the model's laws (``attnlab.studies.recall.model``):
+    ``slot`` how a pair becomes a slot (concat ``[E_key[k]; E_val[v]]``, sum ``E_key[k] +
+    E_val[v]``, separate keys from key tokens and values from value tokens, onehot tokens
+    fed to linear layers without embeddings, ``d_model`` unused); ``init`` the initialisation
+    convention (natural: N(0, embed_init_std^2) embeddings and LeCun-normal projections;
+    pytorch: N(0, 1) embeddings, U(+-1/sqrt(fan_in)) weights and biases; glorot: U(+-sqrt(6 /
+    (fan_in + fan_out))), biases 0; gpt: N(0, 0.02^2), biases 0); ``bias`` biases on Q, K, V
+    and W_O. The defaults (concat, natural, no bias) are the model 04 has always trained.
+    ``embed_init_std`` is a natural-init setting: any other init requires it to be 1.
+    """
 
     d_k: int = 256
     d_model: int = 256
@@ -65,6 +76,9 @@ class RecallConfig:
     embed_init_std: float = 1.0
     chunk_steps: int = 100
     mechanisms: tuple[str, ...] = field(default=("scaled", "unscaled"))
+    slot: str = "concat"
+    init: str = "natural"
+    bias: bool = False
 
     def __post_init__(self) -> None:
         positive = (
@@ -94,6 +108,17 @@ class RecallConfig:
         if not self.mechanisms or unknown:
             raise ValueError(
                 f"RecallConfig.mechanisms must name known mechanisms, got {self.mechanisms!r}"
+            )
+        if self.slot not in SLOTS:
+            raise ValueError(f"RecallConfig.slot must be one of {SLOTS}, got {self.slot!r}")
+        if self.init not in INITS:
+            raise ValueError(f"RecallConfig.init must be one of {INITS}, got {self.init!r}")
+        if not isinstance(self.bias, bool):
+            raise ValueError(f"RecallConfig.bias must be True or False, got {self.bias!r}")
+        if self.init != "natural" and self.embed_init_std != 1.0:
+            raise ValueError(
+                f"RecallConfig.embed_init_std applies to init='natural' only; init={self.init!r}"
+                f" fixes the embedding law, got embed_init_std={self.embed_init_std!r}"
             )
 
     @property
@@ -125,7 +150,16 @@ class TrainState(NamedTuple):
 
 
 def make_model(config: RecallConfig, mechanism: Mechanism) -> RecallModel:
-    return RecallModel(config.task, mechanism, config.d_k, config.d_model, config.embed_init_std)
+    return RecallModel(
+        config.task,
+        mechanism,
+        config.d_k,
+        config.d_model,
+        config.embed_init_std,
+        slot=config.slot,
+        init_rule=config.init,
+        bias=config.bias,
+    )
 
 
 def make_optimizer(config: RecallConfig) -> optax.GradientTransformation:
