@@ -19,11 +19,14 @@ SWEEPS = ("02_saturation_sweep", "03_jacobian_norm")
 N_KEYS = 16
 TRIALS = 50
 SAMPLES = 2000
+HP_SAMPLES = 20_000
 DKS = (1, 16)
 
 #: Flags small enough that a run takes a second or two (compilation included).
 TINY = {
-    "01_logit_variance": ["--dk", *map(str, DKS), "--samples", str(SAMPLES)],
+    "01_logit_variance": [
+        *("--dk", *map(str, DKS), "--samples", str(SAMPLES), "--hp-samples", str(HP_SAMPLES))
+    ],
     **{
         name: ["--dk", *map(str, DKS), "--trials", str(TRIALS), "--n-keys", str(N_KEYS)]
         for name in SWEEPS
@@ -41,6 +44,11 @@ COLUMNS = {
         "rel_error_se",
         "std_scaled",
         "std_scaled_se",
+        "hp_samples",
+        "std_hp",
+        "std_hp_se",
+        "rel_error_hp",
+        "rel_error_hp_se",
     ],
     "02_saturation_sweep": [
         "variant",
@@ -136,6 +144,11 @@ def test_01_logit_std_grows_as_sqrt_d_k(tiny_runs):
     np.testing.assert_allclose(frame["std_predicted"], np.sqrt(d_k), rtol=DIGITS)  # 8 digits
     assert (abs(frame["std_measured"] - np.sqrt(d_k)) < 5 * frame["std_se"]).all()  # 5 SE
     assert (abs(frame["std_scaled"] - 1) < 5 * frame["std_scaled_se"]).all()  # 5 SE
+    # The exact-law column measures the same std, independently: within 5 SE of sqrt(d_k),
+    # with an SE smaller than the direct one's by sqrt(HP_SAMPLES / SAMPLES) up to kurtosis.
+    assert (abs(frame["rel_error_hp"]) < 5 * frame["rel_error_hp_se"]).all()  # 5 SE
+    assert (frame["hp_samples"] == HP_SAMPLES).all()
+    assert (frame["rel_error_hp_se"] < frame["rel_error_se"]).all()
     # Each written value is off by <= DIGITS relative: rel_error r by DIGITS |r|, and
     # measured / predicted - 1 recomputed from two of them by 2 DIGITS (1 + r).
     r = frame["rel_error"].abs()
