@@ -76,8 +76,13 @@ def _fuzzed_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [a for a in parser._actions if a.nargs != 0]
 
 
+def _valid_words(action: argparse.Action):
+    """The valid words of a choice flag: its choices, or the ``names`` its type accepts."""
+    return action.choices if action.choices is not None else action.type.names
+
+
 def _kind(action: argparse.Action) -> str:
-    if action.choices is not None:
+    if action.choices is not None or hasattr(action.type, "names"):
         return "choice"
     if action.type is Path:
         assert action.option_strings, action
@@ -109,9 +114,9 @@ def bad_values(action: argparse.Action, root: Path) -> list[list[str]]:
     """Fixed bad values of ``action``, each a list of command-line words after the flag."""
     kind = _kind(action)
     if kind == "choice":
-        choices = [c for c in action.choices if isinstance(c, str)]
+        choices = sorted(c for c in _valid_words(action) if isinstance(c, str))
         words = ["not-a-choice", "", choices[0].upper(), choices[0] + " ", choices[0] + "x"]
-        words = [w for w in words if w not in action.choices]
+        words = [w for w in words if w not in _valid_words(action)]
     elif kind == "int":
         low, high = action.type.minimum, action.type.maximum
         words = [*NOT_A_NUMBER, *NOT_FINITE, "1.5", "1e3", "2.0", str(low - 1), str(low - 10**30)]
@@ -131,7 +136,7 @@ def bad_value_strategy(action: argparse.Action, root: Path) -> st.SearchStrategy
     kind = _kind(action)
     fixed = st.sampled_from(bad_values(action, root))
     if kind == "choice":
-        drawn = ANY_TEXT.filter(lambda s: s not in action.choices and not s.startswith("-"))
+        drawn = ANY_TEXT.filter(lambda s: s not in _valid_words(action) and not s.startswith("-"))
     elif kind == "int":
         low, high = action.type.minimum, action.type.maximum
         parts = [st.integers(max_value=low - 1).map(str), NON_NUMERIC]

@@ -197,3 +197,31 @@ def test_divergence_exits_1_with_one_line(tmp_path, load_script, run_main, capsy
     assert "at step 1" in lines[0]
     assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+#: A task small enough to learn in 200 steps: 2 pairs over 4 key and 4 value tokens
+#: (chance loss ln 4 = 1.39), a high learning rate, one seed per variant.
+LEARNABLE = [
+    "--pairs", "2", "--key-tokens", "4", "--value-tokens", "4", "--dk", "8", "--d-model",
+    "8", "--batch-size", "32", "--lr", "0.03", "--steps", "200", "--seeds", "1",
+    "--smoothing", "5", "--eval-size", "64", "--chunk-steps", "50", "--quiet",
+]  # fmt: skip
+
+
+def test_milestones_match_the_curves_when_reached(load_script, run_main, tmp_path):
+    """A run that reaches the milestones: each summary step is the first step at which the
+    trailing mean of the written losses, recomputed here with numpy, is below the
+    threshold (trailing means of 5 written values: off by 5e-8 relative at most, so a
+    milestone could only move if the smoothed loss sat within 1e-7 of the threshold)."""
+    assert run_main(load_script(SCRIPT), [*LEARNABLE, "--out-dir", tmp_path]) == 0
+    curves, summary = read(tmp_path, "04_recall_curves"), read(tmp_path, "04_recall_summary")
+    for row in summary.itertuples():
+        loss = curves[(curves.variant == row.variant) & (curves.seed == row.seed)]
+        loss = loss.sort_values("step")["loss"].to_numpy(np.float64)
+        smoothed = np.array([loss[max(0, t - 4) : t + 1].mean() for t in range(len(loss))])
+        for column, threshold in (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1)):
+            below = np.flatnonzero(smoothed < threshold)
+            assert len(below), (row.variant, column)  # the milestone is reached
+            assert np.all(np.abs(smoothed - threshold) > 1e-7 * threshold)
+            assert getattr(row, column) == below[0], (row.variant, column)
+        assert row.eval_accuracy == 1.0

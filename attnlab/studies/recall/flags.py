@@ -17,7 +17,7 @@ from typing import Any
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies.recall.model import INITS, SLOTS
-from attnlab.studies.recall.readings import get_reading
+from attnlab.studies.recall.readings import FAMILY, get_reading
 from attnlab.studies.recall.summary import curves_frame, summary_frame
 from attnlab.studies.recall.train import RecallConfig, TrainResult
 
@@ -59,6 +59,9 @@ def reading_name(text: str) -> str:
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
     return text
+
+
+reading_name.names = frozenset({r.name for r in FAMILY} | {"natural"})  # type: ignore[attr-defined]
 
 
 def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | None = None) -> None:
