@@ -103,7 +103,8 @@ $(COMPANION_CSVS) &: experiments/08_companion_claims.py $(call compute,companion
 $(ARTICLE_FIT_CSVS) &: experiments/09_article_fit.py $(call compute,article_fit recall) | $(STAMP)
 	$(PY) $<
 
-$(ARTICLE_FIT_FIGURES) &: $(PLOT) $(call folder,article_fit) $(ARTICLE_FIT_CSVS) | $(STAMP)
+$(ARTICLE_FIT_FIGURES) &: $(PLOT) $(call folder,article_fit) $(call compute,recall) \
+		$(ARTICLE_FIT_CSVS) | $(STAMP)
 	$(PY) $(PLOT) --study article_fit
 
 # ---------------------------------------------------------------- the report
