@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.parallel import unpad
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.studies.recall.readings import (
@@ -177,7 +178,7 @@ def fit(
         result = runs[name]
         if horizon > milestone_steps:
             config = _scaled_config(get_reading(name), seeds, seed, horizon)
-            more = train(config, MECHANISMS["scaled"], state=result.state,
+            more = train(config, MECHANISMS["scaled"], state=unpad(result.state, seeds),
                          start_step=milestone_steps)  # fmt: skip
             metrics = {k: np.concatenate([result.metrics[k], more.metrics[k]], axis=1)
                        for k in result.metrics}  # fmt: skip
