@@ -55,7 +55,7 @@ def build_parser():
         minimum=0,
     )
     cli.add_int_flag(parser, "--milestone-steps", 700, "training steps of pass 2a")
-    cli.add_int_flag(parser, "--finalists", 2, "readings pass 2b trains to the longest run length")
+    cli.add_int_flag(parser, "--finalists", 1, "readings pass 2b trains to the longest run length")
     cli.add_int_flag(
         parser, "--run-lengths", RUN_LENGTHS, "run lengths the final-loss term chooses from"
     )

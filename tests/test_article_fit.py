@@ -19,7 +19,6 @@ from attnlab.studies.article_fit.compute import (
     score,
     score_row,
 )
-from attnlab.studies.recall.train import TrainResult
 
 SCRIPT = "09_article_fit"
 CSVS = (SCREEN_CSV, SCORES_CSV, CURVES_CSV, SUMMARY_CSV)
@@ -77,11 +76,12 @@ def test_censored_milestones_count_at_the_horizon():
     loss = np.full((3, 50), 2.0, np.float32)
     loss[2, 5:] = 0.01
     grads = np.full((3, 50), 0.1085, np.float32)
-    result = TrainResult("scaled", [0, 1, 2], 0, {"loss": loss, "grad_norm_wq": grads},
-                         np.zeros(3), None)  # fmt: skip
-    numbers = scaled_numbers(result, smoothing=1, run_lengths=(40, 100))
+    metrics = {"loss": loss, "grad_norm_wq": grads}
+    numbers = scaled_numbers(metrics, smoothing=1, run_lengths=(40, 100))
     assert numbers["step_loss_below_1"] == 50 and numbers["censored_1"] == 2
     assert numbers["final_loss_40"] == pytest.approx(2.0) and "final_loss_100" not in numbers
+    # An explicit horizon (an early-stopped run's intended length) is the censored value.
+    assert scaled_numbers(metrics, 1, (), horizon=700)["step_loss_below_1"] == 700
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ Three stages over the declared family of readings (``attnlab.studies.recall.read
    term is then a lower bound on the miss). The final-loss term takes the best run length
    of ``RUN_LENGTHS``: Adam has no schedule, so the smoothed loss at step ``L - 1`` of one
    long run *is* the final loss of an ``L``-step run. Pass 2a trains candidates for a short
-   horizon and scores the first three terms; pass 2b trains the best few (finalists) to
+   horizon (stopped early once every seed has crossed loss 0.1, after which no milestone
+   can change) and scores the first three terms; pass 2b trains the best few (finalists) to
    the longest run length and adds the final-loss term; the ranking is by the full score.
 3. **Predict the unscaled run**: the best reading, both variants, many seeds, identical
    initialisation and data, at its best run length; the report compares every number the

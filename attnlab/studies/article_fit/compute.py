@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import first_step_below, trailing_mean
-from attnlab.core.parallel import unpad
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.studies.recall.readings import (
@@ -25,7 +25,16 @@ from attnlab.studies.recall.readings import (
     reading_config,
     step0_fingerprints,
 )
-from attnlab.studies.recall.train import RecallConfig, TrainResult, train
+from attnlab.studies.recall.train import (
+    RecallConfig,
+    TrainResult,
+    initial_state,
+    make_model,
+    make_optimizer,
+    seed_keys,
+    train,
+    train_step,
+)
 
 #: The article's scaled numbers, the only targets of the fit: (term, value).
 ARTICLE_SCALED: dict[str, float] = {
@@ -79,15 +88,20 @@ def log_ratio(ours: float, term: str) -> float:
 
 
 def scaled_numbers(
-    result: TrainResult, smoothing: int, run_lengths: Sequence[int]
+    metrics: Mapping[str, np.ndarray],
+    smoothing: int,
+    run_lengths: Sequence[int],
+    horizon: int | None = None,
 ) -> dict[str, float]:
-    """The scaled numbers of one trained reading, medians over seeds: step-0 ``||grad
-    W_Q||``, both milestones (censored at the horizon, with the censored seed counts), and
-    the smoothed loss at step ``L - 1`` for every run length ``L`` within the horizon."""
-    smoothed = trailing_mean(result.metrics["loss"], smoothing)
-    horizon = smoothed.shape[1]
+    """The scaled numbers of one trained reading (``metrics["loss"]`` and
+    ``metrics["grad_norm_wq"]``, ``[seeds, steps]`` from step 0), medians over seeds:
+    step-0 ``||grad W_Q||``, both milestones (a seed that never crosses counts as crossing
+    at ``horizon``, the number of steps trained if None; with the censored seed counts), and
+    the smoothed loss at step ``L - 1`` for every run length ``L`` trained."""
+    smoothed = trailing_mean(metrics["loss"], smoothing)
+    horizon = smoothed.shape[1] if horizon is None else horizon
     out: dict[str, float] = {
-        "grad_norm_wq": float(np.median(result.metrics["grad_norm_wq"][:, 0])),
+        "grad_norm_wq": float(np.median(metrics["grad_norm_wq"][:, 0])),
         "horizon": horizon,
     }
     for term, threshold in THRESHOLDS.items():
@@ -95,7 +109,7 @@ def scaled_numbers(
         out[term] = float(np.median([horizon if s is None else s for s in steps]))
         out["censored_" + term.removeprefix("step_loss_below_")] = sum(s is None for s in steps)
     for length in run_lengths:
-        if length <= horizon:
+        if length <= smoothed.shape[1]:
             out[f"final_loss_{length}"] = float(np.median(smoothed[:, length - 1]))
     return out
 
@@ -126,15 +140,60 @@ def rank(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+#: Steps per compiled chunk of the fit's runs (an early stop is decided between chunks).
+FIT_CHUNK = 100
+
+
 def _scaled_config(reading: Reading, seeds: int, seed: int, steps: int) -> RecallConfig:
-    base = RecallConfig(seeds=seeds, seed=seed, steps=steps, mechanisms=("scaled",),
-                        chunk_steps=500)  # fmt: skip
+    base = RecallConfig(seeds=seeds, seed=seed, steps=steps, mechanisms=("scaled",))
     return reading_config(reading, base)
 
 
-def train_scaled(reading: Reading, seeds: int, seed: int, steps: int) -> TrainResult:
-    """Scaled attention only, ``seeds`` seeds from ``seed``, ``steps`` steps."""
-    return train(_scaled_config(reading, seeds, seed, steps), MECHANISMS["scaled"])
+class ScaledRun:
+    """Scaled attention of one reading on ``seeds`` seeds from ``seed``: ``train``'s
+    step (same initialisation, same batch stream, same Adam), run in chunks of
+    ``FIT_CHUNK`` steps that record only the loss and ``||grad W_Q||``, so a run can stop
+    early and be continued later."""
+
+    def __init__(self, reading: Reading, seeds: int, seed: int):
+        self.config = _scaled_config(reading, seeds, seed, 1)
+        mechanism = MECHANISMS["scaled"]
+        model, optimizer = make_model(self.config, mechanism), make_optimizer(self.config)
+        config = self.config
+        self.state = initial_state(config, mechanism)
+        self.data_keys = jnp.stack([seed_keys(s).data for s in config.seed_values])
+        self.metrics: dict[str, np.ndarray] = {
+            k: np.zeros((seeds, 0), np.float32) for k in ("loss", "grad_norm_wq")
+        }
+
+        def run_one_seed(state, data_key, steps):
+            def body(s, t):
+                s, m = train_step(model, optimizer, config, data_key, s, t)
+                return s, {k: m[k] for k in ("loss", "grad_norm_wq")}
+
+            return jax.lax.scan(body, state, steps)
+
+        self._chunk = jax.jit(jax.vmap(run_one_seed, in_axes=(0, 0, None)))
+
+    @property
+    def steps(self) -> int:
+        return self.metrics["loss"].shape[1]
+
+    def run(self, until: int, stop_below: float | None = None, smoothing: int = 25) -> None:
+        """Train to step ``until``; with ``stop_below``, stop after the first chunk at which
+        every seed's smoothed loss has crossed it (later steps cannot change a milestone)."""
+        while self.steps < until:
+            start = self.steps
+            end = min(start + FIT_CHUNK, until)
+            self.state, m = self._chunk(self.state, self.data_keys, jnp.arange(start, end))
+            m = {k: np.asarray(v) for k, v in m.items()}
+            if not np.isfinite(m["loss"]).all():
+                raise RunError(f"scaled run diverged (non-finite loss) in steps {start}-{end}")
+            self.metrics = {k: np.concatenate([self.metrics[k], m[k]], axis=1) for k in m}
+            if stop_below is not None:
+                smoothed = trailing_mean(self.metrics["loss"], smoothing)
+                if (smoothed <= stop_below).any(axis=1).all():
+                    return
 
 
 def candidates(screen_frame: pd.DataFrame, limit: int) -> list[str]:
@@ -157,33 +216,31 @@ def fit(
     limit: int = 0,
     on_reading: Callable[[int], None] | None = None,
 ) -> pd.DataFrame:
-    """Stage 2: pass 2a (every candidate, ``milestone_steps`` steps, three terms) and pass
-    2b (the best ``finalists``, continued to ``max(run_lengths)`` steps, four terms), ranked
-    per pass. A finalist's 2b run continues its 2a run (same seeds, same data stream, Adam
-    state carried over), so the 2b curve is one run from step 0."""
+    """Stage 2: pass 2a (every candidate up to ``milestone_steps`` steps, stopped early once
+    every seed has crossed loss 0.1; three terms) and pass 2b (the best ``finalists``,
+    continued to ``max(run_lengths)`` steps; four terms), ranked per pass. A finalist's 2b
+    run continues its 2a run (same seeds and data stream, Adam state carried over), so its
+    curve is one run from step 0."""
     smoothing = RecallConfig().smoothing
     rows, runs = [], {}
     names = candidates(screen_frame, limit)
     if not names:
         raise RunError("stage 2: the screen kept no reading (nothing to fit)")
+    last_threshold = min(THRESHOLDS.values())
     for name in names:
-        runs[name] = train_scaled(get_reading(name), seeds, seed, milestone_steps)
-        numbers = scaled_numbers(runs[name], smoothing, ())
+        runs[name] = ScaledRun(get_reading(name), seeds, seed)
+        runs[name].run(milestone_steps, stop_below=last_threshold, smoothing=smoothing)
+        numbers = scaled_numbers(runs[name].metrics, smoothing, (), horizon=milestone_steps)
         rows.append(score_row(name, "2a", numbers, seeds, ()))
         if on_reading:
             on_reading(1)
     first = rank(pd.DataFrame(rows))
     horizon = max(run_lengths)
     for name in first.reading.head(finalists):
-        result = runs[name]
-        if horizon > milestone_steps:
-            config = _scaled_config(get_reading(name), seeds, seed, horizon)
-            more = train(config, MECHANISMS["scaled"], state=unpad(result.state, seeds),
-                         start_step=milestone_steps)  # fmt: skip
-            metrics = {k: np.concatenate([result.metrics[k], more.metrics[k]], axis=1)
-                       for k in result.metrics}  # fmt: skip
-            result = replace(more, start_step=0, metrics=metrics)
-        numbers = scaled_numbers(result, smoothing, run_lengths)
+        runs[name].run(horizon)
+        numbers = scaled_numbers(
+            runs[name].metrics, smoothing, run_lengths, horizon=max(horizon, milestone_steps)
+        )
         rows.append(score_row(name, "2b", numbers, seeds, run_lengths))
         if on_reading:
             on_reading(1)
