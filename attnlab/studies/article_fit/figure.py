@@ -124,6 +124,6 @@ def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
         c.set_yticks(y, first.reading, fontsize=5)
         c.set_xlabel("score: RMS log ratio to the article (dimensionless)")
         c.set_title("(c) stage-2 ranking (scaled numbers only)")
-        c.legend(loc="lower right")
+        c.legend(loc="upper right")  # the best (shortest) bars are at the top
         fig.tight_layout()
         return save(fig, figures_dir, "fig7_article_fit")
