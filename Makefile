@@ -32,16 +32,19 @@ CONDENSATION_CSVS := results/06_condensation.csv
 FAILURE_MODES_CSVS := results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv
 COMPANION_CSVS := results/08_companion_claims.csv
+ARTICLE_FIT_CSVS := results/09_fit_screen.csv results/09_fit_scores.csv \
+	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(CONDENSATION_CSVS) \
-	$(FAILURE_MODES_CSVS) $(COMPANION_CSVS)
+	$(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(ARTICLE_FIT_CSVS)
 
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 RECALL_FIGURES := figures/fig3_training.png
 REMEDIES_FIGURES := figures/fig4_remedies.png
 CONDENSATION_FIGURES := figures/fig5_condensation.png
 FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
+ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(CONDENSATION_FIGURES) \
-	$(FAILURE_MODES_FIGURES)
+	$(FAILURE_MODES_FIGURES) $(ARTICLE_FIT_FIGURES)
 PLOT := experiments/plot_figures.py
 
 .PHONY: all test test-matrix verify verify-quick lint clean venv reproduce bench
@@ -95,6 +98,14 @@ $(FAILURE_MODES_FIGURES) &: $(PLOT) $(call folder,failure_modes) $(FAILURE_MODES
 # ---------------------------------------------------------------- companion (08)
 $(COMPANION_CSVS) &: experiments/08_companion_claims.py $(call compute,companion) | $(STAMP)
 	$(PY) $<
+
+# ---------------------------------------------------------------- article fit (09)
+$(ARTICLE_FIT_CSVS) &: experiments/09_article_fit.py $(call compute,article_fit recall) | $(STAMP)
+	$(PY) $<
+
+$(ARTICLE_FIT_FIGURES) &: $(PLOT) $(call folder,article_fit) $(call compute,recall) \
+		$(ARTICLE_FIT_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study article_fit
 
 # ---------------------------------------------------------------- the report
 results/REPORT.md: experiments/make_report.py attnlab/report.py $(PACKAGE) $(PRESENTATION) \

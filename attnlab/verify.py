@@ -161,6 +161,23 @@ SPECS: dict[str, CsvSpec] = {
     "08_companion_claims.csv": CsvSpec(
         "--out", ("claim", "quantity", "setting"), se=(("value", "sem"),),
         exact=("predicted",)),
+    "09_fit_screen.csv": CsvSpec(
+        "--out-dir", ("name",),
+        exact=("slot", "init", "bias", "d_model", "batch_size", "kept"),
+        close=(("grad_norm_wq_scaled", 0.0, 0.01), ("grad_norm_wq_unscaled", 0.0, 0.01)),
+        unchecked=("ratio",)),
+    "09_fit_scores.csv": CsvSpec(
+        "--out-dir", ("reading", "pass"), exact=("horizon", "seeds"),
+        close=(("grad_norm_wq", 0.0, 0.01), ("step_loss_below_1", 0.0, 0.1),
+               ("step_loss_below_0p1", 0.0, 0.1), ("final_loss", 0.0, 0.25),
+               ("score", 0.05, 0.0)),
+        unchecked=("censored_1", "censored_0p1", "best_run_length", "log_grad_norm_wq",
+                   "log_step_loss_below_1", "log_step_loss_below_0p1", "log_final_loss",
+                   "rank")),
+    "09_fit_prediction_curves.csv": CsvSpec(
+        "--out-dir", ("variant", SEED, "step"), seed_range=_CURVE, curve_step="step"),
+    "09_fit_prediction_summary.csv": CsvSpec(
+        "--out-dir", ("variant", SEED), seed_range=_SUMMARY),
 }  # fmt: skip
 
 

@@ -109,6 +109,19 @@ STUDIES: tuple[Study, ...] = (
         ("fig4_remedies",),
     ),
     Study(
+        "article_fit",
+        dict.fromkeys(
+            (
+                "09_fit_screen.csv",
+                "09_fit_scores.csv",
+                "09_fit_prediction_curves.csv",
+                "09_fit_prediction_summary.csv",
+            ),
+            "09_article_fit.py",
+        ),
+        ("fig7_article_fit",),
+    ),
+    Study(
         "condensation",
         {"06_condensation.csv": "06_condensation.py"},
         ("fig5_condensation",),

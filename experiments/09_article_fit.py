@@ -1,0 +1,133 @@
+"""Experiment 09: reconstruct the training demo's unstated set-up from the article's numbers.
+
+Stage 1 (screen) computes every declared reading's step-0 ||grad W_Q|| (no training) and
+keeps those whose scaled median is within a factor 1.5 of the article's 0.1085. Stage 2
+(fit) trains scaled attention only and scores each candidate by the root-mean-square log
+ratio to the article's four scaled numbers (pass 2a: a short horizon, three terms; pass 2b:
+the finalists to the longest run length, plus the final loss). Stage 3 (predict) trains both
+variants of the best reading with identical initialisation and data. Writes
+09_fit_screen.csv, 09_fit_scores.csv, 09_fit_prediction_curves.csv and
+09_fit_prediction_summary.csv, each with a JSON sidecar, into --out-dir; a later stage run
+alone reads the earlier stages' CSVs from --out-dir.
+"""
+
+import sys
+import time
+
+from attnlab.harness import cli
+from attnlab.harness.io import read_csv_checked, write_result
+from attnlab.studies.article_fit.compute import (
+    CURVES_CSV,
+    SCORE_COLUMNS,
+    SCORES_CSV,
+    SCREEN_CSV,
+    SUMMARY_CSV,
+    best_reading,
+    candidates,
+    fit,
+    predict,
+    screen,
+)
+from attnlab.studies.recall.readings import FAMILY, RUN_LENGTHS
+from attnlab.studies.recall.summary import curves_frame, summary_frame
+
+STAGES = ("screen", "fit", "predict", "all")
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__)
+    parser.add_argument("--stage", choices=STAGES, default="all", help="which stage to run")
+    cli.add_int_flag(parser, "--seeds", 8, "seeds of the step-0 screen")
+    cli.add_seed_flag(parser, help="the first seed of every stage")
+    parser.add_argument(
+        "--family-filter",
+        default="",
+        metavar="SUBSTRING",
+        help="screen only the readings whose name contains SUBSTRING (a quick look)",
+    )
+    cli.add_int_flag(parser, "--fit-seeds", 3, "seeds per candidate in stage 2")
+    cli.add_int_flag(
+        parser,
+        "--candidates",
+        8,
+        "stage 2a trains this many kept readings, nearest the article's step-0 norm "
+        "first (0: every kept reading)",
+        minimum=0,
+    )
+    cli.add_int_flag(parser, "--milestone-steps", 700, "training steps of pass 2a")
+    cli.add_int_flag(parser, "--finalists", 1, "readings pass 2b trains to the longest run length")
+    cli.add_int_flag(
+        parser, "--run-lengths", RUN_LENGTHS, "run lengths the final-loss term chooses from"
+    )
+    cli.add_int_flag(parser, "--predict-seeds", 10, "seeds per variant in stage 3")
+    cli.add_out_dir_flag(parser)
+    return parser
+
+
+def _read(args, name, columns, stage):
+    path = args.out_dir / name
+    if not path.is_file():
+        raise cli.UsageError(
+            f"--stage {args.stage}: needs {path}; make it with `python "
+            f"experiments/09_article_fit.py --stage {stage} --out-dir {args.out_dir}`"
+        )
+    return read_csv_checked(path, columns, "python experiments/09_article_fit.py")
+
+
+def run(args):
+    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    readings = [r for r in FAMILY if args.family_filter in r.name]
+    if not readings:
+        raise cli.UsageError(f"--family-filter: no reading's name contains {args.family_filter!r}")
+    for flag, count in (("--seeds", args.seeds), ("--fit-seeds", args.fit_seeds),
+                        ("--predict-seeds", args.predict_seeds)):  # fmt: skip
+        cli.check_seeds(args.seed, count, flag)
+    run_lengths = tuple(sorted(set(args.run_lengths)))
+    stages = STAGES[:3] if args.stage == "all" else (args.stage,)
+    screen_frame = scores = None
+    if stages[0] == "fit":
+        screen_frame = _read(args, SCREEN_CSV, ["name", "grad_norm_wq_scaled", "kept"], "screen")
+    if stages[0] == "predict":
+        scores = _read(args, SCORES_CSV, SCORE_COLUMNS, "fit")
+    flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()}
+    written = []
+    with cli.staged_outputs(out_dir) as stage:
+        if "screen" in stages:
+            started = time.perf_counter()
+            screen_frame = screen(readings, args.seeds, args.seed)
+            write_result(screen_frame, stage / SCREEN_CSV, flags, time.perf_counter() - started)
+            written.append(SCREEN_CSV)
+        if "fit" in stages:
+            started = time.perf_counter()
+            n = len(candidates(screen_frame, args.candidates)) + args.finalists
+            with cli.progress(n, "09 fit", args.quiet, unit="run") as bar:
+                scores = fit(
+                    screen_frame,
+                    seeds=args.fit_seeds,
+                    seed=args.seed,
+                    milestone_steps=args.milestone_steps,
+                    finalists=args.finalists,
+                    run_lengths=run_lengths,
+                    limit=args.candidates,
+                    on_reading=bar.update,
+                )
+            write_result(scores, stage / SCORES_CSV, flags, time.perf_counter() - started)
+            written.append(SCORES_CSV)
+        if "predict" in stages:
+            started = time.perf_counter()
+            name, length = best_reading(scores)
+            with cli.progress(2 * length, "09 predict", args.quiet, unit="step") as bar:
+                config, results = predict(name, length, args.predict_seeds, args.seed, bar.update)
+            wall = time.perf_counter() - started
+            flags = {**flags, "reading": name, "run_length": length}
+            write_result(curves_frame(results, config), stage / CURVES_CSV, flags, wall)
+            write_result(summary_frame(results, config), stage / SUMMARY_CSV, flags, wall)
+            written += [CURVES_CSV, SUMMARY_CSV]
+    if not args.quiet:
+        print(f"09: wrote {', '.join(written)} into {out_dir}", file=sys.stderr)
+
+
+main = cli.entry_point(build_parser, run)
+
+if __name__ == "__main__":
+    sys.exit(main())

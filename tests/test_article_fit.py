@@ -1,0 +1,128 @@
+"""Experiment 09 (article fit): the stage-2 score and the script at tiny settings."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab.studies.article_fit.compute import (
+    ARTICLE_SCALED,
+    CURVES_CSV,
+    SCORES_CSV,
+    SCREEN_CSV,
+    SUMMARY_CSV,
+    best_reading,
+    rank,
+    scaled_numbers,
+    score,
+    score_row,
+)
+
+SCRIPT = "09_article_fit"
+CSVS = (SCREEN_CSV, SCORES_CSV, CURVES_CSV, SUMMARY_CSV)
+TINY = [
+    "--family-filter", "separate-natural-nobias-d16-b", "--seeds", "2", "--fit-seeds", "2",
+    "--milestone-steps", "20", "--finalists", "1", "--run-lengths", "30", "40",
+    "--predict-seeds", "2", "--candidates", "2", "--quiet",
+]  # fmt: skip
+
+
+def _numbers(factor: float, final_factor: float | None = None, horizon: int = 3000) -> dict:
+    """The article's scaled numbers, each times ``factor`` (the final loss by its own)."""
+    out = {k: v * factor for k, v in ARTICLE_SCALED.items() if k != "final_loss"}
+    out.update(horizon=horizon, censored_1=0, censored_0p1=0)
+    if final_factor is not None:
+        out["final_loss_1000"] = ARTICLE_SCALED["final_loss"] * final_factor
+        out["final_loss_3000"] = ARTICLE_SCALED["final_loss"] * final_factor * 4
+    return out
+
+
+def test_score_is_rms_log_ratio():
+    assert score({"a": math.log(2), "b": -math.log(2)}) == pytest.approx(math.log(2))
+    assert score({"a": 0.3, "b": math.nan}) == pytest.approx(0.3)
+    assert score({"a": math.nan}) != score({"a": math.nan})  # nan
+
+
+def test_score_ranks_synthetic_candidates():
+    # Candidates off by known factors: the ranking is by closeness in log space, either way.
+    factors = {"exact": 1.0, "ten_percent_low": 0.9, "ten_percent_high": 1.1,
+               "double": 2.0, "half": 0.5, "quadruple": 4.0}  # fmt: skip
+    rows = [score_row(n, "2a", _numbers(f), 3, ()) for n, f in factors.items()]
+    ranked = rank(pd.DataFrame(rows))
+    assert ranked.reading.tolist()[0] == "exact"
+    assert set(ranked.reading[1:3]) == {"ten_percent_low", "ten_percent_high"}
+    assert set(ranked.reading[3:5]) == {"double", "half"}  # log 2 either side: a tie
+    assert ranked.reading.iloc[-1] == "quadruple"
+    assert ranked["rank"].tolist() == [1, 2, 3, 4, 5, 6]
+    exact = ranked[ranked.reading == "double"].iloc[0]
+    assert exact.score == pytest.approx(math.log(2))
+
+
+def test_final_term_takes_the_best_run_length_and_counts():
+    # Same first three terms; the final loss separates them. "good" matches at L = 1000.
+    good = score_row("good", "2b", _numbers(1.0, 1.0), 3, (1000, 3000))
+    bad = score_row("bad", "2b", _numbers(1.0, 8.0), 3, (1000, 3000))
+    assert good["best_run_length"] == 1000 and good["score"] == pytest.approx(0.0)
+    assert bad["best_run_length"] == 1000  # 8x beats 32x
+    assert bad["score"] == pytest.approx(math.sqrt(math.log(8) ** 2 / 4))
+    both = rank(pd.DataFrame([bad, good]))
+    assert best_reading(both) == ("good", 1000)
+
+
+def test_censored_milestones_count_at_the_horizon():
+    # Loss stays at 2 for two seeds (never crosses 1.0); a third seed crosses early.
+    loss = np.full((3, 50), 2.0, np.float32)
+    loss[2, 5:] = 0.01
+    grads = np.full((3, 50), 0.1085, np.float32)
+    metrics = {"loss": loss, "grad_norm_wq": grads}
+    numbers = scaled_numbers(metrics, smoothing=1, run_lengths=(40, 100))
+    assert numbers["step_loss_below_1"] == 50 and numbers["censored_1"] == 2
+    assert numbers["final_loss_40"] == pytest.approx(2.0) and "final_loss_100" not in numbers
+    # An explicit horizon (an early-stopped run's intended length) is the censored value.
+    assert scaled_numbers(metrics, 1, (), horizon=700)["step_loss_below_1"] == 700
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, load_script, run_main):
+    out = tmp_path_factory.mktemp("fit")
+    assert run_main(load_script(SCRIPT), [*TINY, "--out-dir", out]) == 0
+    return out
+
+
+def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
+    for name in CSVS:
+        frame = pd.read_csv(tiny_run / name)
+        assert len(frame), name
+        sidecar = json.loads((tiny_run / name).with_suffix(".json").read_text())
+        assert sidecar["flags"]["family_filter"] == "separate-natural-nobias-d16-b"
+    screen = pd.read_csv(tiny_run / SCREEN_CSV)
+    assert len(screen) == 5 and screen.name.str.contains("separate-natural-nobias-d16-b").all()
+    scores = pd.read_csv(tiny_run / SCORES_CSV)
+    assert set(scores["pass"]) == {"2a", "2b"} and (scores["pass"] == "2b").sum() == 1
+    summary = pd.read_csv(tiny_run / SUMMARY_CSV)
+    assert set(summary.variant) == {"scaled", "unscaled"} and summary.seed.nunique() == 2
+    curves = pd.read_csv(tiny_run / CURVES_CSV)
+    assert curves.step.max() + 1 == scores[scores["pass"] == "2b"].best_run_length.iloc[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--fit-seeds", "0"], "--fit-seeds"),
+        (["--stage", "sideways"], "--stage"),
+        (["--run-lengths", "ten"], "--run-lengths"),
+        (["--family-filter", "no-such-reading"], "--family-filter"),
+        (["--stage", "fit"], "09_fit_screen.csv"),
+        (["--stage", "predict"], "09_fit_scores.csv"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line_and_write_nothing(
+    argv, flag, tmp_path, load_script, run_main, capsys
+):
+    status = run_main(load_script(SCRIPT), [*argv, "--out-dir", tmp_path, "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1 and flag in err, err
+    assert list(tmp_path.iterdir()) == []
