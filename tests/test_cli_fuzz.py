@@ -84,6 +84,8 @@ def _valid_words(action: argparse.Action):
 def _kind(action: argparse.Action) -> str:
     if action.choices is not None or hasattr(action.type, "names"):
         return "choice"
+    if hasattr(action.type, "is_valid"):
+        return "text"
     if action.type is Path:
         assert action.option_strings, action
         role = PATH_ROLES.get(action.option_strings[0])
@@ -123,6 +125,8 @@ def bad_values(action: argparse.Action, root: Path) -> list[list[str]]:
         words += [] if high is None else [str(high + 1), str(10**30)]
     elif kind == "float":
         words = [*NOT_A_NUMBER, *BAD_FLOATS[action.type]]
+    elif kind == "text":
+        words = [w for w in ("no-such-thing", "zzz", "\n") if not action.type.is_valid(w)]
     else:
         words = _bad_paths(kind, root)
     values = [[w] for w in words]
@@ -151,6 +155,8 @@ def bad_value_strategy(action: argparse.Action, root: Path) -> st.SearchStrategy
             st.integers(309, 10**6).map(lambda e: f"1e{e}"),  # overflows to inf
             NON_NUMERIC,
         )
+    elif kind == "text":
+        drawn = ANY_TEXT.filter(lambda s: not action.type.is_valid(s) and not s.startswith("-"))
     else:
         suffix = "/x.csv" if kind == "file_out" else ""
         drawn = ANY_TEXT.filter(lambda s: "/" not in s).map(lambda s: f"/nonexistent/{s}{suffix}")
@@ -320,6 +326,15 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "run_failure_modes": lambda *a: dict.fromkeys(module.PART_CSVS, FRAME)
         },
         "08_companion_claims": {"run_companion": _frame},
+        "09_article_fit": {
+            "screen": _frame,
+            "candidates": lambda *a: [],
+            "fit": _frame,
+            "best_reading": lambda scores: ("natural", 10),
+            "predict": lambda *a: (None, []),
+            "curves_frame": _frame,
+            "summary_frame": _frame,
+        },
         "bench": {"run_bench": _frame, "markdown_table": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},
         "plot_figures": {},

@@ -64,6 +64,16 @@ def reading_name(text: str) -> str:
 reading_name.names = frozenset({r.name for r in FAMILY} | {"natural"})  # type: ignore[attr-defined]
 
 
+def family_substring(text: str) -> str:
+    """An argparse type: a substring of at least one declared reading's name."""
+    if not family_substring.is_valid(text):  # type: ignore[attr-defined]
+        raise argparse.ArgumentTypeError(f"no reading's name contains {text!r}")
+    return text
+
+
+family_substring.is_valid = lambda text: any(text in r.name for r in FAMILY)  # type: ignore[attr-defined]
+
+
 def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | None = None) -> None:
     """Flags for every field of ``RecallConfig`` a user may want to change; the defaults are
     those of ``default`` (the article's configuration if None)."""
