@@ -79,7 +79,7 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
     those of ``default`` (the article's configuration if None)."""
     default = RecallConfig() if default is None else default
     add = parser.add_argument
-    add("--dk", type=cli.positive_int, default=default.d_k, help="head width d_k")
+    cli.add_int_flag(parser, "--dk", default.d_k, "head width d_k")
     add(
         "--d-model",
         type=cli.positive_int,
@@ -87,25 +87,14 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
         action=_Store,
         help="embedding width of one token (unused by --slot onehot)",
     )
-    add(
-        "--pairs",
-        type=cli.positive_int,
-        default=default.pairs,
-        help="key-value pairs per sequence (<= --key-tokens)",
+    cli.add_int_flag(
+        parser, "--pairs", default.pairs, "key-value pairs per sequence (<= --key-tokens)"
     )
-    add(
-        "--key-tokens",
-        type=cli.int_at_least(2),
-        default=default.n_key_tokens,
-        help="size of the key vocabulary",
+    cli.add_int_flag(parser, "--key-tokens", default.n_key_tokens, "size of the key vocabulary", 2)
+    cli.add_int_flag(
+        parser, "--value-tokens", default.n_value_tokens, "size of the value vocabulary", 2
     )
-    add(
-        "--value-tokens",
-        type=cli.int_at_least(2),
-        default=default.n_value_tokens,
-        help="size of the value vocabulary",
-    )
-    add("--steps", type=cli.positive_int, default=default.steps, help="training steps")
+    cli.add_int_flag(parser, "--steps", default.steps, "training steps")
     add(
         "--batch-size",
         type=cli.positive_int,
@@ -114,19 +103,11 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
         help="sequences per step",
     )
     add("--lr", type=cli.positive_float, default=default.lr, help="Adam learning rate")
-    add("--seeds", type=cli.positive_int, default=default.seeds, help="how many seeds")
+    cli.add_int_flag(parser, "--seeds", default.seeds, "how many seeds")
     cli.add_seed_flag(parser, default.seed, help="the first seed")
-    add(
-        "--eval-size",
-        type=cli.positive_int,
-        default=default.eval_size,
-        help="held-out sequences per seed",
-    )
-    add(
-        "--smoothing",
-        type=cli.positive_int,
-        default=default.smoothing,
-        help="trailing window (steps) of the smoothed loss",
+    cli.add_int_flag(parser, "--eval-size", default.eval_size, "held-out sequences per seed")
+    cli.add_int_flag(
+        parser, "--smoothing", default.smoothing, "trailing window (steps) of the smoothed loss"
     )
     add(
         "--embed-init-std",
@@ -134,11 +115,11 @@ def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | No
         default=default.embed_init_std,
         help="std of the embedding entries at initialisation",
     )
-    add(
+    cli.add_int_flag(
+        parser,
         "--chunk-steps",
-        type=cli.positive_int,
-        default=default.chunk_steps,
-        help="steps per compiled chunk (progress and divergence checks between chunks)",
+        default.chunk_steps,
+        "steps per compiled chunk (progress and divergence checks between chunks)",
     )
     add(
         "--slot",
