@@ -20,8 +20,8 @@ PACKAGE := attnlab/__init__.py attnlab/studies/__init__.py $(wildcard attnlab/co
 # less its figure and report modules.
 compute = $(PACKAGE) \
 	$(filter-out %/figure.py %/report.py,$(wildcard $(1:%=attnlab/studies/%/*.py)))
-# What a study's figures import: its whole folder.
-folder = $(PACKAGE) $(PRESENTATION) $(wildcard attnlab/studies/$(1)/*.py)
+# What a study's figures import: its whole folder (and those of the studies it draws on).
+folder = $(PACKAGE) $(PRESENTATION) $(wildcard $(1:%=attnlab/studies/%/*.py))
 
 STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
 	results/03_jacobian_norm.csv
@@ -71,7 +71,8 @@ $(STATICS_FIGURES) &: $(PLOT) $(call folder,statics) $(STATICS_CSVS) | $(STAMP)
 $(RECALL_CSVS) &: experiments/04_associative_recall.py $(call compute,recall) | $(STAMP)
 	$(PY) $<
 
-$(RECALL_FIGURES) &: $(PLOT) $(call folder,recall) $(RECALL_CSVS) | $(STAMP)
+# Figure 3 draws 04's reading beside the one experiment 09 fitted.
+$(RECALL_FIGURES) &: $(PLOT) $(call folder,recall) $(RECALL_CSVS) $(ARTICLE_FIT_CSVS) | $(STAMP)
 	$(PY) $(PLOT) --study recall
 
 # ---------------------------------------------------------------- remedies (05)
@@ -103,8 +104,7 @@ $(COMPANION_CSVS) &: experiments/08_companion_claims.py $(call compute,companion
 $(ARTICLE_FIT_CSVS) &: experiments/09_article_fit.py $(call compute,article_fit recall) | $(STAMP)
 	$(PY) $<
 
-$(ARTICLE_FIT_FIGURES) &: $(PLOT) $(call folder,article_fit) $(call compute,recall) \
-		$(ARTICLE_FIT_CSVS) | $(STAMP)
+$(ARTICLE_FIT_FIGURES) &: $(PLOT) $(call folder,article_fit recall) $(ARTICLE_FIT_CSVS) | $(STAMP)
 	$(PY) $(PLOT) --study article_fit
 
 # ---------------------------------------------------------------- the report

@@ -111,12 +111,13 @@ def band_by_variant(
 
 
 def mark_milestones(ax: plt.Axes, summary: pd.DataFrame, colors: dict[str, str]) -> None:
-    """Dashed lines at the loss milestones; a marker at each variant's median step."""
+    """Dashed lines at the loss milestones; a marker at each variant's median step, where at
+    least half of its seeds reach the milestone (the report's *on k of n seeds* rule)."""
     for threshold, column in ((1.0, "step_loss_below_1"), (0.1, "step_loss_below_0p1")):
         ax.axhline(threshold, color="0.5", ls="--", lw=0.8)
         for variant, group in summary.groupby("variant", sort=False):
             steps = group[column].dropna()
-            if len(steps):
+            if len(steps) and 2 * len(steps) >= len(group):
                 ax.plot(
                     steps.median(),
                     threshold,

@@ -32,6 +32,11 @@ class Tables:
             self._frames[name] = read_csv_checked(path, columns, self.made_by(name))
         return self._frames[name]
 
+    def flags(self, name: str) -> dict:
+        """The flags recorded in the JSON sidecar of CSV ``name`` (empty if it has none)."""
+        path = sidecar_path(self.results_dir / name)
+        return json.loads(path.read_text()).get("flags", {}) if path.is_file() else {}
+
 
 def select(frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
     """The rows of ``frame`` whose columns equal every value of ``where``."""

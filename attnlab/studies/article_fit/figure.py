@@ -17,14 +17,8 @@ from attnlab.harness.figures import (
 )
 from attnlab.harness.tables import Tables
 from attnlab.studies.article_fit.compute import CURVES_CSV, SCORES_CSV, SCREEN_CSV
+from attnlab.studies.recall.figure import mark_article_milestones
 
-#: The article's milestones: (variant, threshold, step).
-ARTICLE_MILESTONES = (
-    ("scaled", 1.0, 224),
-    ("unscaled", 1.0, 424),
-    ("scaled", 0.1, 436),
-    ("unscaled", 0.1, 822),
-)
 ARTICLE_STEP0 = (0.1085, 1.0610)  # scaled, unscaled
 
 
@@ -79,28 +73,7 @@ def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
         band_by_variant(b, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
         for threshold in (1.0, 0.1):
             b.axhline(threshold, color="0.5", ls="--", lw=0.8)
-        for variant, threshold, step in ARTICLE_MILESTONES:
-            b.plot(
-                step,
-                threshold,
-                marker="D",
-                ms=5,
-                color=VARIANT_COLORS[variant],
-                mec="black",
-                mew=0.6,
-                ls="",
-                zorder=6,
-            )
-        b.plot(
-            [],
-            [],
-            marker="D",
-            ls="",
-            color="0.5",
-            mec="black",
-            mew=0.6,
-            label="article's milestones",
-        )
+        mark_article_milestones(b)
         b.set_yscale("log")
         b.set_xlabel("training step")
         b.set_ylabel("smoothed training loss (nats)")

@@ -1,4 +1,5 @@
-"""Figure 3 (experiment 04): training loss of scaled and unscaled attention over seeds."""
+"""Figure 3 (experiments 04 and 09): training loss of scaled and unscaled attention over
+seeds, under the reading 09 fitted to the article's scaled numbers and under 04's."""
 
 from __future__ import annotations
 
@@ -17,33 +18,51 @@ from attnlab.harness.figures import (
 )
 from attnlab.harness.tables import Tables
 
+#: The article's milestones: (variant, smoothed-loss threshold, step).
+ARTICLE_MILESTONES = (
+    ("scaled", 1.0, 224),
+    ("unscaled", 1.0, 424),
+    ("scaled", 0.1, 436),
+    ("unscaled", 0.1, 822),
+)
+_CURVE_COLUMNS = ["variant", "seed", "step", "smoothed_loss"]
+_SUMMARY_COLUMNS = ["variant", "seed", "step_loss_below_1", "step_loss_below_0p1"]
+
+
+def mark_article_milestones(ax: plt.Axes) -> None:
+    """The article's four milestones as diamonds in the variants' colours, with a legend
+    entry."""
+    for variant, threshold, step in ARTICLE_MILESTONES:
+        ax.plot(step, threshold, marker="D", ms=5, color=VARIANT_COLORS[variant], mec="black",
+                mew=0.6, ls="", zorder=6)  # fmt: skip
+    ax.plot([], [], marker="D", ls="", color="0.5", mec="black", mew=0.6,
+            label="article's milestone")  # fmt: skip
+
+
+def _panel(ax: plt.Axes, tables: Tables, prefix: str, title: str) -> None:
+    curves = tables.get(f"{prefix}_curves.csv", _CURVE_COLUMNS)
+    summary = tables.get(f"{prefix}_summary.csv", _SUMMARY_COLUMNS)
+    band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
+    mark_milestones(ax, summary, VARIANT_COLORS)
+    mark_article_milestones(ax)
+    ax.plot([], [], marker="v", ls="", color="0.5", mec="black", mew=0.5,
+            label="our median milestone")  # fmt: skip
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_title(f"{title}, {curves.seed.nunique()} seeds: median, range", fontsize=7)
+
 
 def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
-    """Smoothed training loss against step (log loss axis): median and range over seeds."""
-    curves = tables.get("04_recall_curves.csv", ["variant", "seed", "step", "smoothed_loss"])
-    summary = tables.get(
-        "04_recall_summary.csv",
-        ["variant", "seed", "step_loss_below_1", "step_loss_below_0p1"],
-    )
-    n_seeds = curves.seed.nunique()
+    """Smoothed training loss against step (log loss axis), median and range over seeds:
+    (a) 09's fitted reading, (b) 04's reading; the article's milestones marked on both."""
+    fitted = tables.flags("09_fit_prediction_summary.csv").get("reading", "fitted reading")
+    natural = tables.flags("04_recall_summary.csv").get("reading") or "natural"
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6))
-        band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
-        mark_milestones(ax, summary, VARIANT_COLORS)
-        ax.set_yscale("log")
-        ax.set_xlabel("training step")
-        ax.set_ylabel("smoothed training loss (nats)")
-        ax.set_title(f"Associative recall, $d_k$ = 256 ({n_seeds} seeds: median, range)")
-        ax.plot(
-            [],
-            [],
-            marker="v",
-            ls="",
-            color="0.5",
-            mec="black",
-            mew=0.5,
-            label="median milestone step",
-        )
-        ax.legend(loc="upper right")
+        fig, (a, b) = plt.subplots(1, 2, figsize=(2 * COLUMN_WIDTH_IN, 2.7), sharey=True)
+        _panel(a, tables, "09_fit_prediction", f"(a) fitted: {fitted}")
+        _panel(b, tables, "04_recall", f"(b) 04's reading: {natural}")
+        a.set_ylabel("smoothed training loss (nats)")
+        a.legend(loc="lower left")
+        fig.suptitle(r"Associative recall, $d_k$ = 256", fontsize=8)
         fig.tight_layout()
         return save(fig, figures_dir, "fig3_training")

@@ -1,31 +1,115 @@
-"""The report's section for experiment 04: the article's training numbers over our seeds."""
+"""The report's section for experiment 04: the article's training numbers over our seeds,
+under each reading of the set-up the article leaves open.
+
+Two readings are judged side by side: 04's (``natural`` unless 04 ran with ``--reading``)
+from ``04_recall_summary.csv``, and the reading experiment 09 fitted on the article's
+scaled numbers, from its prediction run (``09_fit_prediction_summary.csv``). The section's
+tally counts 04's column; each reading gets its own count line.
+"""
 
 from __future__ import annotations
 
-from attnlab.claims import MEDIAN_FACTOR, RECALL_SUMMARY_CSV, TRAINING_CLAIMS
+from dataclasses import replace
+
+import numpy as np
+
+from attnlab.claims import MEDIAN_FACTOR, RECALL_SUMMARY_CSV, TRAINING_CLAIMS, Claim, RatioClaim
 from attnlab.harness.tables import Tables, markdown_table
-from attnlab.harness.verdicts import claim_rows, tally
+from attnlab.harness.verdicts import WITHIN, Row, claim_rows, tally
+
+FIT_SUMMARY_CSV = "09_fit_prediction_summary.csv"
+#: "Near": our median within this relative distance of the article's number.
+NEAR = 0.25
+#: The scaled quantities experiment 09's fit was scored on (columns of the summary CSV).
+FIT_COLUMNS = ("grad_wq_step0", "step_loss_below_1", "step_loss_below_0p1", "final_loss")
+
+
+def seen_by_fit(claim: Claim) -> bool:
+    """Whether 09's fit read this number (a scaled quantity it scores); ratios never."""
+    return (
+        not isinstance(claim, RatioClaim)
+        and getattr(claim, "variant", None) == "scaled"
+        and getattr(claim, "column", None) in FIT_COLUMNS
+    )
+
+
+def near(claim: Claim, tables: Tables) -> bool | None:
+    """Whether our median lies within ``NEAR`` of the article (None: not a seed claim)."""
+    column = getattr(claim, "column", None)
+    if column is None:
+        return None
+    frame = tables.get(claim.csv, ["variant", "seed", column])
+    if isinstance(claim, RatioClaim):
+        wide = frame.pivot(index="seed", columns="variant", values=column).astype(float)
+        values = wide[claim.numerator] / wide[claim.denominator] / claim.divide_by
+    else:
+        values = frame[frame.variant == claim.variant][column].astype(float)
+    median = float(values.median())
+    return bool(np.isfinite(median) and abs(median / claim.article - 1) <= NEAR)
+
+
+def reading_rows(tables: Tables, csv: str) -> tuple[list[Row], list[bool | None]]:
+    """The training claims judged on ``csv``: verdict rows and the ±``NEAR`` flags."""
+    claims = [replace(c, csv=csv) if hasattr(c, "csv") else c for c in TRAINING_CLAIMS]
+    return claim_rows(claims, tables), [near(c, tables) for c in claims]
+
+
+def count_line(title: str, rows: list[Row], nears: list[bool | None]) -> str:
+    judged = [r for r in rows if r.kind == "measured"]
+    within = sum(r.verdict == WITHIN for r in judged)
+    close = sum(bool(n) for r, n in zip(rows, nears, strict=True) if r.kind == "measured")
+    return (
+        f"- {title}: {within} of {len(judged)} rows within seed range; {close} of "
+        f"{len(judged)} with our median within ±{NEAR:.0%} of the article."
+    )
 
 
 def section(tables: Tables) -> str:
-    rows = claim_rows(TRAINING_CLAIMS, tables)
-    header = ["Quantity", "Source", "Article (one run)", "Ours: median [min, max]", "Verdict"]
-    summary = tables.get(RECALL_SUMMARY_CSV, ["seed"])
-    table = markdown_table(
-        header, [(r.quantity, f"“{r.quote}”", r.article, r.ours, r.verdict) for r in rows]
-    )
+    natural_name = tables.flags(RECALL_SUMMARY_CSV).get("reading") or "natural"
+    fitted_name = tables.flags(FIT_SUMMARY_CSV).get("reading", "fitted")
+    natural, natural_near = reading_rows(tables, RECALL_SUMMARY_CSV)
+    fitted, fitted_near = reading_rows(tables, FIT_SUMMARY_CSV)
+    n_natural = tables.get(RECALL_SUMMARY_CSV, ["seed"]).seed.nunique()
+    n_fitted = tables.get(FIT_SUMMARY_CSV, ["seed"]).seed.nunique()
+    natural_steps = tables.flags(RECALL_SUMMARY_CSV).get("steps", "?")
+    fitted_steps = tables.flags(FIT_SUMMARY_CSV).get("run_length", "?")
+    header = [
+        "Quantity",
+        "Source",
+        "Article (one run)",
+        f"{natural_name} (04): median [min, max]",
+        "Verdict",
+        f"fitted, {fitted_name} (09): median [min, max]",
+        "Verdict",
+    ]
+    cells = []
+    for claim, a, b in zip(TRAINING_CLAIMS, natural, fitted, strict=True):
+        fit_mark = " (fit)" if seen_by_fit(claim) else ""
+        cells.append((a.quantity, f"“{a.quote}”", a.article, a.ours, a.verdict,
+                      b.ours + fit_mark, b.verdict))  # fmt: skip
     return "\n\n".join(
         [
             "## Training demo (experiment 04)",
-            f"The article reports one run; we report {summary.seed.nunique()} seeds with identical "
-            "initialisation and data for both variants. A number is *within seed range* when the "
-            "article's value lies between our smallest and largest seed (± half its last digit) "
+            "The article reports one run and leaves its set-up partly unstated (README: "
+            "*Where we miss the article*). Two readings of that set-up, each over seeds with "
+            "identical initialisation and data for both variants: 04's "
+            f"(`{natural_name}`, {n_natural} seeds, {natural_steps} steps) and the reading "
+            f"experiment 09 fitted on the article's scaled numbers (`{fitted_name}`, "
+            f"{n_fitted} seeds, {fitted_steps} steps; *(fit)* marks the four numbers the fit "
+            "was scored on, every other number of that column is a prediction). A number is "
+            "*within seed range* when the article's value lies between our smallest and "
+            "largest seed (± half its last digit) "
             f"**and** our median is within a factor {MEDIAN_FACTOR:g} of it (*median off* "
             "otherwise); a quantity that only some seeds show (a plateau, a milestone) is "
             "judged *on k of n seeds* when fewer than half show it. Ratios are unscaled / "
-            "scaled, paired by seed. See README for the settings the article leaves open and "
-            "why our absolute step counts differ.",
-            table,
-            tally(rows),
+            "scaled, paired by seed. Final losses are at each run's last step.",
+            markdown_table(header, cells),
+            "\n".join(
+                [
+                    count_line(f"`{natural_name}` (04)", natural, natural_near),
+                    count_line(f"`{fitted_name}` (09, fitted)", fitted, fitted_near),
+                ]
+            ),
+            f"Tally (04's column): {tally(natural)}",
         ]
     )
