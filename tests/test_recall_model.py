@@ -401,3 +401,24 @@ def test_uncapped_saturates_where_capped_does_not():
     assert (unscaled_w == 0).any()
     capped_w = forward("softcap30", "huge")[2]
     assert capped_w.max(-1).mean() < 0.99
+
+
+@pytest.mark.parametrize("shape", [(7,), (5, 16)])
+def test_rows_gathers_and_its_gradient_is_the_one_hot_product(shape):
+    """``_rows`` is ``table[tokens]`` exactly; its custom gradient is the transpose of the
+    one-hot product, ``sum_i [tokens_i = v] g_i``. Against a float64 sum: each entry adds at
+    most ``n`` float32 terms, so the error is at most ``n * eps * sum |g_i|`` (n = count
+    of tokens)."""
+    n_tokens, width = 9, 6
+    keys = jax.random.split(jax.random.key(3), 3)
+    tokens = jax.random.randint(keys[0], shape, 0, n_tokens)
+    table = jax.random.normal(keys[1], (n_tokens, width))
+    g = jax.random.normal(keys[2], (*shape, width))
+    rows, vjp = jax.vjp(lambda t: recall_model._rows(t, tokens), table)
+    np.testing.assert_array_equal(rows, np.asarray(table)[np.asarray(tokens)])
+    (grad,) = vjp(g)
+    one_hot = np.eye(n_tokens)[np.asarray(tokens)].reshape(-1, n_tokens)
+    g64 = np.asarray(g, np.float64).reshape(-1, width)
+    exact = one_hot.T @ g64
+    bound = one_hot.shape[0] * EPS * (one_hot.T @ np.abs(g64))
+    assert np.all(np.abs(np.asarray(grad, np.float64) - exact) <= bound)
