@@ -51,13 +51,13 @@ def build_parser():
     cli.add_int_flag(
         parser,
         "--candidates",
-        8,
+        0,
         "stage 2a trains this many kept readings, nearest the article's step-0 norm "
         "first (0: every kept reading)",
         minimum=0,
     )
     cli.add_int_flag(parser, "--milestone-steps", 700, "training steps of pass 2a")
-    cli.add_int_flag(parser, "--finalists", 1, "readings pass 2b trains to the longest run length")
+    cli.add_int_flag(parser, "--finalists", 3, "readings pass 2b trains to the longest run length")
     cli.add_int_flag(
         parser, "--run-lengths", RUN_LENGTHS, "run lengths the final-loss term chooses from"
     )
