@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import attnlab.core.attention as attention_module
 from attnlab import (
     attention_logits,
     attention_weights,
@@ -592,3 +593,53 @@ def test_softcap_near_identity_for_small_logits():
     assert_within(softcap(z, cap), third_order, 2 * np.abs(z64) ** 5 / (15 * cap**4) + rounding)
     # A small cap is not the identity: 1 - tanh(1) = 0.24, far above any rounding.
     assert not np.allclose(softcap(z, 1.0), z, atol=1e-2)
+
+
+# --------------------------------------------------------------------------- custom rule
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_custom_rule_gradients_match_autodiff(monkeypatch, masked, scale):
+    """From ``CUSTOM_RULE_MIN_QUERIES`` queries on, gradients come from ``_attend_custom``'s
+    JVP rule; forced on at this size, they match autodiff of the same forward (dead rows
+    included), the scale's gradient too, and forward mode still works."""
+    q, k, v = qkv(16)
+    mask = _mask_with_dead_rows()[0] if masked else None
+
+    def loss(q, k, v, s):
+        return jnp.sum(jnp.sin(dot_product_attention(q, k, v, mask, scale=s)))
+
+    def grad():  # a new function each time: jit caches traces by function
+        return jax.jit(lambda *args: jax.grad(loss, argnums=(0, 1, 2, 3))(*args))
+
+    s = 1 / math.sqrt(D) if scale is None else scale
+    auto = grad()(q, k, v, s)
+    monkeypatch.setattr(attention_module, "CUSTOM_RULE_MIN_QUERIES", 1)
+    assert "optimization_barrier" in str(jax.make_jaxpr(grad())(q, k, v, s))
+    custom = grad()(q, k, v, s)
+    assert any(np.any(a != b) for a, b in zip(custom, auto, strict=True))  # really two paths
+    # d loss / d out = cos(out), within the output's error plus cos's rounding; the two
+    # paths are two float32 evaluations of the same gradients.
+    _, out, _, e_out = attention_bounds(q, k, v, mask, s)
+    bounds = attention_grad_bounds(q, k, v, mask, s, np.cos(out), e_out + ULPS * EPS)
+    for a, b, e, name in zip(custom[:3], auto[:3], bounds, "qkv", strict=True):
+        assert np.all(np.isfinite(a))
+        assert_within(a, b, 2 * e, name)
+    # d loss / d s = sum(q . d loss / d (s q)) = sum(q * g_q) / s: the q-gradient's bound
+    # carried through, plus a (B N TQ D)-term float32 sum.
+    e_s = np.sum(np.abs(np.asarray(q)) * 2 * bounds[0]) / s
+    n = q.size
+    e_s += n * EPS * np.sum(np.abs(np.asarray(q) * np.asarray(auto[0]))) / s
+    assert_within(custom[3], auto[3], e_s, "scale")
+    # Forward mode through the custom rule: jvp along (q, k, v) equals the same directional
+    # derivative taken by reverse mode, <grad, t>, within both gradients' bounds times |t|.
+    t = qkv(17)
+    _, jvp = jax.jvp(lambda q, k, v: loss(q, k, v, s), (q, k, v), t)
+    # Both modes make the same first-order errors (one the transpose of the other), so each
+    # is within sum |bound| |t| of the exact value; the 3 q.size-term float32 sums add
+    # q.size EPS each.
+    pairs = list(zip(custom[:3], bounds, t, strict=True))
+    dot = sum(float(np.sum(np.asarray(g) * np.asarray(x))) for g, _, x in pairs)
+    e_dir = sum(float(np.sum(2 * e * np.abs(np.asarray(x)))) for _, e, x in pairs)
+    assert abs(float(jvp) - dot) <= e_dir + 3 * q.size * EPS * abs(dot)

@@ -132,6 +132,82 @@ def dot_product_attention(
     Returns:
       ``[..., Tq, d_v]`` in the dtype of ``v``; the softmax itself runs in float32.
     """
-    p = attention_weights(q, k, mask, scale=scale, logit_cap=logit_cap)
-    out = jnp.einsum("...qk,...kd->...qd", p, jnp.asarray(v, p.dtype))
-    return out.astype(jnp.result_type(v))
+    dtype = _compute_dtype(q, k)
+    q, k = jnp.asarray(q, dtype), jnp.asarray(k, dtype)
+    c = jnp.asarray(resolve_scale(scale, q.shape[-1]), dtype)
+    attend = _attend_custom if q.shape[-2] >= CUSTOM_RULE_MIN_QUERIES else _attend
+    return attend(q, k, v, c, mask, logit_cap).astype(jnp.result_type(v))
+
+
+#: From this many queries on, derivatives come from ``_attend_custom``'s rule (see there);
+#: below it, where the score matrix is small and the barriers' extra transposes cost more
+#: than they save (measured: 0.4x at 1 query x 16 keys), from plain autodiff. The forward
+#: is the same program either way.
+CUSTOM_RULE_MIN_QUERIES = 128
+
+
+def _attend(
+    q: Array, k: Array, v: ArrayLike, c: Array, mask: ArrayLike | None, logit_cap: float | None
+) -> Array:
+    """``softmax(cap(c q k^T)) v`` in the dtype of ``q``: the forward of both paths.
+
+    The weights are normalised before they meet ``v``: XLA fuses this whole function into
+    one YNNPACK call, which ran 1.4x slower with the division moved after the product."""
+    p = attention_weights(q, k, mask, scale=c, logit_cap=logit_cap)
+    return jnp.einsum("...qk,...kd->...qd", p, jnp.asarray(v, p.dtype))
+
+
+def _swap(x: Array) -> Array:
+    """``x`` with its last two axes exchanged, kept apart from its neighbours by a barrier."""
+    return jax.lax.optimization_barrier(jnp.swapaxes(x, -1, -2))
+
+
+_attend_custom = jax.custom_jvp(_attend, nondiff_argnums=(5,))
+_attend_custom.__doc__ = """``_attend`` with a JVP rule laid out for a fast reverse mode on CPU.
+
+With ``z = cap(c q k^T)``, ``p = softmax_mask(z)`` and ``out = p v`` the rule is
+
+    z' = (c q' + c' q) k^T + (c q) k'^T,      z' <- z' (1 - (z / cap)^2) if capped,
+    w  = p * z',
+    out' = w v - rowsum(w) out + p v',
+
+the softmax JVP ``p (z' - rowsum(p z'))`` multiplied into ``v`` with the row sum moved onto
+``out`` (``rowsum(p z') * (p v)``). Reverse mode transposes it, so for a cotangent ``g``:
+``dz = p * (g v^T - rowsum(g * out))`` (a ``[Tq, d]`` row sum, not a ``[Tq, Tk]`` one), and
+``c`` only ever multiplies the small ``q`` (no ``[Tq, Tk]`` broadcast of the scale).
+Masked entries have ``p = 0``, so dead rows keep zero and finite derivatives.
+
+Why (XLA CPU, batch 8, 1024 x 1024, d 64): plain autodiff compiled ``dk = dz^T q`` and
+``dv = p^T g`` to Eigen dots writing row-major ``[Tk, d]`` from the ``[Tq, Tk]`` operand
+contracted along its rows (``lhs_contracting_dims={1}``), about twice as slow as the same
+product written ``[d, Tk]``-major, and it materialised five ``[B, Tq, Tk]`` buffers (the
+broadcast scale, ``exp``, the broadcast ``1/sum``, ``p``, ``dz``), each costing page faults
+on a fresh 32 MiB. Here the tangents ``k'`` and ``v'`` pass through ``_swap``, whose
+transpose keeps XLA from folding the swap into the dot: it computes ``(c q)^T dz`` and
+``g^T p`` into ``[d, Tk]``-major layout and copies only those small results back; and only
+``p`` and ``dz`` remain as large buffers (fwd+bwd 0.8x -> 1.1x of
+``jax.nn.dot_product_attention`` there).
+Forward mode (``jax.jvp``) keeps working, unlike with a ``custom_vjp``.
+"""
+
+
+@_attend_custom.defjvp
+def _attend_jvp(logit_cap: float | None, primals: tuple, tangents: tuple) -> tuple[Array, Array]:
+    q, k, v, c, mask = primals
+    q_dot, k_dot, v_dot, c_dot, _ = tangents
+    v = jnp.asarray(v, q.dtype)
+    p = attention_weights(q, k, mask, scale=c, logit_cap=logit_cap)
+    out = jnp.einsum("...qk,...kd->...qd", p, v)
+    z_dot = jnp.einsum("...qd,...kd->...qk", c * q_dot + c_dot * q, k) + jnp.einsum(
+        "...qd,...dk->...qk", c * q, _swap(jnp.asarray(k_dot, q.dtype))
+    )
+    if logit_cap is not None:
+        z = softcap(jnp.einsum("...qd,...kd->...qk", q, k) * c, logit_cap)
+        z_dot = z_dot * (1 - jnp.square(z / logit_cap))
+    w = p * z_dot
+    out_dot = (
+        jnp.einsum("...qk,...kd->...qd", w, v)
+        - jnp.sum(w, axis=-1, keepdims=True) * out
+        + jnp.einsum("...qk,...dk->...qd", p, _swap(jnp.asarray(v_dot, q.dtype)))
+    )
+    return out, out_dot
