@@ -34,8 +34,10 @@ FAILURE_MODES_CSVS := results/07_failure_modes_overflow.csv results/07_failure_m
 COMPANION_CSVS := results/08_companion_claims.csv
 ARTICLE_FIT_CSVS := results/09_fit_screen.csv results/09_fit_scores.csv \
 	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv
+WIDTHS_CSVS := results/10_widths_summary.csv results/10_widths_curves.csv \
+	results/10_lr_transfer.csv results/10_jacobian_n16.csv
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(CONDENSATION_CSVS) \
-	$(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(ARTICLE_FIT_CSVS)
+	$(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS)
 
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 RECALL_FIGURES := figures/fig3_training.png
@@ -43,8 +45,9 @@ REMEDIES_FIGURES := figures/fig4_remedies.png
 CONDENSATION_FIGURES := figures/fig5_condensation.png
 FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
 ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
+WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
 FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(CONDENSATION_FIGURES) \
-	$(FAILURE_MODES_FIGURES) $(ARTICLE_FIT_FIGURES)
+	$(FAILURE_MODES_FIGURES) $(ARTICLE_FIT_FIGURES) $(WIDTHS_FIGURES)
 PLOT := experiments/plot_figures.py
 
 .PHONY: all test test-matrix verify verify-quick lint clean venv reproduce bench
@@ -106,6 +109,13 @@ $(ARTICLE_FIT_CSVS) &: experiments/09_article_fit.py $(call compute,article_fit 
 
 $(ARTICLE_FIT_FIGURES) &: $(PLOT) $(call folder,article_fit recall) $(ARTICLE_FIT_CSVS) | $(STAMP)
 	$(PY) $(PLOT) --study article_fit
+
+# ---------------------------------------------------------------- widths and drift (10)
+$(WIDTHS_CSVS) &: experiments/10_widths.py $(call compute,widths recall statics) | $(STAMP)
+	$(PY) $<
+
+$(WIDTHS_FIGURES) &: $(PLOT) $(call folder,widths) $(WIDTHS_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study widths
 
 # ---------------------------------------------------------------- the report
 results/REPORT.md: experiments/make_report.py attnlab/report.py $(PACKAGE) $(PRESENTATION) \

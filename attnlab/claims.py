@@ -289,3 +289,14 @@ FAILURE_CLAIMS: tuple[Claim, ...] = (
     CheckClaim(FAILURES, "largest logit at which a float16 softmax first overflows", "will overflow for logits above roughly 11", "roughly 11", "float16_overflow_logit", kind="measured"),
 )
 # fmt: on
+
+WIDTHS = "A Training Demo, across widths (experiment 10)"
+# fmt: off
+WIDTHS_CLAIMS: tuple[Claim, ...] = (
+    CheckClaim(WIDTHS, "unscaled at large d_k: routing frozen near chance, payload still learned", "degenerates into a hard gather with frozen, random routing but a still-learnable payload through W_V", "frozen routing, learnable payload", "frozen_routing"),
+    CheckClaim(WIDTHS, "... hence a silent quality loss: held-out accuracy below scaled's", "the failure mode is a silent quality loss rather than a crash", "accuracy loss, no crash", "silent_quality_loss"),
+    CheckClaim(WIDTHS, "training slow-down follows the static Jacobian ratio (sign at every width)", "the softmax Jacobian ... crossing below the scaled curve between d_k = 256 and 1024", "unscaled slower where its Jacobian is smaller", "slowdown_follows_jacobian"),
+    CheckClaim(WIDTHS, "d_k = 1: scaled and unscaled runs identical", "At d_k = 1 the two variants are literally identical", "identical", "identical_at_dk1"),
+    CheckClaim(WIDTHS, "1/d_k (muP): best learning rate moves less across widths than with 1/sqrt(d_k)", "prescribes ... which is one ingredient of zero-shot hyperparameter transfer across model widths", "inv_d's optimum moves less", "mup_lr_transfer"),
+)
+# fmt: on

@@ -260,6 +260,9 @@ CROSS_FLAG = [
     ("04_associative_recall", ["--pairs", "40", "--key-tokens", "32"], "--pairs"),
     ("04_associative_recall", ["--seed", str(cli.MAX_SEED), "--seeds", "2"], "--seeds"),
     ("05_remedies", ["--steps", "10", "--fold-step", "10"], "--fold-step"),
+    ("10_widths", ["--steps", "100", "--record-every", "30"], "--record-every"),
+    ("10_widths", ["--lr", "0.01"], "--lrs"),
+    ("10_widths", ["--dk", "4", "--lr-dks", "8"], "--lr-dks"),
     (
         "05_remedies",
         ["--seed", str(cli.MAX_SEED), "--seeds", "1", "--sensitivity-seeds", "2"],
@@ -334,6 +337,13 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "predict": lambda *a: (None, []),
             "curves_frame": _frame,
             "summary_frame": _frame,
+        },
+        "10_widths": {
+            "run_widths": lambda *a: [],
+            "jacobian_frame": _frame,
+            "summary_frame": _frame,
+            "curves_frame": _frame,
+            "lr_frame": _frame,
         },
         "bench": {"run_bench": _frame, "markdown_table": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},

@@ -122,6 +122,20 @@ STUDIES: tuple[Study, ...] = (
         ("fig7_article_fit",),
     ),
     Study(
+        "widths",
+        dict.fromkeys(
+            (
+                "10_widths_summary.csv",
+                "10_widths_curves.csv",
+                "10_lr_transfer.csv",
+                "10_jacobian_n16.csv",
+            ),
+            "10_widths.py",
+        ),
+        ("fig8_widths", "fig9_drift"),
+        claims="WIDTHS_CLAIMS",
+    ),
+    Study(
         "condensation",
         {"06_condensation.csv": "06_condensation.py"},
         ("fig5_condensation",),

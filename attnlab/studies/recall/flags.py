@@ -74,12 +74,16 @@ def family_substring(text: str) -> str:
 family_substring.is_valid = lambda text: any(text in r.name for r in FAMILY)  # type: ignore[attr-defined]
 
 
-def add_recall_flags(parser: argparse.ArgumentParser, default: RecallConfig | None = None) -> None:
+def add_recall_flags(
+    parser: argparse.ArgumentParser, default: RecallConfig | None = None, head_width: bool = True
+) -> None:
     """Flags for every field of ``RecallConfig`` a user may want to change; the defaults are
-    those of ``default`` (the article's configuration if None)."""
+    those of ``default`` (the article's configuration if None). ``head_width=False`` leaves
+    out ``--dk`` (for a script that sweeps widths; ``recall_config`` then takes ``d_k``)."""
     default = RecallConfig() if default is None else default
     add = parser.add_argument
-    cli.add_int_flag(parser, "--dk", default.d_k, "head width d_k")
+    if head_width:
+        cli.add_int_flag(parser, "--dk", default.d_k, "head width d_k")
     add(
         "--d-model",
         type=cli.positive_int,
@@ -179,8 +183,8 @@ def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
         raise cli.UsageError(
             f"--embed-init-std: applies to --init natural only (init is {chosen['init']})"
         )
+    overrides.setdefault("d_k", args.dk)
     return RecallConfig(
-        d_k=args.dk,
         d_model=chosen["d_model"],
         pairs=args.pairs,
         n_key_tokens=args.key_tokens,

@@ -244,6 +244,9 @@ class RecallModel(nn.Module):
             k = k + self.param("b_K", self._bias(kv_in, fold=True), (self.d_k,))
             v = v + self.param("b_V", self._bias(kv_in, fold=False), (self.d_k,))
             b_O = self.param("b_O", self._bias(self.d_k, fold=False), (task.n_value_tokens,))
+        # For diagnostics (experiment 10): recorded only when "intermediates" is mutable.
+        self.sow("intermediates", "q", q)
+        self.sow("intermediates", "k", k)
         if mech.normalize_qk:
             q, k = _l2_normalize(q), _l2_normalize(k)
 

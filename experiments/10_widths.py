@@ -1,0 +1,137 @@
+"""Experiment 10: the recall demo across head widths, and the drift of the temperature.
+
+Trains the recall model of experiment 04 at every --dk for every --mechanisms (same seeds,
+initialisations and data per width); at --lr-dks the --lr-mechanisms also at every --lrs;
+at --drift-dk every mechanism of experiment 05. Records per run the step-0 W_Q and W_K
+gradients, milestones, final loss, held-out accuracy and routing accuracy, and every
+--record-every steps the drift diagnostics (|q|, |k|, logit spread before and after the
+scale, cosine to the asked-for key, implied correlation rho). Also recomputes experiment
+03's Jacobian norm at the task's 16 keys. Writes 10_widths_summary.csv,
+10_widths_curves.csv, 10_lr_transfer.csv and 10_jacobian_n16.csv, each with a JSON
+sidecar, into --out-dir. Defaults: README (narrower embeddings, batch 32, 600 steps).
+"""
+
+import sys
+import time
+
+from attnlab.core.temperature import MECHANISMS
+from attnlab.harness import cli
+from attnlab.harness.io import write_result
+from attnlab.studies.recall.flags import add_recall_flags, recall_config
+from attnlab.studies.widths.compute import (
+    CURVES_CSV,
+    JACOBIAN_CSV,
+    LR_CSV,
+    SUMMARY_CSV,
+    WIDTHS_BASE,
+    WidthsConfig,
+    curves_frame,
+    jacobian_frame,
+    lr_frame,
+    run_widths,
+    summary_frame,
+)
+
+DEFAULT = WidthsConfig()
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__)
+    add_recall_flags(parser, WIDTHS_BASE, head_width=False)
+    cli.add_dk_flag(parser, DEFAULT.dks)
+    mechanisms = list(MECHANISMS)
+    parser.add_argument(
+        "--mechanisms",
+        nargs="+",
+        choices=mechanisms,
+        default=list(DEFAULT.mechanisms),
+        help="mechanisms trained at every width",
+    )
+    parser.add_argument(
+        "--lrs",
+        nargs="+",
+        type=cli.positive_float,
+        default=list(DEFAULT.lrs),
+        help="learning rates of the transfer sweep (must include --lr)",
+    )
+    cli.add_int_flag(parser, "--lr-dks", DEFAULT.lr_dks, "widths of the learning-rate sweep")
+    parser.add_argument(
+        "--lr-mechanisms",
+        nargs="+",
+        choices=mechanisms,
+        default=list(DEFAULT.lr_mechanisms),
+        help="mechanisms of the learning-rate sweep",
+    )
+    cli.add_int_flag(
+        parser,
+        "--drift-dk",
+        DEFAULT.drift_dk,
+        "width at which every mechanism "
+        "of experiment 05 is trained for the drift diagnostics (0: none)",
+        minimum=0,
+    )
+    cli.add_int_flag(
+        parser,
+        "--record-every",
+        DEFAULT.record_every,
+        "steps between diagnostics (must divide --steps)",
+    )
+    cli.add_int_flag(
+        parser,
+        "--jacobian-trials",
+        DEFAULT.jacobian_trials,
+        "rows per width of the static Jacobian norm at 16 keys",
+    )
+    cli.add_out_dir_flag(parser)
+    return parser
+
+
+def widths_config(args) -> WidthsConfig:
+    """The flags' configuration; UsageError naming the flag on an inconsistent value."""
+    base = recall_config(args, d_k=WIDTHS_BASE.d_k)
+    if args.steps % args.record_every:
+        raise cli.UsageError(
+            f"--record-every: {args.record_every} does not divide --steps {args.steps}"
+        )
+    if args.lr not in args.lrs:
+        raise cli.UsageError(f"--lrs: must include --lr {args.lr:g}, got {args.lrs}")
+    if not set(args.lr_dks) <= set(args.dk):
+        raise cli.UsageError(f"--lr-dks: {args.lr_dks} are not all among --dk {args.dk}")
+    return WidthsConfig(
+        base=base,
+        dks=tuple(args.dk),
+        mechanisms=tuple(args.mechanisms),
+        lrs=tuple(args.lrs),
+        lr_dks=tuple(args.lr_dks),
+        lr_mechanisms=tuple(args.lr_mechanisms),
+        drift_dk=args.drift_dk or None,
+        record_every=args.record_every,
+        jacobian_trials=args.jacobian_trials,
+    )
+
+
+def run(args):
+    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    config = widths_config(args)
+    flags = vars(args)
+    started = time.perf_counter()
+    with cli.progress(config.total_steps(), "10 widths", args.quiet, unit="step") as bar:
+        results = run_widths(config, bar.update)
+    train_wall = time.perf_counter() - started
+    started = time.perf_counter()
+    jacobian = jacobian_frame(config)
+    jacobian_wall = time.perf_counter() - started
+    summary = summary_frame(results, config.base.smoothing)
+    with cli.staged_outputs(out_dir) as stage:
+        write_result(summary, stage / SUMMARY_CSV, flags, train_wall)
+        write_result(
+            curves_frame(results, config.base.smoothing), stage / CURVES_CSV, flags, train_wall
+        )
+        write_result(lr_frame(summary, config), stage / LR_CSV, flags, train_wall)
+        write_result(jacobian, stage / JACOBIAN_CSV, flags, jacobian_wall)
+
+
+main = cli.entry_point(build_parser, run)
+
+if __name__ == "__main__":
+    sys.exit(main())
