@@ -3,9 +3,12 @@
 Times the statistics of experiments 02/03 against plain numpy, our attention against
 jax.nn.dot_product_attention, the compiled training loop of 04 against a Python loop and
 vmapped seeds against sequential runs, and fits how the statistics' run time grows with
-d_k and n keys. Each timing is the median of --repeats calls after a compiling warm-up.
+d_k and n keys; times the recall training step against the step before its gathers got
+an explicit gradient, and profiles its parts. Each timing is the median of --repeats calls
+after a compiling warm-up. With --reproduce it also times `make reproduce`, which
+regenerates every result from an empty compilation cache (a quarter of an hour or more).
 Writes --out (default results/bench.csv) with its JSON sidecar and the same table as
-Markdown beside it (results/bench.md), and prints that table.
+Markdown beside it (results/bench.md, with a profile of one recall step), and prints it.
 """
 
 import sys
@@ -14,7 +17,7 @@ from dataclasses import replace
 
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text, write_result
-from attnlab.studies.bench.compute import run_bench
+from attnlab.studies.bench.compute import REPRODUCE_COMMAND, groups, run_bench
 from attnlab.studies.bench.config import QUICK, BenchConfig
 from attnlab.studies.bench.report import markdown_table
 
@@ -35,6 +38,12 @@ def build_parser():
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes, for the tests (seconds, not minutes)"
     )
+    parser.add_argument(
+        "--reproduce",
+        action="store_true",
+        help="also time `make reproduce` from an empty compilation cache (row "
+        "make_reproduce_seconds; regenerates every result in results/ and figures/)",
+    )
     cli.add_common_flags(parser, cli.RESULTS_DIR / "bench.csv")
     return parser
 
@@ -45,8 +54,9 @@ def run(args):
     if args.statics_dk is not None:
         config = replace(config, statics_dks=tuple(args.statics_dk))
     started = time.perf_counter()
-    with cli.progress(5, "bench", args.quiet, unit="group") as bar:
-        frame = run_bench(config, bar.update)
+    reproduce = REPRODUCE_COMMAND if args.reproduce else None
+    with cli.progress(groups(args.reproduce), "bench", args.quiet, unit="group") as bar:
+        frame = run_bench(config, bar.update, reproduce_command=reproduce)
     table = markdown_table(frame)
     with cli.staged_outputs(out.parent) as stage:
         write_result(frame, stage / out.name, vars(args), time.perf_counter() - started)

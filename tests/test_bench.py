@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.studies.bench.compute import recall_step_flops
-from attnlab.studies.bench.config import COLUMNS, ROW_NAMES
+import attnlab.studies.bench.compute as compute
+from attnlab.core.temperature import MECHANISMS
+from attnlab.harness.errors import RunError
+from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
+from attnlab.studies.bench.compute import REPRODUCE_COMMAND, recall_step_flops, time_reproduce
+from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
 from attnlab.studies.bench.report import markdown_table
+from attnlab.studies.bench.step import (
+    PARTS,
+    max_loss_difference,
+    measure_step,
+    profile_rows,
+    step_rows,
+)
 from attnlab.studies.bench.timing import loglog_slope
-from attnlab.studies.recall.train import RecallConfig
+from attnlab.studies.recall import model as recall_model
+from attnlab.studies.recall.task import sample_batch
+from attnlab.studies.recall.train import RecallConfig, init_params, loss_and_aux, make_model
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +63,11 @@ def test_quick_bench_writes_the_schema(quick_run):
     assert frame.loc[growth, "slope"].notna().all()
     assert frame.loc[~growth, "slope"].isna().all()
     assert frame.loc[growth, "baseline_seconds"].isna().all()
-    with_peak = {"statics_direct_vs_numpy", "train_scan_vs_python_loop"}
+    with_peak = {
+        "statics_direct_vs_numpy",
+        "train_scan_vs_python_loop",
+        "train_step_peak_fraction",
+    }
     assert set(frame.loc[frame["peak_fraction"].notna(), "name"]) == with_peak
     assert frame["detail"].str.len().gt(0).all()
 
@@ -60,6 +82,8 @@ def test_quick_bench_writes_sidecar_and_markdown(quick_run):
     assert table.startswith("| benchmark |")
     for name in ROW_NAMES:
         assert f"| `{name}` |" in table
+    assert "**Profile of one recall step.**" in table
+    assert "`make bench`" in table
 
 
 @pytest.mark.parametrize(
@@ -91,6 +115,157 @@ def test_markdown_table_leaves_missing_values_empty():
             {"name": "growth_x", "ours_seconds": 0.5, "slope": 1.0, "detail": "d"},
         ]
     ).reindex(columns=list(COLUMNS))
-    lines = markdown_table(frame).splitlines()
+    text = markdown_table(frame)
+    assert "Profile" not in text
+    lines = text.splitlines()
     assert lines[2] == "| `a` | 1 | 2 | 2.00x |  |  |"
     assert lines[3] == "| `growth_x` | 0.5 |  |  |  | 1.00 |"
+
+
+# --- the recall step: current against reference, its profile -----------------------------
+
+#: QUICK with a chunk of 8 steps, so the losses compared span several Adam updates.
+STEP_CONFIG = replace(QUICK, recall=replace(QUICK.recall, steps=16, chunk_steps=8))
+
+
+@pytest.fixture(scope="module")
+def step_times():
+    return measure_step(STEP_CONFIG)
+
+
+def test_reference_step_agrees_with_the_current_step(step_times):
+    recall = STEP_CONFIG.recall
+    losses, reference = step_times.losses, step_times.reference_losses
+    assert losses.shape == reference.shape == (recall.chunk_steps,)
+    # The two steps differ only in how each gather's table gradient is summed: the same
+    # exact products one_hot[i, v] * g[i, d] (0 or g) over the n = B (pairs + 1) tokens
+    # of a batch, perhaps in another order; both forwards are exact (a table row plus exact
+    # zeros). Two summation orders of n terms differ by at most about n eps relative to
+    # the sum of their magnitudes, and Adam's update lr m / (sqrt(v) + eps) does not scale
+    # with the gradient, so we budget each step n eps |loss| and let it accumulate over the
+    # chunk: a budget rather than a proof (we measured 0, bitwise identical, on the 2-core
+    # CPU machine; the bench row reports what it measures).
+    n = recall.batch_size * (recall.pairs + 1)
+    eps = np.finfo(np.float32).eps
+    bound = recall.chunk_steps * n * eps * float(np.max(np.abs(losses)))
+    assert max_loss_difference(step_times) <= bound
+    assert np.isfinite(losses).all()
+
+
+def test_step_rows_and_profile_rows(step_times):
+    assert set(step_times.seconds) == set(PARTS)
+    assert all(s > 0 for s in step_times.seconds.values())
+    peak = 1e12
+    ref, peak_row = step_rows(STEP_CONFIG, step_times, peak)
+    chunk = STEP_CONFIG.recall.chunk_steps
+    assert ref["name"] == "train_step_vs_reference"
+    assert ref["ours_seconds"] == step_times.seconds["full"]
+    assert ref["baseline_seconds"] == step_times.seconds["reference_full"]
+    assert ref["speedup"] == ref["baseline_seconds"] / ref["ours_seconds"]
+    assert "loss" in ref["detail"]
+    assert peak_row["name"] == "train_step_peak_fraction"
+    step = step_times.seconds["full"] / chunk
+    assert peak_row["ours_seconds"] == step
+    # peak_fraction = FLOPs per step / seconds per step / peak FLOP/s, a fraction like
+    # train_scan_vs_python_loop's (the table prints 100x it as "% of peak").
+    assert peak_row["peak_fraction"] == recall_step_flops(STEP_CONFIG.recall) / step / peak
+    rows = profile_rows(STEP_CONFIG, step_times)
+    names = [r["name"] for r in rows]
+    assert names == [n for n in ROW_NAMES if n.startswith("profile_step_")]
+    for part in PARTS:
+        row = rows[names.index(f"profile_step_{part}")]
+        assert row["ours_seconds"] == step_times.seconds[part] / chunk
+    train_chunk = rows[names.index("profile_step_train_chunk")]
+    assert train_chunk["ours_seconds"] == step_times.train_chunk_seconds / chunk
+    assert all(r["detail"] for r in rows)
+
+
+def _loss_jaxpr(recall: RecallConfig) -> str:
+    mechanism = MECHANISMS["scaled"]
+    model, params = make_model(recall, mechanism), init_params(recall, mechanism, 0)
+    batch = sample_batch(jax.random.key(1), 2, recall.task)
+    return str(jax.make_jaxpr(jax.grad(lambda p: loss_and_aux(model, p, batch)[0]))(params))
+
+
+def test_autodiff_gathers_swaps_the_gather_while_tracing_and_restores_it():
+    current = recall_model._rows
+    assert "custom_vjp_call" in _loss_jaxpr(QUICK.recall)
+    with autodiff_gathers():
+        assert recall_model._rows is one_hot_rows
+        assert "custom_vjp_call" not in _loss_jaxpr(QUICK.recall)
+    assert recall_model._rows is current
+    with pytest.raises(KeyError), autodiff_gathers():
+        raise KeyError("restored even so")
+    assert recall_model._rows is current
+
+
+# --- make_reproduce_seconds: the mechanism, on trivial commands ---------------------------
+
+#: Fails unless ATTNLAB_JAX_CACHE names an existing empty directory; prints it.
+CHECK_CACHE = (
+    "import os, sys; d = os.environ['ATTNLAB_JAX_CACHE']; print(d); "
+    "sys.exit(0 if os.path.isdir(d) and not os.listdir(d) else 3)"
+)
+
+
+def test_time_reproduce_runs_the_command_with_an_empty_cache(tmp_path, monkeypatch):
+    seen = []
+    real_run = compute.subprocess.run
+
+    def run(*args, **kwargs):
+        done = real_run(*args, **kwargs)
+        seen.append((kwargs["cwd"], done.stdout.strip()))
+        return done
+
+    monkeypatch.setattr(compute.subprocess, "run", run)
+    row = time_reproduce([sys.executable, "-c", CHECK_CACHE], cwd=tmp_path)
+    assert row["name"] == "make_reproduce_seconds" == OPTIONAL_ROW_NAMES[0]
+    assert row["ours_seconds"] > 0
+    assert "ATTNLAB_JAX_CACHE" in row["detail"] and f"{os.cpu_count()} CPUs" in row["detail"]
+    ((cwd, cache),) = seen
+    assert cwd == tmp_path
+    assert not Path(cache).exists()  # removed afterwards
+    assert os.environ.get("ATTNLAB_JAX_CACHE") != cache
+
+
+def test_time_reproduce_raises_on_failure(tmp_path):
+    with pytest.raises(RunError, match="status 4.*boom"):
+        time_reproduce([sys.executable, "-c", "print('boom'); raise SystemExit(4)"], cwd=tmp_path)
+
+
+def test_make_reproduce_row_only_when_asked(monkeypatch):
+    for group in ("bench_statics", "bench_attention", "bench_training", "bench_recall_step"):
+        monkeypatch.setattr(compute, group, lambda *_: [])
+    monkeypatch.setattr(compute, "bench_growth", lambda *_: [])
+    monkeypatch.setattr(compute, "measure_peak", lambda *_: (1.0, 1.0))
+    ticks = []
+    frame = compute.run_bench(QUICK, ticks.append)
+    assert list(frame["name"]) == ["peak_matmul_f32"]
+    assert len(ticks) == compute.groups(False)
+    ticks.clear()
+    frame = compute.run_bench(QUICK, ticks.append, [sys.executable, "-c", "pass"])
+    assert list(frame["name"]) == ["peak_matmul_f32", "make_reproduce_seconds"]
+    assert len(ticks) == compute.groups(True)
+
+
+def test_reproduce_flag_reaches_run_bench(load_script, run_main, tmp_path, monkeypatch):
+    module = load_script("bench")
+    calls = []
+
+    def fake(config, on_group, reproduce_command=None):
+        calls.append(reproduce_command)
+        return pd.DataFrame([{"name": "x", "ours_seconds": 1.0}]).reindex(columns=list(COLUMNS))
+
+    monkeypatch.setattr(module, "run_bench", fake)
+    out = tmp_path / "b.csv"
+    assert run_main(module, ["--quick", "--quiet", "--out", out]) == 0
+    assert run_main(module, ["--quick", "--quiet", "--reproduce", "--out", out]) == 0
+    assert calls == [None, REPRODUCE_COMMAND]
+
+
+def test_markdown_profile_paragraph():
+    rows = [{"name": f"profile_step_{p}", "ours_seconds": 1e-3, "detail": "d"} for p in PARTS]
+    frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
+    text = markdown_table(frame)
+    assert "**Profile of one recall step.**" in text and "forward and backward 1 ms" in text
+    assert "`make bench`" in text and "`python experiments/bench.py`" in text

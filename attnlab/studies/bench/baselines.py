@@ -1,9 +1,11 @@
 """The baselines our code is timed against: plain numpy statistics, the textbook attention,
-a Python loop over a jitted training step."""
+a Python loop over a jitted training step, and the recall training step as it was before
+its gathers got an explicit gradient (``autodiff_gathers``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 
@@ -12,6 +14,7 @@ import numpy as np
 
 from attnlab.core.sampling import CHUNK_ELEMENTS
 from attnlab.core.temperature import MECHANISMS
+from attnlab.studies.recall import model as recall_model
 from attnlab.studies.recall.train import (
     RecallConfig,
     initial_state,
@@ -89,3 +92,32 @@ def python_loop(config: RecallConfig) -> Callable[[int], np.ndarray]:
         return np.array([m["loss"] for m in jax.device_get(history)])
 
     return run
+
+
+def one_hot_rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
+    """``table[tokens]`` as the one-hot matmul ``one_hot(tokens, n) @ table``, differentiated
+    by plain autodiff: the recall model's gather before commit 57be4c8 gave it an explicit
+    gradient. The forward is exact (every other product is an exact zero); its gradient
+    ``dL/dtable = one_hot(tokens)^T dL/drows`` is the same sum as the current one, but XLA
+    on CPU lowers autodiff's transpose of the product through copies of the cotangent."""
+    return jax.nn.one_hot(tokens, table.shape[0], dtype=table.dtype) @ table
+
+
+@contextlib.contextmanager
+def autodiff_gathers() -> Iterator[None]:
+    """Trace the recall model as it was before its gathers got a custom VJP.
+
+    Inside the ``with`` block ``attnlab.studies.recall.model._rows`` is ``one_hot_rows``;
+    it is restored on leaving, whatever happens. The model looks ``_rows`` up when it is
+    traced, so only programs *traced* inside the block are the reference: lower and compile
+    them there (``jax.jit(f).lower(*args).compile()``) and call the compiled program after.
+    A function jitted inside and first called outside would be traced with the current
+    gathers, and one traced inside must not share a jit cache entry with the current
+    program (jit a fresh function object). The swap is process-wide: not thread-safe.
+    """
+    current = recall_model._rows
+    recall_model._rows = one_hot_rows
+    try:
+        yield
+    finally:
+        recall_model._rows = current

@@ -19,15 +19,22 @@ The rows (see ``run_bench``):
   ``jax.nn.dot_product_attention``, forward and forward+backward, jitted.
 * ``train_*``: the compiled ``lax.scan`` training loop of ``attnlab.studies.recall.train`` against
   a Python loop over a jitted step, and vmapped seeds against sequential runs.
+* ``train_step_*`` and ``profile_step_*``: the compiled recall training step against the
+  step before its gathers got an explicit gradient, its fraction of the matmul peak, and
+  its parts (``attnlab.studies.bench.step``).
 * ``growth_*``: the log-log slope of the statistics' run time against d_k and n keys.
+* ``make_reproduce_seconds`` (only when asked for): the wall time of ``make reproduce`` from
+  an empty compilation cache.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -38,10 +45,12 @@ import pandas as pd
 
 from attnlab.core.attention import dot_product_attention
 from attnlab.core.sampling import mean_and_sem, softmax_row_statistics
-from attnlab.core.temperature import MECHANISMS
+from attnlab.harness.cli import REPO_ROOT
+from attnlab.harness.errors import RunError
 from attnlab.studies.bench.baselines import numpy_row_statistics, python_loop, reference_attention
 from attnlab.studies.bench.config import (
     COLUMNS,
+    OPTIONAL_ROW_NAMES,
     ROW_NAMES,
     AttentionShape,
     BenchConfig,
@@ -49,11 +58,8 @@ from attnlab.studies.bench.config import (
     make_row,
     timing_note,
 )
+from attnlab.studies.bench.step import bench_recall_step, recall_step_flops, train_timed
 from attnlab.studies.bench.timing import loglog_slope, measure_peak, median_seconds, time_calls
-from attnlab.studies.recall.train import (
-    RecallConfig,
-    train,
-)
 from attnlab.studies.statics.compute import DEFAULT_DKS
 
 
@@ -198,35 +204,6 @@ def bench_attention(config: BenchConfig) -> list[Row]:
     return rows
 
 
-def recall_step_flops(config: RecallConfig) -> int:
-    """Estimated FLOPs of one training step of the recall model: 3 x the forward matmuls.
-
-    Forward: the five table projections ``2 d_model d_k (3 n_key + 2 n_value)``, logits and
-    weighted sum ``4 B pairs d_k``, readout ``2 B d_k n_value``. The backward pass costs
-    twice the forward (a gradient for each operand of every matmul); softmax, Adam and the
-    other elementwise work are not counted.
-    """
-    t = config.task
-    forward = (
-        2 * config.d_model * config.d_k * (3 * t.n_key_tokens + 2 * t.n_value_tokens)
-        + 4 * config.batch_size * t.pairs * config.d_k
-        + 2 * config.batch_size * config.d_k * t.n_value_tokens
-    )
-    return 3 * forward
-
-
-def _train_timed(config: RecallConfig) -> tuple[float, list[float], np.ndarray]:
-    """One ``train`` call: its wall time, the times of its chunks after the first (the
-    intervals between ``on_chunk`` callbacks: steady state, compile excluded) and its
-    losses ``[seeds, steps]``."""
-    marks: list[float] = []
-    start = time.perf_counter()
-    result = train(
-        config, MECHANISMS["scaled"], on_chunk=lambda _: marks.append(time.perf_counter())
-    )
-    return time.perf_counter() - start, list(np.diff(marks)), result.metrics["loss"]
-
-
 def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
     """Rows ``train_scan_vs_python_loop`` and ``train_vmap_seeds_vs_sequential``.
 
@@ -240,12 +217,12 @@ def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
     vmapped = replace(recall, seeds=seeds)
     sequential = [replace(recall, seed=recall.seed + i) for i in range(seeds)]
     if config.warmup:  # compile both programs
-        _train_timed(vmapped)
-        _train_timed(sequential[0])
+        train_timed(vmapped)
+        train_timed(sequential[0])
     whole_vmap, whole_seq, chunks_vmap, chunks_one, diffs = [], [], [], [], []
     for _ in range(config.repeats):
-        t_vmap, vmap_chunks, vmap_losses = _train_timed(vmapped)
-        runs = [_train_timed(c) for c in sequential]
+        t_vmap, vmap_chunks, vmap_losses = train_timed(vmapped)
+        runs = [train_timed(c) for c in sequential]
         whole_vmap.append(t_vmap)
         whole_seq.append(sum(t for t, _, _ in runs))
         chunks_vmap += vmap_chunks
@@ -331,12 +308,59 @@ def bench_growth(config: BenchConfig) -> list[Row]:
     return rows
 
 
-def run_bench(config: BenchConfig, on_group: Callable[[int], None] | None = None) -> pd.DataFrame:
-    """Every comparison of ``ROW_NAMES``, one row each, with the columns of ``COLUMNS``.
+#: What ``time_reproduce`` runs by default: every result regenerated, stale or not.
+REPRODUCE_COMMAND = ("make", "reproduce")
+
+
+def time_reproduce(command: Sequence[str] = REPRODUCE_COMMAND, cwd: os.PathLike = REPO_ROOT) -> Row:
+    """Row ``make_reproduce_seconds``: the wall time of ``command`` run in ``cwd`` in a
+    subprocess, with ``ATTNLAB_JAX_CACHE`` pointed at a fresh empty temporary directory so
+    that every program is compiled from scratch (the directory is removed afterwards).
+
+    Its output is captured and dropped; a non-zero exit raises RunError with its last lines.
+    """
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="attnlab-jax-cache-") as cache:
+        env = {**os.environ, "ATTNLAB_JAX_CACHE": cache}
+        start = time.perf_counter()
+        done = subprocess.run(
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            check=False,
+        )
+        seconds = time.perf_counter() - start
+    shown = " ".join(command)
+    if done.returncode != 0:
+        tail = " | ".join(done.stdout.strip().splitlines()[-3:])
+        raise RunError(f"`{shown}` exited with status {done.returncode}: {tail}")
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cpus = f"{os.cpu_count()} CPUs" + (f" ({affinity} usable)" if affinity else "")
+    return make_row(
+        "make_reproduce_seconds",
+        seconds,
+        detail=f"wall time of `{shown}` in {cwd} as a subprocess (every script of make all "
+        "rerun); compilation cache empty: ATTNLAB_JAX_CACHE a fresh temporary directory; "
+        f"{cpus}; load average at start {load[0]:.1f}",
+    )
+
+
+def run_bench(
+    config: BenchConfig,
+    on_group: Callable[[int], None] | None = None,
+    reproduce_command: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Every comparison of ``ROW_NAMES``, one row each, with the columns of ``COLUMNS``;
+    with ``reproduce_command`` (see ``time_reproduce``) also ``make_reproduce_seconds``.
 
     Call ``cli.configure_jax()`` first (the script's entry point does) so that repeated calls
     of the suite's functions load their programs from the persistent cache instead of
-    compiling them again. ``on_group`` is told 1 after each of the five groups.
+    compiling them again. ``on_group`` is told 1 after each of the ``groups(...)`` groups.
     """
     tick = on_group or (lambda _: None)
     peak_s, peak = measure_peak(config.peak_size, config.repeats)
@@ -353,14 +377,23 @@ def run_bench(config: BenchConfig, on_group: Callable[[int], None] | None = None
         )
     ]
     tick(1)
-    for group in (
+    steps: list[Callable[[], list[Row]]] = [
         lambda: bench_statics(config, peak),
         lambda: bench_attention(config),
         lambda: bench_training(config, peak),
+        lambda: bench_recall_step(config, peak),
         lambda: bench_growth(config),
-    ):
+    ]
+    if reproduce_command is not None:
+        steps.append(lambda: [time_reproduce(reproduce_command)])
+    for group in steps:
         rows.extend(group())
         tick(1)
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
-    order = {name: i for i, name in enumerate(ROW_NAMES)}
+    order = {name: i for i, name in enumerate(ROW_NAMES + OPTIONAL_ROW_NAMES)}
     return frame.sort_values("name", key=lambda s: s.map(order), ignore_index=True)
+
+
+def groups(reproduce: bool) -> int:
+    """How many times ``run_bench`` calls ``on_group``."""
+    return 6 + reproduce

@@ -33,11 +33,24 @@ ROW_NAMES = (
     "attention_fwdbwd_vs_jax_large",
     "train_scan_vs_python_loop",
     "train_vmap_seeds_vs_sequential",
+    "train_step_vs_reference",
+    "train_step_peak_fraction",
+    "profile_step_data",
+    "profile_step_forward",
+    "profile_step_forward_backward",
+    "profile_step_adam",
+    "profile_step_full",
+    "profile_step_reference_full",
+    "profile_step_train_chunk",
     "growth_dk_direct",
     "growth_dk_exact",
     "growth_n_direct",
     "growth_n_exact",
 )
+
+#: The rows ``run_bench`` produces only when asked for (``experiments/bench.py
+#: --reproduce``), in order after ``ROW_NAMES``.
+OPTIONAL_ROW_NAMES = ("make_reproduce_seconds",)
 
 
 Row = dict[str, Any]

@@ -10,8 +10,50 @@ def fmt_cell(value: float, spec: str) -> str:
     return "" if value is None or not np.isfinite(value) else format(value, spec)
 
 
+#: The parts of the step profile, as the paragraph names them.
+PROFILE_PARTS = {
+    "profile_step_data": "data generation",
+    "profile_step_forward": "forward",
+    "profile_step_forward_backward": "forward and backward",
+    "profile_step_adam": "the Adam update",
+}
+
+
+def profile_paragraph(frame: pd.DataFrame) -> str:
+    """The "Profile of one recall step" paragraph: the ``profile_step_*`` rows of ``frame``
+    in milliseconds per step, and the command that reproduces them; empty without them."""
+    ms = {
+        row.name: format(1e3 * row.ours_seconds, ".3g") + " ms"
+        for row in frame.itertuples(index=False)
+        if row.name.startswith("profile_step_")
+    }
+    if not ms:
+        return ""
+    parts = ", ".join(f"{what} {ms[name]}" for name, what in PROFILE_PARTS.items() if name in ms)
+    sentences = [f"Time per training step of the recall model (experiment 04): {parts}."]
+    if "profile_step_full" in ms:
+        whole = f"The whole step takes {ms['profile_step_full']}"
+        if "profile_step_reference_full" in ms:
+            whole += (
+                f", against {ms['profile_step_reference_full']} for the step before its "
+                "gathers got an explicit gradient"
+            )
+        sentences.append(whole + ".")
+    if "profile_step_train_chunk" in ms:
+        sentences.append(
+            f"train() runs it at {ms['profile_step_train_chunk']} per step, its host work "
+            "between chunks included."
+        )
+    sentences.append(
+        "Each part is its own compiled lax.scan over one chunk of steps at the sizes the "
+        "rows' details give; reproduce with `make bench` (or `python experiments/bench.py`)."
+    )
+    return " ".join(["**Profile of one recall step.**", *sentences]) + "\n"
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
-    """The README's "Performance" table: one line per row of ``frame``, details below."""
+    """The README's "Performance" table: one line per row of ``frame``, details below, then
+    the ``profile_paragraph`` where ``frame`` has the profile rows."""
     lines = [
         "| benchmark | ours (s) | baseline (s) | speedup | % of peak | slope |",
         "|---|---:|---:|---:|---:|---:|",
@@ -25,4 +67,5 @@ def markdown_table(frame: pd.DataFrame) -> str:
         )
     lines.append("")
     lines.extend(f"- `{row.name}`: {row.detail}" for row in frame.itertuples(index=False))
-    return "\n".join(lines) + "\n"
+    profile = profile_paragraph(frame)
+    return "\n".join(lines) + "\n" + (f"\n{profile}" if profile else "")

@@ -1,0 +1,327 @@
+"""The recall training step: timed whole and in parts, and against the step it replaced.
+
+Every program here is what ``attnlab.studies.recall.train.train`` compiles for one chunk of
+``chunk_steps`` steps, or a part of it: a ``jax.lax.scan`` over the chunk's steps, vmapped
+over a seed axis (of one seed), jitted, and compiled ahead of timing (``lower().compile()``)
+so that compilation is never timed. Each time is the median of ``repeats`` calls of the
+compiled program after one warm-up call, its outputs blocked on, divided by the chunk's
+steps where a row reports seconds per step.
+
+The reference step is the same model and ``train_step`` traced under
+``baselines.autodiff_gathers``: the gathers of projected token tables as the one-hot matmul
+differentiated by plain autodiff, as before commit 57be4c8.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from attnlab.core.softmax_stats import entropy, max_weight
+from attnlab.core.temperature import MECHANISMS
+from attnlab.studies.bench.baselines import autodiff_gathers
+from attnlab.studies.bench.config import BenchConfig, Row, make_row
+from attnlab.studies.bench.timing import median_seconds
+from attnlab.studies.recall.model import RecallModel
+from attnlab.studies.recall.task import Batch, stream_batch
+from attnlab.studies.recall.train import (
+    RecallConfig,
+    TrainState,
+    initial_state,
+    loss_and_aux,
+    make_model,
+    make_optimizer,
+    seed_keys,
+    train,
+    train_step,
+)
+
+
+def recall_step_flops(config: RecallConfig) -> int:
+    """Estimated FLOPs of one training step of the recall model: 3 x the forward matmuls.
+
+    Forward: the five table projections ``2 d_model d_k (3 n_key + 2 n_value)``, logits and
+    weighted sum ``4 B pairs d_k``, readout ``2 B d_k n_value``. The backward pass costs
+    twice the forward (a gradient for each operand of every matmul); softmax, Adam and the
+    other elementwise work are not counted.
+    """
+    t = config.task
+    forward = (
+        2 * config.d_model * config.d_k * (3 * t.n_key_tokens + 2 * t.n_value_tokens)
+        + 4 * config.batch_size * t.pairs * config.d_k
+        + 2 * config.batch_size * config.d_k * t.n_value_tokens
+    )
+    return 3 * forward
+
+
+def train_timed(config: RecallConfig) -> tuple[float, list[float], np.ndarray]:
+    """One ``train`` call with the scaled mechanism: its wall time, the times of its chunks
+    after the first (the intervals between ``on_chunk`` callbacks: steady state, compile
+    excluded) and its losses ``[seeds, steps]``."""
+    marks: list[float] = []
+    start = time.perf_counter()
+    result = train(
+        config, MECHANISMS["scaled"], on_chunk=lambda _: marks.append(time.perf_counter())
+    )
+    return time.perf_counter() - start, list(np.diff(marks)), result.metrics["loss"]
+
+
+def _forward_metrics(
+    model: RecallModel, params: dict, batch: Batch
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The loss and the metrics ``train_step`` takes from the forward pass."""
+    loss, (logits, weights) = loss_and_aux(model, params, batch)
+    return loss, {
+        "loss": loss,
+        "accuracy": jnp.mean(jnp.argmax(logits, -1) == batch.target),
+        "attn_entropy": jnp.mean(entropy(weights)),
+        "attn_max_weight": jnp.mean(max_weight(weights)),
+    }
+
+
+def _compile(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
+    """``fn`` vmapped over a leading seed axis of every argument but the last (the steps),
+    jitted and compiled for ``args``."""
+    in_axes = (*(0 for _ in args[:-1]), None)
+    return jax.jit(jax.vmap(fn, in_axes=in_axes)).lower(*args).compile()
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """Seconds per chunk of each program, the chunk's losses of the current and the
+    reference step (``[steps]``), and ``train()``'s steady chunks."""
+
+    chunk: int
+    seconds: dict[str, float]
+    losses: np.ndarray
+    reference_losses: np.ndarray
+    train_chunk_seconds: float
+    train_chunks: int
+
+
+#: The parts ``measure_step`` times, in the order of their rows.
+PARTS = ("data", "forward", "forward_backward", "adam", "full", "reference_full")
+
+
+def measure_step(config: BenchConfig) -> StepTimes:
+    """Time one chunk of steps of ``config.recall`` (one seed, the scaled mechanism) whole,
+    in parts, and as the reference step; then ``train()``'s steady chunks.
+
+    The parts, each a scan over the chunk: ``data`` draws the batches (``stream_batch``);
+    ``forward`` and ``forward_backward`` run on the chunk's batches drawn beforehand (so no
+    data generation, and no loop-invariant program XLA could hoist out of the loop) at the
+    step-0 parameters; ``adam`` applies the step-0 gradient to the carried state with
+    ``optimizer.update`` and ``optax.apply_updates``; ``full`` is ``train_step`` as
+    ``train()`` compiles it and ``reference_full`` the same traced under
+    ``autodiff_gathers``.
+    """
+    recall = replace(config.recall, seeds=1)
+    chunk = recall.chunk_steps
+    mechanism = MECHANISMS["scaled"]
+    model, optimizer = make_model(recall, mechanism), make_optimizer(recall)
+    state = initial_state(recall, mechanism)  # stacked over the one seed
+    data_keys = jnp.stack([seed_keys(s).data for s in recall.seed_values])
+    steps = jnp.arange(chunk)
+
+    def data(key: jax.Array, steps: jax.Array) -> Batch:
+        return jax.lax.map(lambda t: stream_batch(key, t, recall.batch_size, recall.task), steps)
+
+    def forward(params: dict, batches: Batch, steps: jax.Array) -> dict[str, jax.Array]:
+        def body(_, batch: Batch) -> tuple[None, dict[str, jax.Array]]:
+            return None, _forward_metrics(model, params, batch)[1]
+
+        return jax.lax.scan(body, None, batches)[1]
+
+    def forward_backward(params: dict, batches: Batch, steps: jax.Array) -> dict[str, jax.Array]:
+        def body(_, batch: Batch) -> tuple[None, dict[str, jax.Array]]:
+            grad_fn = jax.value_and_grad(lambda p: _forward_metrics(model, p, batch), has_aux=True)
+            (_, metrics), grads = grad_fn(params)
+            norms = {
+                f"grad_norm_{name.replace('_', '').lower()}": jnp.linalg.norm(grads[name])
+                for name in ("W_Q", "W_K", "W_V")
+            }
+            # Every gradient in some output, as Adam consumes them all in train_step.
+            return None, metrics | norms | {"grad_norm_all": optax.tree.norm(grads)}
+
+        return jax.lax.scan(body, None, batches)[1]
+
+    def adam(state: TrainState, grads: dict, steps: jax.Array) -> TrainState:
+        def body(s: TrainState, _) -> tuple[TrainState, None]:
+            updates, opt_state = optimizer.update(grads, s.opt_state, s.params)
+            return TrainState(optax.apply_updates(s.params, updates), opt_state), None
+
+        return jax.lax.scan(body, state, steps)[0]
+
+    def full(state: TrainState, key: jax.Array, steps: jax.Array):
+        def body(s: TrainState, t: jax.Array):
+            return train_step(model, optimizer, recall, key, s, t)
+
+        return jax.lax.scan(body, state, steps)
+
+    programs = {"data": (_compile(data, data_keys, steps), (data_keys, steps))}
+    batches = programs["data"][0](data_keys, steps)  # [seeds, chunk, ...]
+    first = jax.tree.map(lambda x: x[:, 0], batches)
+    grads = jax.jit(jax.vmap(jax.grad(lambda p, b: loss_and_aux(model, p, b)[0])))(
+        state.params, first
+    )
+    on_batches = (state.params, batches, steps)
+    full_args = (state, data_keys, steps)
+    programs |= {
+        part: (_compile(fn, *args), args)
+        for part, fn, args in (
+            ("forward", forward, on_batches),
+            ("forward_backward", forward_backward, on_batches),
+            ("adam", adam, (state, grads, steps)),
+            ("full", full, full_args),
+        )
+    }
+    with autodiff_gathers():  # trace and compile the reference; the swap ends here
+        programs["reference_full"] = (_compile(full, *full_args), full_args)
+
+    seconds = {
+        part: median_seconds(
+            lambda f=program, a=args: f(*a),
+            config.repeats,
+            # Compiled already, so a warm-up call is cheap even in QUICK; its first call
+            # would otherwise count one-time costs (allocation, thread start-up).
+            warmup=True,
+            min_seconds=config.min_timing_seconds,
+        )
+        for part, (program, args) in programs.items()
+    }
+    losses, reference_losses = (
+        np.asarray(programs[part][0](*full_args)[1]["loss"])[0]
+        for part in ("full", "reference_full")
+    )
+    # train() itself: the same program, plus its host work between chunks.
+    train_config = replace(recall, steps=max(recall.steps, 2 * chunk))
+    if config.warmup:
+        train_timed(train_config)
+    train_chunks = [c for _ in range(config.repeats) for c in train_timed(train_config)[1]]
+    return StepTimes(
+        chunk,
+        seconds,
+        losses,
+        reference_losses,
+        float(np.median(train_chunks)),
+        len(train_chunks),
+    )
+
+
+def _timing(config: BenchConfig) -> str:
+    return f"median of {config.repeats} calls of the program compiled ahead, after one warm-up call"
+
+
+def _sizes(recall: RecallConfig) -> str:
+    return (
+        f"d_k {recall.d_k}, d_model {recall.d_model}, batch {recall.batch_size}, "
+        f"{recall.pairs} pairs, scaled attention, 1 seed"
+    )
+
+
+def max_loss_difference(times: StepTimes) -> float:
+    """``max_t |loss_t - reference_loss_t|`` over the chunk."""
+    return float(np.max(np.abs(times.losses - times.reference_losses)))
+
+
+def step_rows(config: BenchConfig, times: StepTimes, peak_flops: float) -> list[Row]:
+    """Rows ``train_step_vs_reference`` and ``train_step_peak_fraction`` from ``times``.
+
+    ``peak_fraction = recall_step_flops / step_seconds / peak_flops``, the step's seconds
+    those of the compiled scan alone (``profile_step_full``).
+    """
+    recall, chunk = config.recall, times.chunk
+    ours, reference = times.seconds["full"], times.seconds["reference_full"]
+    diff = max_loss_difference(times)
+    same = "bitwise identical" if diff == 0 else f"max |loss difference| {diff:.3g}"
+    flops = recall_step_flops(recall)
+    step = ours / chunk
+    return [
+        make_row(
+            "train_step_vs_reference",
+            ours,
+            reference,
+            detail=f"seconds per {chunk} steps, {_sizes(recall)}; train()'s compiled chunk "
+            "(lax.scan of train_step, vmapped over seeds, jitted) vs the same traced with "
+            "the gathers' gradient by plain autodiff of one_hot(tokens) @ table (the step "
+            f"before commit 57be4c8); {_timing(config)}; losses of the "
+            f"chunk from the same state: {same}",
+        ),
+        make_row(
+            "train_step_peak_fraction",
+            step,
+            peak_fraction=flops / step / peak_flops,
+            detail=f"seconds per step of train()'s compiled chunk ({chunk} steps, "
+            f"{_sizes(recall)}), host work excluded; FLOPs per step = 3 x [2 d_model d_k "
+            f"(3 n_key + 2 n_value) + 4 B pairs d_k + 2 B d_k n_value] = {flops:.3g}, "
+            f"{flops / step / 1e9:.3g} GFLOP/s of the in-run peak {peak_flops / 1e9:.3g}",
+        ),
+    ]
+
+
+#: What each profile row includes.
+PROFILE_WHAT = {
+    "data": "data generation alone: stream_batch of each step's batch",
+    "forward": "forward alone: loss and the forward metrics of train_step, on the chunk's "
+    "batches drawn beforehand, step-0 parameters",
+    "forward_backward": "forward and backward: value_and_grad of the loss with train_step's "
+    "metrics and gradient norms (and the global norm, so no gradient is dead code), on the "
+    "chunk's batches drawn beforehand, step-0 parameters",
+    "adam": "the Adam update alone: optimizer.update and apply_updates of a fixed gradient",
+    "full": "the whole train_step (data, forward, backward, metrics, Adam)",
+    "reference_full": "the whole train_step with the gathers' gradient by plain autodiff of "
+    "the one-hot matmul (before commit 57be4c8)",
+}
+
+
+def profile_rows(config: BenchConfig, times: StepTimes) -> list[Row]:
+    """Rows ``profile_step_<part>`` (seconds per step of each part of ``PARTS``) and
+    ``profile_step_train_chunk``: ``train()``'s steady chunks per step, whose difference
+    from ``profile_step_full`` is the host work between chunks."""
+    chunk = times.chunk
+    per_step = {part: s / chunk for part, s in times.seconds.items()}
+    where = (
+        f"{_sizes(config.recall)}; a lax.scan over {chunk} steps vmapped over the seed as "
+        f"train() compiles it, {_timing(config)}; seconds per "
+        "step = chunk time / steps"
+    )
+    parts = per_step["data"] + per_step["forward_backward"] + per_step["adam"]
+    rows = [
+        make_row(f"profile_step_{part}", per_step[part], detail=f"{PROFILE_WHAT[part]}; {where}")
+        for part in PARTS
+    ]
+    rows[PARTS.index("full")]["detail"] += (
+        f"; data + forward_backward + adam = {parts:.3g} s ({parts / per_step['full']:.0%} of "
+        "the full step)"
+    )
+    host = times.train_chunk_seconds - times.seconds["full"]
+    rows.append(
+        make_row(
+            "profile_step_train_chunk",
+            times.train_chunk_seconds / chunk,
+            detail=f"train()'s steady chunks per step: median of {times.train_chunks} chunks "
+            "after the first (the time between successive on_chunk callbacks: the compiled "
+            "chunk, the metrics fetched to numpy and checked for divergence); host work = "
+            f"this - profile_step_full = {host:.3g} s per chunk of {chunk} steps "
+            f"({host / times.train_chunk_seconds:.0%} of the chunk); {_sizes(config.recall)}",
+        )
+    )
+    return rows
+
+
+def bench_recall_step(config: BenchConfig, peak_flops: float) -> list[Row]:
+    """``step_rows`` and ``profile_rows`` from one ``measure_step``."""
+    times = measure_step(config)
+    return step_rows(config, times, peak_flops) + profile_rows(config, times)
+
+
+def profile_recall_step(config: BenchConfig) -> list[Row]:
+    """The profile of one recall step alone (rows ``profile_step_*``)."""
+    return profile_rows(config, measure_step(config))
