@@ -42,6 +42,7 @@ from attnlab.studies.companion import report as companion_report
 from attnlab.studies.condensation import report as condensation_report
 from attnlab.studies.failure_modes import report as failure_report
 from attnlab.studies.statics import report as statics_report
+from attnlab.studies.widths import report as widths_report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "results"
@@ -60,6 +61,7 @@ STUDY_CHECKS: dict[str, dict[str, verdicts.Check]] = {
     "CONDENSATION_CLAIMS": condensation_report.CHECKS,
     "COMPANION_CLAIMS": companion_report.CHECKS,
     "FAILURE_CLAIMS": failure_report.CHECKS,
+    "WIDTHS_CLAIMS": widths_report.CHECKS,
 }
 PASSING = {"measured": {verdicts.REPRODUCED, verdicts.WITHIN}, "qualitative": {verdicts.HOLDS}}
 
@@ -589,6 +591,160 @@ def _first_overflow(at: float) -> Edit:
     return apply
 
 
+def _base_rows(tables: FrameTables, mechanism: str, d_k: int | None = None) -> pd.Index:
+    """Labels of the width summary's rows at the base learning rate (all seeds) of
+    ``mechanism``, at ``d_k`` if given."""
+    base, _, _ = widths_report.base_runs(tables)
+    rows = base.mechanism == mechanism
+    if d_k is not None:
+        rows &= base.d_k == d_k
+    assert rows.sum() > 0, f"no base {mechanism} rows at d_k {d_k}"
+    return base.index[rows]
+
+
+def _widths_summary(tables: FrameTables, *columns: str) -> pd.DataFrame:
+    frame = tables.get(widths_report.SUMMARY_CSV, columns)
+    for column in columns:
+        _float_column(frame, column)
+    return frame
+
+
+def _widest(tables: FrameTables) -> int:
+    base, _, _ = widths_report.base_runs(tables)
+    return int(base.d_k.max())
+
+
+def _frozen_at_widest(scaled: float, unscaled: float, accuracy: float) -> Edit:
+    """Scaled routes (routing 1) and unscaled is far from frozen (0.9) at every width, but at
+    the widest: scaled routing ``scaled``, unscaled routing ``unscaled`` and unscaled held-out
+    accuracy ``accuracy``, each a function of (pairs, value tokens)."""
+
+    def apply(tables: FrameTables) -> None:
+        frame = _widths_summary(tables, "routing_accuracy_end", "eval_accuracy")
+        _, pairs, values = widths_report.base_runs(tables)
+        widest = _widest(tables)
+        frame.loc[_base_rows(tables, "scaled"), "routing_accuracy_end"] = 1.0
+        frame.loc[_base_rows(tables, "unscaled"), "routing_accuracy_end"] = 0.9
+        frame.loc[_base_rows(tables, "unscaled"), "eval_accuracy"] = 0.9
+        at = _base_rows(tables, "scaled", widest)
+        frame.loc[at, "routing_accuracy_end"] = scaled(pairs, values)
+        at = _base_rows(tables, "unscaled", widest)
+        frame.loc[at, "routing_accuracy_end"] = unscaled(pairs, values)
+        frame.loc[at, "eval_accuracy"] = accuracy(pairs, values)
+
+    return apply
+
+
+def _edge_gap(b: float, n: int) -> float:
+    """The unscaled accuracy a < b whose gap b - a is exactly ``SE_MULTIPLE`` standard
+    errors of the difference at ``n`` held-out sequences (bisection)."""
+
+    def excess(a: float) -> float:
+        se = math.sqrt((a * (1 - a) + b * (1 - b)) / n)
+        return b - a - widths_report.SE_MULTIPLE * se
+
+    low, high = 0.0, b  # excess(low) > 0 > excess(high)
+    assert excess(low) > 0 > excess(high)
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if excess(mid) > 0 else (low, mid)
+    return (low + high) / 2
+
+
+def _quality_gap(shift: float, diverged: bool = False) -> Edit:
+    """At the widest width, where scaled routes: scaled accuracy 0.9, unscaled ``shift``
+    above the accuracy at exactly ``SE_MULTIPLE`` SE below it; no diverged base run, or
+    (``diverged``) one unscaled run diverged at step 100."""
+
+    def apply(tables: FrameTables) -> None:
+        frame = _widths_summary(tables, "routing_accuracy_end", "eval_accuracy", "diverged_step")
+        n = int(tables.flags(widths_report.SUMMARY_CSV).get("eval_size", 512))
+        widest = _widest(tables)
+        frame.loc[_base_rows(tables, "scaled", widest), "routing_accuracy_end"] = 1.0
+        frame.loc[_base_rows(tables, "scaled", widest), "eval_accuracy"] = 0.9
+        at = _base_rows(tables, "unscaled", widest)
+        frame.loc[at, "eval_accuracy"] = _edge_gap(0.9, n) + shift
+        base, _, _ = widths_report.base_runs(tables)
+        frame.loc[base.index, "diverged_step"] = np.nan
+        if diverged:
+            frame.loc[at[0], "diverged_step"] = 100.0
+
+    return apply
+
+
+def _slowdown(jacobian: float, slowdown: float, reached: int | None = None) -> Edit:
+    """Every width: J_scaled / J_unscaled ``jacobian`` and the loss-1.0 step 100 (scaled) and
+    100 x 1.5 (unscaled), so the signs agree (+1); at the widest, slow-down ``slowdown``
+    instead, and, given ``reached``, scaled reaching loss 1.0 on that many of its seeds
+    only (the others never)."""
+
+    def apply(tables: FrameTables) -> None:
+        frame = _widths_summary(tables, "step_loss_below_1")
+        jac = tables.get(widths_report.JACOBIAN_CSV, ["d_k", "ratio_unscaled_scaled"])
+        _float_column(jac, "ratio_unscaled_scaled")
+        widest = _widest(tables)
+        assert (jac.d_k == widest).sum() == 1, f"no Jacobian row at d_k {widest}"
+        jac["ratio_unscaled_scaled"] = 1 / 1.5
+        jac.loc[jac.d_k == widest, "ratio_unscaled_scaled"] = 1 / jacobian
+        frame.loc[_base_rows(tables, "scaled"), "step_loss_below_1"] = 100.0
+        frame.loc[_base_rows(tables, "unscaled"), "step_loss_below_1"] = 150.0
+        frame.loc[_base_rows(tables, "unscaled", widest), "step_loss_below_1"] = 100 * slowdown
+        if reached is not None:
+            at = _base_rows(tables, "scaled", widest)
+            frame.loc[at[reached:], "step_loss_below_1"] = np.nan
+
+    return apply
+
+
+def _seeds_reaching(tables: FrameTables, judged: bool) -> int:
+    """The most scaled seeds at the widest width reaching loss 1.0 that leave the width
+    unjudged (under half), or the fewest that make it judged."""
+    n = len(_base_rows(tables, "scaled", _widest(tables)))
+    return math.ceil(n / 2) if judged else math.ceil(n / 2) - 1
+
+
+def _identical_at_dk1(change: str | None = None) -> Edit:
+    """Unscaled d_k = 1 rows of the summary and the curves copied from scaled's; then, given
+    ``change`` (a file name), one cell of its first unscaled d_k = 1 row moved."""
+
+    def apply(tables: FrameTables) -> None:
+        for name in (widths_report.SUMMARY_CSV, widths_report.CURVES_CSV):
+            frame = tables.get(name, ["d_k", "mechanism"])
+            scaled = frame.index[(frame.d_k == 1) & (frame.mechanism == "scaled")]
+            unscaled = frame.index[(frame.d_k == 1) & (frame.mechanism == "unscaled")]
+            assert len(scaled) == len(unscaled) > 0, f"{name}: d_k = 1 rows differ in number"
+            columns = [c for c in frame.columns if c != "mechanism"]
+            for column in columns:
+                frame.loc[unscaled, column] = frame.loc[scaled, column].to_numpy()
+            if change == name:
+                column = "eval_accuracy" if name == widths_report.SUMMARY_CSV else "smoothed_loss"
+                _float_column(frame, column)
+                value = frame.loc[unscaled[0], column]
+                frame.loc[unscaled[0], column] = (0.0 if np.isnan(value) else value) + 1e-6
+
+    return apply
+
+
+def _best_lrs(scaled_top: int, inv_d_top: int) -> Edit:
+    """Each mechanism's best rate the grid's lowest at every width but the widest, where it
+    is the grid's rate of index ``scaled_top`` / ``inv_d_top``."""
+
+    def apply(tables: FrameTables) -> None:
+        frame = tables.get(widths_report.LR_CSV, ["mechanism", "d_k", "lr", "best"])
+        grid = np.sort(frame.lr.unique())
+        widest = frame.d_k.max()
+        assert frame.d_k.nunique() > 1 and len(grid) > max(scaled_top, inv_d_top)
+        frame["best"] = False
+        for mechanism, top in (("scaled", scaled_top), ("inv_d", inv_d_top)):
+            for d_k in frame.d_k[frame.mechanism == mechanism].unique():
+                lr = grid[top] if d_k == widest else grid[0]
+                row = (frame.mechanism == mechanism) & (frame.d_k == d_k) & (frame.lr == lr)
+                assert row.sum() == 1, f"no {mechanism} row at d_k {d_k}, lr {lr}"
+                frame.loc[row, "best"] = True
+
+    return apply
+
+
 _GRAD = "grad_ratio [W_Q, W_K * d_k^-1/4]"
 
 #: Check name -> scenarios (name, just inside, just outside) of the cells it reads.
@@ -669,6 +825,45 @@ CHECK_SCENARIOS: dict[str, list[Scenario]] = {
     "float16_overflow_logit": [
         ("above 11", _first_overflow(12.0), _first_overflow(12.125)),
         ("below 11", _first_overflow(10.0), _first_overflow(9.875)),
+    ],
+    "frozen_routing": [
+        (
+            "routing 2x chance",
+            _frozen_at_widest(lambda p, v: 1.0, lambda p, v: 2 / p, lambda p, v: 0.5),
+            _frozen_at_widest(lambda p, v: 1.0, lambda p, v: 2 / p + 1e-6, lambda p, v: 0.5),
+        ),
+        (
+            "payload 2x chance",
+            _frozen_at_widest(lambda p, v: 1.0, lambda p, v: 1 / p, lambda p, v: 2 / v + 1e-6),
+            _frozen_at_widest(lambda p, v: 1.0, lambda p, v: 1 / p, lambda p, v: 2 / v),
+        ),
+        (
+            "scaled routes",
+            _frozen_at_widest(lambda p, v: 0.5, lambda p, v: 1 / p, lambda p, v: 0.5),
+            _frozen_at_widest(lambda p, v: 0.5 - 1e-6, lambda p, v: 1 / p, lambda p, v: 0.5),
+        ),
+    ],
+    "silent_quality_loss": [
+        ("gap 4 SE", _quality_gap(-1e-6), _quality_gap(1e-6)),
+        ("a diverged run", _quality_gap(-0.1), _quality_gap(-0.1, diverged=True)),
+    ],
+    "slowdown_follows_jacobian": [
+        ("slower, 1 + 0.1", _slowdown(1.5, 1.1 + 1e-6), _slowdown(1.5, 1.1 - 1e-6)),
+        ("faster, 1 - 0.1", _slowdown(1 / 1.5, 0.9 - 1e-6), _slowdown(1 / 1.5, 0.9 + 1e-6)),
+        ("equal, 1 + 0.1", _slowdown(1.0, 1.1 - 1e-6), _slowdown(1.0, 1.1 + 1e-6)),
+        (
+            "judged: scaled reaches on half its seeds",
+            lambda t: _slowdown(1.5, 0.1, _seeds_reaching(t, judged=False))(t),
+            lambda t: _slowdown(1.5, 0.1, _seeds_reaching(t, judged=True))(t),
+        ),
+    ],
+    "identical_at_dk1": [
+        ("summary", _identical_at_dk1(), _identical_at_dk1(widths_report.SUMMARY_CSV)),
+        ("curves", _identical_at_dk1(), _identical_at_dk1(widths_report.CURVES_CSV)),
+    ],
+    "mup_lr_transfer": [
+        ("fewer decades", _best_lrs(2, 1), _best_lrs(2, 2)),
+        ("fewer decades, none", _best_lrs(1, 0), _best_lrs(1, 1)),
     ],
 }
 
