@@ -57,12 +57,14 @@ def fig8_widths(tables: Tables, figures_dir: Path) -> list[Path]:
         )
         a.axhline(1.0, color="0.3", lw=0.8)
         a.set_yscale("log")
+        a.set_ylim(top=4 * max(ratios.jacobian.max(), ratios.slowdown.max()))  # legend room
         log2_dk_axis(a, d_k)
         a.set_ylabel("ratio (dimensionless)")
         a.set_title("(a) slow-down vs the Jacobian")
         a.legend(loc="upper left", fontsize=6)
 
-        for name in routing.columns:
+        swept = tables.flags("10_widths_summary.csv").get("mechanisms", list(routing.columns))
+        for name in [m for m in swept if m in routing.columns]:
             color = MECHANISM_COLORS[name]
             b.plot(routing.index, routing[name], marker="o", color=color, label=f"{name}: routing")
             b.plot(
@@ -78,7 +80,7 @@ def fig8_widths(tables: Tables, figures_dir: Path) -> list[Path]:
         b.set_ylabel("fraction of held-out sequences")
         b.set_ylim(-0.02, 1.02)
         b.set_title("(b) routing (o) and held-out accuracy (x)")
-        b.legend(loc="center left", fontsize=5, ncol=1, bbox_to_anchor=(1.0, 0.5))
+        b.legend(loc="center left", fontsize=6, ncol=1, bbox_to_anchor=(1.0, 0.5))
 
         for name in best.columns:
             c.plot(best.index, best[name], marker="o", color=MECHANISM_COLORS[name], label=name)

@@ -89,15 +89,15 @@ def _frozen_routing(tables: Tables) -> tuple[str, str, bool]:
 
 def _silent_quality_loss(tables: Tables) -> tuple[str, str, bool]:
     """At the widest width: unscaled held-out accuracy below scaled's by more than
-    ``SE_MULTIPLE`` binomial standard errors (of the difference), and no diverged run at
-    any width."""
+    ``SE_MULTIPLE`` binomial standard errors (of the difference), and no diverged unscaled
+    run at any width."""
     base, _, _ = base_runs(tables)
     widths = routed_widths(tables)
     if not widths:
         return "scaled attention routes at no width", "", False
     n = int(tables.flags(SUMMARY_CSV).get("eval_size", 512))
     accuracy = medians(base, "eval_accuracy")
-    crashes = int(base.diverged_step.notna().sum())
+    crashes = int(base[base.mechanism == "unscaled"].diverged_step.notna().sum())
     widest = widths[-1]
     a, b = accuracy.loc[widest, "unscaled"], accuracy.loc[widest, "scaled"]
     se = math.sqrt((a * (1 - a) + b * (1 - b)) / n)
@@ -108,7 +108,7 @@ def _silent_quality_loss(tables: Tables) -> tuple[str, str, bool]:
     ok = crashes == 0 and b - a > SE_MULTIPLE * se
     detail = (
         f"unscaled vs scaled; gap at d_k {widest} > {SE_MULTIPLE:g} SE ({se:.3f}); "
-        f"{crashes} diverged runs"
+        f"{crashes} diverged unscaled runs"
     )
     return text, detail, ok
 
@@ -142,11 +142,18 @@ def milestone_ratios(tables: Tables) -> pd.DataFrame:
 def _slowdown_follows_jacobian(tables: Tables) -> tuple[str, str, bool]:
     """At every width where scaled reaches loss 1.0 on at least half its seeds, the sign of
     (unscaled slower) matches the sign of (unscaled Jacobian smaller), each within ``SAME``
-    of 1 counting as equal."""
+    of 1 counting as equal; a censored slow-down (unscaled never reaching loss 1.0) counts
+    only when its lower bound is above ``1 + SAME``."""
     frame = milestone_ratios(tables)
-    judged = frame[frame.reached_scaled >= 0.5]
+    judged = frame[(frame.reached_scaled >= 0.5) & frame.slowdown.notna() & frame.jacobian.notna()]
     if judged.empty:
         return "scaled never reaches loss 1.0", "", False
+    # Where unscaled never gets there the slow-down is a lower bound: it says "slower" only
+    # when the bound itself exceeds 1 + SAME, and nothing otherwise (the width is skipped).
+    censored = judged.reached_unscaled < 0.5
+    judged = judged[~censored | (judged.slowdown > 1 + SAME)]
+    if judged.empty:
+        return "no width where both signs are known", "", False
     agree = [_sign(r.slowdown) == _sign(r.jacobian) for r in judged.itertuples()]
     text = "; ".join(
         f"d_k {d}: {num(r.slowdown)} vs {num(r.jacobian)}" for d, r in judged.iterrows()
