@@ -93,6 +93,18 @@ _CURVE = (
     "loss", "smoothed_loss", "accuracy", "grad_norm_wq", "grad_norm_wk", "grad_norm_wv",
     "attn_entropy", "attn_max_weight",
 )  # fmt: skip
+# Experiment 10: one run per (d_k, mechanism, lr, seed); derived tables unchecked.
+_WIDTH_RUN = ("d_k", "mechanism", "lr", SEED)
+_WIDTHS_SUMMARY = (
+    "grad_wq_step0", "grad_wk_step0", "step_loss_below_1", "step_loss_below_0p1", "final_loss",
+    "eval_accuracy", "routing_accuracy_step0", "routing_accuracy_end", "asked_weight_step0",
+    "asked_weight_end", "logit_std_step0", "logit_std_end", "diverged_step",
+)  # fmt: skip
+_WIDTHS_CURVE = (
+    "smoothed_loss", "q_norm", "k_norm", "logit_std_raw", "logit_max_raw", "logit_std",
+    "logit_max", "cos_asked", "rho_implied", "routing_accuracy", "asked_weight",
+    "attn_max_weight", "attn_entropy", "accuracy",
+)  # fmt: skip
 _F16_EPS, _BF16_EPS = 2.0**-10, 2.0**-7
 _Q07 = ("--samples", "10000")  # (c) only: its means carry SEs; (a) and (b) at defaults
 
@@ -178,6 +190,18 @@ SPECS: dict[str, CsvSpec] = {
         "--out-dir", ("variant", SEED, "step"), seed_range=_CURVE, curve_step="step"),
     "09_fit_prediction_summary.csv": CsvSpec(
         "--out-dir", ("variant", SEED), seed_range=_SUMMARY),
+    "10_widths_summary.csv": CsvSpec(
+        "--out-dir", _WIDTH_RUN, seed_range=_WIDTHS_SUMMARY),
+    "10_widths_curves.csv": CsvSpec(
+        "--out-dir", (*_WIDTH_RUN, "step"), seed_range=_WIDTHS_CURVE, curve_step="step"),
+    "10_lr_transfer.csv": CsvSpec(
+        "--out-dir", ("mechanism", "d_k", "lr"), exact=("seeds",),
+        unchecked=("diverged", "final_loss_median", "step_loss_below_0p1_median", "best")),
+    "10_jacobian_n16.csv": CsvSpec(
+        "--out-dir", ("d_k",),
+        se=(("jacobian_scaled_mean", "jacobian_scaled_sem"),
+            ("jacobian_unscaled_mean", "jacobian_unscaled_sem")),
+        exact=("n_keys",), unchecked=("trials", "ratio_unscaled_scaled", "ratio_se")),
 }  # fmt: skip
 
 

@@ -261,7 +261,7 @@ CROSS_FLAG = [
     ("04_associative_recall", ["--seed", str(cli.MAX_SEED), "--seeds", "2"], "--seeds"),
     ("05_remedies", ["--steps", "10", "--fold-step", "10"], "--fold-step"),
     ("10_widths", ["--steps", "100", "--record-every", "30"], "--record-every"),
-    ("10_widths", ["--lr", "0.01"], "--lrs"),
+    ("10_widths", ["--lr", "0.02"], "--lrs"),
     ("10_widths", ["--dk", "4", "--lr-dks", "8"], "--lr-dks"),
     (
         "05_remedies",
