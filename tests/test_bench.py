@@ -133,6 +133,7 @@ def step_times():
     return measure_step(STEP_CONFIG)
 
 
+@pytest.mark.slow
 def test_reference_step_agrees_with_the_current_step(step_times):
     recall = STEP_CONFIG.recall
     losses, reference = step_times.losses, step_times.reference_losses
@@ -152,6 +153,7 @@ def test_reference_step_agrees_with_the_current_step(step_times):
     assert np.isfinite(losses).all()
 
 
+@pytest.mark.slow
 def test_step_rows_and_profile_rows(step_times):
     assert set(step_times.seconds) == set(PARTS)
     assert all(s > 0 for s in step_times.seconds.values())

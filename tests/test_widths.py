@@ -146,6 +146,7 @@ def two_runs(tmp_path_factory, load_script, run_main):
     return dirs
 
 
+@pytest.mark.slow
 def test_script_writes_every_output_byte_identically(two_runs):
     a, b = two_runs
     for stem in OUTPUTS:
@@ -153,6 +154,7 @@ def test_script_writes_every_output_byte_identically(two_runs):
         assert (a / f"{stem}.json").is_file()
 
 
+@pytest.mark.slow
 def test_script_outputs_are_consistent(two_runs):
     out = two_runs[0]
     summary = pd.read_csv(out / "10_widths_summary.csv")
