@@ -24,6 +24,7 @@ class Tables:
         self.results_dir = Path(results_dir)
         self.made_by = made_by
         self._frames: dict[str, pd.DataFrame] = {}
+        self._flags: dict[str, dict] = {}
 
     def get(self, name: str, columns: Sequence[str] = ()) -> pd.DataFrame:
         """The CSV ``name``, which must hold ``columns`` (else a one-line DataError)."""
@@ -33,9 +34,13 @@ class Tables:
         return self._frames[name]
 
     def flags(self, name: str) -> dict:
-        """The flags recorded in the JSON sidecar of CSV ``name`` (empty if it has none)."""
-        path = sidecar_path(self.results_dir / name)
-        return json.loads(path.read_text()).get("flags", {}) if path.is_file() else {}
+        """The flags recorded in the JSON sidecar of CSV ``name`` (empty if it has none);
+        read once, like the CSVs."""
+        if name not in self._flags:
+            path = sidecar_path(self.results_dir / name)
+            meta = json.loads(path.read_text()) if path.is_file() else {}
+            self._flags[name] = meta.get("flags", {})
+        return self._flags[name]
 
 
 def select(frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:

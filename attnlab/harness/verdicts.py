@@ -174,18 +174,24 @@ def _range_row(claim: SeedClaim | RatioClaim, values: pd.Series, digits: int) ->
     return _row(claim, text, "", f"range, median ×{MEDIAN_FACTOR:g}", verdict)
 
 
+def seed_values(claim: SeedClaim | RatioClaim, tables: Tables) -> pd.Series:
+    """Our value per seed of a seed claim (one column of one variant) or a ratio claim
+    (``numerator / denominator / divide_by`` of one column, paired by seed)."""
+    frame = tables.get(claim.csv, ["variant", "seed", claim.column])
+    if isinstance(claim, SeedClaim):
+        return frame[frame.variant == claim.variant][claim.column]
+    wide = frame.pivot(index="seed", columns="variant", values=claim.column).astype(float)
+    return wide[claim.numerator] / wide[claim.denominator] / claim.divide_by
+
+
 def seed_row(claim: SeedClaim, tables: Tables) -> Row:
     """One column of one variant, over seeds."""
-    frame = tables.get(claim.csv, ["variant", "seed", claim.column])
-    return _range_row(claim, frame[frame.variant == claim.variant][claim.column], 4)
+    return _range_row(claim, seed_values(claim, tables), 4)
 
 
 def ratio_row(claim: RatioClaim, tables: Tables) -> Row:
     """Per-seed ratios ``numerator / denominator / divide_by`` of one column."""
-    frame = tables.get(claim.csv, ["variant", "seed", claim.column])
-    wide = frame.pivot(index="seed", columns="variant", values=claim.column).astype(float)
-    ratios = wide[claim.numerator] / wide[claim.denominator] / claim.divide_by
-    return _range_row(claim, ratios, 3)
+    return _range_row(claim, seed_values(claim, tables), 3)
 
 
 def check_row(claim: CheckClaim, tables: Tables, checks: Mapping[str, Check]) -> Row:

@@ -13,9 +13,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from attnlab.claims import MEDIAN_FACTOR, RECALL_SUMMARY_CSV, TRAINING_CLAIMS, Claim, RatioClaim
+from attnlab.claims import (
+    MEDIAN_FACTOR,
+    RECALL_SUMMARY_CSV,
+    TRAINING_CLAIMS,
+    Claim,
+    RatioClaim,
+    SeedClaim,
+)
 from attnlab.harness.tables import Tables, markdown_table
-from attnlab.harness.verdicts import WITHIN, Row, claim_rows, tally
+from attnlab.harness.verdicts import WITHIN, Row, claim_rows, seed_values, tally
 
 FIT_SUMMARY_CSV = "09_fit_prediction_summary.csv"
 #: "Near": our median within this relative distance of the article's number.
@@ -35,16 +42,9 @@ def seen_by_fit(claim: Claim) -> bool:
 
 def near(claim: Claim, tables: Tables) -> bool | None:
     """Whether our median lies within ``NEAR`` of the article (None: not a seed claim)."""
-    column = getattr(claim, "column", None)
-    if column is None:
+    if not isinstance(claim, SeedClaim | RatioClaim):
         return None
-    frame = tables.get(claim.csv, ["variant", "seed", column])
-    if isinstance(claim, RatioClaim):
-        wide = frame.pivot(index="seed", columns="variant", values=column).astype(float)
-        values = wide[claim.numerator] / wide[claim.denominator] / claim.divide_by
-    else:
-        values = frame[frame.variant == claim.variant][column].astype(float)
-    median = float(values.median())
+    median = float(seed_values(claim, tables).astype(float).median())
     return bool(np.isfinite(median) and abs(median / claim.article - 1) <= NEAR)
 
 

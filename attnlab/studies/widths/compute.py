@@ -476,8 +476,3 @@ def jacobian_frame(config: WidthsConfig) -> pd.DataFrame:
             "ratio_se": ratio_se.to_numpy(),
         }
     )
-
-
-def chance_routing(pairs: int) -> float:
-    """Routing accuracy of a head that attends at random: ``1 / pairs``."""
-    return 1.0 / pairs

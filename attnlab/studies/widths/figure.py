@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import numpy as np
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, log2_dk_axis, save
 from attnlab.harness.tables import Tables
@@ -14,6 +13,8 @@ from attnlab.studies.widths.report import (
     CURVES_CSV,
     base_runs,
     best_lrs,
+    curves_at,
+    drift_width,
     medians,
     milestone_ratios,
 )
@@ -96,12 +97,9 @@ def fig8_widths(tables: Tables, figures_dir: Path) -> list[Path]:
 def fig9_drift(tables: Tables, figures_dir: Path) -> list[Path]:
     """Logit std (after the scale) and implied rho over training at the drift width, per
     mechanism: median over seeds, step 0 marked."""
-    flags = tables.flags("10_widths_summary.csv")
-    curves = tables.get(
-        CURVES_CSV, ["d_k", "mechanism", "lr", "seed", "step", "logit_std", "rho_implied"]
-    )
-    d_k = flags.get("drift_dk") or int(curves.d_k.max())
-    at = curves[(curves.d_k == d_k) & np.isclose(curves.lr, flags.get("lr", 3e-4))]
+    curves = tables.get(CURVES_CSV, ["d_k"])
+    d_k = drift_width(tables) or int(curves.d_k.max())  # no drift runs: the widest width
+    at = curves_at(tables, d_k, ["logit_std", "rho_implied"])
     with plt.rc_context(STYLE):
         fig, (a, b) = plt.subplots(1, 2, figsize=(2 * COLUMN_WIDTH_IN, 2.7), sharex=True)
         for name, group in at.groupby("mechanism", sort=False):

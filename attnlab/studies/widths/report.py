@@ -38,16 +38,33 @@ _SUMMARY = [
 ]
 
 
+def base_lr(tables: Tables) -> float:
+    """The learning rate of the width runs: ``--lr`` from the sidecar, else the most
+    common rate of the summary."""
+    summary = tables.get(SUMMARY_CSV, ["lr"])
+    return tables.flags(SUMMARY_CSV).get("lr", summary.lr.mode().iloc[0])
+
+
 def base_runs(tables: Tables) -> tuple[pd.DataFrame, int, int]:
     """The width runs (at the base learning rate), the pairs and the value-token count."""
     summary = tables.get(SUMMARY_CSV, _SUMMARY)
     flags = tables.flags(SUMMARY_CSV)
-    lr = flags.get("lr", summary.lr.mode().iloc[0])
     return (
-        summary[np.isclose(summary.lr, lr)],
+        summary[np.isclose(summary.lr, base_lr(tables))],
         int(flags.get("pairs", 16)),
         int(flags.get("value_tokens", 32)),
     )
+
+
+def drift_width(tables: Tables) -> int | None:
+    """``--drift-dk`` of the run (None if it trained no drift runs)."""
+    return tables.flags(SUMMARY_CSV).get("drift_dk") or None
+
+
+def curves_at(tables: Tables, d_k: int | None, columns: list[str]) -> pd.DataFrame:
+    """The recorded curves of the runs at width ``d_k`` and the base learning rate."""
+    curves = tables.get(CURVES_CSV, ["d_k", "mechanism", "lr", "seed", "step", *columns])
+    return curves[(curves.d_k == d_k) & np.isclose(curves.lr, base_lr(tables))]
 
 
 def medians(base: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -249,23 +266,8 @@ def _width_table(tables: Tables) -> str:
 
 
 def _drift_table(tables: Tables) -> tuple[str, int | None]:
-    flags = tables.flags(SUMMARY_CSV)
-    d_k = flags.get("drift_dk") or None
-    curves = tables.get(
-        CURVES_CSV,
-        [
-            "d_k",
-            "mechanism",
-            "lr",
-            "seed",
-            "step",
-            "logit_std",
-            "rho_implied",
-            "cos_asked",
-            "attn_max_weight",
-        ],
-    )
-    at = curves[(curves.d_k == d_k) & np.isclose(curves.lr, flags.get("lr", 3e-4))]
+    d_k = drift_width(tables)
+    at = curves_at(tables, d_k, ["logit_std", "rho_implied", "cos_asked", "attn_max_weight"])
     if at.empty:
         return "", None
     first, last = at[at.step == 0], at[at.step == at.step.max()]
