@@ -65,6 +65,23 @@ def run_main() -> Callable[[ModuleType, Sequence[str | Path]], int]:
     return _run_main
 
 
+@pytest.fixture(scope="session")
+def run_twice(tmp_path_factory) -> Callable[[str, Sequence[str]], list[Path]]:
+    """``run_twice(script, argv)`` -> two fresh directories, each holding the outputs of
+    the script run once with ``argv`` and ``--out-dir`` that directory (exit status 0)."""
+
+    def run(script: str, argv: Sequence[str]) -> list[Path]:
+        module = _load_script(script)
+        dirs = []
+        for name in ("a", "b"):
+            out = tmp_path_factory.mktemp(name)
+            assert _run_main(module, [*argv, "--out-dir", out]) == 0
+            dirs.append(out)
+        return dirs
+
+    return run
+
+
 @pytest.fixture
 def in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run the test with ``tmp_path`` as the working directory; returns it."""

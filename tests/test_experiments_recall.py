@@ -54,15 +54,9 @@ BATCH, PAIRS = 8, 16  # TINY's batch size and the default number of pairs
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory, load_script, run_main):
+def two_runs(run_twice):
     """The script run twice into two fresh directories; returns the directories."""
-    module = load_script(SCRIPT)
-    dirs = []
-    for name in ("a", "b"):
-        out = tmp_path_factory.mktemp(name)
-        assert run_main(module, [*TINY, "--out-dir", out]) == 0
-        dirs.append(out)
-    return dirs
+    return run_twice(SCRIPT, TINY)
 
 
 def read(out: Path, stem: str) -> pd.DataFrame:

@@ -136,14 +136,8 @@ def test_diverged_lane_is_recorded_not_raised():
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory, load_script, run_main):
-    module = load_script(SCRIPT)
-    dirs = []
-    for name in ("a", "b"):
-        out = tmp_path_factory.mktemp(name)
-        assert run_main(module, [*TINY, "--out-dir", str(out)]) == 0
-        dirs.append(out)
-    return dirs
+def two_runs(run_twice):
+    return run_twice(SCRIPT, TINY)
 
 
 @pytest.mark.slow
