@@ -185,11 +185,12 @@ SPECS: dict[str, CsvSpec] = {
                ("score", 0.05, 0.0)),
         unchecked=("censored_1", "censored_0p1", "best_run_length", "log_grad_norm_wq",
                    "log_step_loss_below_1", "log_step_loss_below_0p1", "log_final_loss",
-                   "rank")),
+                   "rank", "score_se", "gap_se", "within_noise")),
     "09_fit_prediction_curves.csv": CsvSpec(
-        "--out-dir", ("variant", SEED, "step"), seed_range=_CURVE, curve_step="step"),
+        "--out-dir", ("reading", "variant", SEED, "step"), seed_range=_CURVE,
+        curve_step="step"),
     "09_fit_prediction_summary.csv": CsvSpec(
-        "--out-dir", ("variant", SEED), seed_range=_SUMMARY),
+        "--out-dir", ("reading", "variant", SEED), seed_range=_SUMMARY),
     "10_widths_summary.csv": CsvSpec(
         "--out-dir", _WIDTH_RUN, seed_range=_WIDTHS_SUMMARY),
     "10_widths_curves.csv": CsvSpec(

@@ -5,7 +5,8 @@ keeps those whose scaled median is within a factor 1.5 of the article's 0.1085. 
 (fit) trains scaled attention only and scores each candidate by the root-mean-square log
 ratio to the article's four scaled numbers (pass 2a: a short horizon, three terms; pass 2b:
 the finalists to the longest run length, plus the final loss). Stage 3 (predict) trains both
-variants of the best reading with identical initialisation and data. Writes
+variants of the best reading, and of every finalist within the score's bootstrap noise of
+it, with identical initialisation and data (one `reading` column keys them). Writes
 09_fit_screen.csv, 09_fit_scores.csv, 09_fit_prediction_curves.csv and
 09_fit_prediction_summary.csv, each with a JSON sidecar, into --out-dir; a later stage run
 alone reads the earlier stages' CSVs from --out-dir.
@@ -13,6 +14,8 @@ alone reads the earlier stages' CSVs from --out-dir.
 
 import sys
 import time
+
+import pandas as pd
 
 from attnlab.harness import cli
 from attnlab.harness.io import read_csv_checked, write_result
@@ -22,10 +25,10 @@ from attnlab.studies.article_fit.compute import (
     SCORES_CSV,
     SCREEN_CSV,
     SUMMARY_CSV,
-    best_reading,
     candidates,
     fit,
     predict,
+    predicted_readings,
     screen,
 )
 from attnlab.studies.recall.flags import family_substring
@@ -115,13 +118,22 @@ def run(args):
             written.append(SCORES_CSV)
         if "predict" in stages:
             started = time.perf_counter()
-            name, length = best_reading(scores)
-            with cli.progress(2 * length, "09 predict", args.quiet, unit="step") as bar:
-                config, results = predict(name, length, args.predict_seeds, args.seed, bar.update)
+            readings = predicted_readings(scores)
+            steps = 2 * sum(length for _, length in readings)
+            curves, summaries = [], []
+            with cli.progress(steps, "09 predict", args.quiet, unit="step") as bar:
+                for name, length in readings:
+                    config, results = predict(name, length, args.predict_seeds, args.seed,
+                                              bar.update)  # fmt: skip
+                    curves.append(curves_frame(results, config).assign(reading=name))
+                    summaries.append(summary_frame(results, config).assign(reading=name))
             wall = time.perf_counter() - started
-            flags = {**flags, "reading": name, "run_length": length}
-            write_result(curves_frame(results, config), stage / CURVES_CSV, flags, wall)
-            write_result(summary_frame(results, config), stage / SUMMARY_CSV, flags, wall)
+            (name, length), lengths = readings[0], dict(readings)
+            flags = {**flags, "reading": name, "run_length": length, "readings": lengths}
+            for frames, csv in ((curves, CURVES_CSV), (summaries, SUMMARY_CSV)):
+                frame = pd.concat(frames, ignore_index=True)
+                frame = frame[["reading", *frame.columns.drop("reading")]]
+                write_result(frame, stage / csv, flags, wall)
             written += [CURVES_CSV, SUMMARY_CSV]
     if not args.quiet:
         print(f"09: wrote {', '.join(written)} into {out_dir}", file=sys.stderr)

@@ -3,6 +3,7 @@
 import json
 import math
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,14 +11,19 @@ import pytest
 from attnlab.studies.article_fit.compute import (
     ARTICLE_SCALED,
     CURVES_CSV,
+    NOISE_SE,
     SCORES_CSV,
     SCREEN_CSV,
     SUMMARY_CSV,
     best_reading,
+    predicted_readings,
     rank,
+    replicate_scores,
     scaled_numbers,
     score,
+    score_noise,
     score_row,
+    seed_numbers,
 )
 
 SCRIPT = "09_article_fit"
@@ -67,7 +73,7 @@ def test_final_term_takes_the_best_run_length_and_counts():
     assert good["best_run_length"] == 1000 and good["score"] == pytest.approx(0.0)
     assert bad["best_run_length"] == 1000  # 8x beats 32x
     assert bad["score"] == pytest.approx(math.sqrt(math.log(8) ** 2 / 4))
-    both = rank(pd.DataFrame([bad, good]))
+    both = rank(pd.DataFrame([bad, good])).assign(within_noise=[True, False])
     assert best_reading(both) == ("good", 1000)
 
 
@@ -82,6 +88,52 @@ def test_censored_milestones_count_at_the_horizon():
     assert numbers["final_loss_40"] == pytest.approx(2.0) and "final_loss_100" not in numbers
     # An explicit horizon (an early-stopped run's intended length) is the censored value.
     assert scaled_numbers(metrics, 1, (), horizon=700)["step_loss_below_1"] == 700
+
+
+def _metrics(factor: float, spread: float, seeds: int = 5, steps: int = 1200) -> dict:
+    """Loss curves crossing 1.0 near step 224 x factor and 0.1 near 436 x factor (log-linear
+    decay), seed ``i`` slower by ``spread * i``; step-0 norms 0.1085 x factor."""
+    loss, grads = np.zeros((seeds, steps)), np.zeros((seeds, steps))
+    for i in range(seeds):
+        f = factor * (1 + spread * (i - (seeds - 1) / 2))
+        rate = math.log(10) / ((436 - 224) * f)  # one decade between the milestones
+        loss[i] = np.exp(-rate * (np.arange(steps) - 224 * f))
+        grads[i, 0] = 0.1085 * f
+    return {"loss": loss, "grad_norm_wq": grads}
+
+
+def test_identity_resample_gives_the_score():
+    # The bootstrap recomputes the score; with every replicate the seeds themselves it is it.
+    metrics = _metrics(1.3, 0.05)
+    per_seed = seed_numbers(metrics, 1, (1000,))
+    row = score_row("r", "2b", scaled_numbers(metrics, 1, (1000,)), 5, (1000,))
+    replicates = replicate_scores(per_seed, np.tile(np.arange(5), (3, 1)), (1000,))
+    # Same float64 operations on the same values: equal to float64 rounding (eps 2.2e-16
+    # times the few operations of a log and a root).
+    np.testing.assert_allclose(replicates, row["score"], rtol=1e-12)
+
+
+@pytest.mark.parametrize(("factor", "within"), [(1.02, True), (1.6, False)])
+def test_score_noise_separates_a_near_reading_from_a_far_one(factor, within):
+    # The best matches the article; a reading 2% off on every term is inside the noise of
+    # seeds spread by 10% each, one 60% off is far outside it (its gap is many SE).
+    names = {"best": _metrics(1.0, 0.1), "other": _metrics(factor, 0.1)}
+    per_seed = {n: seed_numbers(m, 1, ()) for n, m in names.items()}
+    rows = [score_row(n, "2a", scaled_numbers(m, 1, ()), 5, ()) for n, m in names.items()]
+    frame = score_noise(rank(pd.DataFrame(rows)), per_seed, (), jax.random.key(0), 500)
+    best, other = (frame[frame.reading == n].iloc[0] for n in ("best", "other"))
+    assert best.within_noise and best.gap_se == 0.0 and best.score_se > 0
+    assert bool(other.within_noise) is within
+    assert bool(other.score - best.score <= NOISE_SE * other.gap_se) is within
+
+
+def test_predicted_readings_are_the_last_pass_within_noise_best_first():
+    scores = pd.DataFrame({
+        "reading": ["a", "b", "c", "b", "a", "c"], "pass": ["2a"] * 3 + ["2b"] * 3,
+        "rank": [1, 2, 3, 1, 2, 3], "best_run_length": [None] * 3 + [1500, 1000, 3000],
+        "within_noise": [True, True, True, True, True, False],
+    })  # fmt: skip
+    assert predicted_readings(scores) == [("b", 1500), ("a", 1000)]
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +153,16 @@ def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     assert len(screen) == 5 and screen.name.str.contains("separate-natural-nobias-d16-b").all()
     scores = pd.read_csv(tiny_run / SCORES_CSV)
     assert set(scores["pass"]) == {"2a", "2b"} and (scores["pass"] == "2b").sum() == 1
+    assert {"score_se", "gap_se", "within_noise"} <= set(scores.columns)
     summary = pd.read_csv(tiny_run / SUMMARY_CSV)
     assert set(summary.variant) == {"scaled", "unscaled"} and summary.seed.nunique() == 2
+    predicted = predicted_readings(scores)
+    assert summary.columns[0] == "reading" and set(summary.reading) == {r for r, _ in predicted}
     curves = pd.read_csv(tiny_run / CURVES_CSV)
-    assert curves.step.max() + 1 == scores[scores["pass"] == "2b"].best_run_length.iloc[0]
+    for reading, length in predicted:
+        assert curves[curves.reading == reading].step.max() + 1 == length
+    flags = json.loads((tiny_run / SUMMARY_CSV).with_suffix(".json").read_text())["flags"]
+    assert flags["readings"] == dict(predicted) and flags["reading"] == predicted[0][0]
 
 
 @pytest.mark.parametrize(

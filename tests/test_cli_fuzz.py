@@ -333,7 +333,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "screen": _frame,
             "candidates": lambda *a: [],
             "fit": _frame,
-            "best_reading": lambda scores: ("natural", 10),
+            "predicted_readings": lambda scores: [("natural", 10)],
             "predict": lambda *a: (None, []),
             "curves_frame": _frame,
             "summary_frame": _frame,

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from attnlab.harness.errors import DataError
 from attnlab.harness.io import read_csv_checked, sidecar_path
 
 
@@ -22,15 +23,26 @@ class Tables:
 
     def __init__(self, results_dir: Path, made_by: Callable[[str], str]):
         self.results_dir = Path(results_dir)
-        self.made_by = made_by
+        self._made_by = made_by
         self._frames: dict[str, pd.DataFrame] = {}
         self._flags: dict[str, dict] = {}
+        self._parent: dict[str, str] = {}  # a subset's name -> its CSV's
+
+    def made_by(self, name: str) -> str:
+        """The command that makes CSV ``name`` (a subset's: its CSV's)."""
+        return self._made_by(self._parent.get(name, name))
 
     def get(self, name: str, columns: Sequence[str] = ()) -> pd.DataFrame:
         """The CSV ``name``, which must hold ``columns`` (else a one-line DataError)."""
         if name not in self._frames:
             path = self.results_dir / name
             self._frames[name] = read_csv_checked(path, columns, self.made_by(name))
+        missing = [c for c in columns if c not in self._frames[name].columns]
+        if missing:
+            raise DataError(
+                f"{self.results_dir / self._parent.get(name, name)} lacks columns "
+                f"{', '.join(missing)}; run `{self.made_by(name)}` to make it"
+            )
         return self._frames[name]
 
     def flags(self, name: str) -> dict:
@@ -41,6 +53,22 @@ class Tables:
             meta = json.loads(path.read_text()) if path.is_file() else {}
             self._flags[name] = meta.get("flags", {})
         return self._flags[name]
+
+    def subset(self, name: str, column: str, value: object) -> str:
+        """The rows of CSV ``name`` whose ``column`` equals ``value``, registered as a table
+        of their own; returns its name, ``name[column=value]``, for ``get`` and ``flags``
+        (the CSV's flags). A subset with no rows is a DataError like an empty CSV's."""
+        key = f"{name}[{column}={value}]"
+        if key not in self._frames:
+            rows = select(self.get(name, [column]), {column: value}).reset_index(drop=True)
+            if rows.empty:
+                raise DataError(
+                    f"{self.results_dir / name} has no rows with {column} {value}; "
+                    f"run `{self.made_by(name)}` to make it"
+                )
+            self._frames[key], self._flags[key] = rows, self.flags(name)
+            self._parent[key] = name
+        return key
 
 
 def select(frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:

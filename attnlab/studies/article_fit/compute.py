@@ -67,6 +67,9 @@ SCORE_COLUMNS = [
     *(f"log_{t}" for t in TERMS),
     "score",
     "rank",
+    "score_se",
+    "gap_se",
+    "within_noise",
 ]
 
 
@@ -87,30 +90,45 @@ def log_ratio(ours: float, term: str) -> float:
     return math.log(ours / ARTICLE_SCALED[term]) if ours > 0 else math.nan
 
 
+def seed_numbers(
+    metrics: Mapping[str, np.ndarray],
+    smoothing: int,
+    run_lengths: Sequence[int],
+    horizon: int | None = None,
+) -> dict[str, np.ndarray]:
+    """The scaled numbers of one trained reading, one value per seed (``metrics["loss"]``
+    and ``metrics["grad_norm_wq"]``, ``[seeds, steps]`` from step 0): step-0
+    ``||grad W_Q||``; both milestones, a seed that never crosses counting as crossing at
+    ``horizon`` (the number of steps trained if None), with a ``censored_*`` flag; and the
+    smoothed loss at step ``L - 1`` for every run length ``L`` trained."""
+    smoothed = trailing_mean(metrics["loss"], smoothing)
+    horizon = smoothed.shape[1] if horizon is None else horizon
+    out = {"grad_norm_wq": np.asarray(metrics["grad_norm_wq"][:, 0])}
+    for term, threshold in THRESHOLDS.items():
+        steps = [first_step_below(curve, threshold) for curve in smoothed]
+        out[term] = np.array([horizon if s is None else s for s in steps], np.float64)
+        out["censored_" + term.removeprefix("step_loss_below_")] = np.array(
+            [s is None for s in steps]
+        )
+    for length in run_lengths:
+        if length <= smoothed.shape[1]:
+            out[f"final_loss_{length}"] = smoothed[:, length - 1]
+    return out
+
+
 def scaled_numbers(
     metrics: Mapping[str, np.ndarray],
     smoothing: int,
     run_lengths: Sequence[int],
     horizon: int | None = None,
 ) -> dict[str, float]:
-    """The scaled numbers of one trained reading (``metrics["loss"]`` and
-    ``metrics["grad_norm_wq"]``, ``[seeds, steps]`` from step 0), medians over seeds:
-    step-0 ``||grad W_Q||``, both milestones (a seed that never crosses counts as crossing
-    at ``horizon``, the number of steps trained if None; with the censored seed counts), and
-    the smoothed loss at step ``L - 1`` for every run length ``L`` trained."""
-    smoothed = trailing_mean(metrics["loss"], smoothing)
-    horizon = smoothed.shape[1] if horizon is None else horizon
-    out: dict[str, float] = {
-        "grad_norm_wq": float(np.median(metrics["grad_norm_wq"][:, 0])),
-        "horizon": horizon,
-    }
-    for term, threshold in THRESHOLDS.items():
-        steps = [first_step_below(curve, threshold) for curve in smoothed]
-        out[term] = float(np.median([horizon if s is None else s for s in steps]))
-        out["censored_" + term.removeprefix("step_loss_below_")] = sum(s is None for s in steps)
-    for length in run_lengths:
-        if length <= smoothed.shape[1]:
-            out[f"final_loss_{length}"] = float(np.median(smoothed[:, length - 1]))
+    """``seed_numbers`` reduced over seeds: the median of every number, the count of
+    censored seeds per milestone, and the ``horizon``."""
+    per_seed = seed_numbers(metrics, smoothing, run_lengths, horizon)
+    out: dict[str, float] = {"horizon": metrics["loss"].shape[1] if horizon is None else horizon}
+    for key, values in per_seed.items():
+        censored = key.startswith("censored_")
+        out[key] = int(values.sum()) if censored else float(np.median(values))
     return out
 
 
@@ -138,6 +156,69 @@ def rank(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.sort_values(["pass", "score", "reading"], kind="stable").reset_index(drop=True)
     frame["rank"] = frame.groupby("pass").cumcount() + 1
     return frame
+
+
+#: A reading is within the score's noise of the best of its pass when its score exceeds the
+#: best's by at most this many bootstrap standard errors of the difference.
+NOISE_SE = 2.0
+#: Bootstrap replicates of the fit seeds behind that standard error.
+BOOTSTRAP_REPLICATES = 2000
+#: The bootstrap's key is ``fold_in(key(seed), BOOTSTRAP_STREAM)``, apart from the seeds' own
+#: streams (``seed_keys`` folds in 0, 1 and 2).
+BOOTSTRAP_STREAM = 9
+
+
+def replicate_scores(
+    per_seed: Mapping[str, np.ndarray], indices: np.ndarray, run_lengths: Sequence[int]
+) -> np.ndarray:
+    """The score recomputed on resampled seeds: row ``b`` of ``indices`` ``[B, n]`` picks the
+    seeds of replicate ``b`` from ``per_seed`` (``seed_numbers``); each term is the median
+    over the picked seeds, the final-loss term again takes the best of ``run_lengths``
+    (those trained), and the score is ``score``'s root-mean-square log ratio. Returns
+    ``[B]``; the identity resample gives ``score_row``'s score."""
+
+    def log_ratio_of_medians(values: np.ndarray, term: str) -> np.ndarray:
+        median = np.median(values[indices], axis=1)
+        return np.log(np.where(median > 0, median, np.nan) / ARTICLE_SCALED[term])
+
+    logs = [log_ratio_of_medians(per_seed[t], t) for t in TERMS if t != "final_loss"]
+    finals = [
+        log_ratio_of_medians(per_seed[f"final_loss_{length}"], "final_loss")
+        for length in sorted(run_lengths)
+        if f"final_loss_{length}" in per_seed
+    ]
+    if finals:
+        finals = np.stack(finals)  # [lengths, B]; ties go to the shorter run, as score_row
+        best = np.argmin(np.where(np.isnan(finals), np.inf, np.abs(finals)), axis=0)
+        logs.append(np.take_along_axis(finals, best[None], axis=0)[0])
+    squares = np.square(np.stack(logs))
+    present = ~np.isnan(squares)
+    return np.sqrt(np.where(present, squares, 0).sum(0) / present.sum(0))
+
+
+def score_noise(
+    frame: pd.DataFrame,
+    per_seed: Mapping[str, Mapping[str, np.ndarray]],
+    run_lengths: Sequence[int],
+    key: jax.Array,
+    replicates: int = BOOTSTRAP_REPLICATES,
+) -> pd.DataFrame:
+    """The noise columns of one ranked pass (``frame``; ``per_seed[reading]`` its readings'
+    ``seed_numbers``, every reading on the same ``n`` seeds): the seeds are resampled with
+    replacement, the same draw for every reading (they share seeds, hence data streams);
+    ``score_se`` is the bootstrap standard deviation of a reading's score, ``gap_se`` that
+    of its score minus the pass's best, and ``within_noise`` holds when
+    ``score - best <= NOISE_SE * gap_se`` (always for the best itself)."""
+    n = len(next(iter(per_seed.values()))["grad_norm_wq"])
+    indices = np.asarray(jax.random.randint(key, (replicates, n), 0, n))
+    scores = {r: replicate_scores(per_seed[r], indices, run_lengths) for r in frame.reading}
+    best = frame.reading.iloc[int(np.argmin(frame["rank"].to_numpy()))]
+    best_score = float(frame.score[frame.reading == best].iloc[0])
+    out = frame.copy()
+    out["score_se"] = [float(np.std(scores[r], ddof=1)) for r in frame.reading]
+    out["gap_se"] = [float(np.std(scores[r] - scores[best], ddof=1)) for r in frame.reading]
+    out["within_noise"] = (out.reading == best) | (out.score - best_score <= NOISE_SE * out.gap_se)
+    return out
 
 
 #: Steps per compiled chunk of the fit's runs (an early stop is decided between chunks).
@@ -220,41 +301,56 @@ def fit(
     every seed has crossed loss 0.1; three terms) and pass 2b (the best ``finalists``,
     continued to ``max(run_lengths)`` steps; four terms), ranked per pass. A finalist's 2b
     run continues its 2a run (same seeds and data stream, Adam state carried over), so its
-    curve is one run from step 0."""
+    curve is one run from step 0. Each pass carries its bootstrap noise columns
+    (``score_noise``, keyed by ``seed``)."""
     smoothing = RecallConfig().smoothing
-    rows, runs = [], {}
     names = candidates(screen_frame, limit)
     if not names:
         raise RunError("stage 2: the screen kept no reading (nothing to fit)")
-    last_threshold = min(THRESHOLDS.values())
-    for name in names:
-        runs[name] = ScaledRun(get_reading(name), seeds, seed)
-        runs[name].run(milestone_steps, stop_below=last_threshold, smoothing=smoothing)
-        numbers = scaled_numbers(runs[name].metrics, smoothing, (), horizon=milestone_steps)
-        rows.append(score_row(name, "2a", numbers, seeds, ()))
+    runs, rows, per_seed = {}, {"2a": [], "2b": []}, {"2a": {}, "2b": {}}
+
+    def record(stage: str, name: str, lengths: Sequence[int], horizon: int) -> None:
+        per_seed[stage][name] = seed_numbers(runs[name].metrics, smoothing, lengths, horizon)
+        numbers = scaled_numbers(runs[name].metrics, smoothing, lengths, horizon)
+        rows[stage].append(score_row(name, stage, numbers, seeds, lengths))
         if on_reading:
             on_reading(1)
-    first = rank(pd.DataFrame(rows))
+
+    for name in names:
+        runs[name] = ScaledRun(get_reading(name), seeds, seed)
+        runs[name].run(milestone_steps, stop_below=min(THRESHOLDS.values()), smoothing=smoothing)
+        record("2a", name, (), milestone_steps)
+    first = rank(pd.DataFrame(rows["2a"]))
     horizon = max(run_lengths)
     for name in first.reading.head(finalists):
         runs[name].run(horizon)
-        numbers = scaled_numbers(
-            runs[name].metrics, smoothing, run_lengths, horizon=max(horizon, milestone_steps)
-        )
-        rows.append(score_row(name, "2b", numbers, seeds, run_lengths))
-        if on_reading:
-            on_reading(1)
-    frame = rank(pd.DataFrame(rows))
+        record("2b", name, run_lengths, max(horizon, milestone_steps))
+    key = jax.random.fold_in(jax.random.key(seed), BOOTSTRAP_STREAM)
+    frame = pd.concat(
+        [
+            score_noise(rank(pd.DataFrame(rows[stage])), per_seed[stage], lengths, key)
+            for stage, lengths in (("2a", ()), ("2b", run_lengths))
+        ],
+        ignore_index=True,
+    )
     frame["best_run_length"] = frame["best_run_length"].astype("Int64")
     return frame[SCORE_COLUMNS]
 
 
 def best_reading(scores: pd.DataFrame) -> tuple[str, int]:
     """The rank-1 reading of the last pass and its best run length."""
-    last = scores[scores["pass"] == scores["pass"].max()]
-    top = last[last["rank"] == 1].iloc[0]
-    length = top.best_run_length
-    return str(top.reading), int(max(RUN_LENGTHS) if pd.isna(length) else length)
+    return predicted_readings(scores)[0]
+
+
+def predicted_readings(scores: pd.DataFrame) -> list[tuple[str, int]]:
+    """Stage 3's readings: those of the last pass within the score's noise of its best
+    (``score_noise``), best first, each with its best run length."""
+    last = scores[scores["pass"] == scores["pass"].max()].sort_values("rank")
+    last = last[last.within_noise.astype(bool)]
+    return [
+        (str(r.reading), int(max(RUN_LENGTHS) if pd.isna(r.best_run_length) else r.best_run_length))
+        for r in last.itertuples()
+    ]
 
 
 def predict(
@@ -264,8 +360,8 @@ def predict(
     seed: int,
     on_chunk: Callable[[int], None] | None = None,
 ) -> tuple[RecallConfig, list[TrainResult]]:
-    """Stage 3: both variants of reading ``name``, identical init and data, ``run_length``
-    steps."""
+    """Stage 3 for one reading: both variants of reading ``name``, identical init and data,
+    ``run_length`` steps."""
     config = reading_config(get_reading(name), RecallConfig(seeds=seeds, seed=seed,
                                                             steps=run_length))  # fmt: skip
     return config, [train(config, MECHANISMS[m], on_chunk=on_chunk) for m in config.mechanisms]

@@ -18,20 +18,21 @@ from attnlab.harness.figures import (
 from attnlab.harness.tables import Tables
 from attnlab.studies.article_fit.compute import CURVES_CSV, SCORES_CSV, SCREEN_CSV
 from attnlab.studies.recall.figure import mark_article_milestones
+from attnlab.studies.recall.report import fit_predictions
 
 ARTICLE_STEP0 = (0.1085, 1.0610)  # scaled, unscaled
 
 
 def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
     """(a) step-0 norms of every reading, (b) the fitted reading's curves with the article's
-    milestones, (c) the stage-2 ranking."""
+    milestones, (c) the stage-2 ranking, finalists with their bootstrap standard errors."""
     screen = tables.get(
         SCREEN_CSV, ["name", "grad_norm_wq_scaled", "grad_norm_wq_unscaled", "kept"]
     )
-    scores = tables.get(SCORES_CSV, ["reading", "pass", "score", "rank"])
-    curves = tables.get(CURVES_CSV, ["variant", "seed", "step", "smoothed_loss"])
+    scores = tables.get(SCORES_CSV, ["reading", "pass", "score", "rank", "score_se"])
+    fitted = fit_predictions(tables, CURVES_CSV)[0]
+    curves = tables.get(fitted.csv, ["variant", "seed", "step", "smoothed_loss"])
     last = scores[scores["pass"] == scores["pass"].max()].sort_values("rank")
-    fitted = str(last.reading.iloc[0])
     with plt.rc_context(STYLE):
         fig, (a, b, c) = plt.subplots(
             1, 3, figsize=(3 * COLUMN_WIDTH_IN, 2.9), gridspec_kw={"width_ratios": [1, 1.2, 1]}
@@ -77,7 +78,7 @@ def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
         b.set_yscale("log")
         b.set_xlabel("training step")
         b.set_ylabel("smoothed training loss (nats)")
-        b.set_title(f"(b) {fitted} ({curves.seed.nunique()} seeds)", fontsize=7)
+        b.set_title(f"(b) {fitted.reading} ({curves.seed.nunique()} seeds)", fontsize=7)
         b.legend(loc="lower left")
 
         ranked = last.iloc[::-1]
@@ -86,13 +87,16 @@ def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
         c.barh(y, first.score, color="0.7", label=f"pass {first['pass'].iloc[0]} (3 terms)")
         position = dict(zip(first.reading, y, strict=True))
         final = ranked[ranked.reading.isin(position)]
-        c.plot(
+        c.errorbar(
             final.score,
             [position[r] for r in final.reading],
+            xerr=final.score_se,
             marker="o",
+            ms=4,
             ls="",
+            capsize=2,
             color=VARIANT_COLORS["scaled"],
-            label=f"pass {last['pass'].iloc[0]} (4 terms)",
+            label=f"pass {last['pass'].iloc[0]} (4 terms) ± bootstrap SE",
         )
         c.set_yticks(y, first.reading, fontsize=5)
         c.set_xlabel("score: RMS log ratio to the article (dimensionless)")

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS
 from attnlab.harness.tables import Tables, fmt, markdown_table
 from attnlab.harness.verdicts import WITHIN
 from attnlab.studies.article_fit.compute import (
     ARTICLE_SCALED,
+    BOOTSTRAP_REPLICATES,
+    NOISE_SE,
     SCORES_CSV,
     SCREEN_CSV,
-    SUMMARY_CSV,
     TERMS,
 )
-from attnlab.studies.recall.report import NEAR, reading_rows, seen_by_fit
+from attnlab.studies.recall.report import NEAR, fit_predictions, reading_rows, seen_by_fit
 
 #: The fit's quality bar: these scaled numbers within this fraction of the article.
 QUALITY_TERMS = ("grad_norm_wq", "step_loss_below_1", "step_loss_below_0p1")
@@ -22,45 +24,78 @@ QUALITY = 0.20
 _SUMMARY_COLUMN = {"grad_norm_wq": "grad_wq_step0"}
 
 
-def section(tables: Tables) -> str:
-    screen = tables.get(SCREEN_CSV, ["name", "kept"])
-    scores = tables.get(
-        SCORES_CSV, ["reading", "pass", "score", "rank", *(f"log_{t}" for t in TERMS)]
-    )
-    summary = tables.get(SUMMARY_CSV, ["variant", "seed", "grad_wq_step0", "step_loss_below_1",
-                                       "step_loss_below_0p1", "final_loss"])  # fmt: skip
-    last = scores[scores["pass"] == scores["pass"].max()].sort_values("rank")
-    fitted = str(last.reading.iloc[0])
-    n_kept = int(screen.kept.astype(bool).sum())
-
-    top = scores.sort_values(["pass", "rank"], ascending=[False, True]).head(10)
-    score_table = markdown_table(
-        ["Pass", "Rank", "Reading", *(f"log ratio {t}" for t in TERMS), "Score"],
-        [
-            (r["pass"], str(r["rank"]), r.reading,
-             *("" if np.isnan(r[f"log_{t}"]) else f"{r[f'log_{t}']:+.3f}" for t in TERMS),
-             f"{r.score:.3f}")
-            for _, r in top.iterrows()
-        ],
-    )  # fmt: skip
-
+def quality_bar(summary: pd.DataFrame) -> tuple[list[str], bool]:
+    """The fit's quality bar on one reading's prediction summary: a text per term (median,
+    offset, article) and whether every term lies within ``QUALITY``."""
     scaled = summary[summary.variant == "scaled"]
-    bar_rows, met = [], True
+    texts, met = [], True
     for term in QUALITY_TERMS:
         median = float(scaled[_SUMMARY_COLUMN.get(term, term)].astype(float).median())
         off = median / ARTICLE_SCALED[term] - 1
         met &= bool(abs(off) <= QUALITY)  # False for a median that is never reached
         text = "never" if np.isnan(median) else f"{fmt(median)} ({off:+.0%})"
-        bar_rows.append(f"{term} {text} (article {fmt(ARTICLE_SCALED[term])})")
+        texts.append(f"{term} {text} (article {fmt(ARTICLE_SCALED[term])})")
+    return texts, met
 
-    rows, nears = reading_rows(tables, SUMMARY_CSV)
+
+def unseen_counts(tables: Tables, csv: str) -> tuple[int, int, int]:
+    """Of the training numbers 09's fit did not see, judged on ``csv``: how many, how many
+    within seed range, how many with our median within ±``NEAR``."""
+    rows, nears = reading_rows(tables, csv)
     unseen = [
         (r, n)
         for c, r, n in zip(TRAINING_CLAIMS, rows, nears, strict=True)
         if r.kind == "measured" and not seen_by_fit(c)
     ]
-    within = sum(r.verdict == WITHIN for r, _ in unseen)
-    close = sum(bool(n) for _, n in unseen)
+    return len(unseen), sum(r.verdict == WITHIN for r, _ in unseen), sum(bool(n) for _, n in unseen)
+
+
+def section(tables: Tables) -> str:
+    screen = tables.get(SCREEN_CSV, ["name", "kept"])
+    scores = tables.get(SCORES_CSV, ["reading", "pass", "score", "rank", "score_se", "gap_se",
+                                     "within_noise", *(f"log_{t}" for t in TERMS)])  # fmt: skip
+    summary_columns = ["variant", "seed", "grad_wq_step0", "step_loss_below_1",
+                       "step_loss_below_0p1", "final_loss"]  # fmt: skip
+    predictions = fit_predictions(tables)
+    last = scores[scores["pass"] == scores["pass"].max()].sort_values("rank")
+    fitted = predictions[0].reading
+    n_kept = int(screen.kept.astype(bool).sum())
+    seeds = int(tables.get(SCORES_CSV, ["seeds"]).seeds.iloc[0])
+
+    top = scores.sort_values(["pass", "rank"], ascending=[False, True]).head(10)
+    score_table = markdown_table(
+        ["Pass", "Rank", "Reading", *(f"log ratio {t}" for t in TERMS), "Score ± SE",
+         "Gap to best / its SE"],
+        [
+            (r["pass"], str(r["rank"]), r.reading,
+             *("" if np.isnan(r[f"log_{t}"]) else f"{r[f'log_{t}']:+.3f}" for t in TERMS),
+             f"{r.score:.3f} ± {r.score_se:.3f}",
+             "best" if r["rank"] == 1 else _gap(r, scores))
+            for _, r in top.iterrows()
+        ],
+    )  # fmt: skip
+    noise = (
+        f"The noise of a score: the fit seeds ({seeds}) resampled with replacement "
+        f"({BOOTSTRAP_REPLICATES} bootstrap replicates, the same draw for every reading), the "
+        "score recomputed on each; a reading is *within the score's noise* of its pass's best "
+        f"when its score exceeds the best's by at most {NOISE_SE:g} bootstrap standard errors "
+        "of that difference. Within the noise of the best finalist: "
+        + ", ".join(f"`{r}`" for r in last[last.within_noise.astype(bool)].reading)
+        + f" ({len(predictions)} of {len(last)} finalists); stage 3 predicts each of them."
+    )
+    paragraphs = []
+    for p in predictions:
+        summary = tables.get(p.csv, summary_columns)
+        texts, met = quality_bar(summary)
+        n, within, close = unseen_counts(tables, p.csv)
+        role = "fitted" if p.reading == fitted else "within the noise"
+        paragraphs.append(
+            f"- `{p.reading}` ({role}; {summary.seed.nunique()} seeds, {p.steps} steps). "
+            "Scaled numbers: " + ", ".join(texts)
+            + f"; quality bar (all within ±{QUALITY:.0%}): {'met' if met else '**not met**'}. "
+            f"Of the {n} numbers the fit did not see, {within} lie within seed range and "
+            f"{close} have our median within ±{NEAR:.0%} of the article."
+        )  # fmt: skip
     return "\n\n".join(
         [
             "## The article's set-up, reconstructed (experiment 09)",
@@ -73,13 +108,19 @@ def section(tables: Tables) -> str:
             "horizon, a censored value). The fit never read an unscaled number. "
             f"Fitted reading: **{fitted}** (score {last.score.iloc[0]:.3f}).",
             score_table,
-            f"Scaled numbers under the fitted reading ({summary.seed.nunique()} seeds): "
-            + ", ".join(bar_rows)
-            + f"; quality bar (all within ±{QUALITY:.0%}): {'met' if met else '**not met**'}.",
-            "The prediction: both variants of the fitted reading, identical initialisation "
-            "and data, judged row by row in the training table of experiment 04 (its *fitted* "
-            f"column). Of the {len(unseen)} numbers the fit did not see (every unscaled number, "
-            f"every ratio and the scaled accuracy), {within} lie within seed range and "
-            f"{close} have our median within ±{NEAR:.0%} of the article.",
+            noise,
+            "The prediction: both variants of each predicted reading, identical "
+            "initialisation and data. The fitted reading is judged row by row in the "
+            "training table of experiment 04 (its *fitted* column); every predicted reading "
+            "has a count line there. The numbers the fit did not see are every unscaled "
+            "number, every ratio and the scaled accuracy.",
+            "\n".join(paragraphs),
         ]
     )
+
+
+def _gap(row: pd.Series, scores: pd.DataFrame) -> str:
+    """``gap / gap_se`` of a row against its pass's best, with its within-noise verdict."""
+    best = scores[(scores["pass"] == row["pass"]) & (scores["rank"] == 1)].score.iloc[0]
+    ratio = (row.score - best) / row.gap_se if row.gap_se > 0 else np.inf
+    return f"{ratio:.1f} ({'within' if bool(row.within_noise) else 'outside'} the noise)"

@@ -17,6 +17,7 @@ from attnlab.harness.figures import (
     save,
 )
 from attnlab.harness.tables import Tables
+from attnlab.studies.recall.report import FIT_CURVES_CSV, fit_predictions
 
 #: The article's milestones: (variant, smoothed-loss threshold, step).
 ARTICLE_MILESTONES = (
@@ -39,9 +40,9 @@ def mark_article_milestones(ax: plt.Axes) -> None:
             label="article's milestone")  # fmt: skip
 
 
-def _panel(ax: plt.Axes, tables: Tables, prefix: str, title: str) -> None:
-    curves = tables.get(f"{prefix}_curves.csv", _CURVE_COLUMNS)
-    summary = tables.get(f"{prefix}_summary.csv", _SUMMARY_COLUMNS)
+def _panel(ax: plt.Axes, tables: Tables, curves_csv: str, summary_csv: str, title: str) -> None:
+    curves = tables.get(curves_csv, _CURVE_COLUMNS)
+    summary = tables.get(summary_csv, _SUMMARY_COLUMNS)
     band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
     mark_milestones(ax, summary, VARIANT_COLORS)
     mark_article_milestones(ax)
@@ -55,12 +56,14 @@ def _panel(ax: plt.Axes, tables: Tables, prefix: str, title: str) -> None:
 def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
     """Smoothed training loss against step (log loss axis), median and range over seeds:
     (a) 09's fitted reading, (b) 04's reading; the article's milestones marked on both."""
-    fitted = tables.flags("09_fit_prediction_summary.csv").get("reading", "fitted reading")
+    fitted = fit_predictions(tables)[0]
+    fitted_curves = fit_predictions(tables, FIT_CURVES_CSV)[0].csv
     natural = tables.flags("04_recall_summary.csv").get("reading") or "natural"
     with plt.rc_context(STYLE):
         fig, (a, b) = plt.subplots(1, 2, figsize=(2 * COLUMN_WIDTH_IN, 2.7), sharey=True)
-        _panel(a, tables, "09_fit_prediction", f"(a) fitted: {fitted}")
-        _panel(b, tables, "04_recall", f"(b) 04's reading: {natural}")
+        _panel(a, tables, fitted_curves, fitted.csv, f"(a) fitted: {fitted.reading}")
+        _panel(b, tables, "04_recall_curves.csv", "04_recall_summary.csv",
+               f"(b) 04's reading: {natural}")  # fmt: skip
         a.set_ylabel("smoothed training loss (nats)")
         a.legend(loc="lower left")
         fig.suptitle(r"Associative recall, $d_k$ = 256", fontsize=8)

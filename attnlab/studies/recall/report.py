@@ -3,13 +3,15 @@ under each reading of the set-up the article leaves open.
 
 Two readings are judged side by side: 04's (``natural`` unless 04 ran with ``--reading``)
 from ``04_recall_summary.csv``, and the reading experiment 09 fitted on the article's
-scaled numbers, from its prediction run (``09_fit_prediction_summary.csv``). The section's
-tally counts 04's column; each reading gets its own count line.
+scaled numbers, from its prediction run (``09_fit_prediction_summary.csv``, whose
+``reading`` column also holds every finalist within the score's noise of the fitted one).
+The section's tally counts 04's column; each reading gets its own count line.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,10 +27,31 @@ from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import WITHIN, Row, claim_rows, seed_values, tally
 
 FIT_SUMMARY_CSV = "09_fit_prediction_summary.csv"
+FIT_CURVES_CSV = "09_fit_prediction_curves.csv"
 #: "Near": our median within this relative distance of the article's number.
 NEAR = 0.25
 #: The scaled quantities experiment 09's fit was scored on (columns of the summary CSV).
 FIT_COLUMNS = ("grad_wq_step0", "step_loss_below_1", "step_loss_below_0p1", "final_loss")
+
+
+class Prediction(NamedTuple):
+    """One reading of 09's prediction run: its name, its rows of the summary CSV (a
+    ``Tables`` subset name) and its run length."""
+
+    reading: str
+    csv: str
+    steps: int | str
+
+
+def fit_predictions(tables: Tables, csv: str = FIT_SUMMARY_CSV) -> list[Prediction]:
+    """The readings 09 predicted from its ``csv`` (summary or curves), the fitted one first;
+    the run lengths come from the sidecar."""
+    flags = tables.flags(csv)
+    lengths = flags.get("readings") or {flags.get("reading", "fitted"): flags.get("run_length")}
+    return [
+        Prediction(name, tables.subset(csv, "reading", name), length or "?")
+        for name, length in lengths.items()
+    ]
 
 
 def seen_by_fit(claim: Claim) -> bool:
@@ -66,27 +89,37 @@ def count_line(title: str, rows: list[Row], nears: list[bool | None]) -> str:
 
 def section(tables: Tables) -> str:
     natural_name = tables.flags(RECALL_SUMMARY_CSV).get("reading") or "natural"
-    fitted_name = tables.flags(FIT_SUMMARY_CSV).get("reading", "fitted")
+    fitted, *also = fit_predictions(tables)
     natural, natural_near = reading_rows(tables, RECALL_SUMMARY_CSV)
-    fitted, fitted_near = reading_rows(tables, FIT_SUMMARY_CSV)
+    fitted_rows, fitted_near = reading_rows(tables, fitted.csv)
     n_natural = tables.get(RECALL_SUMMARY_CSV, ["seed"]).seed.nunique()
-    n_fitted = tables.get(FIT_SUMMARY_CSV, ["seed"]).seed.nunique()
+    n_fitted = tables.get(fitted.csv, ["seed"]).seed.nunique()
     natural_steps = tables.flags(RECALL_SUMMARY_CSV).get("steps", "?")
-    fitted_steps = tables.flags(FIT_SUMMARY_CSV).get("run_length", "?")
     header = [
         "Quantity",
         "Source",
         "Article (one run)",
         f"{natural_name} (04): median [min, max]",
         "Verdict",
-        f"fitted, {fitted_name} (09): median [min, max]",
+        f"fitted, {fitted.reading} (09): median [min, max]",
         "Verdict",
     ]
     cells = []
-    for claim, a, b in zip(TRAINING_CLAIMS, natural, fitted, strict=True):
+    for claim, a, b in zip(TRAINING_CLAIMS, natural, fitted_rows, strict=True):
         fit_mark = " (fit)" if seen_by_fit(claim) else ""
         cells.append((a.quantity, f"“{a.quote}”", a.article, a.ours, a.verdict,
                       b.ours + fit_mark, b.verdict))  # fmt: skip
+    counts = [
+        count_line(f"`{natural_name}` (04)", natural, natural_near),
+        count_line(f"`{fitted.reading}` (09, fitted)", fitted_rows, fitted_near),
+    ]
+    counts += [
+        count_line(
+            f"`{p.reading}` (09, within the fit's noise; {p.steps} steps)",
+            *reading_rows(tables, p.csv),
+        )  # fmt: skip
+        for p in also
+    ]
     return "\n\n".join(
         [
             "## Training demo (experiment 04)",
@@ -94,8 +127,8 @@ def section(tables: Tables) -> str:
             "*Where we miss the article*). Two readings of that set-up, each over seeds with "
             "identical initialisation and data for both variants: 04's "
             f"(`{natural_name}`, {n_natural} seeds, {natural_steps} steps) and the reading "
-            f"experiment 09 fitted on the article's scaled numbers (`{fitted_name}`, "
-            f"{n_fitted} seeds, {fitted_steps} steps; *(fit)* marks the four numbers the fit "
+            f"experiment 09 fitted on the article's scaled numbers (`{fitted.reading}`, "
+            f"{n_fitted} seeds, {fitted.steps} steps; *(fit)* marks the four numbers the fit "
             "was scored on, every other number of that column is a prediction). A number is "
             "*within seed range* when the article's value lies between our smallest and "
             "largest seed (± half its last digit) "
@@ -104,12 +137,7 @@ def section(tables: Tables) -> str:
             "judged *on k of n seeds* when fewer than half show it. Ratios are unscaled / "
             "scaled, paired by seed. Final losses are at each run's last step.",
             markdown_table(header, cells),
-            "\n".join(
-                [
-                    count_line(f"`{natural_name}` (04)", natural, natural_near),
-                    count_line(f"`{fitted_name}` (09, fitted)", fitted, fitted_near),
-                ]
-            ),
+            "\n".join(counts),
             f"Tally (04's column): {tally(natural)}",
         ]
     )
