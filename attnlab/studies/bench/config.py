@@ -40,6 +40,7 @@ ROW_NAMES = (
     "profile_step_forward_backward",
     "profile_step_adam",
     "profile_step_full",
+    "profile_step_rolled_full",
     "profile_step_reference_full",
     "profile_step_train_chunk",
     "growth_dk_direct",

@@ -33,10 +33,15 @@ def profile_paragraph(frame: pd.DataFrame) -> str:
     sentences = [f"Time per training step of the recall model (experiment 04): {parts}."]
     if "profile_step_full" in ms:
         whole = f"The whole step takes {ms['profile_step_full']}"
+        if "profile_step_rolled_full" in ms:
+            whole += (
+                f", {ms['profile_step_rolled_full']} with the random bits by JAX's rolled "
+                "threefry loop on CPU"
+            )
         if "profile_step_reference_full" in ms:
             whole += (
-                f", against {ms['profile_step_reference_full']} for the step before its "
-                "gathers got an explicit gradient"
+                f" and {ms['profile_step_reference_full']} as it was before both speed-ups "
+                "(that loop, and the gathers' gradient by plain autodiff)"
             )
         sentences.append(whole + ".")
     if "profile_step_train_chunk" in ms:

@@ -7,9 +7,12 @@ so that compilation is never timed. Each time is the median of ``repeats`` calls
 compiled program after one warm-up call, its outputs blocked on, divided by the chunk's
 steps where a row reports seconds per step.
 
-The reference step is the same model and ``train_step`` traced under
-``baselines.autodiff_gathers``: the gathers of projected token tables as the one-hot matmul
-differentiated by plain autodiff, as before commit 57be4c8.
+The reference step is the step as it was before the speed-ups of this bench: the same model
+and ``train_step`` traced under ``baselines.autodiff_gathers`` (the gathers of projected
+token tables as the one-hot matmul differentiated by plain autodiff, as before commit
+57be4c8) and ``attnlab.core.prng.rolled_threefry`` (random bits by JAX's rolled CPU loop, as
+before the unrolled lowering). ``rolled_full`` isolates the second change: today's step
+with only the random bits lowered the old way.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from attnlab.core.prng import rolled_threefry
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.bench.baselines import autodiff_gathers
@@ -107,7 +111,7 @@ class StepTimes:
 
 
 #: The parts ``measure_step`` times, in the order of their rows.
-PARTS = ("data", "forward", "forward_backward", "adam", "full", "reference_full")
+PARTS = ("data", "forward", "forward_backward", "adam", "full", "rolled_full", "reference_full")
 
 
 def measure_step(config: BenchConfig) -> StepTimes:
@@ -119,8 +123,8 @@ def measure_step(config: BenchConfig) -> StepTimes:
     data generation, and no loop-invariant program XLA could hoist out of the loop) at the
     step-0 parameters; ``adam`` applies the step-0 gradient to the carried state with
     ``optimizer.update`` and ``optax.apply_updates``; ``full`` is ``train_step`` as
-    ``train()`` compiles it and ``reference_full`` the same traced under
-    ``autodiff_gathers``.
+    ``train()`` compiles it, ``rolled_full`` the same traced under ``rolled_threefry`` and
+    ``reference_full`` under both ``autodiff_gathers`` and ``rolled_threefry``.
     """
     recall = replace(config.recall, seeds=1)
     chunk = recall.chunk_steps
@@ -182,8 +186,10 @@ def measure_step(config: BenchConfig) -> StepTimes:
             ("full", full, full_args),
         )
     }
-    with autodiff_gathers():  # trace and compile the reference; the swap ends here
-        programs["reference_full"] = (_compile(full, *full_args), full_args)
+    with rolled_threefry():  # trace and compile the old steps; the swaps end here
+        programs["rolled_full"] = (_compile(full, *full_args), full_args)
+        with autodiff_gathers():
+            programs["reference_full"] = (_compile(full, *full_args), full_args)
 
     seconds = {
         part: median_seconds(
@@ -250,8 +256,9 @@ def step_rows(config: BenchConfig, times: StepTimes, peak_flops: float) -> list[
             reference,
             detail=f"seconds per {chunk} steps, {_sizes(recall)}; train()'s compiled chunk "
             "(lax.scan of train_step, vmapped over seeds, jitted) vs the same traced with "
-            "the gathers' gradient by plain autodiff of one_hot(tokens) @ table (the step "
-            f"before commit 57be4c8); {_timing(config)}; losses of the "
+            "the gathers' gradient by plain autodiff of one_hot(tokens) @ table (as before "
+            "commit 57be4c8) and the random bits by JAX's rolled threefry loop on CPU (as "
+            f"before attnlab.core.prng); {_timing(config)}; losses of the "
             f"chunk from the same state: {same}",
         ),
         make_row(
@@ -276,8 +283,11 @@ PROFILE_WHAT = {
     "chunk's batches drawn beforehand, step-0 parameters",
     "adam": "the Adam update alone: optimizer.update and apply_updates of a fixed gradient",
     "full": "the whole train_step (data, forward, backward, metrics, Adam)",
-    "reference_full": "the whole train_step with the gathers' gradient by plain autodiff of "
-    "the one-hot matmul (before commit 57be4c8)",
+    "rolled_full": "the whole train_step with the random bits by JAX's rolled threefry loop "
+    "on CPU (attnlab.core.prng.rolled_threefry; the bits are the same)",
+    "reference_full": "the whole train_step as before the bench's speed-ups: the gathers' "
+    "gradient by plain autodiff of the one-hot matmul (before commit 57be4c8) and the rolled "
+    "threefry loop",
 }
 
 
