@@ -79,7 +79,7 @@ def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
         b.set_xlabel("training step")
         b.set_ylabel("smoothed training loss (nats)")
         b.set_title(f"(b) {fitted.reading} ({curves.seed.nunique()} seeds)", fontsize=7)
-        b.legend(loc="lower left")
+        b.legend(loc="upper right")  # above the late, low curves
 
         ranked = last.iloc[::-1]
         first = scores[scores["pass"] == scores["pass"].min()].sort_values("rank").head(12)
@@ -101,6 +101,6 @@ def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
         c.set_yticks(y, first.reading, fontsize=5)
         c.set_xlabel("score: RMS log ratio to the article (dimensionless)")
         c.set_title("(c) stage-2 ranking (scaled numbers only)")
-        c.legend(loc="upper right")  # the best (shortest) bars are at the top
+        c.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below the data
         fig.tight_layout()
         return save(fig, figures_dir, "fig7_article_fit")
