@@ -25,6 +25,7 @@ from attnlab.studies.bench.step import (
     max_loss_difference,
     measure_step,
     profile_rows,
+    projection_shape,
     step_rows,
 )
 from attnlab.studies.bench.timing import loglog_slope
@@ -67,6 +68,7 @@ def test_quick_bench_writes_the_schema(quick_run):
         "statics_direct_vs_numpy",
         "train_scan_vs_python_loop",
         "train_step_peak_fraction",
+        "train_step_matmul_bound",
     }
     assert set(frame.loc[frame["peak_fraction"].notna(), "name"]) == with_peak
     assert frame["detail"].str.len().gt(0).all()
@@ -158,7 +160,7 @@ def test_step_rows_and_profile_rows(step_times):
     assert set(step_times.seconds) == set(PARTS)
     assert all(s > 0 for s in step_times.seconds.values())
     peak = 1e12
-    ref, peak_row = step_rows(STEP_CONFIG, step_times, peak)
+    ref, peak_row, bound_row = step_rows(STEP_CONFIG, step_times, peak)
     chunk = STEP_CONFIG.recall.chunk_steps
     assert ref["name"] == "train_step_vs_reference"
     assert ref["ours_seconds"] == step_times.seconds["full"]
@@ -171,6 +173,12 @@ def test_step_rows_and_profile_rows(step_times):
     # peak_fraction = FLOPs per step / seconds per step / peak FLOP/s, a fraction like
     # train_scan_vs_python_loop's (the table prints 100x it as "% of peak").
     assert peak_row["peak_fraction"] == recall_step_flops(STEP_CONFIG.recall) / step / peak
+    # The bound: the step's FLOPs at the measured speed of one projection-shaped product.
+    rows, d_model, d_k = projection_shape(STEP_CONFIG.recall)
+    speed = 2 * rows * d_model * d_k / step_times.matmul_seconds
+    assert bound_row["name"] == "train_step_matmul_bound"
+    assert bound_row["ours_seconds"] == recall_step_flops(STEP_CONFIG.recall) / speed
+    assert bound_row["peak_fraction"] == speed / peak
     rows = profile_rows(STEP_CONFIG, step_times)
     names = [r["name"] for r in rows]
     assert names == [n for n in ROW_NAMES if n.startswith("profile_step_")]

@@ -35,6 +35,7 @@ ROW_NAMES = (
     "train_vmap_seeds_vs_sequential",
     "train_step_vs_reference",
     "train_step_peak_fraction",
+    "train_step_matmul_bound",
     "profile_step_data",
     "profile_step_forward",
     "profile_step_forward_backward",

@@ -44,6 +44,13 @@ def profile_paragraph(frame: pd.DataFrame) -> str:
                 "(that loop, and the gathers' gradient by plain autodiff)"
             )
         sentences.append(whole + ".")
+    if "train_step_matmul_bound" in set(frame.name):
+        bound = frame[frame.name == "train_step_matmul_bound"].iloc[0]
+        sentences.append(
+            f"Its FLOPs, run at the {100 * bound.peak_fraction:.0f}% of the matmul peak that "
+            "this CPU reaches on one product of the step's projection shape, would take "
+            f"{1e3 * bound.ours_seconds:.3g} ms (row train_step_matmul_bound)."
+        )
     if "profile_step_train_chunk" in ms:
         sentences.append(
             f"train() runs it at {ms['profile_step_train_chunk']} per step, its host work "

@@ -90,6 +90,18 @@ def _forward_metrics(
     }
 
 
+#: The step of ``nudge``: far below a float32 ulp of the parameters, so they barely move.
+NUDGE = 1e-12
+
+
+def nudge(params: dict, direction: dict) -> dict:
+    """``params - NUDGE * direction``: a plain SGD step that keeps the parameters of a
+    profiled part changing from step to step, as in training. With parameters fixed, XLA
+    hoists the work that depends on them alone (the token-table projections, most of the
+    step's FLOPs) out of the loop and the part looks cheaper than it is in the step."""
+    return jax.tree.map(lambda p, d: p - NUDGE * d, params, direction)
+
+
 def _compile(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
     """``fn`` vmapped over a leading seed axis of every argument but the last (the steps),
     jitted and compiled for ``args``."""
@@ -108,6 +120,7 @@ class StepTimes:
     reference_losses: np.ndarray
     train_chunk_seconds: float
     train_chunks: int
+    matmul_seconds: float
 
 
 #: The parts ``measure_step`` times, in the order of their rows.
@@ -120,11 +133,11 @@ def measure_step(config: BenchConfig) -> StepTimes:
 
     The parts, each a scan over the chunk: ``data`` draws the batches (``stream_batch``);
     ``forward`` and ``forward_backward`` run on the chunk's batches drawn beforehand (so no
-    data generation, and no loop-invariant program XLA could hoist out of the loop) at the
-    step-0 parameters; ``adam`` applies the step-0 gradient to the carried state with
-    ``optimizer.update`` and ``optax.apply_updates``; ``full`` is ``train_step`` as
-    ``train()`` compiles it, ``rolled_full`` the same traced under ``rolled_threefry`` and
-    ``reference_full`` under both ``autodiff_gathers`` and ``rolled_threefry``.
+    data generation) from the step-0 parameters, moved each step by ``nudge`` (so that no
+    parameter-only work is loop-invariant); ``adam`` applies the step-0 gradient to the
+    carried state with ``optimizer.update`` and ``optax.apply_updates``; ``full`` is
+    ``train_step`` as ``train()`` compiles it, ``rolled_full`` the same traced under
+    ``rolled_threefry`` and ``reference_full`` under both it and ``autodiff_gathers``.
     """
     recall = replace(config.recall, seeds=1)
     chunk = recall.chunk_steps
@@ -138,23 +151,23 @@ def measure_step(config: BenchConfig) -> StepTimes:
         return jax.lax.map(lambda t: stream_batch(key, t, recall.batch_size, recall.task), steps)
 
     def forward(params: dict, batches: Batch, steps: jax.Array) -> dict[str, jax.Array]:
-        def body(_, batch: Batch) -> tuple[None, dict[str, jax.Array]]:
-            return None, _forward_metrics(model, params, batch)[1]
+        def body(p: dict, batch: Batch) -> tuple[dict, dict[str, jax.Array]]:
+            loss, metrics = _forward_metrics(model, p, batch)
+            return nudge(p, jax.tree.map(lambda x: loss, p)), metrics
 
-        return jax.lax.scan(body, None, batches)[1]
+        return jax.lax.scan(body, params, batches)[1]
 
     def forward_backward(params: dict, batches: Batch, steps: jax.Array) -> dict[str, jax.Array]:
-        def body(_, batch: Batch) -> tuple[None, dict[str, jax.Array]]:
-            grad_fn = jax.value_and_grad(lambda p: _forward_metrics(model, p, batch), has_aux=True)
-            (_, metrics), grads = grad_fn(params)
+        def body(p: dict, batch: Batch) -> tuple[dict, dict[str, jax.Array]]:
+            grad_fn = jax.value_and_grad(lambda q: _forward_metrics(model, q, batch), has_aux=True)
+            (_, metrics), grads = grad_fn(p)
             norms = {
                 f"grad_norm_{name.replace('_', '').lower()}": jnp.linalg.norm(grads[name])
                 for name in ("W_Q", "W_K", "W_V")
             }
-            # Every gradient in some output, as Adam consumes them all in train_step.
-            return None, metrics | norms | {"grad_norm_all": optax.tree.norm(grads)}
+            return nudge(p, grads), metrics | norms
 
-        return jax.lax.scan(body, None, batches)[1]
+        return jax.lax.scan(body, params, batches)[1]
 
     def adam(state: TrainState, grads: dict, steps: jax.Array) -> TrainState:
         def body(s: TrainState, _) -> tuple[TrainState, None]:
@@ -206,6 +219,7 @@ def measure_step(config: BenchConfig) -> StepTimes:
         np.asarray(programs[part][0](*full_args)[1]["loss"])[0]
         for part in ("full", "reference_full")
     )
+    matmul_seconds = _projection_matmul_seconds(config)
     # train() itself: the same program, plus its host work between chunks.
     train_config = replace(recall, steps=max(recall.steps, 2 * chunk))
     if config.warmup:
@@ -218,7 +232,33 @@ def measure_step(config: BenchConfig) -> StepTimes:
         reference_losses,
         float(np.median(train_chunks)),
         len(train_chunks),
+        matmul_seconds,
     )
+
+
+def projection_shape(recall: RecallConfig) -> tuple[int, int, int]:
+    """``(rows, d_model, d_k)`` of the recall step's token-table projections (a table of
+    ``n_key_tokens`` rows times ``W``), which carry most of its FLOPs."""
+    return recall.task.n_key_tokens, recall.d_model, recall.d_k
+
+
+def _projection_matmul_seconds(config: BenchConfig) -> float:
+    """Seconds per product ``[rows, d_model] @ [d_model, d_k]`` at the step's projection
+    shape: a lax.scan over ``chunk_steps`` different tables times one weight (every product
+    computed and stored, none loop-invariant), jitted and compiled ahead; median of
+    ``repeats`` calls after a warm-up, per product."""
+    rows, d_model, d_k = projection_shape(config.recall)
+    chunk = config.recall.chunk_steps
+    tables = jax.random.normal(jax.random.key(0), (chunk, rows, d_model))
+    weight = jax.random.normal(jax.random.key(1), (d_model, d_k))
+
+    def products(w: jax.Array, tables: jax.Array) -> jax.Array:
+        return jax.lax.scan(lambda _, x: (None, x @ w), None, tables)[1]
+
+    program = jax.jit(products).lower(weight, tables).compile()
+    seconds = median_seconds(lambda: program(weight, tables), config.repeats, warmup=True,
+                             min_seconds=config.min_timing_seconds)  # fmt: skip
+    return seconds / chunk
 
 
 def _timing(config: BenchConfig) -> str:
@@ -270,17 +310,44 @@ def step_rows(config: BenchConfig, times: StepTimes, peak_flops: float) -> list[
             f"(3 n_key + 2 n_value) + 4 B pairs d_k + 2 B d_k n_value] = {flops:.3g}, "
             f"{flops / step / 1e9:.3g} GFLOP/s of the in-run peak {peak_flops / 1e9:.3g}",
         ),
+        matmul_bound_row(recall, times, peak_flops),
     ]
+
+
+def matmul_bound_row(recall: RecallConfig, times: StepTimes, peak_flops: float) -> Row:
+    """Row ``train_step_matmul_bound``: the step's FLOPs at the speed this CPU reaches on a
+    product of the step's projection shape, ``recall_step_flops / (2 rows d_model d_k /
+    matmul_seconds)``, against the step's seconds; ``peak_fraction`` is that speed over the
+    in-run peak (a 2048^3 product)."""
+    rows, d_model, d_k = projection_shape(recall)
+    speed = 2 * rows * d_model * d_k / times.matmul_seconds
+    flops = recall_step_flops(recall)
+    bound = flops / speed
+    step = times.seconds["full"] / times.chunk
+    t = recall.task
+    share = 3 * 2 * d_model * d_k * (3 * t.n_key_tokens + 2 * t.n_value_tokens) / flops
+    return make_row(
+        "train_step_matmul_bound",
+        bound,
+        peak_fraction=speed / peak_flops,
+        detail=f"seconds per step if every FLOP of the step ran at the speed of one "
+        f"[{rows}, {d_model}] @ [{d_model}, {d_k}] product (the token-table projections, "
+        f"{share:.0%} of the step's FLOPs): {speed / 1e9:.3g} GFLOP/s, a lax.scan of "
+        f"{times.chunk} such products (median per product {times.matmul_seconds:.3g} s); "
+        f"the step takes {step:.3g} s, {step / bound:.2g}x this bound; {_sizes(recall)}",
+    )
 
 
 #: What each profile row includes.
 PROFILE_WHAT = {
     "data": "data generation alone: stream_batch of each step's batch",
     "forward": "forward alone: loss and the forward metrics of train_step, on the chunk's "
-    "batches drawn beforehand, step-0 parameters",
+    "batches drawn beforehand, from the step-0 parameters moved each step by 1e-12 x the "
+    "loss (so XLA cannot hoist their projections out of the loop)",
     "forward_backward": "forward and backward: value_and_grad of the loss with train_step's "
-    "metrics and gradient norms (and the global norm, so no gradient is dead code), on the "
-    "chunk's batches drawn beforehand, step-0 parameters",
+    "metrics and gradient norms, on the chunk's batches drawn beforehand, from the step-0 "
+    "parameters moved each step by a plain SGD step of rate 1e-12 (every gradient used; no "
+    "loop-invariant projections)",
     "adam": "the Adam update alone: optimizer.update and apply_updates of a fixed gradient",
     "full": "the whole train_step (data, forward, backward, metrics, Adam)",
     "rolled_full": "the whole train_step with the random bits by JAX's rolled threefry loop "
