@@ -10,7 +10,7 @@ separate small kernels plus copies of the loop carry: the recall step's compiled
 the body is 190 instructions and no loop. Measured on the 2-core CPU: compiling the recall
 chunk takes about 25% less time (2.1-2.2 s against 2.8-3.1 s), the step itself about the
 same (``make bench``: ``profile_step_full`` against ``profile_step_rolled_full``, 1-2%).
-Programs are compiled ~150 times in ``make reproduce``, so the compile time is what counts.
+Experiment 09 compiles one such program per reading it trains, so compile time counts.
 
 ``unroll_threefry_on_cpu()`` registers JAX's generic (unrolled) lowering for the CPU too.
 The bits are identical, integer arithmetic has no rounding, so every result is unchanged;
