@@ -28,7 +28,7 @@ from attnlab.studies.bench.step import (
     projection_shape,
     step_rows,
 )
-from attnlab.studies.bench.timing import loglog_slope
+from attnlab.studies.bench.timing import interleaved_median_seconds, loglog_slope
 from attnlab.studies.recall import model as recall_model
 from attnlab.studies.recall.task import sample_batch
 from attnlab.studies.recall.train import RecallConfig, init_params, loss_and_aux, make_model
@@ -279,3 +279,12 @@ def test_markdown_profile_paragraph():
     text = markdown_table(frame)
     assert "**Profile of one recall step.**" in text and "forward and backward 1 ms" in text
     assert "`make bench`" in text and "`python experiments/bench.py`" in text
+
+
+def test_interleaved_timing_runs_round_robin():
+    # One warm-up call each, then every round calls each function once, in order.
+    calls: list[str] = []
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    seconds = interleaved_median_seconds(fns, 3)
+    assert calls == ["a", "b"] + ["a", "b"] * 3
+    assert set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())

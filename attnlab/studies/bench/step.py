@@ -32,7 +32,7 @@ from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.bench.baselines import autodiff_gathers
 from attnlab.studies.bench.config import BenchConfig, Row, make_row
-from attnlab.studies.bench.timing import median_seconds
+from attnlab.studies.bench.timing import interleaved_median_seconds, median_seconds
 from attnlab.studies.recall.model import RecallModel
 from attnlab.studies.recall.task import Batch, stream_batch
 from attnlab.studies.recall.train import (
@@ -204,17 +204,14 @@ def measure_step(config: BenchConfig) -> StepTimes:
         with autodiff_gathers():
             programs["reference_full"] = (_compile(full, *full_args), full_args)
 
-    seconds = {
-        part: median_seconds(
-            lambda f=program, a=args: f(*a),
-            config.repeats,
-            # Compiled already, so a warm-up call is cheap even in QUICK; its first call
-            # would otherwise count one-time costs (allocation, thread start-up).
-            warmup=True,
-            min_seconds=config.min_timing_seconds,
-        )
-        for part, (program, args) in programs.items()
-    }
+    # Round-robin, so that the parts and the reference share the machine's moods: timed one
+    # after the other, the same program measured up to 30% apart on this 2-core machine.
+    # Compiled already, so the warm-up calls are cheap even in QUICK.
+    seconds = interleaved_median_seconds(
+        {part: (lambda f=program, a=args: f(*a)) for part, (program, args) in programs.items()},
+        step_rounds(config),
+        min_seconds=config.min_timing_seconds,
+    )
     losses, reference_losses = (
         np.asarray(programs[part][0](*full_args)[1]["loss"])[0]
         for part in ("full", "reference_full")
@@ -261,8 +258,16 @@ def _projection_matmul_seconds(config: BenchConfig) -> float:
     return seconds / chunk
 
 
+def step_rounds(config: BenchConfig) -> int:
+    """Rounds of the interleaved timing of the step's programs: three per repeat."""
+    return 3 * config.repeats
+
+
 def _timing(config: BenchConfig) -> str:
-    return f"median of {config.repeats} calls of the program compiled ahead, after one warm-up call"
+    return (
+        f"median of {step_rounds(config)} calls of the program compiled ahead, timed "
+        "round-robin with the other step programs, after one warm-up call"
+    )
 
 
 def _sizes(recall: RecallConfig) -> str:

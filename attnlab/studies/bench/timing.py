@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -50,6 +50,26 @@ def median_seconds(
 ) -> float:
     """The median wall time of ``time_calls``."""
     return time_calls(fn, repeats, warmup=warmup, min_seconds=min_seconds).seconds
+
+
+def interleaved_median_seconds(
+    fns: Mapping[str, Callable[[], Any]], rounds: int, *, min_seconds: float = 0.0
+) -> dict[str, float]:
+    """Median wall time of one call of each ``fn`` (result blocked on), timed round-robin:
+    every round times each ``fn`` once, so a machine that slows down or speeds up during the
+    measurement shifts all of them alike and their ratios stay meaningful. One untimed call
+    of each first; calls faster than ``min_seconds`` are repeated within each timing."""
+    numbers = {}
+    for name, fn in fns.items():
+        jax.block_until_ready(fn())
+        numbers[name] = 1
+        if min_seconds > 0:
+            numbers[name] = max(1, math.ceil(min_seconds / max(_timed(fn, 1).seconds, 1e-9)))
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(_timed(fn, numbers[name]).seconds)
+    return {name: float(np.median(t)) for name, t in times.items()}
 
 
 def loglog_slope(sizes: Sequence[float], seconds: Sequence[float]) -> float:
