@@ -12,10 +12,14 @@ import dataclasses
 import sys
 import time
 
-from attnlab.core.temperature import MECHANISMS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
-from attnlab.studies.recall.flags import add_recall_flags, recall_config, write_recall_outputs
+from attnlab.studies.recall.flags import (
+    add_mechanisms_flag,
+    add_recall_flags,
+    recall_config,
+    write_recall_outputs,
+)
 from attnlab.studies.remedies.compute import (
     FOLD_STEP,
     REMEDIES_DEFAULT,
@@ -31,13 +35,7 @@ from attnlab.studies.remedies.compute import (
 def build_parser():
     parser = cli.new_parser(__doc__)
     add_recall_flags(parser, REMEDIES_DEFAULT)
-    parser.add_argument(
-        "--mechanisms",
-        nargs="+",
-        choices=list(MECHANISMS),
-        default=list(REMEDIES_DEFAULT.mechanisms),
-        help="mechanisms to train",
-    )
+    add_mechanisms_flag(parser, "--mechanisms", REMEDIES_DEFAULT.mechanisms, "mechanisms to train")
     cli.add_int_flag(parser, "--fold-step", FOLD_STEP, "step at which the scaled model is folded")
     cli.add_int_flag(
         parser, "--sensitivity-batch-sizes", SENSITIVITY_BATCH_SIZES, "batch sizes of the grid"

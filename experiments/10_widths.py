@@ -14,10 +14,9 @@ sidecar, into --out-dir. Defaults: README (narrower embeddings, batch 32, 600 st
 import sys
 import time
 
-from attnlab.core.temperature import MECHANISMS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
-from attnlab.studies.recall.flags import add_recall_flags, recall_config
+from attnlab.studies.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config
 from attnlab.studies.widths.compute import (
     CURVES_CSV,
     JACOBIAN_CSV,
@@ -39,13 +38,8 @@ def build_parser():
     parser = cli.new_parser(__doc__)
     add_recall_flags(parser, WIDTHS_BASE, head_width=False)
     cli.add_dk_flag(parser, DEFAULT.dks)
-    mechanisms = list(MECHANISMS)
-    parser.add_argument(
-        "--mechanisms",
-        nargs="+",
-        choices=mechanisms,
-        default=list(DEFAULT.mechanisms),
-        help="mechanisms trained at every width",
+    add_mechanisms_flag(
+        parser, "--mechanisms", DEFAULT.mechanisms, "mechanisms trained at every width"
     )
     parser.add_argument(
         "--lrs",
@@ -55,12 +49,8 @@ def build_parser():
         help="learning rates of the transfer sweep (must include --lr)",
     )
     cli.add_int_flag(parser, "--lr-dks", DEFAULT.lr_dks, "widths of the learning-rate sweep")
-    parser.add_argument(
-        "--lr-mechanisms",
-        nargs="+",
-        choices=mechanisms,
-        default=list(DEFAULT.lr_mechanisms),
-        help="mechanisms of the learning-rate sweep",
+    add_mechanisms_flag(
+        parser, "--lr-mechanisms", DEFAULT.lr_mechanisms, "mechanisms of the learning-rate sweep"
     )
     cli.add_int_flag(
         parser,

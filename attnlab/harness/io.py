@@ -118,6 +118,13 @@ def write_sidecar(csv_path: Path, flags: Mapping[str, Any], wall_time_s: float) 
     atomic_write_text(sidecar_path(csv_path), text)
 
 
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], path: Path, made_by: str) -> None:
+    """Raise a DataError naming ``path`` and ``made_by`` if ``frame`` lacks any of ``columns``."""
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path} lacks columns {', '.join(missing)}; run `{made_by}` to make it")
+
+
 def read_csv_checked(path: Path, columns: Iterable[str], made_by: str) -> pd.DataFrame:
     """Read a CSV that must exist and hold ``columns``; else raise a DataError naming the
     file and ``made_by``, the command that makes it."""
@@ -138,9 +145,7 @@ def read_csv_checked(path: Path, columns: Iterable[str], made_by: str) -> pd.Dat
     ) as err:
         reason = " ".join(str(err).split())  # one line, whatever pandas says
         raise DataError(f"{path} is malformed ({reason}); {hint}") from None
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise DataError(f"{path} lacks columns {', '.join(missing)}; {hint}")
+    require_columns(frame, columns, path, made_by)
     if frame.empty:
         raise DataError(f"{path} has no rows; {hint}")
     return frame

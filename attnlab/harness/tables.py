@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.harness.errors import DataError
-from attnlab.harness.io import read_csv_checked, sidecar_path
+from attnlab.harness.io import read_csv_checked, require_columns, sidecar_path
 
 
 class Tables:
@@ -37,12 +37,8 @@ class Tables:
         if name not in self._frames:
             path = self.results_dir / name
             self._frames[name] = read_csv_checked(path, columns, self.made_by(name))
-        missing = [c for c in columns if c not in self._frames[name].columns]
-        if missing:
-            raise DataError(
-                f"{self.results_dir / self._parent.get(name, name)} lacks columns "
-                f"{', '.join(missing)}; run `{self.made_by(name)}` to make it"
-            )
+        path = self.results_dir / self._parent.get(name, name)
+        require_columns(self._frames[name], columns, path, self.made_by(name))
         return self._frames[name]
 
     def flags(self, name: str) -> dict:

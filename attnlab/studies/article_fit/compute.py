@@ -122,10 +122,15 @@ def scaled_numbers(
     run_lengths: Sequence[int],
     horizon: int | None = None,
 ) -> dict[str, float]:
+    """``seed_numbers`` reduced over seeds (``median_numbers``)."""
+    horizon = metrics["loss"].shape[1] if horizon is None else horizon
+    return median_numbers(seed_numbers(metrics, smoothing, run_lengths, horizon), horizon)
+
+
+def median_numbers(per_seed: Mapping[str, np.ndarray], horizon: int) -> dict[str, float]:
     """``seed_numbers`` reduced over seeds: the median of every number, the count of
     censored seeds per milestone, and the ``horizon``."""
-    per_seed = seed_numbers(metrics, smoothing, run_lengths, horizon)
-    out: dict[str, float] = {"horizon": metrics["loss"].shape[1] if horizon is None else horizon}
+    out: dict[str, float] = {"horizon": horizon}
     for key, values in per_seed.items():
         censored = key.startswith("censored_")
         out[key] = int(values.sum()) if censored else float(np.median(values))
@@ -311,7 +316,7 @@ def fit(
 
     def record(stage: str, name: str, lengths: Sequence[int], horizon: int) -> None:
         per_seed[stage][name] = seed_numbers(runs[name].metrics, smoothing, lengths, horizon)
-        numbers = scaled_numbers(runs[name].metrics, smoothing, lengths, horizon)
+        numbers = median_numbers(per_seed[stage][name], horizon)
         rows[stage].append(score_row(name, stage, numbers, seeds, lengths))
         if on_reading:
             on_reading(1)

@@ -52,15 +52,16 @@ def unseen_counts(tables: Tables, csv: str) -> tuple[int, int, int]:
 
 def section(tables: Tables) -> str:
     screen = tables.get(SCREEN_CSV, ["name", "kept"])
-    scores = tables.get(SCORES_CSV, ["reading", "pass", "score", "rank", "score_se", "gap_se",
-                                     "within_noise", *(f"log_{t}" for t in TERMS)])  # fmt: skip
+    score_columns = ["reading", "pass", "seeds", "score", "rank", "score_se", "gap_se",
+                     "within_noise", *(f"log_{t}" for t in TERMS)]  # fmt: skip
+    scores = tables.get(SCORES_CSV, score_columns)
     summary_columns = ["variant", "seed", "grad_wq_step0", "step_loss_below_1",
                        "step_loss_below_0p1", "final_loss"]  # fmt: skip
     predictions = fit_predictions(tables)
     last = scores[scores["pass"] == scores["pass"].max()].sort_values("rank")
     fitted = predictions[0].reading
     n_kept = int(screen.kept.astype(bool).sum())
-    seeds = int(tables.get(SCORES_CSV, ["seeds"]).seeds.iloc[0])
+    seeds = int(scores.seeds.iloc[0])
 
     top = scores.sort_values(["pass", "rank"], ascending=[False, True]).head(10)
     score_table = markdown_table(

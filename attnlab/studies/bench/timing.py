@@ -28,6 +28,14 @@ def _timed(fn: Callable[[], Any], number: int) -> Timing:
     )
 
 
+def _calls_per_timing(fn: Callable[[], Any], min_seconds: float) -> int:
+    """Calls per timing so that one timing lasts at least ``min_seconds`` (one call timed
+    to find out; 1 without a minimum)."""
+    if min_seconds <= 0:
+        return 1
+    return max(1, math.ceil(min_seconds / max(_timed(fn, 1).seconds, 1e-9)))
+
+
 def time_calls(
     fn: Callable[[], Any], repeats: int, *, warmup: bool = True, min_seconds: float = 0.0
 ) -> Timing:
@@ -38,9 +46,7 @@ def time_calls(
     """
     if warmup:
         jax.block_until_ready(fn())
-    number = 1
-    if min_seconds > 0:
-        number = max(1, math.ceil(min_seconds / max(_timed(fn, 1).seconds, 1e-9)))
+    number = _calls_per_timing(fn, min_seconds)
     times = [_timed(fn, number) for _ in range(repeats)]
     return Timing(*(float(np.median(column)) for column in zip(*times, strict=True)))
 
@@ -62,9 +68,7 @@ def interleaved_median_seconds(
     numbers = {}
     for name, fn in fns.items():
         jax.block_until_ready(fn())
-        numbers[name] = 1
-        if min_seconds > 0:
-            numbers[name] = max(1, math.ceil(min_seconds / max(_timed(fn, 1).seconds, 1e-9)))
+        numbers[name] = _calls_per_timing(fn, min_seconds)
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():

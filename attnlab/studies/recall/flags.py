@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from attnlab.core.temperature import MECHANISMS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies.recall.model import INITS, SLOTS
@@ -72,6 +73,13 @@ def family_substring(text: str) -> str:
 
 
 family_substring.is_valid = lambda text: any(text in r.name for r in FAMILY)  # type: ignore[attr-defined]
+
+
+def add_mechanisms_flag(
+    parser: argparse.ArgumentParser, flag: str, default: Iterable[str], help: str
+) -> None:
+    """``flag``: one or more names of ``attnlab.core.temperature.MECHANISMS``."""
+    parser.add_argument(flag, nargs="+", choices=list(MECHANISMS), default=list(default), help=help)
 
 
 def add_recall_flags(
