@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,9 +20,12 @@ from attnlab.harness.errors import RunError
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, recall_step_flops, time_reproduce
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
+from attnlab.studies.bench.kernels import MATMUL, OTHER, kernel_categories, kernel_profile
 from attnlab.studies.bench.report import markdown_table
 from attnlab.studies.bench.step import (
+    KERNEL_CATEGORIES,
     PARTS,
+    kernel_rows,
     max_loss_difference,
     measure_step,
     profile_rows,
@@ -140,7 +144,9 @@ def test_reference_step_agrees_with_the_current_step(step_times):
     recall = STEP_CONFIG.recall
     losses, reference = step_times.losses, step_times.reference_losses
     assert losses.shape == reference.shape == (recall.chunk_steps,)
-    # The two steps differ only in how each gather's table gradient is summed: the same
+    # The two steps differ only in where the batches are drawn (per chunk or inside each
+    # step: the same bits, tests/test_recall_train.py) and in how each gather's table
+    # gradient is summed: the same
     # exact products one_hot[i, v] * g[i, d] (0 or g) over the n = B (pairs + 1) tokens
     # of a batch, perhaps in another order; both forwards are exact (a table row plus exact
     # zeros). Two summation orders of n terms differ by at most about n eps relative to
@@ -188,6 +194,14 @@ def test_step_rows_and_profile_rows(step_times):
     train_chunk = rows[names.index("profile_step_train_chunk")]
     assert train_chunk["ours_seconds"] == step_times.train_chunk_seconds / chunk
     assert all(r["detail"] for r in rows)
+    rows = kernel_rows(STEP_CONFIG, step_times)
+    assert [r["name"] for r in rows] == [n for n in ROW_NAMES if n.startswith("profile_kernels_")]
+    kernels = step_times.kernels
+    for row, category in zip(rows, KERNEL_CATEGORIES, strict=False):
+        assert row["ours_seconds"] == kernels.seconds[category] >= 0
+    # The step computes dots and runs Adam every step: both categories launch kernels.
+    assert kernels.launches["matmul"] >= 1 and kernels.launches["adam"] >= 1
+    assert rows[-1]["ours_seconds"] == kernels.wall_seconds > 0
 
 
 def _loss_jaxpr(recall: RecallConfig) -> str:
@@ -275,9 +289,14 @@ def test_reproduce_flag_reaches_run_bench(load_script, run_main, tmp_path, monke
 
 def test_markdown_profile_paragraph():
     rows = [{"name": f"profile_step_{p}", "ours_seconds": 1e-3, "detail": "d"} for p in PARTS]
+    rows += [
+        {"name": f"profile_kernels_{c}", "ours_seconds": 2e-3, "detail": "d"}
+        for c in (*KERNEL_CATEGORIES, "wall")
+    ]
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     text = markdown_table(frame)
     assert "**Profile of one recall step.**" in text and "forward and backward 1 ms" in text
+    assert "matmuls 2 ms" in text and "Adam 2 ms" in text and "the traced step takes 2 ms" in text
     assert "`make bench`" in text and "`python experiments/bench.py`" in text
 
 
@@ -288,3 +307,44 @@ def test_interleaved_timing_runs_round_robin():
     seconds = interleaved_median_seconds(fns, 3)
     assert calls == ["a", "b"] + ["a", "b"] * 3
     assert set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
+
+
+# --- the kernel profile -------------------------------------------------------------------
+
+
+def _scoped_program():
+    """A loop whose body has a dot under scope ``b`` and elementwise work under ``a``."""
+
+    def f(x: jax.Array, w: jax.Array) -> jax.Array:
+        def body(_, x):
+            with jax.named_scope("a"):
+                x = jnp.tanh(x) * 1.5 + 0.25
+            with jax.named_scope("b"):
+                return x @ w
+
+        return jax.lax.fori_loop(0, 4, body, x)
+
+    x, w = jnp.ones((64, 64)), jnp.eye(64) * 0.5
+    return jax.jit(f).lower(x, w).compile(), (x, w)
+
+
+def test_kernel_categories_charge_dots_to_matmul_and_the_rest_to_scopes():
+    compiled, _ = _scoped_program()
+    text = compiled.as_text()
+    table = kernel_categories(text, ("a", "b"))
+    assert set(table.values()) <= {MATMUL, "a", "b", OTHER}
+    assert MATMUL in table.values() and "a" in table.values()
+    # The loop is control flow around its body's kernels, never a kernel itself.
+    loops = [line.split(" = ")[0].strip().lstrip("%") for line in text.splitlines()
+             if " while(" in line]  # fmt: skip
+    assert loops and not set(loops) & set(table)
+
+
+def test_kernel_profile_times_every_category_per_unit():
+    compiled, args = _scoped_program()
+    profile = kernel_profile(compiled, lambda: compiled(*args), ("a", "b"), units=4, calls=2)
+    assert list(profile.seconds) == list(profile.launches) == [MATMUL, "a", "b", OTHER]
+    assert all(s >= 0 for s in profile.seconds.values())
+    # 4 iterations per call, one unit each: at least one dot kernel per iteration.
+    assert profile.launches[MATMUL] >= 1 and profile.seconds[MATMUL] > 0
+    assert profile.wall_seconds > 0

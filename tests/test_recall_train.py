@@ -19,6 +19,7 @@ from attnlab.studies.recall.train import (
     DivergenceError,
     RecallConfig,
     _check_finite,
+    chunk_batches,
     init_params,
     initial_state,
     make_model,
@@ -200,6 +201,18 @@ def test_first_steps_recomputed_by_hand(mechanism):
         assert_step_matches(result.metrics, (i, 1), at1)
         # Guard: another batch of the stream gives another step-0 loss (far above rounding).
         assert abs(float(other_loss) - float(at0["loss"])) > 1e-4
+
+
+def test_chunk_batches_are_the_stream_batches():
+    """A chunk's batches drawn together are batches ``start .. end - 1`` of the stream, each
+    as ``stream_batch`` draws it alone: integer token ids, compared exactly."""
+    key = seed_keys(3).data
+    steps = jnp.arange(5, 9)
+    together = jax.jit(lambda k, t: chunk_batches(C, k, t))(key, steps)
+    for i, t in enumerate(steps):
+        alone = stream_batch(key, t, C.batch_size, C.task)
+        for got, want in zip(together, alone, strict=True):
+            np.testing.assert_array_equal(got[i], want)
 
 
 def test_mechanisms_differ_only_by_the_scale():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +32,9 @@ from attnlab.studies.recall.train import (
     initial_state,
     make_model,
     make_optimizer,
+    scan_steps,
     seed_keys,
     train,
-    train_step,
 )
 
 #: The article's scaled numbers, the only targets of the fit: (term, value).
@@ -252,14 +253,8 @@ class ScaledRun:
             k: np.zeros((seeds, 0), np.float32) for k in ("loss", "grad_norm_wq")
         }
 
-        def run_one_seed(state, data_key, steps):
-            def body(s, t):
-                s, m = train_step(model, optimizer, config, data_key, s, t)
-                return s, {k: m[k] for k in ("loss", "grad_norm_wq")}
-
-            return jax.lax.scan(body, state, steps)
-
-        self._chunk = jax.jit(jax.vmap(run_one_seed, in_axes=(0, 0, None)))
+        run = partial(scan_steps, model, optimizer, config, metrics=("loss", "grad_norm_wq"))
+        self._chunk = jax.jit(jax.vmap(run, in_axes=(0, 0, None)))
 
     @property
     def steps(self) -> int:
@@ -271,7 +266,7 @@ class ScaledRun:
         while self.steps < until:
             start = self.steps
             end = min(start + FIT_CHUNK, until)
-            self.state, m = self._chunk(self.state, self.data_keys, jnp.arange(start, end))
+            self.state, m = self._chunk(self.data_keys, self.state, jnp.arange(start, end))
             m = {k: np.asarray(v) for k, v in m.items()}
             if not np.isfinite(m["loss"]).all():
                 raise RunError(f"scaled run diverged (non-finite loss) in steps {start}-{end}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from functools import partial
 
 import jax
 import numpy as np
@@ -15,6 +14,7 @@ import numpy as np
 from attnlab.core.sampling import CHUNK_ELEMENTS
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall import model as recall_model
+from attnlab.studies.recall.task import stream_batch
 from attnlab.studies.recall.train import (
     RecallConfig,
     initial_state,
@@ -82,12 +82,16 @@ def python_loop(config: RecallConfig) -> Callable[[int], np.ndarray]:
     model, optimizer = make_model(config, mechanism), make_optimizer(config)
     state = jax.tree.map(lambda x: x[0], initial_state(replace(config, seeds=1), mechanism))
     data_key = seed_keys(config.seed).data
-    step = jax.jit(partial(train_step, model, optimizer, config))
+    step = jax.jit(
+        lambda s, t: train_step(
+            model, optimizer, s, stream_batch(data_key, t, config.batch_size, config.task)
+        )
+    )
 
     def run(steps: int) -> np.ndarray:
         s, history = state, []
         for t in range(steps):
-            s, metrics = step(data_key, s, t)
+            s, metrics = step(s, t)
             history.append(metrics)
         return np.array([m["loss"] for m in jax.device_get(history)])
 

@@ -19,6 +19,14 @@ PROFILE_PARTS = {
 }
 
 
+#: The categories of the kernel profile, as the paragraph names them.
+KERNEL_NAMES = {
+    "matmul": "matmuls",
+    "forward_backward": "the rest of forward and backward",
+    "adam": "Adam",
+}
+
+
 def profile_paragraph(frame: pd.DataFrame) -> str:
     """The "Profile of one recall step" paragraph: the ``profile_step_*`` rows of ``frame``
     in milliseconds per step, and the command that reproduces them; empty without them."""
@@ -50,6 +58,22 @@ def profile_paragraph(frame: pd.DataFrame) -> str:
             f"Its FLOPs, run at the {100 * bound.peak_fraction:.0f}% of the matmul peak that "
             "this CPU reaches on one product of the step's projection shape, would take "
             f"{1e3 * bound.ours_seconds:.3g} ms (row train_step_matmul_bound)."
+        )
+    kernels = {
+        row.name.removeprefix("profile_kernels_"): row
+        for row in frame.itertuples(index=False)
+        if row.name.startswith("profile_kernels_")
+    }
+    if kernels:
+        wall = kernels.pop("wall", None)
+        spent = ", ".join(
+            f"{KERNEL_NAMES.get(name, name)} {1e3 * row.ours_seconds:.3g} ms"
+            for name, row in kernels.items()
+        )
+        sentences.append(
+            f"XLA's own trace of train()'s compiled chunk charges its kernels per step (summed "
+            f"over XLA's threads): {spent}"
+            + (f"; the traced step takes {1e3 * wall.ours_seconds:.3g} ms." if wall else ".")
         )
     if "profile_step_train_chunk" in ms:
         sentences.append(

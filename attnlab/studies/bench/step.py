@@ -32,16 +32,19 @@ from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.bench.baselines import autodiff_gathers
 from attnlab.studies.bench.config import BenchConfig, Row, make_row
+from attnlab.studies.bench.kernels import MATMUL, OTHER, KernelProfile, kernel_profile
 from attnlab.studies.bench.timing import interleaved_median_seconds, median_seconds
 from attnlab.studies.recall.model import RecallModel
 from attnlab.studies.recall.task import Batch, stream_batch
 from attnlab.studies.recall.train import (
     RecallConfig,
     TrainState,
+    chunk_batches,
     initial_state,
     loss_and_aux,
     make_model,
     make_optimizer,
+    scan_steps,
     seed_keys,
     train,
     train_step,
@@ -121,7 +124,14 @@ class StepTimes:
     train_chunk_seconds: float
     train_chunks: int
     matmul_seconds: float
+    kernels: KernelProfile
+    parameters: int
 
+
+#: The named scopes of ``train_step`` and ``chunk_batches``, as the kernel profile charges them.
+STEP_SCOPES = ("data", "forward_backward", "metrics", "adam")
+#: The categories of the kernel profile, in the order of their rows.
+KERNEL_CATEGORIES = (MATMUL, *STEP_SCOPES, OTHER)
 
 #: The parts ``measure_step`` times, in the order of their rows.
 PARTS = ("data", "forward", "forward_backward", "adam", "full", "rolled_full", "reference_full")
@@ -148,7 +158,7 @@ def measure_step(config: BenchConfig) -> StepTimes:
     steps = jnp.arange(chunk)
 
     def data(key: jax.Array, steps: jax.Array) -> Batch:
-        return jax.lax.map(lambda t: stream_batch(key, t, recall.batch_size, recall.task), steps)
+        return chunk_batches(recall, key, steps)
 
     def forward(params: dict, batches: Batch, steps: jax.Array) -> dict[str, jax.Array]:
         def body(p: dict, batch: Batch) -> tuple[dict, dict[str, jax.Array]]:
@@ -177,8 +187,12 @@ def measure_step(config: BenchConfig) -> StepTimes:
         return jax.lax.scan(body, state, steps)[0]
 
     def full(state: TrainState, key: jax.Array, steps: jax.Array):
+        return scan_steps(model, optimizer, recall, key, state, steps)
+
+    def data_in_step(state: TrainState, key: jax.Array, steps: jax.Array):
         def body(s: TrainState, t: jax.Array):
-            return train_step(model, optimizer, recall, key, s, t)
+            return train_step(model, optimizer, s, stream_batch(key, t, recall.batch_size,
+                                                                recall.task))  # fmt: skip
 
         return jax.lax.scan(body, state, steps)
 
@@ -202,7 +216,7 @@ def measure_step(config: BenchConfig) -> StepTimes:
     with rolled_threefry():  # trace and compile the old steps; the swaps end here
         programs["rolled_full"] = (_compile(full, *full_args), full_args)
         with autodiff_gathers():
-            programs["reference_full"] = (_compile(full, *full_args), full_args)
+            programs["reference_full"] = (_compile(data_in_step, *full_args), full_args)
 
     # Round-robin, so that the parts and the reference share the machine's moods: timed one
     # after the other, the same program measured up to 30% apart on this 2-core machine.
@@ -212,6 +226,8 @@ def measure_step(config: BenchConfig) -> StepTimes:
         step_rounds(config),
         min_seconds=config.min_timing_seconds,
     )
+    program, args = programs["full"]
+    kernels = kernel_profile(program, lambda: program(*args), STEP_SCOPES, chunk)
     losses, reference_losses = (
         np.asarray(programs[part][0](*full_args)[1]["loss"])[0]
         for part in ("full", "reference_full")
@@ -230,6 +246,8 @@ def measure_step(config: BenchConfig) -> StepTimes:
         float(np.median(train_chunks)),
         len(train_chunks),
         matmul_seconds,
+        kernels,
+        sum(x.size for x in jax.tree.leaves(state.params)),
     )
 
 
@@ -300,10 +318,11 @@ def step_rows(config: BenchConfig, times: StepTimes, peak_flops: float) -> list[
             ours,
             reference,
             detail=f"seconds per {chunk} steps, {_sizes(recall)}; train()'s compiled chunk "
-            "(lax.scan of train_step, vmapped over seeds, jitted) vs the same traced with "
-            "the gathers' gradient by plain autodiff of one_hot(tokens) @ table (as before "
-            "commit 57be4c8) and the random bits by JAX's rolled threefry loop on CPU (as "
-            f"before attnlab.core.prng); {_timing(config)}; losses of the "
+            "(scan_steps: the chunk's batches drawn together, then a lax.scan of train_step; "
+            "vmapped over seeds, jitted) vs the same with each step's batch drawn inside its "
+            "step, the gathers' gradient by plain autodiff of one_hot(tokens) @ table (as "
+            "before commit 57be4c8) and the random bits by JAX's rolled threefry loop on CPU "
+            f"(as before attnlab.core.prng); {_timing(config)}; losses of the "
             f"chunk from the same state: {same}",
         ),
         make_row(
@@ -345,7 +364,8 @@ def matmul_bound_row(recall: RecallConfig, times: StepTimes, peak_flops: float) 
 
 #: What each profile row includes.
 PROFILE_WHAT = {
-    "data": "data generation alone: stream_batch of each step's batch",
+    "data": "data generation alone: chunk_batches, the chunk's batches drawn together as "
+    "train() draws them",
     "forward": "forward alone: loss and the forward metrics of train_step, on the chunk's "
     "batches drawn beforehand, from the step-0 parameters moved each step by 1e-12 x the "
     "loss (so XLA cannot hoist their projections out of the loop)",
@@ -354,12 +374,13 @@ PROFILE_WHAT = {
     "parameters moved each step by a plain SGD step of rate 1e-12 (every gradient used; no "
     "loop-invariant projections)",
     "adam": "the Adam update alone: optimizer.update and apply_updates of a fixed gradient",
-    "full": "the whole train_step (data, forward, backward, metrics, Adam)",
-    "rolled_full": "the whole train_step with the random bits by JAX's rolled threefry loop "
+    "full": "train()'s chunk: its batches drawn together, then train_step (forward, "
+    "backward, metrics, Adam) for each",
+    "rolled_full": "train()'s chunk with the random bits by JAX's rolled threefry loop "
     "on CPU (attnlab.core.prng.rolled_threefry; the bits are the same)",
-    "reference_full": "the whole train_step as before the bench's speed-ups: the gathers' "
-    "gradient by plain autodiff of the one-hot matmul (before commit 57be4c8) and the rolled "
-    "threefry loop",
+    "reference_full": "the chunk as before the bench's speed-ups: each step's batch drawn "
+    "inside its step (stream_batch), the gathers' gradient by plain autodiff of the one-hot "
+    "matmul (before commit 57be4c8) and the rolled threefry loop",
 }
 
 
@@ -398,12 +419,60 @@ def profile_rows(config: BenchConfig, times: StepTimes) -> list[Row]:
     return rows
 
 
+#: What each category of the kernel profile holds.
+KERNEL_WHAT = {
+    MATMUL: "every kernel computing a dot (the projections of the token tables, the "
+    "attention logits and weighted sums, the readout, and their gradients)",
+    "data": "drawing the chunk's batches (chunk_batches: threefry, the key shuffles)",
+    "forward_backward": "the forward and backward pass less its matmuls (gathers, softmax, "
+    "cross-entropy, their gradients, layout copies)",
+    "metrics": "the per-step diagnostics (accuracy, gradient norms, attention entropy and "
+    "max weight)",
+    "adam": "the Adam update and apply_updates",
+    OTHER: "kernels no scope names: the loop's bookkeeping (copies of the carried state, "
+    "slicing the chunk's batches)",
+}
+
+
+def kernel_rows(config: BenchConfig, times: StepTimes) -> list[Row]:
+    """Rows ``profile_kernels_<category>`` (kernel seconds per step of each category of
+    ``KERNEL_CATEGORIES``, summed over XLA's threads) and ``profile_kernels_wall`` (wall
+    seconds per step of the same traced calls), from ``train()``'s compiled chunk."""
+    k = times.kernels
+    where = (
+        f"kernel seconds per step (XLA's trace of train()'s compiled chunk of {times.chunk} "
+        f"steps, {_sizes(config.recall)}, summed over XLA's threads; attnlab.studies.bench."
+        "kernels)"
+    )
+    rows = []
+    for category in KERNEL_CATEGORIES:
+        detail = f"{KERNEL_WHAT[category]}; {where}; {k.launches[category]:.3g} launches per step"
+        if category == "adam":
+            # Adam reads the parameters, gradients and both moments and writes three back.
+            gb = 7 * 4 * times.parameters / k.seconds[category] / 1e9
+            detail += (
+                f"; {times.parameters} parameters, so at least 7 x 4 bytes each read or "
+                f"written per step: {gb:.3g} GB/s"
+            )
+        rows.append(make_row(f"profile_kernels_{category}", k.seconds[category], detail=detail))
+    total = sum(k.seconds.values())
+    rows.append(
+        make_row(
+            "profile_kernels_wall",
+            k.wall_seconds,
+            detail=f"wall seconds per step of the traced calls (the trace's overhead "
+            f"included); their kernels sum to {total:.3g} s per step over XLA's threads, "
+            f"{sum(k.launches.values()):.3g} launches",
+        )
+    )
+    return rows
+
+
 def bench_recall_step(config: BenchConfig, peak_flops: float) -> list[Row]:
-    """``step_rows`` and ``profile_rows`` from one ``measure_step``."""
+    """``step_rows``, ``profile_rows`` and ``kernel_rows`` from one ``measure_step``."""
     times = measure_step(config)
-    return step_rows(config, times, peak_flops) + profile_rows(config, times)
-
-
-def profile_recall_step(config: BenchConfig) -> list[Row]:
-    """The profile of one recall step alone (rows ``profile_step_*``)."""
-    return profile_rows(config, measure_step(config))
+    return (
+        step_rows(config, times, peak_flops)
+        + profile_rows(config, times)
+        + kernel_rows(config, times)
+    )

@@ -58,8 +58,8 @@ from attnlab.studies.recall.train import (
     held_out_batches,
     initial_state,
     make_model,
+    scan_steps,
     seed_keys,
-    train_step,
 )
 from attnlab.studies.statics.compute import SoftmaxSweepConfig, run_jacobian_sweep
 
@@ -283,13 +283,9 @@ def train_lanes(
     held_out = _tile(held_out_batches(config), n_lr)
 
     def block(state: TrainState, data_key: jax.Array, lr: jax.Array, steps: jax.Array):
-        optimizer = optax.adam(lr)
-
-        def body(s, t):
-            s, m = train_step(model, optimizer, config, data_key, s, t)
-            return s, (m["loss"], m["grad_norm_wq"], m["grad_norm_wk"])
-
-        return lax.scan(body, state, steps)
+        kept = ("loss", "grad_norm_wq", "grad_norm_wk")
+        state, m = scan_steps(model, optax.adam(lr), config, data_key, state, steps, kept)
+        return state, tuple(m[k] for k in kept)
 
     run_block = jax.jit(jax.vmap(block, in_axes=(0, 0, 0, None)))
     diagnose = jax.jit(
