@@ -19,7 +19,7 @@ from attnlab.studies.recall.train import (
     DivergenceError,
     RecallConfig,
     _check_finite,
-    chunk_batches,
+    draw_chunk,
     init_params,
     initial_state,
     make_model,
@@ -203,16 +203,19 @@ def test_first_steps_recomputed_by_hand(mechanism):
         assert abs(float(other_loss) - float(at0["loss"])) > 1e-4
 
 
-def test_chunk_batches_are_the_stream_batches():
-    """A chunk's batches drawn together are batches ``start .. end - 1`` of the stream, each
-    as ``stream_batch`` draws it alone: integer token ids, compared exactly."""
-    key = seed_keys(3).data
+def test_draw_chunk_gives_each_seed_its_stream_batches():
+    """A chunk's batches drawn together for two seeds are batches ``start .. end - 1`` of
+    each seed's stream, each as ``stream_batch`` draws it alone: integer token ids, compared
+    exactly."""
+    seeds = (3, 4)
+    keys = jnp.stack([seed_keys(s).data for s in seeds])
     steps = jnp.arange(5, 9)
-    together = jax.jit(lambda k, t: chunk_batches(C, k, t))(key, steps)
-    for i, t in enumerate(steps):
-        alone = stream_batch(key, t, C.batch_size, C.task)
-        for got, want in zip(together, alone, strict=True):
-            np.testing.assert_array_equal(got[i], want)
+    together = draw_chunk(keys, steps, C.batch_size, C.task)
+    for j, key in enumerate(keys):
+        for i, t in enumerate(steps):
+            alone = stream_batch(key, t, C.batch_size, C.task)
+            for got, want in zip(together, alone, strict=True):
+                np.testing.assert_array_equal(got[j, i], want)
 
 
 def test_mechanisms_differ_only_by_the_scale():

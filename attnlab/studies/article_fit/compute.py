@@ -29,6 +29,7 @@ from attnlab.studies.recall.readings import (
 from attnlab.studies.recall.train import (
     RecallConfig,
     TrainResult,
+    draw_chunk,
     initial_state,
     make_model,
     make_optimizer,
@@ -253,8 +254,8 @@ class ScaledRun:
             k: np.zeros((seeds, 0), np.float32) for k in ("loss", "grad_norm_wq")
         }
 
-        run = partial(scan_steps, model, optimizer, config, metrics=("loss", "grad_norm_wq"))
-        self._chunk = jax.jit(jax.vmap(run, in_axes=(0, 0, None)))
+        run = partial(scan_steps, model, optimizer, metrics=("loss", "grad_norm_wq"))
+        self._chunk = jax.jit(jax.vmap(run))
 
     @property
     def steps(self) -> int:
@@ -266,7 +267,10 @@ class ScaledRun:
         while self.steps < until:
             start = self.steps
             end = min(start + FIT_CHUNK, until)
-            self.state, m = self._chunk(self.data_keys, self.state, jnp.arange(start, end))
+            config = self.config
+            batches = draw_chunk(self.data_keys, jnp.arange(start, end), config.batch_size,
+                                 config.task)  # fmt: skip
+            self.state, m = self._chunk(self.state, batches)
             m = {k: np.asarray(v) for k, v in m.items()}
             if not np.isfinite(m["loss"]).all():
                 raise RunError(f"scaled run diverged (non-finite loss) in steps {start}-{end}")

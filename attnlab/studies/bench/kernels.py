@@ -153,3 +153,14 @@ def kernel_profile(
         seconds[category] += duration / n
         launches[category] += 1 / n
     return KernelProfile(seconds, launches, wall / n)
+
+
+def combined(*profiles: KernelProfile) -> KernelProfile:
+    """Profiles of programs that run one after the other (per the same unit), summed: every
+    category of any of them, in order of first appearance."""
+    names = list(dict.fromkeys(name for p in profiles for name in p.seconds))
+    return KernelProfile(
+        {n: sum(p.seconds.get(n, 0.0) for p in profiles) for n in names},
+        {n: sum(p.launches.get(n, 0.0) for p in profiles) for n in names},
+        sum(p.wall_seconds for p in profiles),
+    )

@@ -32,14 +32,13 @@ from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.bench.baselines import autodiff_gathers
 from attnlab.studies.bench.config import BenchConfig, Row, make_row
-from attnlab.studies.bench.kernels import MATMUL, OTHER, KernelProfile, kernel_profile
+from attnlab.studies.bench.kernels import MATMUL, OTHER, KernelProfile, combined, kernel_profile
 from attnlab.studies.bench.timing import interleaved_median_seconds, median_seconds
 from attnlab.studies.recall.model import RecallModel
-from attnlab.studies.recall.task import Batch, stream_batch
+from attnlab.studies.recall.task import Batch, stream_batch, stream_batches
 from attnlab.studies.recall.train import (
     RecallConfig,
     TrainState,
-    chunk_batches,
     initial_state,
     loss_and_aux,
     make_model,
@@ -128,10 +127,11 @@ class StepTimes:
     parameters: int
 
 
-#: The named scopes of ``train_step`` and ``chunk_batches``, as the kernel profile charges them.
-STEP_SCOPES = ("data", "forward_backward", "metrics", "adam")
-#: The categories of the kernel profile, in the order of their rows.
-KERNEL_CATEGORIES = (MATMUL, *STEP_SCOPES, OTHER)
+#: The named scopes of ``train_step``, as the kernel profile charges them.
+TRAIN_SCOPES = ("forward_backward", "metrics", "adam")
+#: The categories of the kernel profile, in the order of their rows: the training program's
+#: and the data program's (``stream_batches``, scope ``data``).
+KERNEL_CATEGORIES = (MATMUL, "data", *TRAIN_SCOPES, OTHER)
 
 #: The parts ``measure_step`` times, in the order of their rows.
 PARTS = ("data", "forward", "forward_backward", "adam", "full", "rolled_full", "reference_full")
@@ -141,13 +141,16 @@ def measure_step(config: BenchConfig) -> StepTimes:
     """Time one chunk of steps of ``config.recall`` (one seed, the scaled mechanism) whole,
     in parts, and as the reference step; then ``train()``'s steady chunks.
 
-    The parts, each a scan over the chunk: ``data`` draws the batches (``stream_batch``);
-    ``forward`` and ``forward_backward`` run on the chunk's batches drawn beforehand (so no
-    data generation) from the step-0 parameters, moved each step by ``nudge`` (so that no
-    parameter-only work is loop-invariant); ``adam`` applies the step-0 gradient to the
-    carried state with ``optimizer.update`` and ``optax.apply_updates``; ``full`` is
-    ``train_step`` as ``train()`` compiles it, ``rolled_full`` the same traced under
-    ``rolled_threefry`` and ``reference_full`` under both it and ``autodiff_gathers``.
+    The parts: ``data`` draws the chunk's batches (``stream_batches``, as ``draw_chunk``);
+    ``forward`` and ``forward_backward`` are scans over those batches from the step-0
+    parameters, moved each step by ``nudge`` (so that no parameter-only work is
+    loop-invariant); ``adam`` applies the step-0 gradient to the carried state with
+    ``optimizer.update`` and ``optax.apply_updates``; ``full`` is ``train()``'s chunk, the
+    data program then ``scan_steps`` on its batches; ``rolled_full`` the same with the data
+    program traced under ``rolled_threefry``; ``reference_full`` the step as it was: each
+    batch drawn inside its step, traced under both ``rolled_threefry`` and
+    ``autodiff_gathers``. The kernel profile (``kernel_profile``) traces the training and
+    the data program.
     """
     recall = replace(config.recall, seeds=1)
     chunk = recall.chunk_steps
@@ -158,7 +161,7 @@ def measure_step(config: BenchConfig) -> StepTimes:
     steps = jnp.arange(chunk)
 
     def data(key: jax.Array, steps: jax.Array) -> Batch:
-        return chunk_batches(recall, key, steps)
+        return stream_batches(key, steps, recall.batch_size, recall.task)
 
     def forward(params: dict, batches: Batch, steps: jax.Array) -> dict[str, jax.Array]:
         def body(p: dict, batch: Batch) -> tuple[dict, dict[str, jax.Array]]:
@@ -186,8 +189,8 @@ def measure_step(config: BenchConfig) -> StepTimes:
 
         return jax.lax.scan(body, state, steps)[0]
 
-    def full(state: TrainState, key: jax.Array, steps: jax.Array):
-        return scan_steps(model, optimizer, recall, key, state, steps)
+    def train_on(state: TrainState, batches: Batch, steps: jax.Array):
+        return scan_steps(model, optimizer, state, batches)
 
     def data_in_step(state: TrainState, key: jax.Array, steps: jax.Array):
         def body(s: TrainState, t: jax.Array):
@@ -196,41 +199,53 @@ def measure_step(config: BenchConfig) -> StepTimes:
 
         return jax.lax.scan(body, state, steps)
 
-    programs = {"data": (_compile(data, data_keys, steps), (data_keys, steps))}
-    batches = programs["data"][0](data_keys, steps)  # [seeds, chunk, ...]
+    compiled = {"data": _compile(data, data_keys, steps)}
+    batches = compiled["data"](data_keys, steps)  # [seeds, chunk, ...]
     first = jax.tree.map(lambda x: x[:, 0], batches)
     grads = jax.jit(jax.vmap(jax.grad(lambda p, b: loss_and_aux(model, p, b)[0])))(
         state.params, first
     )
     on_batches = (state.params, batches, steps)
-    full_args = (state, data_keys, steps)
-    programs |= {
-        part: (_compile(fn, *args), args)
+    compiled |= {
+        part: _compile(fn, *args)
         for part, fn, args in (
             ("forward", forward, on_batches),
             ("forward_backward", forward_backward, on_batches),
             ("adam", adam, (state, grads, steps)),
-            ("full", full, full_args),
+            ("train", train_on, (state, batches, steps)),
         )
     }
-    with rolled_threefry():  # trace and compile the old steps; the swaps end here
-        programs["rolled_full"] = (_compile(full, *full_args), full_args)
+    with rolled_threefry():  # trace and compile the old programs; the swaps end here
+        compiled["rolled_data"] = _compile(data, data_keys, steps)
         with autodiff_gathers():
-            programs["reference_full"] = (_compile(data_in_step, *full_args), full_args)
+            compiled["reference_full"] = _compile(data_in_step, state, data_keys, steps)
 
+    def chunk_with(draw: Callable[..., Batch]) -> Callable[[], Any]:
+        """train()'s chunk: the batches drawn by ``draw``, then the steps on them."""
+        return lambda: compiled["train"](state, draw(data_keys, steps), steps)
+
+    calls = {
+        "data": lambda: compiled["data"](data_keys, steps),
+        **{part: lambda f=compiled[part]: f(*on_batches) for part in PARTS[1:3]},
+        "adam": lambda: compiled["adam"](state, grads, steps),
+        "full": chunk_with(compiled["data"]),
+        "rolled_full": chunk_with(compiled["rolled_data"]),
+        "reference_full": lambda: compiled["reference_full"](state, data_keys, steps),
+    }
     # Round-robin, so that the parts and the reference share the machine's moods: timed one
     # after the other, the same program measured up to 30% apart on this 2-core machine.
     # Compiled already, so the warm-up calls are cheap even in QUICK.
     seconds = interleaved_median_seconds(
-        {part: (lambda f=program, a=args: f(*a)) for part, (program, args) in programs.items()},
-        step_rounds(config),
-        min_seconds=config.min_timing_seconds,
+        calls, step_rounds(config), min_seconds=config.min_timing_seconds
     )
-    program, args = programs["full"]
-    kernels = kernel_profile(program, lambda: program(*args), STEP_SCOPES, chunk)
+    kernels = combined(
+        kernel_profile(
+            compiled["train"], lambda: compiled["train"](state, batches, steps), TRAIN_SCOPES, chunk
+        ),
+        kernel_profile(compiled["data"], calls["data"], ("data",), chunk),
+    )
     losses, reference_losses = (
-        np.asarray(programs[part][0](*full_args)[1]["loss"])[0]
-        for part in ("full", "reference_full")
+        np.asarray(calls[part]()[1]["loss"])[0] for part in ("full", "reference_full")
     )
     matmul_seconds = _projection_matmul_seconds(config)
     # train() itself: the same program, plus its host work between chunks.
@@ -364,7 +379,7 @@ def matmul_bound_row(recall: RecallConfig, times: StepTimes, peak_flops: float) 
 
 #: What each profile row includes.
 PROFILE_WHAT = {
-    "data": "data generation alone: chunk_batches, the chunk's batches drawn together as "
+    "data": "data generation alone: stream_batches, the chunk's batches drawn together as "
     "train() draws them",
     "forward": "forward alone: loss and the forward metrics of train_step, on the chunk's "
     "batches drawn beforehand, from the step-0 parameters moved each step by 1e-12 x the "
@@ -423,7 +438,8 @@ def profile_rows(config: BenchConfig, times: StepTimes) -> list[Row]:
 KERNEL_WHAT = {
     MATMUL: "every kernel computing a dot (the projections of the token tables, the "
     "attention logits and weighted sums, the readout, and their gradients)",
-    "data": "drawing the chunk's batches (chunk_batches: threefry, the key shuffles)",
+    "data": "drawing the chunk's batches (the data program, stream_batches: threefry, the "
+    "key shuffles)",
     "forward_backward": "the forward and backward pass less its matmuls (gathers, softmax, "
     "cross-entropy, their gradients, layout copies)",
     "metrics": "the per-step diagnostics (accuracy, gradient norms, attention entropy and "

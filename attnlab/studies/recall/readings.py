@@ -138,7 +138,7 @@ def reading_config(reading: Reading, base: RecallConfig | None = None) -> Recall
 
 def first_batches(task: RecallTask, batch_size: int, seeds: Sequence[int]) -> Batch:
     """Batch 0 of every seed's training stream, stacked ``[seeds, batch_size, ...]``: what
-    ``train_step`` draws at step 0 (``stream_batch(seed_keys(s).data, 0, ...)``)."""
+    ``train`` trains on at step 0 (``stream_batch(seed_keys(s).data, 0, ...)``)."""
     data_keys = jnp.stack([seed_keys(s).data for s in seeds])
     draw = jax.jit(jax.vmap(lambda k: sample_batch(jax.random.fold_in(k, 0), batch_size, task)))
     return draw(data_keys)

@@ -8,6 +8,8 @@ is ``1 / n_value_tokens`` (3.125%).
 Data are generated on the fly from explicit keys: batch ``t`` of a stream is drawn from
 ``fold_in(stream_key, t)``, so any two runs that share the stream key see the same batches
 in the same order, and the held-out set comes from a key the training stream never uses.
+Training draws a chunk of steps at once (``stream_batches``), in a compiled program of its
+own: the input pipeline apart from the training step (``attnlab.studies.recall.train``).
 """
 
 from __future__ import annotations
@@ -59,3 +61,13 @@ def stream_batch(
 ) -> Batch:
     """Batch number ``step`` of the training stream ``stream_key``."""
     return sample_batch(jax.random.fold_in(stream_key, step), batch_size, task)
+
+
+def stream_batches(
+    stream_key: jax.Array, steps: jax.Array, batch_size: int, task: RecallTask
+) -> Batch:
+    """Batches ``steps`` of the stream drawn together (``stream_batch`` vmapped over the
+    steps; fields ``[len(steps), batch_size, ...]``): the same bits as drawing each alone
+    (the draws are integers from the same keys), under the named scope ``data``."""
+    with jax.named_scope("data"):
+        return jax.vmap(lambda t: stream_batch(stream_key, t, batch_size, task))(steps)

@@ -2,8 +2,10 @@
 
 For every mechanism the seeds are trained together: the per-seed training states are
 stacked along a leading axis that is vmapped and sharded over all devices
-(``attnlab.core.parallel``), and steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``;
-Python only runs between chunks, to advance the progress bar and check for divergence.
+(``attnlab.core.parallel``), and steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``
+(``scan_steps``), each fed the chunk's batches drawn beforehand by a program of its own
+(``draw_chunk``); Python only runs between chunks, to advance the progress bar and check
+for divergence.
 
 Identical means identical: for a given seed every mechanism starts from the parameters
 drawn from the same initialisation key (the mechanisms differ only where documented in
@@ -28,7 +30,7 @@ from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS, Mechanism
 from attnlab.harness.errors import RunError
 from attnlab.studies.recall.model import INITS, SLOTS, RecallModel
-from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, stream_batch
+from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, stream_batches
 
 #: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
 METRICS = (
@@ -211,33 +213,33 @@ def train_step(
     return TrainState(params, opt_state), metrics
 
 
-def chunk_batches(config: RecallConfig, data_key: jax.Array, steps: jax.Array) -> Batch:
-    """Batches ``steps`` of the stream ``data_key``, drawn together (``stream_batch`` vmapped
-    over the steps; fields ``[len(steps), batch_size, ...]``): the same bits as drawing each
-    inside its step, in one pass over the chunk instead of one small one per step."""
-    with jax.named_scope("data"):
-        return jax.vmap(lambda t: stream_batch(data_key, t, config.batch_size, config.task))(steps)
+@partial(jax.jit, static_argnums=(2, 3))
+def draw_chunk(data_keys: jax.Array, steps: jax.Array, batch_size: int, task: RecallTask) -> Batch:
+    """The batches of a chunk for every seed: ``stream_batches`` of each key of ``data_keys``
+    (``[seeds]``), fields ``[seeds, len(steps), batch_size, ...]``. One compiled program per
+    batch size, task, chunk length and seed count, whatever the model or mechanism: a
+    training program (``scan_steps``) then compiles without the random number generation,
+    about half its compile time."""
+    return jax.vmap(lambda key: stream_batches(key, steps, batch_size, task))(data_keys)
 
 
 def scan_steps(
     model: RecallModel,
     optimizer: optax.GradientTransformation,
-    config: RecallConfig,
-    data_key: jax.Array,
     state: TrainState,
-    steps: jax.Array,
+    batches: Batch,
     metrics: tuple[str, ...] = METRICS,
 ) -> tuple[TrainState, dict[str, jax.Array]]:
-    """Steps ``steps`` of one seed: the chunk's batches (``chunk_batches``), then a
-    ``lax.scan`` of ``train_step`` over them. Returns the state after the last step and
-    the ``metrics`` named, each ``[len(steps)]``. Every training loop of the package
-    compiles this, vmapped over seeds (or lanes)."""
+    """``train_step`` on each of ``batches`` (fields ``[steps, batch_size, ...]``) in turn, a
+    ``lax.scan``. Returns the state after the last step and the ``metrics`` named, each
+    ``[steps]``. Every training loop of the package compiles this, vmapped over seeds (or
+    lanes), and feeds it ``draw_chunk``'s batches."""
 
     def body(s: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
         s, m = train_step(model, optimizer, s, batch)
         return s, {k: m[k] for k in metrics}
 
-    return jax.lax.scan(body, state, chunk_batches(config, data_key, steps))
+    return jax.lax.scan(body, state, batches)
 
 
 def held_out_batches(config: RecallConfig) -> Batch:
@@ -304,11 +306,13 @@ def train(
     (state, data_keys), _ = pad_to_multiple((state, data_keys), n_dev)
     state, data_keys = shard_batch((state, data_keys))
 
-    run_chunk = jax.jit(jax.vmap(partial(scan_steps, model, optimizer, config), (0, 0, None)))
+    run_chunk = jax.jit(jax.vmap(partial(scan_steps, model, optimizer)))
     chunks = []
     for chunk_start in range(start_step, start_step + steps, config.chunk_steps):
         chunk_end = min(chunk_start + config.chunk_steps, start_step + steps)
-        state, metrics = run_chunk(data_keys, state, jnp.arange(chunk_start, chunk_end))
+        chunk = jnp.arange(chunk_start, chunk_end)
+        batches = draw_chunk(data_keys, chunk, config.batch_size, config.task)
+        state, metrics = run_chunk(state, batches)
         metrics = {k: np.asarray(v)[: len(seeds)] for k, v in metrics.items()}
         _check_finite(metrics["loss"], mechanism.name, seeds, chunk_start)
         chunks.append(metrics)

@@ -55,6 +55,7 @@ from attnlab.studies.recall.task import Batch
 from attnlab.studies.recall.train import (
     RecallConfig,
     TrainState,
+    draw_chunk,
     held_out_batches,
     initial_state,
     make_model,
@@ -282,12 +283,12 @@ def train_lanes(
     rates = jnp.repeat(jnp.asarray(lrs, jnp.float32), len(seeds))
     held_out = _tile(held_out_batches(config), n_lr)
 
-    def block(state: TrainState, data_key: jax.Array, lr: jax.Array, steps: jax.Array):
+    def block(state: TrainState, batches: Batch, lr: jax.Array):
         kept = ("loss", "grad_norm_wq", "grad_norm_wk")
-        state, m = scan_steps(model, optax.adam(lr), config, data_key, state, steps, kept)
+        state, m = scan_steps(model, optax.adam(lr), state, batches, kept)
         return state, tuple(m[k] for k in kept)
 
-    run_block = jax.jit(jax.vmap(block, in_axes=(0, 0, 0, None)))
+    run_block = jax.jit(jax.vmap(block))
     diagnose = jax.jit(
         lambda params, probe: lax.map(
             lambda item: diagnostics(model, mechanism, *item), (params, probe)
@@ -295,9 +296,9 @@ def train_lanes(
     )
     records, losses, grads = [diagnose(state.params, held_out)], [], None
     for start in range(0, config.steps, record_every):
-        state, (loss, gq, gk) = run_block(
-            state, data_keys, rates, jnp.arange(start, start + record_every)
-        )
+        steps = jnp.arange(start, start + record_every)
+        batches = draw_chunk(data_keys, steps, config.batch_size, config.task)
+        state, (loss, gq, gk) = run_block(state, batches, rates)
         grads = (gq[:, 0], gk[:, 0]) if grads is None else grads
         losses.append(np.asarray(loss))
         records.append(diagnose(state.params, held_out))
