@@ -20,7 +20,7 @@ from attnlab.harness.errors import RunError
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, recall_step_flops, time_reproduce
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
-from attnlab.studies.bench.kernels import MATMUL, OTHER, kernel_categories, kernel_profile
+from attnlab.studies.bench.kernels import MATMUL, OTHER, kernel_profile, kernel_table
 from attnlab.studies.bench.report import markdown_table
 from attnlab.studies.bench.step import (
     KERNEL_CATEGORIES,
@@ -111,7 +111,9 @@ def test_loglog_slope_recovers_a_power_law():
 def test_recall_step_flops_counts_the_default_model():
     # Forward at the defaults: 2*256*256*(3*32 + 2*32) + 4*64*16*256 + 2*64*256*32.
     forward = 2 * 256 * 256 * 160 + 4 * 64 * 16 * 256 + 2 * 64 * 256 * 32
-    assert recall_step_flops(RecallConfig()) == 3 * forward
+    # The gathers' one-hot gradients: the query's (64 tokens of 32) and four of 64 * 16.
+    gathers = 2 * 256 * (64 * 32 + 4 * 64 * 16 * 32)
+    assert recall_step_flops(RecallConfig()) == 3 * forward + gathers
 
 
 def test_markdown_table_leaves_missing_values_empty():
@@ -201,6 +203,13 @@ def test_step_rows_and_profile_rows(step_times):
         assert row["ours_seconds"] == kernels.seconds[category] >= 0
     # The step computes dots and runs Adam every step: both categories launch kernels.
     assert kernels.launches["matmul"] >= 1 and kernels.launches["adam"] >= 1
+    # The dots counted from the compiled HLO against the formula: the formula counts the
+    # query's logits and their gradient as dots, 2 x 2 B pairs d_k FLOPs, which XLA may
+    # compute as a multiply and a reduction instead (a query of one row); nothing else.
+    recall = STEP_CONFIG.recall
+    slack = 4 * recall.batch_size * recall.pairs * recall.d_k
+    estimate = recall_step_flops(recall)
+    assert estimate - slack <= kernels.matmul_flops <= estimate
     assert rows[-1]["ours_seconds"] == kernels.wall_seconds > 0
 
 
@@ -328,12 +337,16 @@ def _scoped_program():
     return jax.jit(f).lower(x, w).compile(), (x, w)
 
 
-def test_kernel_categories_charge_dots_to_matmul_and_the_rest_to_scopes():
+def test_kernel_table_charges_dots_to_matmul_and_the_rest_to_scopes():
     compiled, _ = _scoped_program()
     text = compiled.as_text()
-    table = kernel_categories(text, ("a", "b"))
-    assert set(table.values()) <= {MATMUL, "a", "b", OTHER}
-    assert MATMUL in table.values() and "a" in table.values()
+    table = kernel_table(text, ("a", "b"))
+    categories = {k.category for k in table.values()}
+    assert categories <= {MATMUL, "a", "b", OTHER} and {MATMUL, "a"} <= categories
+    # The one product per iteration, [64, 64] @ [64, 64]: 2 x 64^3 FLOPs, counted exactly
+    # (integers), in whichever kernel holds it; nothing else computes a dot.
+    assert sum(k.flops for k in table.values()) == 2 * 64**3
+    assert all(k.flops == 0 for k in table.values() if k.category != MATMUL)
     # The loop is control flow around its body's kernels, never a kernel itself.
     loops = [line.split(" = ")[0].strip().lstrip("%") for line in text.splitlines()
              if " while(" in line]  # fmt: skip
@@ -347,4 +360,5 @@ def test_kernel_profile_times_every_category_per_unit():
     assert all(s >= 0 for s in profile.seconds.values())
     # 4 iterations per call, one unit each: at least one dot kernel per iteration.
     assert profile.launches[MATMUL] >= 1 and profile.seconds[MATMUL] > 0
+    assert profile.matmul_flops == 2 * 64**3 * profile.launches[MATMUL]
     assert profile.wall_seconds > 0

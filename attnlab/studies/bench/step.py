@@ -51,20 +51,26 @@ from attnlab.studies.recall.train import (
 
 
 def recall_step_flops(config: RecallConfig) -> int:
-    """Estimated FLOPs of one training step of the recall model: 3 x the forward matmuls.
+    """Estimated FLOPs of one training step of the recall model (concat slot): 3 x the
+    forward matmuls, plus the gathers' gradients.
 
     Forward: the five table projections ``2 d_model d_k (3 n_key + 2 n_value)``, logits and
     weighted sum ``4 B pairs d_k``, readout ``2 B d_k n_value``. The backward pass costs
-    twice the forward (a gradient for each operand of every matmul); softmax, Adam and the
-    other elementwise work are not counted.
+    twice the forward (a gradient for each operand of every matmul), and each gather's
+    table gradient is a one-hot product (``model._rows``) over its tokens: ``2 d_k [B n_key
+    + 2 B pairs (n_key + n_value)]`` for the query's, the keys' and the values' gathers.
+    Softmax, Adam and the other elementwise work are not counted. The bench's kernel
+    profile counts the compiled program's dots (``kernel_profile``) against this.
     """
-    t = config.task
+    t, b = config.task, config.batch_size
     forward = (
         2 * config.d_model * config.d_k * (3 * t.n_key_tokens + 2 * t.n_value_tokens)
-        + 4 * config.batch_size * t.pairs * config.d_k
-        + 2 * config.batch_size * config.d_k * t.n_value_tokens
+        + 4 * b * t.pairs * config.d_k
+        + 2 * b * config.d_k * t.n_value_tokens
     )
-    return 3 * forward
+    tokens = t.n_key_tokens + t.n_value_tokens
+    gathers = 2 * config.d_k * (b * t.n_key_tokens + 2 * b * t.pairs * tokens)
+    return 3 * forward + gathers
 
 
 def train_timed(config: RecallConfig) -> tuple[float, list[float], np.ndarray]:
@@ -463,6 +469,13 @@ def kernel_rows(config: BenchConfig, times: StepTimes) -> list[Row]:
     rows = []
     for category in KERNEL_CATEGORIES:
         detail = f"{KERNEL_WHAT[category]}; {where}; {k.launches[category]:.3g} launches per step"
+        if category == MATMUL:
+            estimate = recall_step_flops(config.recall)
+            detail += (
+                f"; their dots (shapes from the compiled HLO) compute {k.matmul_flops:.4g} "
+                f"FLOPs per step (recall_step_flops estimates {estimate:.4g}), "
+                f"{k.matmul_flops / k.seconds[category] / 1e9:.3g} GFLOP/s of kernel time"
+            )
         if category == "adam":
             # Adam reads the parameters, gradients and both moments and writes three back.
             gb = 7 * 4 * times.parameters / k.seconds[category] / 1e9
