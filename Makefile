@@ -118,8 +118,10 @@ $(WIDTHS_FIGURES) &: $(PLOT) $(call folder,widths) $(WIDTHS_CSVS) | $(STAMP)
 	$(PY) $(PLOT) --study widths
 
 # ---------------------------------------------------------------- the report
+# The report names every CSV's provenance, bench.csv's too where a bench has written one
+# (so `make all` after `make bench` refreshes that line).
 results/REPORT.md: experiments/make_report.py attnlab/report.py $(PACKAGE) $(PRESENTATION) \
-		$(wildcard attnlab/studies/*/*.py) $(CSVS) | $(STAMP)
+		$(wildcard attnlab/studies/*/*.py) $(CSVS) $(wildcard results/bench.csv) | $(STAMP)
 	$(PY) experiments/make_report.py
 
 # Regenerate every result from scratch, even where make thinks it is up to date. The
