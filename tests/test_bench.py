@@ -17,14 +17,21 @@ import pytest
 import attnlab.studies.bench.compute as compute
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
+from attnlab.studies.article_fit.compute import SCORE_COLUMNS
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
-from attnlab.studies.bench.compute import REPRODUCE_COMMAND, recall_step_flops, time_reproduce
+from attnlab.studies.bench.compute import (
+    REPRODUCE_COMMAND,
+    fitted_reading_of,
+    recall_step_flops,
+    time_reproduce,
+)
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
 from attnlab.studies.bench.kernels import MATMUL, OTHER, kernel_profile, kernel_table
 from attnlab.studies.bench.report import markdown_table
 from attnlab.studies.bench.step import (
     KERNEL_CATEGORIES,
     PARTS,
+    fitted_step_row,
     kernel_rows,
     max_loss_difference,
     measure_step,
@@ -252,7 +259,7 @@ def test_time_reproduce_runs_the_command_with_an_empty_cache(tmp_path, monkeypat
 
     monkeypatch.setattr(compute.subprocess, "run", run)
     row = time_reproduce([sys.executable, "-c", CHECK_CACHE], cwd=tmp_path)
-    assert row["name"] == "make_reproduce_seconds" == OPTIONAL_ROW_NAMES[0]
+    assert row["name"] == "make_reproduce_seconds" == OPTIONAL_ROW_NAMES[-1]
     assert row["ours_seconds"] > 0
     assert "ATTNLAB_JAX_CACHE" in row["detail"] and f"{os.cpu_count()} CPUs" in row["detail"]
     ((cwd, cache),) = seen
@@ -362,3 +369,31 @@ def test_kernel_profile_times_every_category_per_unit():
     assert profile.launches[MATMUL] >= 1 and profile.seconds[MATMUL] > 0
     assert profile.matmul_flops == 2 * 64**3 * profile.launches[MATMUL]
     assert profile.wall_seconds > 0
+
+
+# --- the step at experiment 09's fitted reading ------------------------------------------
+
+
+def test_fitted_reading_of_reads_09s_best_or_none(tmp_path):
+    assert fitted_reading_of(tmp_path / "missing.csv") is None
+    rows = [
+        {
+            "reading": name,
+            "pass": stage,
+            "rank": rank,
+            "within_noise": True,
+            "best_run_length": 1000,
+        }
+        for name, stage, rank in (("a", "2a", 1), ("b", "2b", 2), ("c", "2b", 1))
+    ]
+    path = tmp_path / "scores.csv"
+    pd.DataFrame(rows).reindex(columns=SCORE_COLUMNS).to_csv(path, index=False)
+    assert fitted_reading_of(path) == "c"  # rank 1 of the last pass
+
+
+@pytest.mark.slow
+def test_fitted_step_row_times_the_reading():
+    reading = "concat-natural-nobias-d16-b128"
+    row = fitted_step_row(STEP_CONFIG, reading)
+    assert row["name"] == "profile_fitted_step" == OPTIONAL_ROW_NAMES[0]
+    assert row["ours_seconds"] > 0 and reading in row["detail"] and "batch 128" in row["detail"]

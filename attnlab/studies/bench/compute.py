@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +48,8 @@ from attnlab.core.attention import dot_product_attention
 from attnlab.core.sampling import mean_and_sem, softmax_row_statistics
 from attnlab.harness.cli import REPO_ROOT
 from attnlab.harness.errors import RunError
+from attnlab.harness.io import read_csv_checked
+from attnlab.studies.article_fit.compute import SCORE_COLUMNS, best_reading
 from attnlab.studies.bench.baselines import numpy_row_statistics, python_loop, reference_attention
 from attnlab.studies.bench.config import (
     COLUMNS,
@@ -58,7 +61,12 @@ from attnlab.studies.bench.config import (
     make_row,
     timing_note,
 )
-from attnlab.studies.bench.step import bench_recall_step, recall_step_flops, train_timed
+from attnlab.studies.bench.step import (
+    bench_recall_step,
+    fitted_step_row,
+    recall_step_flops,
+    train_timed,
+)
 from attnlab.studies.bench.timing import loglog_slope, measure_peak, median_seconds, time_calls
 from attnlab.studies.statics.compute import DEFAULT_DKS
 
@@ -354,9 +362,12 @@ def run_bench(
     config: BenchConfig,
     on_group: Callable[[int], None] | None = None,
     reproduce_command: Sequence[str] | None = None,
+    fitted_reading: str | None = None,
 ) -> pd.DataFrame:
     """Every comparison of ``ROW_NAMES``, one row each, with the columns of ``COLUMNS``;
-    with ``reproduce_command`` (see ``time_reproduce``) also ``make_reproduce_seconds``.
+    with ``fitted_reading`` (experiment 09's, see ``fitted_reading_of``) also
+    ``profile_fitted_step``, and with ``reproduce_command`` (see ``time_reproduce``)
+    ``make_reproduce_seconds``.
 
     Call ``cli.configure_jax()`` first (the script's entry point does) so that repeated calls
     of the suite's functions load their programs from the persistent cache instead of
@@ -384,6 +395,8 @@ def run_bench(
         lambda: bench_recall_step(config, peak),
         lambda: bench_growth(config),
     ]
+    if fitted_reading is not None:
+        steps.append(lambda: [fitted_step_row(config, fitted_reading)])
     if reproduce_command is not None:
         steps.append(lambda: [time_reproduce(reproduce_command)])
     for group in steps:
@@ -394,6 +407,15 @@ def run_bench(
     return frame.sort_values("name", key=lambda s: s.map(order), ignore_index=True)
 
 
-def groups(reproduce: bool) -> int:
+def groups(reproduce: bool, fitted: bool = False) -> int:
     """How many times ``run_bench`` calls ``on_group``."""
-    return 6 + reproduce
+    return 6 + reproduce + fitted
+
+
+def fitted_reading_of(scores_csv: Path) -> str | None:
+    """The reading experiment 09 fitted (``best_reading`` of its scores CSV), or None when
+    ``scores_csv`` does not exist (09 has not run)."""
+    if not scores_csv.is_file():
+        return None
+    scores = read_csv_checked(scores_csv, SCORE_COLUMNS, "python experiments/09_article_fit.py")
+    return best_reading(scores)[0]

@@ -57,9 +57,10 @@ ROW_NAMES = (
     "growth_n_exact",
 )
 
-#: The rows ``run_bench`` produces only when asked for (``experiments/bench.py
-#: --reproduce``), in order after ``ROW_NAMES``.
-OPTIONAL_ROW_NAMES = ("make_reproduce_seconds",)
+#: The rows ``run_bench`` produces only when asked for, in order after ``ROW_NAMES``: the
+#: step at experiment 09's fitted reading (``experiments/bench.py`` asks where 09's scores
+#: exist) and ``make reproduce`` (``--reproduce``).
+OPTIONAL_ROW_NAMES = ("profile_fitted_step", "make_reproduce_seconds")
 
 
 Row = dict[str, Any]

@@ -2,13 +2,13 @@
 
 ``kernel_profile`` calls a compiled program under ``jax.profiler.trace``. On CPU, XLA's
 thunk executor records every kernel it launches (a fusion, a dot, a sort, a copy) as one
-trace event named after its HLO instruction, on the thread that ran it. A kernel that
-computes a dot is charged to ``MATMUL`` (XLA's CPU passes drop the metadata of the dots
-they rewrite, so a matmul's scope is often unknown); any other kernel to the
-``jax.named_scope`` its instruction came from (``kernel_scopes``: the recall step names
-``data``, ``forward_backward``, ``metrics`` and ``adam``), or ``OTHER``, what no scope names
-(the loop's own bookkeeping). Control flow (a ``while`` around its body's kernels) is no
-kernel and is left out.
+trace event named after its HLO instruction, on the thread that ran it. ``kernel_table``
+reads the compiled HLO: a kernel that computes a dot is charged to ``MATMUL`` (XLA's CPU
+passes drop the metadata of the dots they rewrite, so a matmul's scope is often unknown),
+with its FLOPs from the dot's shapes; any other kernel to the ``jax.named_scope`` its
+instruction came from (the recall step names ``data``, ``forward_backward``, ``metrics``
+and ``adam``), or to ``OTHER``, what no scope names (the loop's own bookkeeping). Control
+flow (a ``while`` around its body's kernels) is no kernel and is left out.
 
 Kernel seconds are summed over XLA's threads, which run independent kernels at once, so
 they can exceed the wall time of the calls; the wall time is measured under the trace,
@@ -129,7 +129,8 @@ def kernel_table(hlo_text: str, scopes: Sequence[str]) -> dict[str, Kernel]:
         for callee in set(ins.calls) - seen:
             for inner in computations.get(callee, []):
                 sub, sub_flops, sub_dot = visit(inner, seen | {callee})
-                tally += Counter() if scope else sub
+                if not scope:
+                    tally += sub
                 flops, dot = flops + sub_flops, dot or sub_dot
         return tally, flops, dot
 

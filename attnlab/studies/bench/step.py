@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import jax
@@ -35,10 +36,12 @@ from attnlab.studies.bench.config import BenchConfig, Row, make_row
 from attnlab.studies.bench.kernels import MATMUL, OTHER, KernelProfile, combined, kernel_profile
 from attnlab.studies.bench.timing import interleaved_median_seconds, median_seconds
 from attnlab.studies.recall.model import RecallModel
+from attnlab.studies.recall.readings import get_reading, reading_config
 from attnlab.studies.recall.task import Batch, stream_batch, stream_batches
 from attnlab.studies.recall.train import (
     RecallConfig,
     TrainState,
+    draw_chunk,
     initial_state,
     loss_and_aux,
     make_model,
@@ -440,6 +443,11 @@ def profile_rows(config: BenchConfig, times: StepTimes) -> list[Row]:
     return rows
 
 
+#: Where the kernel profile's seconds come from.
+KERNEL_SOURCE = (
+    "XLA's trace of the compiled data and training programs, summed over XLA's threads; "
+    "attnlab.studies.bench.kernels"
+)
 #: What each category of the kernel profile holds.
 KERNEL_WHAT = {
     MATMUL: "every kernel computing a dot (the projections of the token tables, the "
@@ -462,9 +470,8 @@ def kernel_rows(config: BenchConfig, times: StepTimes) -> list[Row]:
     seconds per step of the same traced calls), from ``train()``'s compiled chunk."""
     k = times.kernels
     where = (
-        f"kernel seconds per step (XLA's trace of train()'s compiled chunk of {times.chunk} "
-        f"steps, {_sizes(config.recall)}, summed over XLA's threads; attnlab.studies.bench."
-        "kernels)"
+        f"kernel seconds per step ({KERNEL_SOURCE}) of train()'s chunk of {times.chunk} "
+        f"steps, {_sizes(config.recall)}"
     )
     rows = []
     for category in KERNEL_CATEGORIES:
@@ -504,4 +511,37 @@ def bench_recall_step(config: BenchConfig, peak_flops: float) -> list[Row]:
         step_rows(config, times, peak_flops)
         + profile_rows(config, times)
         + kernel_rows(config, times)
+    )
+
+
+def fitted_step_row(config: BenchConfig, reading: str) -> Row:
+    """Row ``profile_fitted_step``: seconds per step of ``train()``'s chunk (data program
+    then training program, one seed, scaled attention) at experiment 09's fitted
+    ``reading`` (``config.recall`` supplies the rest: chunk, task, d_k), median of
+    ``config.repeats`` calls after a warm-up; the detail gives its kernel profile."""
+    recall = reading_config(get_reading(reading), replace(config.recall, seeds=1))
+    chunk, mechanism = recall.chunk_steps, MECHANISMS["scaled"]
+    model, optimizer = make_model(recall, mechanism), make_optimizer(recall)
+    state = initial_state(recall, mechanism)
+    data_keys = jnp.stack([seed_keys(s).data for s in recall.seed_values])
+    steps = jnp.arange(chunk)
+    draw = draw_chunk.lower(data_keys, steps, recall.batch_size, recall.task).compile()
+    batches = draw(data_keys, steps)
+    train = jax.jit(jax.vmap(partial(scan_steps, model, optimizer)))
+    train = train.lower(state, batches).compile()
+    seconds = median_seconds(lambda: train(state, draw(data_keys, steps)), config.repeats,
+                             min_seconds=config.min_timing_seconds)  # fmt: skip
+    kernels = combined(
+        kernel_profile(train, lambda: train(state, batches), TRAIN_SCOPES, chunk),
+        kernel_profile(draw, lambda: draw(data_keys, steps), ("data",), chunk),
+    )
+    spent = ", ".join(f"{c} {1e3 * kernels.seconds[c]:.3g} ms" for c in KERNEL_CATEGORIES)
+    return make_row(
+        "profile_fitted_step",
+        seconds / chunk,
+        detail=f"seconds per step of train()'s chunk at experiment 09's fitted reading "
+        f"{reading} ({_sizes(recall)}), {chunk} steps, median of {config.repeats} calls "
+        f"after a warm-up; kernel seconds per step ({KERNEL_SOURCE}): {spent}; "
+        f"{sum(kernels.launches.values()):.3g} launches; dots {kernels.matmul_flops:.4g} "
+        "FLOPs per step",
     )
