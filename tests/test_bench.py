@@ -17,7 +17,7 @@ import pytest
 import attnlab.studies.bench.compute as compute
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
-from attnlab.studies.article_fit.compute import SCORE_COLUMNS
+from attnlab.studies.article_fit.compute import SCORE_COLUMNS, SCORES_CSV
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.compute import (
     REPRODUCE_COMMAND,
@@ -292,15 +292,21 @@ def test_reproduce_flag_reaches_run_bench(load_script, run_main, tmp_path, monke
     module = load_script("bench")
     calls = []
 
-    def fake(config, on_group, reproduce_command=None):
-        calls.append(reproduce_command)
+    def fake(config, on_group, reproduce_command=None, fitted_reading=None):
+        calls.append((reproduce_command, fitted_reading))
         return pd.DataFrame([{"name": "x", "ours_seconds": 1.0}]).reindex(columns=list(COLUMNS))
 
     monkeypatch.setattr(module, "run_bench", fake)
     out = tmp_path / "b.csv"
     assert run_main(module, ["--quick", "--quiet", "--out", out]) == 0
     assert run_main(module, ["--quick", "--quiet", "--reproduce", "--out", out]) == 0
-    assert calls == [None, REPRODUCE_COMMAND]
+    # Without --quick the bench asks for the step at 09's fitted reading, where 09 has run.
+    monkeypatch.setattr(module.cli, "RESULTS_DIR", tmp_path)
+    assert run_main(module, ["--quiet", "--out", out]) == 0
+    row = {"reading": "r", "pass": "2b", "rank": 1, "within_noise": True}
+    pd.DataFrame([row]).reindex(columns=SCORE_COLUMNS).to_csv(tmp_path / SCORES_CSV, index=False)
+    assert run_main(module, ["--quiet", "--out", out]) == 0
+    assert calls == [(None, None), (REPRODUCE_COMMAND, None), (None, None), (None, "r")]
 
 
 def test_markdown_profile_paragraph():
