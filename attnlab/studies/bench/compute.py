@@ -62,6 +62,7 @@ from attnlab.studies.bench.config import (
     timing_note,
 )
 from attnlab.studies.bench.step import (
+    FLOPS_FORMULA,
     bench_recall_step,
     fitted_step_row,
     recall_step_flops,
@@ -264,9 +265,8 @@ def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
             f"{len(chunks_one)} {steady}; baseline: a Python loop calling "
             f"jax.jit(train_step) {chunk} times, metrics fetched at the end, median of "
             f"{config.repeats} after a compiling run; {chunk / scan_s:.0f} vs "
-            f"{chunk / loop_s:.0f} steps/s; FLOPs per step = 3 x forward = 3 x [2 d_model d_k "
-            f"(3 n_key + 2 n_value) + 4 B pairs d_k + 2 B d_k n_value] = {flops:.3g}; losses "
-            f"agree to {loss_diff:.2g}",
+            f"{chunk / loop_s:.0f} steps/s; FLOPs per step = {FLOPS_FORMULA} = {flops:.3g}; "
+            f"losses agree to {loss_diff:.2g}",
         ),
         make_row(
             "train_vmap_seeds_vs_sequential",

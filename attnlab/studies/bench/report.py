@@ -48,8 +48,9 @@ def profile_paragraph(frame: pd.DataFrame) -> str:
             )
         if "profile_step_reference_full" in ms:
             whole += (
-                f" and {ms['profile_step_reference_full']} as it was before both speed-ups "
-                "(that loop, and the gathers' gradient by plain autodiff)"
+                f" and {ms['profile_step_reference_full']} as it was before the speed-ups "
+                "(each batch drawn inside its step, that loop, and the gathers' gradient by "
+                "plain autodiff)"
             )
         sentences.append(whole + ".")
     if "train_step_matmul_bound" in set(frame.name):

@@ -52,6 +52,13 @@ from attnlab.studies.recall.train import (
     train_step,
 )
 
+#: ``recall_step_flops`` as the bench's details write it.
+FLOPS_FORMULA = (
+    "3 x [2 d_model d_k (3 n_key + 2 n_value) + 4 B pairs d_k + 2 B d_k n_value] + "
+    "2 d_k [B n_key + 2 B pairs (n_key + n_value)] (3 x the forward matmuls, plus the "
+    "gathers' one-hot gradients)"
+)
+
 
 def recall_step_flops(config: RecallConfig) -> int:
     """Estimated FLOPs of one training step of the recall model (concat slot): 3 x the
@@ -354,8 +361,8 @@ def step_rows(config: BenchConfig, times: StepTimes, peak_flops: float) -> list[
             step,
             peak_fraction=flops / step / peak_flops,
             detail=f"seconds per step of train()'s compiled chunk ({chunk} steps, "
-            f"{_sizes(recall)}), host work excluded; FLOPs per step = 3 x [2 d_model d_k "
-            f"(3 n_key + 2 n_value) + 4 B pairs d_k + 2 B d_k n_value] = {flops:.3g}, "
+            f"{_sizes(recall)}), host work excluded; FLOPs per step = {FLOPS_FORMULA} = "
+            f"{flops:.3g}, "
             f"{flops / step / 1e9:.3g} GFLOP/s of the in-run peak {peak_flops / 1e9:.3g}",
         ),
         matmul_bound_row(recall, times, peak_flops),

@@ -218,8 +218,8 @@ def draw_chunk(data_keys: jax.Array, steps: jax.Array, batch_size: int, task: Re
     """The batches of a chunk for every seed: ``stream_batches`` of each key of ``data_keys``
     (``[seeds]``), fields ``[seeds, len(steps), batch_size, ...]``. One compiled program per
     batch size, task, chunk length and seed count, whatever the model or mechanism: a
-    training program (``scan_steps``) then compiles without the random number generation,
-    about half its compile time."""
+    training program (``scan_steps``) then compiles without the random number generation
+    (a third less compile time: 1.1-1.4 against 1.6-1.7 s for experiment 09's readings)."""
     return jax.vmap(lambda key: stream_batches(key, steps, batch_size, task))(data_keys)
 
 
