@@ -149,6 +149,54 @@ TRAIN_SCOPES = ("forward_backward", "metrics", "adam")
 #: and the data program's (``stream_batches``, scope ``data``).
 KERNEL_CATEGORIES = (MATMUL, "data", *TRAIN_SCOPES, OTHER)
 
+
+@dataclass(frozen=True)
+class ChunkPrograms:
+    """``train()``'s chunk for one seed, compiled: the data program ``draw`` (``draw_chunk``)
+    and the training program ``train`` (``scan_steps`` vmapped over the seed), with the
+    step-0 ``state``, the seed's ``data_keys``, the chunk's ``steps`` and its ``batches``."""
+
+    draw: Any
+    train: Any
+    state: TrainState
+    data_keys: jax.Array
+    steps: jax.Array
+    batches: Batch
+
+    def run(self, draw: Callable[..., Batch] | None = None) -> Any:
+        """One chunk as ``train()`` runs it: the batches drawn (by ``draw``, default the
+        data program), then the steps on them."""
+        batches = (draw or self.draw)(self.data_keys, self.steps)
+        return self.train(self.state, batches)
+
+    def kernels(self) -> KernelProfile:
+        """``kernel_profile`` of the training and the data program, per step."""
+        chunk = len(self.steps)
+        return combined(
+            kernel_profile(
+                self.train, lambda: self.train(self.state, self.batches), TRAIN_SCOPES, chunk
+            ),
+            kernel_profile(
+                self.draw, lambda: self.draw(self.data_keys, self.steps), ("data",), chunk
+            ),  # fmt: skip
+        )
+
+
+def compile_chunk(recall: RecallConfig) -> ChunkPrograms:
+    """``ChunkPrograms`` of the scaled mechanism for ``recall``'s first seed, compiled ahead
+    (so that compilation is never timed)."""
+    recall, mechanism = replace(recall, seeds=1), MECHANISMS["scaled"]
+    model, optimizer = make_model(recall, mechanism), make_optimizer(recall)
+    state = initial_state(recall, mechanism)  # stacked over the one seed
+    data_keys = jnp.stack([seed_keys(s).data for s in recall.seed_values])
+    steps = jnp.arange(recall.chunk_steps)
+    draw = draw_chunk.lower(data_keys, steps, recall.batch_size, recall.task).compile()
+    batches = draw(data_keys, steps)  # [seeds, chunk, ...]
+    train = jax.jit(jax.vmap(partial(scan_steps, model, optimizer)))
+    return ChunkPrograms(draw, train.lower(state, batches).compile(), state, data_keys, steps,
+                         batches)  # fmt: skip
+
+
 #: The parts ``measure_step`` times, in the order of their rows.
 PARTS = ("data", "forward", "forward_backward", "adam", "full", "rolled_full", "reference_full")
 
@@ -157,24 +205,23 @@ def measure_step(config: BenchConfig) -> StepTimes:
     """Time one chunk of steps of ``config.recall`` (one seed, the scaled mechanism) whole,
     in parts, and as the reference step; then ``train()``'s steady chunks.
 
-    The parts: ``data`` draws the chunk's batches (``stream_batches``, as ``draw_chunk``);
+    The parts: ``data`` draws the chunk's batches (``draw_chunk``, ``compile_chunk``);
     ``forward`` and ``forward_backward`` are scans over those batches from the step-0
     parameters, moved each step by ``nudge`` (so that no parameter-only work is
     loop-invariant); ``adam`` applies the step-0 gradient to the carried state with
     ``optimizer.update`` and ``optax.apply_updates``; ``full`` is ``train()``'s chunk, the
-    data program then ``scan_steps`` on its batches; ``rolled_full`` the same with the data
-    program traced under ``rolled_threefry``; ``reference_full`` the step as it was: each
-    batch drawn inside its step, traced under both ``rolled_threefry`` and
-    ``autodiff_gathers``. The kernel profile (``kernel_profile``) traces the training and
-    the data program.
+    data program then ``scan_steps`` on its batches (``ChunkPrograms.run``); ``rolled_full``
+    the same with the data program traced again under ``rolled_threefry``;
+    ``reference_full`` the step as it was: each batch drawn inside its step, traced under
+    both ``rolled_threefry`` and ``autodiff_gathers``. The kernel profile
+    (``ChunkPrograms.kernels``) traces the training and the data program.
     """
     recall = replace(config.recall, seeds=1)
     chunk = recall.chunk_steps
-    mechanism = MECHANISMS["scaled"]
-    model, optimizer = make_model(recall, mechanism), make_optimizer(recall)
-    state = initial_state(recall, mechanism)  # stacked over the one seed
-    data_keys = jnp.stack([seed_keys(s).data for s in recall.seed_values])
-    steps = jnp.arange(chunk)
+    model, optimizer = make_model(recall, MECHANISMS["scaled"]), make_optimizer(recall)
+    programs = compile_chunk(recall)
+    state, data_keys, steps = programs.state, programs.data_keys, programs.steps
+    batches = programs.batches
 
     def data(key: jax.Array, steps: jax.Array) -> Batch:
         return stream_batches(key, steps, recall.batch_size, recall.task)
@@ -205,9 +252,6 @@ def measure_step(config: BenchConfig) -> StepTimes:
 
         return jax.lax.scan(body, state, steps)[0]
 
-    def train_on(state: TrainState, batches: Batch, steps: jax.Array):
-        return scan_steps(model, optimizer, state, batches)
-
     def data_in_step(state: TrainState, key: jax.Array, steps: jax.Array):
         def body(s: TrainState, t: jax.Array):
             return train_step(model, optimizer, s, stream_batch(key, t, recall.batch_size,
@@ -215,20 +259,17 @@ def measure_step(config: BenchConfig) -> StepTimes:
 
         return jax.lax.scan(body, state, steps)
 
-    compiled = {"data": _compile(data, data_keys, steps)}
-    batches = compiled["data"](data_keys, steps)  # [seeds, chunk, ...]
     first = jax.tree.map(lambda x: x[:, 0], batches)
     grads = jax.jit(jax.vmap(jax.grad(lambda p, b: loss_and_aux(model, p, b)[0])))(
         state.params, first
     )
     on_batches = (state.params, batches, steps)
-    compiled |= {
+    compiled = {
         part: _compile(fn, *args)
         for part, fn, args in (
             ("forward", forward, on_batches),
             ("forward_backward", forward_backward, on_batches),
             ("adam", adam, (state, grads, steps)),
-            ("train", train_on, (state, batches, steps)),
         )
     }
     with rolled_threefry():  # trace and compile the old programs; the swaps end here
@@ -236,16 +277,12 @@ def measure_step(config: BenchConfig) -> StepTimes:
         with autodiff_gathers():
             compiled["reference_full"] = _compile(data_in_step, state, data_keys, steps)
 
-    def chunk_with(draw: Callable[..., Batch]) -> Callable[[], Any]:
-        """train()'s chunk: the batches drawn by ``draw``, then the steps on them."""
-        return lambda: compiled["train"](state, draw(data_keys, steps), steps)
-
     calls = {
-        "data": lambda: compiled["data"](data_keys, steps),
+        "data": lambda: programs.draw(data_keys, steps),
         **{part: lambda f=compiled[part]: f(*on_batches) for part in PARTS[1:3]},
         "adam": lambda: compiled["adam"](state, grads, steps),
-        "full": chunk_with(compiled["data"]),
-        "rolled_full": chunk_with(compiled["rolled_data"]),
+        "full": programs.run,
+        "rolled_full": lambda: programs.run(compiled["rolled_data"]),
         "reference_full": lambda: compiled["reference_full"](state, data_keys, steps),
     }
     # Round-robin, so that the parts and the reference share the machine's moods: timed one
@@ -254,12 +291,7 @@ def measure_step(config: BenchConfig) -> StepTimes:
     seconds = interleaved_median_seconds(
         calls, step_rounds(config), min_seconds=config.min_timing_seconds
     )
-    kernels = combined(
-        kernel_profile(
-            compiled["train"], lambda: compiled["train"](state, batches, steps), TRAIN_SCOPES, chunk
-        ),
-        kernel_profile(compiled["data"], calls["data"], ("data",), chunk),
-    )
+    kernels = programs.kernels()
     losses, reference_losses = (
         np.asarray(calls[part]()[1]["loss"])[0] for part in ("full", "reference_full")
     )
@@ -526,22 +558,11 @@ def fitted_step_row(config: BenchConfig, reading: str) -> Row:
     then training program, one seed, scaled attention) at experiment 09's fitted
     ``reading`` (``config.recall`` supplies the rest: chunk, task, d_k), median of
     ``config.repeats`` calls after a warm-up; the detail gives its kernel profile."""
-    recall = reading_config(get_reading(reading), replace(config.recall, seeds=1))
-    chunk, mechanism = recall.chunk_steps, MECHANISMS["scaled"]
-    model, optimizer = make_model(recall, mechanism), make_optimizer(recall)
-    state = initial_state(recall, mechanism)
-    data_keys = jnp.stack([seed_keys(s).data for s in recall.seed_values])
-    steps = jnp.arange(chunk)
-    draw = draw_chunk.lower(data_keys, steps, recall.batch_size, recall.task).compile()
-    batches = draw(data_keys, steps)
-    train = jax.jit(jax.vmap(partial(scan_steps, model, optimizer)))
-    train = train.lower(state, batches).compile()
-    seconds = median_seconds(lambda: train(state, draw(data_keys, steps)), config.repeats,
-                             min_seconds=config.min_timing_seconds)  # fmt: skip
-    kernels = combined(
-        kernel_profile(train, lambda: train(state, batches), TRAIN_SCOPES, chunk),
-        kernel_profile(draw, lambda: draw(data_keys, steps), ("data",), chunk),
-    )
+    recall = reading_config(get_reading(reading), config.recall)
+    programs = compile_chunk(recall)
+    seconds = median_seconds(programs.run, config.repeats, min_seconds=config.min_timing_seconds)
+    kernels = programs.kernels()
+    chunk = recall.chunk_steps
     spent = ", ".join(f"{c} {1e3 * kernels.seconds[c]:.3g} ms" for c in KERNEL_CATEGORIES)
     return make_row(
         "profile_fitted_step",
