@@ -1,14 +1,12 @@
 """Benchmarks: the suite against plain baselines, every figure a ratio from one run.
 
 Times the statistics of experiments 02/03 against plain numpy, our attention against
-jax.nn.dot_product_attention, the compiled training loop of 04 against a Python loop and
-vmapped seeds against sequential runs, and fits how the statistics' run time grows with
-d_k and n keys; times the recall training step against the step before its gathers got
-an explicit gradient, and profiles its parts and its kernels; where results/ holds
-experiment 09's scores (not with --quick), also the step at the reading 09 fitted. Each
-timing is the median of --repeats calls after a compiling warm-up. With --reproduce it
-also times `make reproduce`, which regenerates every result from an empty compilation
-cache (a quarter of an hour or more).
+jax.nn.dot_product_attention, the training engine's compiled chunk against a Python loop
+and against the recall step as it was before the speed-ups, profiles the step's parts,
+and fits how the statistics' run time grows with d_k and n keys. Every comparison is timed
+round-robin: the median of --repeats rounds after a compiling call (2-3 minutes on 2 CPU
+cores). With --reproduce it also times `make reproduce`, which regenerates every result
+from an empty compilation cache (about 10 minutes more).
 Writes --out (default results/bench.csv) with its JSON sidecar and the same table as
 Markdown beside it (results/bench.md, with a profile of one recall step), and prints it.
 """
@@ -19,13 +17,7 @@ from dataclasses import replace
 
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text, write_result
-from attnlab.studies.article_fit.compute import SCORES_CSV
-from attnlab.studies.bench.compute import (
-    REPRODUCE_COMMAND,
-    fitted_reading_of,
-    groups,
-    run_bench,
-)
+from attnlab.studies.bench.compute import REPRODUCE_COMMAND, groups, run_bench
 from attnlab.studies.bench.config import QUICK, BenchConfig
 from attnlab.studies.bench.report import markdown_table
 
@@ -33,7 +25,7 @@ from attnlab.studies.bench.report import markdown_table
 def build_parser():
     parser = cli.new_parser(__doc__)
     parser.add_argument(
-        "--repeats", type=cli.positive_int, default=3, help="timed calls per measurement"
+        "--repeats", type=cli.positive_int, default=5, help="timed rounds per measurement"
     )
     parser.add_argument(
         "--statics-dk",
@@ -63,10 +55,8 @@ def run(args):
         config = replace(config, statics_dks=tuple(args.statics_dk))
     started = time.perf_counter()
     reproduce = REPRODUCE_COMMAND if args.reproduce else None
-    fitted = None if args.quick else fitted_reading_of(cli.RESULTS_DIR / SCORES_CSV)
-    n = groups(args.reproduce, fitted is not None)
-    with cli.progress(n, "bench", args.quiet, unit="group") as bar:
-        frame = run_bench(config, bar.update, reproduce_command=reproduce, fitted_reading=fitted)
+    with cli.progress(groups(args.reproduce), "bench", args.quiet, unit="group") as bar:
+        frame = run_bench(config, bar.update, reproduce_command=reproduce)
     table = markdown_table(frame)
     with cli.staged_outputs(out.parent) as stage:
         write_result(frame, stage / out.name, vars(args), time.perf_counter() - started)

@@ -9,7 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,28 +16,11 @@ import pytest
 import attnlab.studies.bench.compute as compute
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
-from attnlab.studies.article_fit.compute import SCORE_COLUMNS, SCORES_CSV
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
-from attnlab.studies.bench.compute import (
-    REPRODUCE_COMMAND,
-    fitted_reading_of,
-    recall_step_flops,
-    time_reproduce,
-)
+from attnlab.studies.bench.compute import REPRODUCE_COMMAND, time_reproduce
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
-from attnlab.studies.bench.kernels import MATMUL, OTHER, kernel_profile, kernel_table
 from attnlab.studies.bench.report import markdown_table
-from attnlab.studies.bench.step import (
-    KERNEL_CATEGORIES,
-    PARTS,
-    fitted_step_row,
-    kernel_rows,
-    max_loss_difference,
-    measure_step,
-    profile_rows,
-    projection_shape,
-    step_rows,
-)
+from attnlab.studies.bench.step import PARTS, bench_recall_step, recall_step_flops, step_programs
 from attnlab.studies.bench.timing import interleaved_median_seconds, loglog_slope
 from attnlab.studies.recall import model as recall_model
 from attnlab.studies.recall.task import sample_batch
@@ -75,12 +57,7 @@ def test_quick_bench_writes_the_schema(quick_run):
     assert frame.loc[growth, "slope"].notna().all()
     assert frame.loc[~growth, "slope"].isna().all()
     assert frame.loc[growth, "baseline_seconds"].isna().all()
-    with_peak = {
-        "statics_direct_vs_numpy",
-        "train_scan_vs_python_loop",
-        "train_step_peak_fraction",
-        "train_step_matmul_bound",
-    }
+    with_peak = {"statics_direct_vs_numpy", "train_scan_vs_python_loop", "train_step_peak_fraction"}
     assert set(frame.loc[frame["peak_fraction"].notna(), "name"]) == with_peak
     assert frame["detail"].str.len().gt(0).all()
 
@@ -116,11 +93,10 @@ def test_loglog_slope_recovers_a_power_law():
 
 
 def test_recall_step_flops_counts_the_default_model():
-    # Forward at the defaults: 2*256*256*(3*32 + 2*32) + 4*64*16*256 + 2*64*256*32.
+    # Forward at the defaults: 2*256*256*(3*32 + 2*32) + 4*64*16*256 + 2*64*256*32; the
+    # gathers' gradients are scatter-adds, not counted.
     forward = 2 * 256 * 256 * 160 + 4 * 64 * 16 * 256 + 2 * 64 * 256 * 32
-    # The gathers' one-hot gradients: the query's (64 tokens of 32) and four of 64 * 16.
-    gathers = 2 * 256 * (64 * 32 + 4 * 64 * 16 * 32)
-    assert recall_step_flops(RecallConfig()) == 3 * forward + gathers
+    assert recall_step_flops(RecallConfig()) == 3 * forward
 
 
 def test_markdown_table_leaves_missing_values_empty():
@@ -140,84 +116,44 @@ def test_markdown_table_leaves_missing_values_empty():
 # --- the recall step: current against reference, its profile -----------------------------
 
 #: QUICK with a chunk of 8 steps, so the losses compared span several Adam updates.
-STEP_CONFIG = replace(QUICK, recall=replace(QUICK.recall, steps=16, chunk_steps=8))
-
-
-@pytest.fixture(scope="module")
-def step_times():
-    return measure_step(STEP_CONFIG)
+STEP_CONFIG = replace(QUICK, recall=replace(QUICK.recall, steps=8, chunk_steps=8))
 
 
 @pytest.mark.slow
-def test_reference_step_agrees_with_the_current_step(step_times):
+def test_reference_step_agrees_with_the_current_step():
     recall = STEP_CONFIG.recall
-    losses, reference = step_times.losses, step_times.reference_losses
-    assert losses.shape == reference.shape == (recall.chunk_steps,)
-    # The two steps differ only in where the batches are drawn (per chunk or inside each
-    # step: the same bits, tests/test_recall_train.py) and in how each gather's table
-    # gradient is summed: the same
-    # exact products one_hot[i, v] * g[i, d] (0 or g) over the n = B (pairs + 1) tokens
-    # of a batch, perhaps in another order; both forwards are exact (a table row plus exact
-    # zeros). Two summation orders of n terms differ by at most about n eps relative to
-    # the sum of their magnitudes, and Adam's update lr m / (sqrt(v) + eps) does not scale
-    # with the gradient, so we budget each step n eps |loss| and let it accumulate over the
-    # chunk: a budget rather than a proof (we measured 0, bitwise identical, on the 2-core
-    # CPU machine; the bench row reports what it measures).
+    calls, losses = step_programs(recall)
+    assert set(calls) == {*PARTS, "reference"}
+    assert losses["full"].shape == losses["reference"].shape == (recall.chunk_steps,)
+    # The two steps differ in where the batches are drawn (per chunk or inside each step:
+    # the same bits, tests/test_recall_train.py) and in how each gather's table gradient is
+    # summed (a scatter-add or a one-hot product: the same n = B (pairs + 1) terms per
+    # table row, perhaps in another order). Two summation orders of n terms differ by at
+    # most about n eps relative to the sum of their magnitudes, and Adam's update does not
+    # scale with the gradient, so we budget each step n eps |loss| and let it accumulate
+    # over the chunk: a budget rather than a proof.
     n = recall.batch_size * (recall.pairs + 1)
     eps = np.finfo(np.float32).eps
-    bound = recall.chunk_steps * n * eps * float(np.max(np.abs(losses)))
-    assert max_loss_difference(step_times) <= bound
-    assert np.isfinite(losses).all()
+    bound = recall.chunk_steps * n * eps * float(np.max(np.abs(losses["full"])))
+    assert float(np.max(np.abs(losses["full"] - losses["reference"]))) <= bound
+    assert np.isfinite(losses["full"]).all()
 
 
 @pytest.mark.slow
-def test_step_rows_and_profile_rows(step_times):
-    assert set(step_times.seconds) == set(PARTS)
-    assert all(s > 0 for s in step_times.seconds.values())
+def test_step_rows_and_profile_rows():
     peak = 1e12
-    ref, peak_row, bound_row = step_rows(STEP_CONFIG, step_times, peak)
+    rows = {r["name"]: r for r in bench_recall_step(STEP_CONFIG, peak)}
     chunk = STEP_CONFIG.recall.chunk_steps
-    assert ref["name"] == "train_step_vs_reference"
-    assert ref["ours_seconds"] == step_times.seconds["full"]
-    assert ref["baseline_seconds"] == step_times.seconds["reference_full"]
-    assert ref["speedup"] == ref["baseline_seconds"] / ref["ours_seconds"]
-    assert "loss" in ref["detail"]
-    assert peak_row["name"] == "train_step_peak_fraction"
-    step = step_times.seconds["full"] / chunk
-    assert peak_row["ours_seconds"] == step
-    # peak_fraction = FLOPs per step / seconds per step / peak FLOP/s, a fraction like
-    # train_scan_vs_python_loop's (the table prints 100x it as "% of peak").
+    step_names = [n for n in ROW_NAMES if n.startswith(("train_step_", "profile_step_"))]
+    assert sorted(rows) == sorted(step_names)
+    ref, peak_row = rows["train_step_vs_reference"], rows["train_step_peak_fraction"]
+    assert ref["speedup"] == ref["baseline_seconds"] / ref["ours_seconds"] > 0
+    assert "losses" in ref["detail"]
+    step = ref["ours_seconds"] / chunk
+    assert peak_row["ours_seconds"] == step == rows["profile_step_full"]["ours_seconds"]
+    # peak_fraction = FLOPs per step / seconds per step / peak FLOP/s.
     assert peak_row["peak_fraction"] == recall_step_flops(STEP_CONFIG.recall) / step / peak
-    # The bound: the step's FLOPs at the measured speed of one projection-shaped product.
-    rows, d_model, d_k = projection_shape(STEP_CONFIG.recall)
-    speed = 2 * rows * d_model * d_k / step_times.matmul_seconds
-    assert bound_row["name"] == "train_step_matmul_bound"
-    assert bound_row["ours_seconds"] == recall_step_flops(STEP_CONFIG.recall) / speed
-    assert bound_row["peak_fraction"] == speed / peak
-    rows = profile_rows(STEP_CONFIG, step_times)
-    names = [r["name"] for r in rows]
-    assert names == [n for n in ROW_NAMES if n.startswith("profile_step_")]
-    for part in PARTS:
-        row = rows[names.index(f"profile_step_{part}")]
-        assert row["ours_seconds"] == step_times.seconds[part] / chunk
-    train_chunk = rows[names.index("profile_step_train_chunk")]
-    assert train_chunk["ours_seconds"] == step_times.train_chunk_seconds / chunk
-    assert all(r["detail"] for r in rows)
-    rows = kernel_rows(STEP_CONFIG, step_times)
-    assert [r["name"] for r in rows] == [n for n in ROW_NAMES if n.startswith("profile_kernels_")]
-    kernels = step_times.kernels
-    for row, category in zip(rows, KERNEL_CATEGORIES, strict=False):
-        assert row["ours_seconds"] == kernels.seconds[category] >= 0
-    # The step computes dots and runs Adam every step: both categories launch kernels.
-    assert kernels.launches["matmul"] >= 1 and kernels.launches["adam"] >= 1
-    # The dots counted from the compiled HLO against the formula: the formula counts the
-    # query's logits and their gradient as dots, 2 x 2 B pairs d_k FLOPs, which XLA may
-    # compute as a multiply and a reduction instead (a query of one row); nothing else.
-    recall = STEP_CONFIG.recall
-    slack = 4 * recall.batch_size * recall.pairs * recall.d_k
-    estimate = recall_step_flops(recall)
-    assert estimate - slack <= kernels.matmul_flops <= estimate
-    assert rows[-1]["ours_seconds"] == kernels.wall_seconds > 0
+    assert all(r["ours_seconds"] > 0 and r["detail"] for r in rows.values())
 
 
 def _loss_jaxpr(recall: RecallConfig) -> str:
@@ -274,9 +210,10 @@ def test_time_reproduce_raises_on_failure(tmp_path):
 
 
 def test_make_reproduce_row_only_when_asked(monkeypatch):
-    for group in ("bench_statics", "bench_attention", "bench_training", "bench_recall_step"):
+    groups = ("bench_statics", "bench_attention", "bench_training", "bench_recall_step",
+              "bench_growth")  # fmt: skip
+    for group in groups:
         monkeypatch.setattr(compute, group, lambda *_: [])
-    monkeypatch.setattr(compute, "bench_growth", lambda *_: [])
     monkeypatch.setattr(compute, "measure_peak", lambda *_: (1.0, 1.0))
     ticks = []
     frame = compute.run_bench(QUICK, ticks.append)
@@ -292,34 +229,24 @@ def test_reproduce_flag_reaches_run_bench(load_script, run_main, tmp_path, monke
     module = load_script("bench")
     calls = []
 
-    def fake(config, on_group, reproduce_command=None, fitted_reading=None):
-        calls.append((reproduce_command, fitted_reading))
+    def fake(config, on_group, reproduce_command=None):
+        calls.append(reproduce_command)
         return pd.DataFrame([{"name": "x", "ours_seconds": 1.0}]).reindex(columns=list(COLUMNS))
 
     monkeypatch.setattr(module, "run_bench", fake)
     out = tmp_path / "b.csv"
     assert run_main(module, ["--quick", "--quiet", "--out", out]) == 0
     assert run_main(module, ["--quick", "--quiet", "--reproduce", "--out", out]) == 0
-    # Without --quick the bench asks for the step at 09's fitted reading, where 09 has run.
-    monkeypatch.setattr(module.cli, "RESULTS_DIR", tmp_path)
-    assert run_main(module, ["--quiet", "--out", out]) == 0
-    row = {"reading": "r", "pass": "2b", "rank": 1, "within_noise": True}
-    pd.DataFrame([row]).reindex(columns=SCORE_COLUMNS).to_csv(tmp_path / SCORES_CSV, index=False)
-    assert run_main(module, ["--quiet", "--out", out]) == 0
-    assert calls == [(None, None), (REPRODUCE_COMMAND, None), (None, None), (None, "r")]
+    assert calls == [None, REPRODUCE_COMMAND]
 
 
 def test_markdown_profile_paragraph():
     rows = [{"name": f"profile_step_{p}", "ours_seconds": 1e-3, "detail": "d"} for p in PARTS]
-    rows += [
-        {"name": f"profile_kernels_{c}", "ours_seconds": 2e-3, "detail": "d"}
-        for c in (*KERNEL_CATEGORIES, "wall")
-    ]
+    rows.append({"name": "train_step_vs_reference", "ours_seconds": 1.0, "speedup": 2.5})
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     text = markdown_table(frame)
     assert "**Profile of one recall step.**" in text and "forward and backward 1 ms" in text
-    assert "matmuls 2 ms" in text and "Adam 2 ms" in text and "the traced step takes 2 ms" in text
-    assert "`make bench`" in text and "`python experiments/bench.py`" in text
+    assert "2.50x the step before the speed-ups" in text and "`make bench`" in text
 
 
 def test_interleaved_timing_runs_round_robin():
@@ -329,77 +256,3 @@ def test_interleaved_timing_runs_round_robin():
     seconds = interleaved_median_seconds(fns, 3)
     assert calls == ["a", "b"] + ["a", "b"] * 3
     assert set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
-
-
-# --- the kernel profile -------------------------------------------------------------------
-
-
-def _scoped_program():
-    """A loop whose body has a dot under scope ``b`` and elementwise work under ``a``."""
-
-    def f(x: jax.Array, w: jax.Array) -> jax.Array:
-        def body(_, x):
-            with jax.named_scope("a"):
-                x = jnp.tanh(x) * 1.5 + 0.25
-            with jax.named_scope("b"):
-                return x @ w
-
-        return jax.lax.fori_loop(0, 4, body, x)
-
-    x, w = jnp.ones((64, 64)), jnp.eye(64) * 0.5
-    return jax.jit(f).lower(x, w).compile(), (x, w)
-
-
-def test_kernel_table_charges_dots_to_matmul_and_the_rest_to_scopes():
-    compiled, _ = _scoped_program()
-    text = compiled.as_text()
-    table = kernel_table(text, ("a", "b"))
-    categories = {k.category for k in table.values()}
-    assert categories <= {MATMUL, "a", "b", OTHER} and {MATMUL, "a"} <= categories
-    # The one product per iteration, [64, 64] @ [64, 64]: 2 x 64^3 FLOPs, counted exactly
-    # (integers), in whichever kernel holds it; nothing else computes a dot.
-    assert sum(k.flops for k in table.values()) == 2 * 64**3
-    assert all(k.flops == 0 for k in table.values() if k.category != MATMUL)
-    # The loop is control flow around its body's kernels, never a kernel itself.
-    loops = [line.split(" = ")[0].strip().lstrip("%") for line in text.splitlines()
-             if " while(" in line]  # fmt: skip
-    assert loops and not set(loops) & set(table)
-
-
-def test_kernel_profile_times_every_category_per_unit():
-    compiled, args = _scoped_program()
-    profile = kernel_profile(compiled, lambda: compiled(*args), ("a", "b"), units=4, calls=2)
-    assert list(profile.seconds) == list(profile.launches) == [MATMUL, "a", "b", OTHER]
-    assert all(s >= 0 for s in profile.seconds.values())
-    # 4 iterations per call, one unit each: at least one dot kernel per iteration.
-    assert profile.launches[MATMUL] >= 1 and profile.seconds[MATMUL] > 0
-    assert profile.matmul_flops == 2 * 64**3 * profile.launches[MATMUL]
-    assert profile.wall_seconds > 0
-
-
-# --- the step at experiment 09's fitted reading ------------------------------------------
-
-
-def test_fitted_reading_of_reads_09s_best_or_none(tmp_path):
-    assert fitted_reading_of(tmp_path / "missing.csv") is None
-    rows = [
-        {
-            "reading": name,
-            "pass": stage,
-            "rank": rank,
-            "within_noise": True,
-            "best_run_length": 1000,
-        }
-        for name, stage, rank in (("a", "2a", 1), ("b", "2b", 2), ("c", "2b", 1))
-    ]
-    path = tmp_path / "scores.csv"
-    pd.DataFrame(rows).reindex(columns=SCORE_COLUMNS).to_csv(path, index=False)
-    assert fitted_reading_of(path) == "c"  # rank 1 of the last pass
-
-
-@pytest.mark.slow
-def test_fitted_step_row_times_the_reading():
-    reading = "concat-natural-nobias-d16-b128"
-    row = fitted_step_row(STEP_CONFIG, reading)
-    assert row["name"] == "profile_fitted_step" == OPTIONAL_ROW_NAMES[0]
-    assert row["ours_seconds"] > 0 and reading in row["detail"] and "batch 128" in row["detail"]

@@ -4,13 +4,11 @@ initialisation of every mechanism (identical where it should be, folded where do
 import functools
 import math
 from dataclasses import dataclass, replace
-from unittest import mock
 
 import jax
 import numpy as np
 import pytest
 
-from attnlab.core.attention import attention_logits, masked_softmax
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall import model as recall_model
 from attnlab.studies.recall.task import sample_batch
@@ -42,7 +40,7 @@ def forward_group(group: str):
     """Params at init (``init_params``), value logits and attention weights of every
     mechanism of ``group``, as numpy, from one compiled program (eager init would compile
     every op separately); also the float32 query, keys and attention logits from which the
-    model computed the weights it returns (``attention_weights`` recorded, unchanged)."""
+    model computed the weights it returns (the intermediates it records)."""
     names, embed_init_std, d_k, seed = GROUPS[group]
     config = replace(CONFIG, embed_init_std=embed_init_std, d_k=d_k)
 
@@ -52,15 +50,11 @@ def forward_group(group: str):
         for name in names:
             mech = MECHANISMS[name]
             params = init_params(config, mech, seed)
-            seen = {}
-
-            def recorded(q, k, mask=None, *, scale=None, logit_cap=None, seen=seen):
-                z = attention_logits(q, k, scale=scale, logit_cap=logit_cap)
-                seen.update(q=q[:, 0], k=k, z=z[:, 0])
-                return masked_softmax(z, mask)  # attention_weights, term for term
-
-            with mock.patch.object(recall_model, "attention_weights", recorded):
-                logits, weights = make_model(config, mech).apply({"params": params}, b)
+            (logits, weights), state = make_model(config, mech).apply(
+                {"params": params}, b, mutable=["intermediates"]
+            )
+            sown = state["intermediates"]
+            seen = {"q": sown["q_attn"][0][:, 0], "k": sown["k_attn"][0], "z": sown["logits"][0]}
             out[name] = (params, logits, weights, seen)
         return out
 

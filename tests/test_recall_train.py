@@ -18,7 +18,7 @@ from attnlab.studies.recall.train import (
     METRICS,
     DivergenceError,
     RecallConfig,
-    _check_finite,
+    earliest_nonfinite,
     draw_chunk,
     init_params,
     initial_state,
@@ -304,19 +304,15 @@ def test_divergence_raises_naming_mechanism_seed_and_step():
     assert isinstance(info.value, RunError)
 
 
-def test_check_finite_names_the_bad_entry():
-    """Seeds and steps are mapped back from the array indices (chunk start, seed list)."""
+def test_earliest_nonfinite_is_the_first_step_then_the_first_lane():
     losses = np.ones((3, 10), np.float32)
+    assert earliest_nonfinite(losses) is None
     losses[2, 4] = np.inf
-    with pytest.raises(
-        DivergenceError, match=r"^loss is inf for mechanism m, seed 12, at step 44$"
-    ):
-        _check_finite(losses, "m", [10, 11, 12], 40)
+    assert earliest_nonfinite(losses) == (2, 4)
     losses[1, 7] = np.nan
-    with pytest.raises(DivergenceError) as info:
-        _check_finite(losses, "m", [10, 11, 12], 40)
-    assert str(info.value).endswith(("seed 12, at step 44", "seed 11, at step 47"))
-    _check_finite(np.ones((2, 5)), "m", [0, 1], 0)  # all finite: no error
+    assert earliest_nonfinite(losses) == (2, 4)
+    losses[0, 4] = np.nan
+    assert earliest_nonfinite(losses) == (0, 4)
 
 
 # --------------------------------------------------------------------------- bad arguments

@@ -79,6 +79,12 @@ def shard_batch(tree):
     return jax.tree.map(lambda x: _global_array(x, sharding), tree)
 
 
+def replicate(tree):
+    """Place a tree on every device of the batch mesh, whole (inputs every lane reads)."""
+    sharding = NamedSharding(batch_mesh(), PartitionSpec())
+    return jax.tree.map(lambda x: _global_array(x, sharding), tree)
+
+
 @lru_cache(maxsize=256)
 def _batched(fn: Callable, mesh: Mesh) -> Callable:
     """``jit(vmap(fn))`` with inputs sharded over ``mesh`` and outputs replicated (so every

@@ -5,12 +5,8 @@ Threefry-2x32 block cipher: 20 rounds of uint32 additions, rotations and xors. O
 lowers each call as a *rolled* loop (a ``while`` over 5 groups of 4 rounds), which keeps
 compile time down for programs that draw once. Inside a training step that draws its batch
 (the recall step folds, splits and samples 9 times) every iteration of those loops runs as
-separate small kernels plus copies of the loop carry: the recall step's compiled body holds
-9 such loops of 27 instructions x 5 iterations beside its 309 own instructions; unrolled,
-the body is 190 instructions and no loop. Measured on the 2-core CPU: compiling the recall
-chunk takes about 25% less time (2.1-2.2 s against 2.8-3.1 s), the step itself about the
-same (``make bench``: ``profile_step_full`` against ``profile_step_rolled_full``, 1-2%).
-Experiment 09 compiles one such program per reading it trains, so compile time counts.
+separate small kernels plus copies of the loop carry; unrolled, the program has no such
+loops and compiles faster (the bench's reference step keeps the rolled loop).
 
 ``unroll_threefry_on_cpu()`` registers JAX's generic (unrolled) lowering for the CPU too.
 The bits are identical, integer arithmetic has no rounding, so every result is unchanged;

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
+from dataclasses import replace
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
@@ -26,17 +25,7 @@ from attnlab.studies.recall.readings import (
     reading_config,
     step0_fingerprints,
 )
-from attnlab.studies.recall.train import (
-    RecallConfig,
-    TrainResult,
-    draw_chunk,
-    initial_state,
-    make_model,
-    make_optimizer,
-    scan_steps,
-    seed_keys,
-    train,
-)
+from attnlab.studies.recall.train import RecallConfig, Run, Trainer, TrainResult, train_runs
 
 #: The article's scaled numbers, the only targets of the fit: (term, value).
 ARTICLE_SCALED: dict[str, float] = {
@@ -230,55 +219,59 @@ def score_noise(
 
 #: Steps per compiled chunk of the fit's runs (an early stop is decided between chunks).
 FIT_CHUNK = 100
+#: The per-step metrics the fit records.
+FIT_METRICS = ("loss", "grad_norm_wq")
 
 
-def _scaled_config(reading: Reading, seeds: int, seed: int, steps: int) -> RecallConfig:
-    base = RecallConfig(seeds=seeds, seed=seed, steps=steps, mechanisms=("scaled",))
-    return reading_config(reading, base)
+def _scaled_run(name: str, seeds: int, seed: int) -> Run:
+    """Scaled attention of reading ``name`` on ``seeds`` seeds from ``seed``: ``train``'s
+    step (same initialisation, same batch stream, same Adam) in chunks of ``FIT_CHUNK``."""
+    base = RecallConfig(seeds=seeds, seed=seed, steps=1, mechanisms=("scaled",),
+                        chunk_steps=FIT_CHUNK)  # fmt: skip
+    return Run(reading_config(get_reading(name), base), MECHANISMS["scaled"], label=name)
 
 
-class ScaledRun:
-    """Scaled attention of one reading on ``seeds`` seeds from ``seed``: ``train``'s
-    step (same initialisation, same batch stream, same Adam), run in chunks of
-    ``FIT_CHUNK`` steps that record only the loss and ``||grad W_Q||``, so a run can stop
-    early and be continued later."""
+def all_crossed(threshold: float, smoothing: int) -> Callable[[Trainer], bool]:
+    """An early stop: every lane's smoothed loss has been at or below ``threshold`` (later
+    steps cannot change a milestone)."""
 
-    def __init__(self, reading: Reading, seeds: int, seed: int):
-        self.config = _scaled_config(reading, seeds, seed, 1)
-        mechanism = MECHANISMS["scaled"]
-        model, optimizer = make_model(self.config, mechanism), make_optimizer(self.config)
-        config = self.config
-        self.state = initial_state(config, mechanism)
-        self.data_keys = jnp.stack([seed_keys(s).data for s in config.seed_values])
-        self.metrics: dict[str, np.ndarray] = {
-            k: np.zeros((seeds, 0), np.float32) for k in ("loss", "grad_norm_wq")
-        }
+    def stop(trainer: Trainer) -> bool:
+        smoothed = trailing_mean(trainer.metrics["loss"], smoothing)
+        return bool((smoothed <= threshold).any(axis=1).all())
 
-        run = partial(scan_steps, model, optimizer, metrics=("loss", "grad_norm_wq"))
-        self._chunk = jax.jit(jax.vmap(run))
+    return stop
 
-    @property
-    def steps(self) -> int:
-        return self.metrics["loss"].shape[1]
 
-    def run(self, until: int, stop_below: float | None = None, smoothing: int = 25) -> None:
-        """Train to step ``until``; with ``stop_below``, stop after the first chunk at which
-        every seed's smoothed loss has crossed it (later steps cannot change a milestone)."""
-        while self.steps < until:
-            start = self.steps
-            end = min(start + FIT_CHUNK, until)
-            config = self.config
-            batches = draw_chunk(self.data_keys, jnp.arange(start, end), config.batch_size,
-                                 config.task)  # fmt: skip
-            self.state, m = self._chunk(self.state, batches)
-            m = {k: np.asarray(v) for k, v in m.items()}
-            if not np.isfinite(m["loss"]).all():
-                raise RunError(f"scaled run diverged (non-finite loss) in steps {start}-{end}")
-            self.metrics = {k: np.concatenate([self.metrics[k], m[k]], axis=1) for k in m}
-            if stop_below is not None:
-                smoothed = trailing_mean(self.metrics["loss"], smoothing)
-                if (smoothed <= stop_below).any(axis=1).all():
-                    return
+def train_readings(
+    runs: Sequence[Run],
+    until: int,
+    history: dict[str, dict[str, np.ndarray]],
+    stop: Callable[[Trainer], bool] | None = None,
+    on_group: Callable[[int], None] | None = None,
+) -> dict[str, Run]:
+    """Train ``runs`` (each from its state, at the step its ``history`` has reached) to step
+    ``until``, runs of one program and one step as lanes of one ``Trainer``; append each
+    run's metrics to ``history[label]`` and return each run continued (its state now)."""
+    start = {run.label: history[run.label]["loss"].shape[1] if run.label in history else 0
+             for run in runs}  # fmt: skip
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.program, start[run.label]), []).append(run)
+    continued = {}
+    for (_, step), members in groups.items():
+        trainer = Trainer(members, start_step=step, metrics=FIT_METRICS)
+        trainer.run(until, stop=stop)
+        metrics = trainer.metrics
+        for r, run in enumerate(members):
+            mine = {k: v[trainer.lane_slice(r)] for k, v in metrics.items()}
+            if run.label in history:
+                mine = {k: np.concatenate([history[run.label][k], v], axis=1)
+                        for k, v in mine.items()}  # fmt: skip
+            history[run.label] = mine
+            continued[run.label] = replace(run, state=trainer.run_state(r))
+        if on_group:
+            on_group(len(members))
+    return continued
 
 
 def candidates(screen_frame: pd.DataFrame, limit: int) -> list[str]:
@@ -311,23 +304,24 @@ def fit(
     names = candidates(screen_frame, limit)
     if not names:
         raise RunError("stage 2: the screen kept no reading (nothing to fit)")
-    runs, rows, per_seed = {}, {"2a": [], "2b": []}, {"2a": {}, "2b": {}}
+    history: dict[str, dict[str, np.ndarray]] = {}
+    rows, per_seed = {"2a": [], "2b": []}, {"2a": {}, "2b": {}}
 
     def record(stage: str, name: str, lengths: Sequence[int], horizon: int) -> None:
-        per_seed[stage][name] = seed_numbers(runs[name].metrics, smoothing, lengths, horizon)
+        per_seed[stage][name] = seed_numbers(history[name], smoothing, lengths, horizon)
         numbers = median_numbers(per_seed[stage][name], horizon)
         rows[stage].append(score_row(name, stage, numbers, seeds, lengths))
-        if on_reading:
-            on_reading(1)
 
+    stop = all_crossed(min(THRESHOLDS.values()), smoothing)
+    runs = train_readings([_scaled_run(n, seeds, seed) for n in names], milestone_steps,
+                          history, stop, on_reading)  # fmt: skip
     for name in names:
-        runs[name] = ScaledRun(get_reading(name), seeds, seed)
-        runs[name].run(milestone_steps, stop_below=min(THRESHOLDS.values()), smoothing=smoothing)
         record("2a", name, (), milestone_steps)
     first = rank(pd.DataFrame(rows["2a"]))
     horizon = max(run_lengths)
-    for name in first.reading.head(finalists):
-        runs[name].run(horizon)
+    finalists = list(first.reading.head(finalists))
+    train_readings([runs[n] for n in finalists], horizon, history, on_group=on_reading)
+    for name in finalists:
         record("2b", name, run_lengths, max(horizon, milestone_steps))
     key = jax.random.fold_in(jax.random.key(seed), BOOTSTRAP_STREAM)
     frame = pd.concat(
@@ -368,4 +362,5 @@ def predict(
     ``run_length`` steps."""
     config = reading_config(get_reading(name), RecallConfig(seeds=seeds, seed=seed,
                                                             steps=run_length))  # fmt: skip
-    return config, [train(config, MECHANISMS[m], on_chunk=on_chunk) for m in config.mechanisms]
+    runs = [Run(config, MECHANISMS[m]) for m in config.mechanisms]
+    return config, train_runs(runs, on_chunk=on_chunk)

@@ -1,6 +1,6 @@
-"""The baselines our code is timed against: plain numpy statistics, the textbook attention,
+"""The baselines our code is timed against: plain numpy statistics, ``jax.nn``'s attention,
 a Python loop over a jitted training step, and the recall training step as it was before
-its gathers got an explicit gradient (``autodiff_gathers``)."""
+the bench's speed-ups (``reference_chunk``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import replace
 import jax
 import numpy as np
 
+from attnlab.core.prng import rolled_threefry
 from attnlab.core.sampling import CHUNK_ELEMENTS
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall import model as recall_model
@@ -74,24 +75,33 @@ def reference_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     return jax.nn.dot_product_attention(q, k, v)
 
 
+def step_drawing_its_batch(config: RecallConfig) -> Callable:
+    """``(state, data_key, t) -> train_step(...)`` of the scaled model on batch ``t`` of
+    ``data_key``'s stream, drawn inside the step (``stream_batch``)."""
+    model = make_model(config, MECHANISMS["scaled"])
+    optimizer = make_optimizer(config.lr)
+
+    def step(state, data_key: jax.Array, t: jax.Array):
+        batch = stream_batch(data_key, t, config.batch_size, config.task)
+        return train_step(model, optimizer, state, batch)
+
+    return step
+
+
 def python_loop(config: RecallConfig) -> Callable[[int], np.ndarray]:
-    """A Python loop calling a jitted ``train_step`` once per step for seed ``config.seed``;
-    returns a function of the step count giving the losses. As ``train`` does after each
-    chunk, it fetches every metric to the host once, at the end."""
-    mechanism = MECHANISMS["scaled"]
-    model, optimizer = make_model(config, mechanism), make_optimizer(config)
-    state = jax.tree.map(lambda x: x[0], initial_state(replace(config, seeds=1), mechanism))
-    data_key = seed_keys(config.seed).data
-    step = jax.jit(
-        lambda s, t: train_step(
-            model, optimizer, s, stream_batch(data_key, t, config.batch_size, config.task)
-        )
+    """A Python loop calling a jitted step (``step_drawing_its_batch``) once per step for
+    seed ``config.seed``; returns a function of the step count giving the losses, every
+    metric fetched to the host once, at the end (as ``Trainer.run`` does per chunk)."""
+    state = jax.tree.map(
+        lambda x: x[0], initial_state(replace(config, seeds=1), MECHANISMS["scaled"])
     )
+    data_key = seed_keys(config.seed).data
+    step = jax.jit(step_drawing_its_batch(config))
 
     def run(steps: int) -> np.ndarray:
         s, history = state, []
         for t in range(steps):
-            s, metrics = step(s, t)
+            s, metrics = step(s, data_key, t)
             history.append(metrics)
         return np.array([m["loss"] for m in jax.device_get(history)])
 
@@ -102,26 +112,34 @@ def one_hot_rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
     """``table[tokens]`` as the one-hot matmul ``one_hot(tokens, n) @ table``, differentiated
     by plain autodiff: the recall model's gather before commit 57be4c8 gave it an explicit
     gradient. The forward is exact (every other product is an exact zero); its gradient
-    ``dL/dtable = one_hot(tokens)^T dL/drows`` is the same sum as the current one, but XLA
-    on CPU lowers autodiff's transpose of the product through copies of the cotangent."""
+    ``dL/dtable = one_hot(tokens)^T dL/drows`` is the same sum as the scatter-add of
+    ``model._rows``, computed as a product over every (token, row) pair."""
     return jax.nn.one_hot(tokens, table.shape[0], dtype=table.dtype) @ table
 
 
 @contextlib.contextmanager
 def autodiff_gathers() -> Iterator[None]:
-    """Trace the recall model as it was before its gathers got a custom VJP.
-
-    Inside the ``with`` block ``attnlab.studies.recall.model._rows`` is ``one_hot_rows``;
-    it is restored on leaving, whatever happens. The model looks ``_rows`` up when it is
-    traced, so only programs *traced* inside the block are the reference: lower and compile
-    them there (``jax.jit(f).lower(*args).compile()``) and call the compiled program after.
-    A function jitted inside and first called outside would be traced with the current
-    gathers, and one traced inside must not share a jit cache entry with the current
-    program (jit a fresh function object). The swap is process-wide: not thread-safe.
-    """
+    """Inside the ``with`` block ``attnlab.studies.recall.model._rows`` is ``one_hot_rows``
+    (restored on leaving). The model looks ``_rows`` up when traced, so lower and compile a
+    fresh function inside the block and call the compiled program after. Process-wide: not
+    thread-safe."""
     current = recall_model._rows
     recall_model._rows = one_hot_rows
     try:
         yield
     finally:
         recall_model._rows = current
+
+
+def reference_chunk(config: RecallConfig, state, data_key: jax.Array, steps: jax.Array):
+    """The compiled chunk of one seed as it was before the bench's speed-ups: a scan of
+    ``step_drawing_its_batch``, traced with the gathers' gradient by autodiff of the
+    one-hot product (``autodiff_gathers``) and the random bits by JAX's rolled threefry loop
+    (``rolled_threefry``). Returns the program of ``(state, data_key, steps)``."""
+    step = step_drawing_its_batch(config)
+
+    def chunk(s, key, steps):
+        return jax.lax.scan(lambda s, t: step(s, key, t), s, steps)
+
+    with rolled_threefry(), autodiff_gathers():
+        return jax.jit(chunk).lower(state, data_key, steps).compile()

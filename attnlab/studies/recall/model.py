@@ -62,13 +62,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attnlab.core.attention import attention_weights, dot_product_attention
+from attnlab.core.attention import attention_logits, masked_softmax, weighted_values
 from attnlab.core.temperature import Mechanism
 from attnlab.studies.recall.task import Batch, RecallTask
 
@@ -85,25 +85,23 @@ Initializer = Callable[..., jax.Array]
 
 @jax.custom_vjp
 def _rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
-    """``table[tokens]``, whose gradient with respect to ``table`` is the one-hot matmul
+    """``table[tokens]``, whose gradient with respect to ``table`` is the scatter-add
 
-        dL/dtable[v] = sum_i [tokens_i = v] dL/drows_i    (an einsum over every token)
+        dL/dtable[v] = sum_i [tokens_i = v] dL/drows_i
 
-    written out explicitly. Its values equal autodiff's gradient of ``one_hot(tokens) @
-    table`` bit for bit (the same dot), but XLA on CPU lowers autodiff's transpose of that
-    product through copies of the cotangent that cost 3-8x the product itself, which made
-    these gathers most of a training step at large ``d_k``."""
+    (``jax.ops.segment_sum`` over the flattened tokens: one row addition per token, where
+    autodiff's transpose of a one-hot product would multiply every token by every row)."""
     return jnp.take(table, tokens, axis=0)
 
 
 def _rows_fwd(table: jax.Array, tokens: jax.Array) -> tuple[jax.Array, tuple]:
-    return _rows(table, tokens), (table, tokens)
+    return _rows(table, tokens), (table.shape[0], tokens)
 
 
 def _rows_bwd(residuals: tuple, g: jax.Array) -> tuple[jax.Array, None]:
-    table, tokens = residuals
-    one_hot = jax.nn.one_hot(tokens, table.shape[0], dtype=g.dtype)
-    return jnp.einsum("...v,...d->vd", one_hot, g), None
+    n_rows, tokens = residuals
+    flat = g.reshape(-1, g.shape[-1])
+    return jax.ops.segment_sum(flat, tokens.reshape(-1), num_segments=n_rows), None
 
 
 _rows.defvjp(_rows_fwd, _rows_bwd)
@@ -199,8 +197,15 @@ class RecallModel(nn.Module):
         return self.param(name, self._weight(shape, fold), shape)
 
     @nn.compact
-    def __call__(self, batch: Batch) -> tuple[jax.Array, jax.Array]:
-        """Return value logits ``[B, n_value_tokens]`` and attention weights ``[B, pairs]``."""
+    def __call__(
+        self, batch: Batch, constants: MechanismConstants | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """Value logits ``[B, n_value_tokens]`` and attention weights ``[B, pairs]``.
+
+        ``constants`` (default: the mechanism's own, ``mechanism_constants``) may be traced.
+        With ``mutable=["intermediates"]`` the model also records ``q``, ``k`` (as they leave
+        the projections), ``q_attn``, ``k_attn`` (as the logits see them), ``logits`` and
+        ``weights`` (``[B, pairs]``)."""
         mech, task, d = self.mechanism, self.task, self.d_model
         if self.slot not in SLOTS:
             raise ValueError(f"RecallModel.slot must be one of {SLOTS}, got {self.slot!r}")
@@ -244,18 +249,56 @@ class RecallModel(nn.Module):
             k = k + self.param("b_K", self._bias(kv_in, fold=True), (self.d_k,))
             v = v + self.param("b_V", self._bias(kv_in, fold=False), (self.d_k,))
             b_O = self.param("b_O", self._bias(self.d_k, fold=False), (task.n_value_tokens,))
-        # For diagnostics (experiment 10): recorded only when "intermediates" is mutable.
+        # For diagnostics (experiment 10): recorded only when "intermediates" is mutable,
+        # and otherwise removed by XLA as unused.
         self.sow("intermediates", "q", q)
         self.sow("intermediates", "k", k)
         if mech.normalize_qk:
             q, k = _l2_normalize(q), _l2_normalize(k)
 
-        scale = mech.fixed_scale(self.d_k)
+        scale, cap = mechanism_constants(mech, self.d_k) if constants is None else constants
         if mech.scale_rule == "learned":
             scale = self.param("inv_temperature", nn.initializers.constant(scale), ())
+        cap = cap if mech.logit_cap is not None else None
 
-        o = dot_product_attention(q, k, v, scale=scale, logit_cap=mech.logit_cap)[:, 0]
-        # The weights again, for diagnostics; under jit XLA computes the softmax once.
-        p = attention_weights(q, k, scale=scale, logit_cap=mech.logit_cap)[:, 0]
+        # The attention of attnlab.core.attention, its weights kept for the metrics.
+        z = attention_logits(q, k, scale=scale, logit_cap=cap)[:, 0]  # [B, pairs]
+        p = masked_softmax(z)
+        self.sow("intermediates", "q_attn", q)
+        self.sow("intermediates", "k_attn", k)
+        self.sow("intermediates", "logits", z)
+        self.sow("intermediates", "weights", p)
+        o = weighted_values(p[:, None, :], v)[:, 0]
         logits = o @ W_O
         return (logits + b_O if self.bias else logits), p
+
+
+class MechanismConstants(NamedTuple):
+    """The fixed scalars of a mechanism, passed to ``RecallModel`` as traced values so that
+    mechanisms differing only in them share one compiled program (``program_model``):
+    ``scale``, the logit multiplier (the initial value of a learned one), and ``cap``, the
+    soft-cap (1 where the mechanism has none; then unused)."""
+
+    scale: jax.Array | float
+    cap: jax.Array | float
+
+
+def mechanism_constants(mechanism: Mechanism, d_k: int) -> MechanismConstants:
+    """``mechanism``'s ``MechanismConstants`` at head width ``d_k``."""
+    cap = 1.0 if mechanism.logit_cap is None else mechanism.logit_cap
+    return MechanismConstants(mechanism.fixed_scale(d_k), cap)
+
+
+def program_model(model: RecallModel) -> RecallModel:
+    """``model`` with everything that only sets its initial parameters or its
+    ``MechanismConstants`` put to canonical values: two models with equal ``program_model``
+    compute the same function of (parameters, batch, constants), so they can share one
+    compiled training program (``attnlab.studies.recall.train.Trainer``)."""
+    mech = model.mechanism
+    shape = Mechanism(
+        "program",
+        "learned" if mech.scale_rule == "learned" else "one",
+        normalize_qk=mech.normalize_qk,
+        logit_cap=None if mech.logit_cap is None else 1.0,
+    )
+    return model.clone(mechanism=shape, init_rule="natural", embed_init_std=1.0)

@@ -1,11 +1,20 @@
-"""Training the recall model: a compiled ``lax.scan`` over steps, vmapped over seeds.
+"""The training engine of the recall model: every training in the suite runs through
+``Trainer``.
 
-For every mechanism the seeds are trained together: the per-seed training states are
-stacked along a leading axis that is vmapped and sharded over all devices
-(``attnlab.core.parallel``), and steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``
+A training is a list of ``Run``s (a configuration, a mechanism, a learning rate), each
+trained on every seed of its configuration. Every (run, seed) is a *lane*: the lanes' states
+are stacked along a leading axis that is vmapped and sharded over all devices
+(``attnlab.core.parallel``); steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``
 (``scan_steps``), each fed the chunk's batches drawn beforehand by a program of its own
-(``draw_chunk``); Python only runs between chunks, to advance the progress bar and check
-for divergence.
+(``draw_chunk``, once per seed, however many lanes share it). Python runs only between
+chunks: the progress callback, the divergence check, an early stop, optional diagnostics.
+
+One program, many runs: the learning rate and the mechanism's fixed scalars (its logit
+scale and cap, ``MechanismConstants``) are traced arguments of the compiled chunk, and the
+model enters it as its ``program_model`` (without what only sets the initial parameters),
+so runs that differ only in those (scaled, unscaled, 1/d and folded attention; both caps;
+the initialisations of 09's readings; 10's learning rates) are lanes of one program, and
+``train_runs`` groups runs that way.
 
 Identical means identical: for a given seed every mechanism starts from the parameters
 drawn from the same initialisation key (the mechanisms differ only where documented in
@@ -15,9 +24,9 @@ is drawn from ``fold_in(data_key(seed), t)``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import partial
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import NamedTuple
 
 import jax
@@ -25,11 +34,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from attnlab.core.parallel import device_count, pad_to_multiple, shard_batch, unpad
+from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS, Mechanism
 from attnlab.harness.errors import RunError
-from attnlab.studies.recall.model import INITS, SLOTS, RecallModel
+from attnlab.studies.recall.model import (
+    INITS,
+    SLOTS,
+    MechanismConstants,
+    RecallModel,
+    mechanism_constants,
+    program_model,
+)
 from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, stream_batches
 
 #: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
@@ -165,9 +181,9 @@ def make_model(config: RecallConfig, mechanism: Mechanism) -> RecallModel:
     )
 
 
-def make_optimizer(config: RecallConfig) -> optax.GradientTransformation:
-    """Adam at the article's learning rate, nothing else."""
-    return optax.adam(config.lr)
+def make_optimizer(lr: float | jax.Array) -> optax.GradientTransformation:
+    """Adam at learning rate ``lr`` (a float or a traced scalar), nothing else."""
+    return optax.adam(lr)
 
 
 def init_params(config: RecallConfig, mechanism: Mechanism, seed: int) -> dict:
@@ -176,9 +192,11 @@ def init_params(config: RecallConfig, mechanism: Mechanism, seed: int) -> dict:
     return make_model(config, mechanism).init(seed_keys(seed).init, dummy)["params"]
 
 
-def loss_and_aux(model: RecallModel, params: dict, batch: Batch):
+def loss_and_aux(
+    model: RecallModel, params: dict, batch: Batch, constants: MechanismConstants | None = None
+):
     """Mean cross-entropy of the value logits, with the logits and attention weights."""
-    logits, weights = model.apply({"params": params}, batch)
+    logits, weights = model.apply({"params": params}, batch, constants)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch.target).mean()
     return loss, (logits, weights)
 
@@ -188,6 +206,7 @@ def train_step(
     optimizer: optax.GradientTransformation,
     state: TrainState,
     batch: Batch,
+    constants: MechanismConstants | None = None,
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """One Adam step on ``batch``; the ``METRICS`` are taken before the update.
 
@@ -195,7 +214,9 @@ def train_step(
     which names them in profiles and compiled HLO and changes nothing computed.
     """
     with jax.named_scope("forward_backward"):
-        grad_fn = jax.value_and_grad(lambda p: loss_and_aux(model, p, batch), has_aux=True)
+        grad_fn = jax.value_and_grad(
+            lambda p: loss_and_aux(model, p, batch, constants), has_aux=True
+        )
         (loss, (logits, weights)), grads = grad_fn(state.params)
     with jax.named_scope("metrics"):
         metrics = {
@@ -213,14 +234,17 @@ def train_step(
     return TrainState(params, opt_state), metrics
 
 
-@partial(jax.jit, static_argnums=(2, 3))
+@cache
+def _draw_program(batch_size: int, task: RecallTask):
+    return jax.jit(jax.vmap(lambda key, steps: stream_batches(key, steps, batch_size, task),
+                            in_axes=(0, None)))  # fmt: skip
+
+
 def draw_chunk(data_keys: jax.Array, steps: jax.Array, batch_size: int, task: RecallTask) -> Batch:
     """The batches of a chunk for every seed: ``stream_batches`` of each key of ``data_keys``
     (``[seeds]``), fields ``[seeds, len(steps), batch_size, ...]``. One compiled program per
-    batch size, task, chunk length and seed count, whatever the model or mechanism: a
-    training program (``scan_steps``) then compiles without the random number generation
-    (a third less compile time: 1.1-1.4 against 1.6-1.7 s for experiment 09's readings)."""
-    return jax.vmap(lambda key: stream_batches(key, steps, batch_size, task))(data_keys)
+    batch size, task, chunk length and seed count, whatever the model or mechanism."""
+    return _draw_program(batch_size, task)(data_keys, steps)
 
 
 def scan_steps(
@@ -229,14 +253,14 @@ def scan_steps(
     state: TrainState,
     batches: Batch,
     metrics: tuple[str, ...] = METRICS,
+    constants: MechanismConstants | None = None,
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """``train_step`` on each of ``batches`` (fields ``[steps, batch_size, ...]``) in turn, a
     ``lax.scan``. Returns the state after the last step and the ``metrics`` named, each
-    ``[steps]``. Every training loop of the package compiles this, vmapped over seeds (or
-    lanes), and feeds it ``draw_chunk``'s batches."""
+    ``[steps]``. Only ``Trainer`` compiles it, vmapped over its lanes."""
 
     def body(s: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
-        s, m = train_step(model, optimizer, s, batch)
+        s, m = train_step(model, optimizer, s, batch, constants)
         return s, {k: m[k] for k in metrics}
 
     return jax.lax.scan(body, state, batches)
@@ -248,9 +272,11 @@ def held_out_batches(config: RecallConfig) -> Batch:
     return jax.vmap(lambda k: sample_batch(k, config.eval_size, config.task))(keys)
 
 
-def evaluate(model: RecallModel, params: dict, batch: Batch) -> jax.Array:
+def evaluate(
+    model: RecallModel, params: dict, batch: Batch, constants: MechanismConstants | None = None
+) -> jax.Array:
     """Accuracy of the predicted value on a held-out batch."""
-    logits, _ = model.apply({"params": params}, batch)
+    logits, _ = model.apply({"params": params}, batch, constants)
     return jnp.mean(jnp.argmax(logits, -1) == batch.target)
 
 
@@ -263,7 +289,7 @@ class TrainResult:
     start_step: int
     metrics: dict[str, np.ndarray]
     eval_accuracy: np.ndarray
-    state: TrainState  # stacked over seeds (padded to the device count)
+    state: TrainState  # stacked over seeds
 
 
 def stack_states(states: list[TrainState]) -> TrainState:
@@ -272,12 +298,340 @@ def stack_states(states: list[TrainState]) -> TrainState:
 
 def initial_state(config: RecallConfig, mechanism: Mechanism) -> TrainState:
     """Step-0 training states of every seed, stacked along a leading seed axis."""
-    optimizer = make_optimizer(config)
+    optimizer = make_optimizer(config.lr)
     states = []
     for seed in config.seed_values:
         params = init_params(config, mechanism, seed)
         states.append(TrainState(params, optimizer.init(params)))
     return stack_states(states)
+
+
+# ----------------------------------------------------------------------------- the engine
+
+
+@dataclass(frozen=True)
+class Run:
+    """One member of a training: ``mechanism`` on every seed of ``config`` at learning rate
+    ``lr`` (``config.lr`` if None), from ``state`` (stacked over the seeds; the step-0
+    state if None). ``label`` names it where the mechanism does not (09's readings)."""
+
+    config: RecallConfig
+    mechanism: Mechanism
+    lr: float | None = None
+    state: TrainState | None = field(default=None, compare=False)
+    label: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.config.lr if self.lr is None else self.lr
+
+    @property
+    def program(self) -> tuple:
+        """What decides the compiled program: runs with equal ``program`` share one."""
+        c = self.config
+        return (program_model(make_model(c, self.mechanism)), c.batch_size, c.chunk_steps)
+
+
+Diagnostics = Callable[[RecallModel, dict, MechanismConstants, Batch], dict[str, jax.Array]]
+
+
+def _lane_batch(batches: Batch, seed: jax.Array) -> Batch:
+    """A lane's own batches out of every seed's (``[seeds, ...]`` fields; ``seed`` an index)."""
+    return jax.tree.map(lambda x: x[seed], batches)
+
+
+@cache
+def _chunk_program(model: RecallModel, metrics: tuple[str, ...]):
+    """The compiled chunk: ``scan_steps`` of every lane, vmapped; the lane's seed (an index
+    into the chunk's batches of every seed), learning rate and mechanism constants are
+    per-lane traced arguments."""
+
+    def lane(state, seed, lr, constants, batches):
+        optimizer = make_optimizer(lr)
+        return scan_steps(model, optimizer, state, _lane_batch(batches, seed), metrics, constants)
+
+    return jax.jit(jax.vmap(lane, in_axes=(0, 0, 0, 0, None)))
+
+
+@cache
+def _evaluate_program(model: RecallModel):
+    """Held-out accuracy of every lane on its seed's held-out batch."""
+
+    def lane(params, seed, constants, held_out):
+        return evaluate(model, params, _lane_batch(held_out, seed), constants)
+
+    return jax.jit(jax.vmap(lane, in_axes=(0, 0, 0, None)))
+
+
+@cache
+def _diagnostics_program(model: RecallModel, diagnose: Diagnostics):
+    """``diagnose`` of every lane on its seed's probe, one lane after another (``lax.map``:
+    a probe's intermediates at large widths are large)."""
+
+    def lane(item, probe):
+        params, seed, constants = item
+        return diagnose(model, params, constants, _lane_batch(probe, seed))
+
+    return jax.jit(lambda items, probe: jax.lax.map(lambda item: lane(item, probe), items))
+
+
+def _stacked_constants(runs: Sequence[Run]) -> MechanismConstants:
+    """Each run's ``mechanism_constants`` at its width, stacked ``[len(runs)]``."""
+    values = [mechanism_constants(run.mechanism, run.config.d_k) for run in runs]
+    return MechanismConstants(*(jnp.asarray(v, jnp.float32) for v in zip(*values, strict=True)))
+
+
+class _Lanes(NamedTuple):
+    """One block of lanes as a compiled call takes them, each field ``[block, ...]``."""
+
+    state: TrainState
+    seed_index: jax.Array
+    rates: jax.Array
+    constants: MechanismConstants
+
+
+def _block_size(lanes: int, lanes_per_call: int | None) -> int:
+    """Lanes per compiled call, a multiple of the device count. Default: on CPU one lane
+    per device (a lane's parameters and Adam state then stay in cache, and every block
+    reuses one compiled program); elsewhere every lane at once."""
+    n_dev = device_count()
+    if lanes_per_call is None:
+        lanes_per_call = n_dev if jax.default_backend() == "cpu" else lanes
+    return -(-min(lanes_per_call, lanes) // n_dev) * n_dev
+
+
+class Trainer:
+    """Trains ``runs`` together, one compiled program for all their lanes.
+
+    Every run must have the same ``Run.program`` (``train_runs`` groups runs that way).
+    Lanes are run-major: lane ``i`` is seed ``i % seeds`` of run ``i // seeds`` when every
+    run has ``seeds`` seeds. ``metrics`` names the per-step ``METRICS`` recorded;
+    ``diagnostics``, if given, is evaluated on each lane's held-out sequences (its first
+    ``probe`` of them) at ``start_step`` and after every chunk (``records``). With
+    ``on_diverge="raise"`` a non-finite loss raises ``DivergenceError``; with ``"record"``
+    the lane goes on (its later numbers are NaN) and ``diverged_step`` says where.
+    ``lanes_per_call`` lanes are vmapped in one call of the compiled chunk (``_block_size``);
+    blocks of lanes run one after another through the same program.
+    """
+
+    def __init__(
+        self,
+        runs: Sequence[Run],
+        *,
+        start_step: int = 0,
+        metrics: tuple[str, ...] = METRICS,
+        diagnostics: Diagnostics | None = None,
+        probe: int | None = None,
+        on_diverge: str = "raise",
+        lanes_per_call: int | None = None,
+    ):
+        runs = list(runs)
+        if not runs:
+            raise ValueError("Trainer needs at least one run")
+        if len({run.program for run in runs}) != 1:
+            raise ValueError("Trainer: every run must share one program (see train_runs)")
+        if on_diverge not in ("raise", "record"):
+            raise ValueError(f"Trainer.on_diverge must be 'raise' or 'record', got {on_diverge!r}")
+        if start_step < 0:
+            raise ValueError(f"Trainer: start_step must be >= 0, got {start_step}")
+        self.runs, self.metric_names, self.on_diverge = runs, tuple(metrics), on_diverge
+        self.start_step = self.step = start_step
+        self.config = runs[0].config  # its batch size, task and chunk length hold for every run
+        self.model = runs[0].program[0]
+
+        self.lanes = [(r, seed) for r, run in enumerate(runs) for seed in run.config.seed_values]
+        self.seeds = sorted({seed for _, seed in self.lanes})
+        self._data_keys = replicate(jnp.stack([seed_keys(s).data for s in self.seeds]))
+        states = [run.state if run.state is not None else initial_state(run.config, run.mechanism)
+                  for run in runs]  # fmt: skip
+        lanes = (
+            jax.tree.map(lambda *xs: jnp.concatenate(xs), *states),
+            jnp.asarray([self.seeds.index(seed) for _, seed in self.lanes], jnp.int32),
+            jnp.asarray([runs[r].rate for r, _ in self.lanes], jnp.float32),
+            _stacked_constants([runs[r] for r, _ in self.lanes]),
+        )
+        self.block = _block_size(len(self.lanes), lanes_per_call)
+        self._blocks = [
+            _Lanes(*shard_batch(pad_to_multiple(jax.tree.map(lambda x, i=i: x[i : i + self.block],
+                                                             lanes), self.block)[0]))
+            for i in range(0, len(self.lanes), self.block)
+        ]  # fmt: skip
+
+        self.chunks: list[dict[str, np.ndarray]] = []
+        self.diverged_step = np.full(len(self.lanes), -1)
+        self.diagnostics, self.records, self.record_steps = diagnostics, [], []
+        if diagnostics is not None:
+            self._probe = jax.tree.map(lambda x: x[:, :probe], self._held_out())
+            self._record()
+
+    @property
+    def n_lanes(self) -> int:
+        return len(self.lanes)
+
+    def _held_out(self) -> Batch:
+        """Every seed's held-out set (``held_out_batches``), ``[seeds, eval_size, ...]``."""
+        config = replace(self.runs[0].config, seed=self.seeds[0], seeds=1)
+        sets = [held_out_batches(replace(config, seed=s)) for s in self.seeds]
+        return replicate(jax.tree.map(lambda *xs: jnp.concatenate(xs), *sets))
+
+    def _record(self) -> None:
+        program = _diagnostics_program(self.model, self.diagnostics)
+        record = self._per_block(
+            lambda b: program((b.state.params, b.seed_index, b.constants), self._probe)
+        )
+        self.records.append(record)
+        self.record_steps.append(self.step)
+
+    def run(
+        self,
+        until: int,
+        on_chunk: Callable[[int], None] | None = None,
+        stop: Callable[[Trainer], bool] | None = None,
+    ) -> None:
+        """Train every lane to step ``until`` in chunks of ``chunk_steps``. After each chunk:
+        ``on_chunk(steps x runs)``, the divergence check, the diagnostics, then ``stop(self)``
+        (True ends the training early)."""
+        program = _chunk_program(self.model, self.metric_names)
+        while self.step < until:
+            end = min(self.step + self.config.chunk_steps, until)
+            steps = jnp.arange(self.step, end)
+            batches = draw_chunk(self._data_keys, steps, self.config.batch_size, self.config.task)
+            outputs = [program(b.state, b.seed_index, b.rates, b.constants, batches)
+                       for b in self._blocks]  # fmt: skip
+            self._blocks = [b._replace(state=out[0]) for b, out in zip(self._blocks, outputs,
+                                                                          strict=True)]  # fmt: skip
+            metrics = self._lanes_of([out[1] for out in outputs])
+            self._check_finite(metrics["loss"])
+            self.chunks.append(metrics)
+            self.step = end
+            if self.diagnostics is not None:
+                self._record()
+            if on_chunk is not None:
+                on_chunk(len(steps) * len(self.runs))
+            if stop is not None and stop(self):
+                return
+
+    def chunk_programs(self) -> tuple[Callable[[], Batch], Callable[[Batch], tuple]]:
+        """The two calls ``run`` makes per chunk, on the first block of lanes from the current
+        state, without advancing it: ``draw()`` gives the next chunk's batches (of every
+        seed) and ``train(batches)`` the block's state and metrics after it (the bench times
+        them)."""
+        steps = jnp.arange(self.step, self.step + self.config.chunk_steps)
+        program = _chunk_program(self.model, self.metric_names)
+        block = self._blocks[0]
+
+        def draw() -> Batch:
+            return draw_chunk(self._data_keys, steps, self.config.batch_size, self.config.task)
+
+        def train(batches: Batch) -> tuple:
+            return program(block.state, block.seed_index, block.rates, block.constants, batches)
+
+        return draw, train
+
+    def _check_finite(self, losses: np.ndarray) -> None:
+        bad = ~np.isfinite(losses)
+        first = np.where(bad.any(axis=1), bad.argmax(axis=1) + self.step, -1)
+        new = (self.diverged_step < 0) & (first >= 0)
+        self.diverged_step[new] = first[new]
+        if new.any() and self.on_diverge == "raise":
+            lane, offset = earliest_nonfinite(losses)
+            r, seed = self.lanes[lane]
+            raise DivergenceError(
+                f"loss is {losses[lane, offset]} for mechanism {self.runs[r].mechanism.name}, "
+                f"seed {seed}, at step {self.step + offset}"
+            )
+
+    @property
+    def metrics(self) -> dict[str, np.ndarray]:
+        """Every lane's metrics from ``start_step``, ``[lanes, steps]``."""
+        if not self.chunks:
+            return {k: np.zeros((self.n_lanes, 0), np.float32) for k in self.metric_names}
+        return {k: np.concatenate([c[k] for c in self.chunks], axis=1) for k in self.metric_names}
+
+    def lane_slice(self, r: int) -> slice:
+        """The lanes of run ``r``."""
+        first = next(i for i, (run, _) in enumerate(self.lanes) if run == r)
+        return slice(first, first + len(self.runs[r].config.seed_values))
+
+    def eval_accuracy(self) -> np.ndarray:
+        """Held-out accuracy of every lane (``eval_size`` sequences of its seed's eval key)."""
+        program = _evaluate_program(self.model)
+        held_out = self._held_out()
+        return self._per_block(lambda b: program(b.state.params, b.seed_index, b.constants,
+                                                 held_out))  # fmt: skip
+
+    def run_state(self, r: int) -> TrainState:
+        """The state of run ``r``, stacked over its seeds (to continue it elsewhere)."""
+        lanes = self.lane_slice(r)
+        return jax.tree.map(lambda x: x[lanes], self.state)
+
+    @property
+    def state(self) -> TrainState:
+        """Every lane's state, ``[lanes, ...]``."""
+        return jax.tree.map(lambda *xs: jnp.concatenate(xs)[: self.n_lanes],
+                            *(b.state for b in self._blocks))  # fmt: skip
+
+    def _lanes_of(self, outputs: list):
+        """Per-block outputs as numpy arrays ``[lanes, ...]`` (block padding removed)."""
+        return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[: self.n_lanes],
+                            *outputs)  # fmt: skip
+
+    def _per_block(self, fn: Callable[[_Lanes], object]):
+        return self._lanes_of([fn(b) for b in self._blocks])
+
+    def results(self) -> list[TrainResult]:
+        """One ``TrainResult`` per run, in the order of ``runs``."""
+        metrics, accuracy = self.metrics, self.eval_accuracy()
+        out = []
+        for r, run in enumerate(self.runs):
+            lanes = self.lane_slice(r)
+            out.append(TrainResult(
+                run.label or run.mechanism.name, run.config.seed_values, self.start_step,
+                {k: v[lanes] for k, v in metrics.items()}, accuracy[lanes], self.run_state(r),
+            ))  # fmt: skip
+        return out
+
+
+def earliest_nonfinite(losses: np.ndarray) -> tuple[int, int] | None:
+    """``(lane, step)`` of the earliest non-finite entry of ``losses`` ``[lanes, steps]``
+    (the lowest lane among those of that step), or None if every entry is finite."""
+    bad = np.argwhere(~np.isfinite(losses))
+    if not len(bad):
+        return None
+    lane, step = min(bad, key=lambda ij: (ij[1], ij[0]))
+    return int(lane), int(step)
+
+
+def group_runs(runs: Sequence[Run]) -> list[list[int]]:
+    """Indices of ``runs`` grouped by ``Run.program`` (groups in order of first member)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, run in enumerate(runs):
+        groups.setdefault(run.program, []).append(i)
+    return list(groups.values())
+
+
+def train_runs(
+    runs: Sequence[Run],
+    steps: int | None = None,
+    start_step: int = 0,
+    on_chunk: Callable[[int], None] | None = None,
+) -> list[TrainResult]:
+    """Train every run for ``steps`` steps (its ``config.steps - start_step`` if None), runs
+    that share a program as lanes of one ``Trainer``; results in the order of ``runs``."""
+    runs = list(runs)
+    out: list[TrainResult | None] = [None] * len(runs)
+    for group in group_runs(runs):
+        members = [runs[i] for i in group]
+        length = members[0].config.steps - start_step if steps is None else steps
+        if length < 1:
+            raise ValueError(f"train: steps must be >= 1, got {length} (start_step {start_step})")
+        if any(m.config.steps != members[0].config.steps for m in members) and steps is None:
+            raise ValueError("train_runs: runs of one program must train equally long")
+        trainer = Trainer(members, start_step=start_step)
+        trainer.run(start_step + length, on_chunk)
+        for i, result in zip(group, trainer.results(), strict=True):
+            out[i] = result
+    return out
 
 
 def train(
@@ -293,52 +647,12 @@ def train(
     ``state`` (stacked over seeds) defaults to the step-0 state; passing one continues a run
     (the fold experiment of 05 does). Raises DivergenceError on a non-finite loss.
     """
-    if start_step < 0:
-        raise ValueError(f"train: start_step must be >= 0, got {start_step}")
-    steps = config.steps - start_step if steps is None else steps
-    if steps < 1:
-        raise ValueError(f"train: steps must be >= 1, got {steps} (start_step {start_step})")
-    model, optimizer = make_model(config, mechanism), make_optimizer(config)
-    state = initial_state(config, mechanism) if state is None else state
-    seeds = config.seed_values
-    data_keys = jnp.stack([seed_keys(s).data for s in seeds])
-    n_dev = device_count()
-    (state, data_keys), _ = pad_to_multiple((state, data_keys), n_dev)
-    state, data_keys = shard_batch((state, data_keys))
-
-    run_chunk = jax.jit(jax.vmap(partial(scan_steps, model, optimizer)))
-    chunks = []
-    for chunk_start in range(start_step, start_step + steps, config.chunk_steps):
-        chunk_end = min(chunk_start + config.chunk_steps, start_step + steps)
-        chunk = jnp.arange(chunk_start, chunk_end)
-        batches = draw_chunk(data_keys, chunk, config.batch_size, config.task)
-        state, metrics = run_chunk(state, batches)
-        metrics = {k: np.asarray(v)[: len(seeds)] for k, v in metrics.items()}
-        _check_finite(metrics["loss"], mechanism.name, seeds, chunk_start)
-        chunks.append(metrics)
-        if on_chunk is not None:
-            on_chunk(chunk_end - chunk_start)
-    metrics = {k: np.concatenate([c[k] for c in chunks], axis=1) for k in METRICS}
-
-    params = unpad(state.params, len(seeds))
-    accuracy = jax.jit(jax.vmap(lambda p, b: evaluate(model, p, b)))(
-        params, held_out_batches(config)
-    )
-    return TrainResult(mechanism.name, seeds, start_step, metrics, np.asarray(accuracy), state)
-
-
-def _check_finite(losses: np.ndarray, mechanism: str, seeds: list[int], chunk_start: int) -> None:
-    bad = ~np.isfinite(losses)
-    if bad.any():
-        seed_index, offset = min(np.argwhere(bad), key=lambda ij: (ij[1], ij[0]))  # earliest
-        raise DivergenceError(
-            f"loss is {losses[seed_index, offset]} for mechanism {mechanism}, "
-            f"seed {seeds[seed_index]}, at step {chunk_start + offset}"
-        )
+    return train_runs([Run(config, mechanism, state=state)], steps, start_step, on_chunk)[0]
 
 
 def train_and_evaluate(
     config: RecallConfig, on_chunk: Callable[[int], None] | None = None
 ) -> dict[str, TrainResult]:
     """Train every mechanism of ``config`` on every seed; results keyed by mechanism."""
-    return {name: train(config, MECHANISMS[name], on_chunk=on_chunk) for name in config.mechanisms}
+    runs = [Run(config, MECHANISMS[name]) for name in config.mechanisms]
+    return dict(zip(config.mechanisms, train_runs(runs, on_chunk=on_chunk), strict=True))

@@ -24,24 +24,25 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import trailing_mean
-from attnlab.core.parallel import unpad
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall.summary import summary_frame
 from attnlab.studies.recall.train import (
     RecallConfig,
+    Run,
     TrainResult,
     TrainState,
     held_out_batches,
     make_model,
     train,
+    train_runs,
 )
 
 Progress = Callable[[int], None] | None
 
 #: 05's defaults: the 04 configuration with every mechanism, but 3 seeds and 1500 steps
 #: (every 04 milestone falls before step 1300), and one seed per sensitivity cell, so that
-#: ``make all`` stays within 15 minutes on 2 cores: 05 trains 8 + 2 x 9 configurations
-#: where 04 trains 2.
+#: ``make reproduce`` stays within its budget: 05 trains 8 + 2 x 9 configurations where 04
+#: trains 2.
 REMEDIES_DEFAULT = RecallConfig(seeds=3, steps=1500, mechanisms=tuple(MECHANISMS))
 FOLD_STEP = 500
 SENSITIVITY_BATCH_SIZES = (16, 64, 256)
@@ -51,7 +52,8 @@ SENSITIVITY_SEEDS = 1
 
 def run_remedies(config: RecallConfig, on_progress: Progress = None) -> list[TrainResult]:
     """Train every mechanism of ``config`` on its seeds (same init keys and data)."""
-    return [train(config, MECHANISMS[name], on_chunk=on_progress) for name in config.mechanisms]
+    runs = [Run(config, MECHANISMS[name]) for name in config.mechanisms]
+    return train_runs(runs, on_chunk=on_progress)
 
 
 def fold_params(params: dict, d_k: int) -> dict:
@@ -77,24 +79,18 @@ def run_fold(
     """
     scaled = MECHANISMS["scaled"]
     head = train(config, scaled, steps=fold_step, on_chunk=on_progress)
-    n = len(config.seed_values)
-    params, opt_state = unpad(head.state, n)
+    params, opt_state = head.state
     folded_params = fold_params(params, config.d_k)
 
     logits = _eval_logits(config, "scaled", params)
     logits_folded = _eval_logits(config, "unscaled", folded_params)
     gap = np.abs(logits - logits_folded).max(axis=(1, 2)) / np.abs(logits).max(axis=(1, 2))
 
-    rest = config.steps - fold_step
-    unfolded = train(config, scaled, TrainState(params, opt_state), fold_step, rest, on_progress)
-    folded = train(
-        config,
-        MECHANISMS["unscaled"],
-        TrainState(folded_params, opt_state),
-        fold_step,
-        rest,
-        on_progress,
-    )
+    continuations = [
+        Run(config, scaled, state=TrainState(params, opt_state)),
+        Run(config, MECHANISMS["unscaled"], state=TrainState(folded_params, opt_state)),
+    ]
+    unfolded, folded = train_runs(continuations, config.steps - fold_step, fold_step, on_progress)
     steps = np.arange(fold_step, config.steps)
     frames = []
     for i, seed in enumerate(config.seed_values):
@@ -115,8 +111,8 @@ def run_fold(
         )
     curves = pd.concat(frames, ignore_index=True)
 
-    final_unfolded = _eval_logits(config, "scaled", unpad(unfolded.state.params, n))
-    final_folded = _eval_logits(config, "unscaled", unpad(folded.state.params, n))
+    final_unfolded = _eval_logits(config, "scaled", unfolded.state.params)
+    final_folded = _eval_logits(config, "unscaled", folded.state.params)
     check = pd.DataFrame(
         {
             "seed": config.seed_values,
@@ -146,29 +142,35 @@ def run_sensitivity(
     One row per (batch size, embedding std, seed): both variants' milestone steps and the
     ratios unscaled / scaled (empty where a variant never reaches a milestone).
     """
+    cells = [
+        dataclasses.replace(
+            config, batch_size=batch_size, embed_init_std=std, mechanisms=("scaled", "unscaled")
+        )
+        for batch_size in batch_sizes
+        for std in embed_stds
+    ]
+    # Every cell's two variants at once: cells of one batch size share a program.
+    runs = [Run(cell, MECHANISMS[m]) for cell in cells for m in cell.mechanisms]
+    results = train_runs(runs, on_chunk=on_progress)
     rows = []
-    for batch_size in batch_sizes:
-        for std in embed_stds:
-            cell = dataclasses.replace(
-                config, batch_size=batch_size, embed_init_std=std, mechanisms=("scaled", "unscaled")
-            )
-            runs = [train(cell, MECHANISMS[m], on_chunk=on_progress) for m in cell.mechanisms]
-            summary = summary_frame(runs, cell).set_index(["variant", "seed"])
-            for seed in cell.seed_values:
-                s, u = summary.loc[("scaled", seed)], summary.loc[("unscaled", seed)]
-                row = {"batch_size": batch_size, "embed_init_std": std, "seed": seed}
-                for column in ("step_loss_below_1", "step_loss_below_0p1"):
-                    row[f"scaled_{column}"] = s[column]
-                    row[f"unscaled_{column}"] = u[column]
-                    row[f"ratio_{column}"] = (
-                        float(u[column]) / float(s[column])
-                        if pd.notna(u[column]) and pd.notna(s[column])
-                        else None
-                    )
-                row["grad_wq_ratio_step0"] = float(u["grad_wq_step0"]) / float(s["grad_wq_step0"])
-                row["scaled_eval_accuracy"] = s["eval_accuracy"]
-                row["unscaled_eval_accuracy"] = u["eval_accuracy"]
-                rows.append(row)
+    for i, cell in enumerate(cells):
+        summary = summary_frame(results[2 * i : 2 * i + 2], cell).set_index(["variant", "seed"])
+        for seed in cell.seed_values:
+            s, u = summary.loc[("scaled", seed)], summary.loc[("unscaled", seed)]
+            row = {"batch_size": cell.batch_size, "embed_init_std": cell.embed_init_std,
+                   "seed": seed}  # fmt: skip
+            for column in ("step_loss_below_1", "step_loss_below_0p1"):
+                row[f"scaled_{column}"] = s[column]
+                row[f"unscaled_{column}"] = u[column]
+                row[f"ratio_{column}"] = (
+                    float(u[column]) / float(s[column])
+                    if pd.notna(u[column]) and pd.notna(s[column])
+                    else None
+                )
+            row["grad_wq_ratio_step0"] = float(u["grad_wq_step0"]) / float(s["grad_wq_step0"])
+            row["scaled_eval_accuracy"] = s["eval_accuracy"]
+            row["unscaled_eval_accuracy"] = u["eval_accuracy"]
+            rows.append(row)
     frame = pd.DataFrame(rows)
     for column in frame.columns:
         if column.endswith(("below_1", "below_0p1")) and not column.startswith("ratio"):

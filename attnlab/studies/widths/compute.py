@@ -43,25 +43,15 @@ from dataclasses import dataclass, field, replace
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pandas as pd
-from jax import lax
 
-from attnlab.core.attention import attention_logits, masked_softmax
+from attnlab.core.attention import attention_logits
 from attnlab.core.curves import first_step_below, trailing_mean
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS, Mechanism
+from attnlab.studies.recall.model import MechanismConstants, RecallModel
 from attnlab.studies.recall.task import Batch
-from attnlab.studies.recall.train import (
-    RecallConfig,
-    TrainState,
-    draw_chunk,
-    held_out_batches,
-    initial_state,
-    make_model,
-    scan_steps,
-    seed_keys,
-)
+from attnlab.studies.recall.train import RecallConfig, Run, Trainer, group_runs
 from attnlab.studies.statics.compute import SoftmaxSweepConfig, run_jacobian_sweep
 
 Progress = Callable[[int], None] | None
@@ -118,7 +108,7 @@ MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))
 
 #: The recall set-up of 10: 04's reading (concat slots, natural init, no biases) with
 #: narrower embeddings, a smaller batch and a shorter run, so that 7 widths up to 4096, 4
-#: mechanisms, the learning-rate grid and the drift runs fit in about 5 minutes on 2 cores.
+#: mechanisms, the learning-rate grid and the drift runs fit ``make reproduce``'s budget.
 WIDTHS_BASE = RecallConfig(
     d_model=32, batch_size=32, steps=500, seeds=3, eval_size=512, chunk_steps=50
 )
@@ -192,29 +182,19 @@ def implied_rho(qk: jax.Array, d_k: int, sigma_q: jax.Array, sigma_k: jax.Array)
     return jnp.mean(qk) / (d_k * sigma_q * sigma_k)
 
 
-def _l2_normalize(x: jax.Array) -> jax.Array:
-    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def logit_scale(mechanism: Mechanism, params: dict, d_k: int) -> jax.Array | float:
-    """The multiplier the mechanism applies to ``q . k`` (its learned value if learned)."""
-    if mechanism.scale_rule == "learned":
-        return params["inv_temperature"]
-    return mechanism.fixed_scale(d_k)
-
-
-def diagnostics(model, mechanism: Mechanism, params: dict, probe: Batch) -> dict[str, jax.Array]:
-    """The module docstring's diagnostics of one model on the probe sequences."""
-    (logits, _), captured = model.apply({"params": params}, probe, mutable=["intermediates"])
-    q = captured["intermediates"]["q"][0]  # [N, 1, d_k]
-    k = captured["intermediates"]["k"][0]  # [N, pairs, d_k]
+def diagnostics(
+    model: RecallModel, params: dict, constants: MechanismConstants, probe: Batch
+) -> dict[str, jax.Array]:
+    """The module docstring's diagnostics of one model on the probe sequences, from the
+    intermediates the model records in its forward pass (``RecallModel``)."""
+    (logits, _), state = model.apply(
+        {"params": params}, probe, constants, mutable=["intermediates"]
+    )
+    sown = {name: values[0] for name, values in state["intermediates"].items()}
+    q, k = sown["q"], sown["k"]  # [N, 1, d_k], [N, pairs, d_k]
     d_k = q.shape[-1]
-    qn, kn = (_l2_normalize(q), _l2_normalize(k)) if mechanism.normalize_qk else (q, k)
-    raw = attention_logits(qn, kn, scale=1.0)[:, 0]  # [N, pairs]
-    z = attention_logits(
-        qn, kn, scale=logit_scale(mechanism, params, d_k), logit_cap=mechanism.logit_cap
-    )[:, 0]
-    weights = masked_softmax(z)
+    raw = attention_logits(sown["q_attn"], sown["k_attn"], scale=1.0)[:, 0]  # [N, pairs]
+    z, weights = sown["logits"], sown["weights"]
     slot = asked_slot(probe)
     k_asked = jnp.take_along_axis(k, slot[:, None, None], axis=1)[:, 0]  # [N, d_k]
     qk_asked = jnp.sum(q[:, 0] * k_asked, axis=-1)
@@ -257,9 +237,56 @@ class LaneResult:
     eval_accuracy: np.ndarray
 
 
-def _tile(tree, times: int):
-    """Repeat a seed-stacked tree ``times`` along its leading axis (lr-major lanes)."""
-    return jax.tree.map(lambda x: jnp.concatenate([x] * times), tree)
+#: The per-step metrics the sweep records.
+LANE_METRICS = ("loss", "grad_norm_wq", "grad_norm_wk")
+
+
+def train_width(
+    config: RecallConfig,
+    entries: Sequence[tuple[Mechanism, Sequence[float]]],
+    record_every: int,
+    on_chunk: Progress = None,
+) -> list[LaneResult]:
+    """Train every ``(mechanism, learning rates)`` of ``entries`` on every (learning rate,
+    seed) lane of ``config``, one ``Trainer`` per shared program, in compiled blocks of
+    ``record_every`` steps; ``diagnostics`` on the seed's held-out sequences at step 0 and
+    after every block. Non-finite losses are kept (the lane is diverged), not raised.
+    Results in the order of ``entries``."""
+    config = replace(config, chunk_steps=record_every)
+    runs = [Run(config, mechanism, lr=lr) for mechanism, lrs in entries for lr in lrs]
+    owner = [i for i, (_, lrs) in enumerate(entries) for _ in lrs]
+    lanes: dict[int, list] = {i: [] for i in range(len(entries))}
+    for group in group_runs(runs):
+        trainer = Trainer([runs[i] for i in group], metrics=LANE_METRICS,
+                          diagnostics=diagnostics, on_diverge="record")  # fmt: skip
+        trainer.run(config.steps, on_chunk)
+        metrics = trainer.metrics
+        records = {k: np.stack([r[k] for r in trainer.records], axis=1) for k in DIAGNOSTICS}
+        for r, i in enumerate(group):
+            lane = trainer.lane_slice(r)
+            lanes[owner[i]].append(
+                ({k: v[lane] for k, v in metrics.items()}, {k: v[lane] for k, v in records.items()})
+            )
+    return [_lane_result(config, mechanism, lrs, lanes[i], record_every)
+            for i, (mechanism, lrs) in enumerate(entries)]  # fmt: skip
+
+
+def _lane_result(config: RecallConfig, mechanism: Mechanism, lrs, parts, record_every: int):
+    """One mechanism's lanes (``parts``: per learning rate, its metrics and records)."""
+    metrics = {k: np.concatenate([m[k] for m, _ in parts]) for k in LANE_METRICS}
+    records = {k: np.concatenate([r[k] for _, r in parts]) for k in DIAGNOSTICS}
+    return LaneResult(
+        d_k=config.d_k,
+        mechanism=mechanism.name,
+        lrs=list(lrs),
+        seeds=config.seed_values,
+        loss=metrics["loss"],
+        grad_wq_step0=metrics["grad_norm_wq"][:, 0],
+        grad_wk_step0=metrics["grad_norm_wk"][:, 0],
+        diagnostics=records,
+        record_steps=np.arange(0, config.steps + 1, record_every),
+        eval_accuracy=records["accuracy"][:, -1],
+    )
 
 
 def train_lanes(
@@ -269,63 +296,19 @@ def train_lanes(
     record_every: int,
     on_chunk: Progress = None,
 ) -> LaneResult:
-    """Train ``mechanism`` on every (learning rate, seed) lane of ``config`` at once.
-
-    Every lane runs ``train``'s step (``train_step``, Adam at the lane's rate) from the
-    seed's step-0 state on the seed's data stream, in compiled blocks of ``record_every``
-    steps; diagnostics are taken on the seed's held-out sequences at step 0 and after
-    every block. Non-finite losses are kept (the lane is diverged), not raised.
-    """
-    model = make_model(config, mechanism)
-    n_lr, seeds = len(lrs), config.seed_values
-    state = _tile(initial_state(config, mechanism), n_lr)
-    data_keys = _tile(jnp.stack([seed_keys(s).data for s in seeds]), n_lr)
-    rates = jnp.repeat(jnp.asarray(lrs, jnp.float32), len(seeds))
-    held_out = _tile(held_out_batches(config), n_lr)
-
-    def block(state: TrainState, batches: Batch, lr: jax.Array):
-        kept = ("loss", "grad_norm_wq", "grad_norm_wk")
-        state, m = scan_steps(model, optax.adam(lr), state, batches, kept)
-        return state, tuple(m[k] for k in kept)
-
-    run_block = jax.jit(jax.vmap(block))
-    diagnose = jax.jit(
-        lambda params, probe: lax.map(
-            lambda item: diagnostics(model, mechanism, *item), (params, probe)
-        )
-    )
-    records, losses, grads = [diagnose(state.params, held_out)], [], None
-    for start in range(0, config.steps, record_every):
-        steps = jnp.arange(start, start + record_every)
-        batches = draw_chunk(data_keys, steps, config.batch_size, config.task)
-        state, (loss, gq, gk) = run_block(state, batches, rates)
-        grads = (gq[:, 0], gk[:, 0]) if grads is None else grads
-        losses.append(np.asarray(loss))
-        records.append(diagnose(state.params, held_out))
-        if on_chunk is not None:
-            on_chunk(record_every * len(rates))
-    return LaneResult(
-        d_k=config.d_k,
-        mechanism=mechanism.name,
-        lrs=list(lrs),
-        seeds=seeds,
-        loss=np.concatenate(losses, axis=1),
-        grad_wq_step0=np.asarray(grads[0]),
-        grad_wk_step0=np.asarray(grads[1]),
-        diagnostics={k: np.stack([np.asarray(r[k]) for r in records], axis=1) for k in DIAGNOSTICS},
-        record_steps=np.arange(0, config.steps + 1, record_every),
-        eval_accuracy=np.asarray(records[-1]["accuracy"]),
-    )
+    """``train_width`` of one mechanism."""
+    return train_width(config, [(mechanism, lrs)], record_every, on_chunk)[0]
 
 
 def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[LaneResult]:
-    """Every program of ``config.runs()``."""
-    return [
-        train_lanes(
-            replace(config.base, d_k=d_k), MECHANISMS[name], lrs, config.record_every, on_progress
-        )
-        for d_k, name, lrs in config.runs()
-    ]
+    """Every program of ``config.runs()``, one width at a time."""
+    runs = config.runs()
+    results = []
+    for d_k in dict.fromkeys(d_k for d_k, _, _ in runs):
+        entries = [(MECHANISMS[name], lrs) for dk, name, lrs in runs if dk == d_k]
+        base = replace(config.base, d_k=d_k)
+        results += train_width(base, entries, config.record_every, on_progress)
+    return results
 
 
 # ----------------------------------------------------------------------------- tables
