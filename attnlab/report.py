@@ -6,9 +6,11 @@ in registry order, from the result CSVs alone (and their JSON sidecars, for prov
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from attnlab import claims
+from attnlab.harness.io import sidecar_path
 from attnlab.harness.tables import Tables, markdown_table, provenance
 from attnlab.harness.verdicts import claim_rows, counts
 from attnlab.studies import STUDIES, made_by
@@ -69,4 +71,22 @@ def build_report(results_dir: Path) -> str:
         sections.append(study.section()(tables))
     csvs = sorted(p.name for p in Path(results_dir).glob("*.csv"))
     sections += ["## Provenance", provenance(results_dir, csvs)]
+    stray = not_from_defaults(results_dir, csvs)
+    if stray:
+        warning = (
+            f"> **Not the committed results:** {', '.join(f'`{n}`' for n in stray)} "
+            "made with other than the committed defaults (their sidecars' flags)."
+        )
+        sections.insert(0, warning)
     return "\n\n".join(sections) + "\n"
+
+
+def not_from_defaults(results_dir: Path, names: list[str]) -> list[str]:
+    """The CSVs of ``names`` whose sidecar says they were made with other than the
+    committed defaults (``made_with_defaults`` false)."""
+    stray = []
+    for name in names:
+        path = sidecar_path(Path(results_dir) / name)
+        if path.is_file() and json.loads(path.read_text()).get("made_with_defaults") is False:
+            stray.append(name)
+    return stray

@@ -9,6 +9,8 @@ article's "within 0.5% at every d_k", which 100,000 samples cannot.
 
 import sys
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.studies.statics.compute import LogitVarianceConfig, run_logit_variance
 

@@ -8,6 +8,8 @@ errors (article 004, "What Breaks Without It: Saturation", Figure 1).
 
 import sys
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.studies.statics.compute import run_saturation_sweep
 from attnlab.studies.statics.flags import sweep_script

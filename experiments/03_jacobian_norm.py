@@ -7,6 +7,8 @@ its standard error (article 004, "The Gradient Argument", Figure 2).
 
 import sys
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.studies.statics.compute import run_jacobian_sweep
 from attnlab.studies.statics.flags import sweep_script

@@ -10,6 +10,8 @@ each with a JSON sidecar, into --out-dir.
 import sys
 import time
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.studies.recall.flags import add_recall_flags, recall_config, write_recall_outputs
 from attnlab.studies.recall.train import train_and_evaluate
@@ -23,7 +25,7 @@ def build_parser():
 
 
 def run(args):
-    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    out_dir = cli.prepare_out_dir(args)
     config = recall_config(args)
     total = len(config.mechanisms) * config.steps
     started = time.perf_counter()

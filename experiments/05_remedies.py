@@ -12,6 +12,8 @@ import dataclasses
 import sys
 import time
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies.recall.flags import (
@@ -53,7 +55,7 @@ def build_parser():
 
 
 def run(args):
-    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    out_dir = cli.prepare_out_dir(args)
     if args.fold_step >= args.steps:
         raise cli.UsageError(f"--fold-step: {args.fold_step} is not below --steps {args.steps}")
     config = recall_config(args, mechanisms=tuple(args.mechanisms))

@@ -9,6 +9,8 @@ Writes the mean max weight of each and their gap, with SEMs, per (n, d_k) (artic
 
 import sys
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.studies.condensation.compute import CondensationConfig, run_condensation
 

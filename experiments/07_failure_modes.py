@@ -12,6 +12,8 @@ Writes 07_failure_modes_{overflow,masks,correlation}.csv, each with a JSON sidec
 import sys
 import time
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies.failure_modes.compute import (
@@ -36,7 +38,7 @@ def build_parser():
 
 
 def run(args):
-    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    out_dir = cli.prepare_out_dir(args)
     overflow = OverflowConfig(rows=args.rows, seed=args.seed)
     correlation = CorrelationConfig(
         dks=tuple(sorted(set(args.dk))), samples=args.samples, seed=args.seed

@@ -9,6 +9,8 @@ derivation. Writes one long table (claim, quantity, setting, value, sem, predict
 
 import sys
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.studies.companion.compute import CompanionConfig, run_companion
 

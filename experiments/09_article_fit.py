@@ -15,6 +15,7 @@ alone reads the earlier stages' CSVs from --out-dir.
 import sys
 import time
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 import pandas as pd
 
 from attnlab.harness import cli
@@ -80,7 +81,7 @@ def _read(args, name, columns, stage):
 
 
 def run(args):
-    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    out_dir = cli.prepare_out_dir(args)
     readings = [r for r in FAMILY if args.family_filter in r.name]
     for flag, count in (("--seeds", args.seeds), ("--fit-seeds", args.fit_seeds),
                         ("--predict-seeds", args.predict_seeds)):  # fmt: skip

@@ -14,6 +14,8 @@ sidecar, into --out-dir. Defaults: README (narrower embeddings, batch 32, 600 st
 import sys
 import time
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config
@@ -101,7 +103,7 @@ def widths_config(args) -> WidthsConfig:
 
 
 def run(args):
-    out_dir = cli.check_dir_writable(args.out_dir, "--out-dir")
+    out_dir = cli.prepare_out_dir(args)
     config = widths_config(args)
     flags = vars(args)
     started = time.perf_counter()

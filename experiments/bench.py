@@ -15,6 +15,8 @@ import sys
 import time
 from dataclasses import replace
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text, write_result
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, groups, run_bench
@@ -49,7 +51,7 @@ def build_parser():
 
 
 def run(args):
-    out = cli.check_writable(args.out, "--out")
+    out = cli.check_writable(args.out, "--out", suffix=".csv")
     config = replace(QUICK if args.quick else BenchConfig(), repeats=args.repeats, seed=args.seed)
     if args.statics_dk is not None:
         config = replace(config, statics_dks=tuple(args.statics_dk))

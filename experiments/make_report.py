@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text
 from attnlab.report import build_report
@@ -18,7 +20,7 @@ def build_parser():
 
 
 def run(args):
-    out = cli.check_writable(args.out, "--out")
+    out = cli.check_writable(args.out, "--out", suffix=".md")
     cli.check_dir_exists(args.results_dir, "--results-dir")
     text = build_report(args.results_dir)
     atomic_write_text(out, text)

@@ -7,6 +7,8 @@ fewer. A missing or malformed CSV is reported with the command that makes it.
 import sys
 from pathlib import Path
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab.harness import cli
 from attnlab.harness.tables import Tables
 from attnlab.studies import FIGURES, made_by

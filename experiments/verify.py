@@ -14,6 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
 from attnlab import verify
 from attnlab.harness import cli
 

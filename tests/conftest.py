@@ -15,6 +15,7 @@ from attnlab.harness import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
+sys.path.insert(0, str(EXPERIMENTS_DIR))  # the scripts import experiments/_interrupt.py
 
 
 @functools.cache

@@ -643,3 +643,21 @@ def test_custom_rule_gradients_match_autodiff(monkeypatch, masked, scale):
     dot = sum(float(np.sum(np.asarray(g) * np.asarray(x))) for g, _, x in pairs)
     e_dir = sum(float(np.sum(2 * e * np.abs(np.asarray(x)))) for _, e, x in pairs)
     assert abs(float(jvp) - dot) <= e_dir + 3 * q.size * EPS * abs(dot)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda q, k, v, b: attention_weights(q, k, scale=b),
+        lambda q, k, v, b: attention_logits(q, k, scale=b),
+        lambda q, k, v, b: dot_product_attention(q, k, v, scale=b),
+        lambda q, k, v, b: dot_product_attention(q, k, v, logit_cap=b),
+    ],
+    ids=["weights", "logits", "attention", "cap"],
+)
+def test_a_bool_scale_or_cap_is_refused_saying_what_to_pass(call, flag):
+    """``scale=False`` would multiply every logit by 0 and ``scale=True`` mean unscaled."""
+    q = k = v = jnp.ones((1, 2, 4))
+    with pytest.raises(TypeError, match=r"(scale|logit_cap) must be .*not the bool"):
+        call(q, k, v, flag)

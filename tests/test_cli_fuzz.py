@@ -103,9 +103,17 @@ def _bad_paths(kind: str, root: Path) -> list[str]:
     return [
         str(p)
         for p in {
-            "file_out": ["/nonexistent/dir/x.csv", root / "a_dir", "", root / "a_file" / "x.csv"]
+            # x.json: a CSV's sidecar would overwrite it; /proc: says writable, is not.
+            "file_out": [
+                "/nonexistent/dir/x.csv",
+                root / "a_dir",
+                "",
+                root / "a_file" / "x.csv",
+                root / "x.json",
+                "/proc/x.csv",
+            ]
             + no_write,
-            "dir_out": ["/nonexistent/dir", root / "a_file", root / "missing"]
+            "dir_out": ["/nonexistent/dir", root / "a_file", root / "missing", "/proc"]
             + [p.parent for p in no_write],
             "dir_in": ["/nonexistent/dir", root / "a_file", root / "missing"],
         }[kind]

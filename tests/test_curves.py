@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.core.curves import crossing_dk, find_plateau, first_step_below, trailing_mean
+from attnlab.core.curves import (
+    crossing_dk,
+    debiased_ema,
+    find_plateau,
+    first_step_below,
+    trailing_mean,
+)
 
 FAST = settings(max_examples=60, deadline=None)
 EPS64 = float(np.finfo(np.float64).eps)
@@ -300,3 +306,24 @@ def test_crossing_dk_ignores_crossings_before_the_maximum():
 )
 def test_crossing_dk_none(diff):
     assert crossing_dk(D_K, diff) is None
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.9, 0.99])
+def test_debiased_ema_is_tensorboards_smoothing(weight):
+    """Against TensorBoard's loop, written out: last = last * w + (1 - w) x; smoothed =
+    last / (1 - w^n); float64 on both sides, the same operations in the same order."""
+    x = np.random.default_rng(0).standard_normal((2, 50))
+    expected = np.empty_like(x)
+    for row in range(2):
+        last = 0.0
+        for n, value in enumerate(x[row], start=1):
+            last = last * weight + (1 - weight) * value
+            expected[row, n - 1] = last / (1 - weight**n)
+    np.testing.assert_array_equal(debiased_ema(x, weight), expected)
+    assert np.all(debiased_ema(x, weight)[:, 0] == x[:, 0])
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.0])
+def test_debiased_ema_rejects_weights_outside_0_1(weight):
+    with pytest.raises(ValueError, match="weight"):
+        debiased_ema(np.ones(3), weight)

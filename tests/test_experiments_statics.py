@@ -285,13 +285,13 @@ def test_bad_flag(load_script, run_main, in_tmp_path, capsys, name, argv, flag):
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-@pytest.mark.parametrize("where", ["missing_dir", "existing_dir", "default_without_results"])
+@pytest.mark.parametrize("where", ["missing_dir", "existing_dir", "not_csv"])
 def test_bad_out(load_script, run_main, in_tmp_path, capsys, name, where):
     (in_tmp_path / "existing").mkdir()
     out_flags = {
         "missing_dir": ["--out", in_tmp_path / "missing" / "out.csv"],
         "existing_dir": ["--out", in_tmp_path / "existing"],
-        "default_without_results": [],  # results/NAME.csv relative to a cwd without results/
+        "not_csv": ["--out", in_tmp_path / "out.json"],  # its sidecar would overwrite it
     }[where]
     code = run_main(load_script(name), [*TINY[name], "--quiet", *out_flags])
     assert code == 2

@@ -528,3 +528,31 @@ def test_embed_init_std_only_with_natural_init():
 
 def test_model_init_rule_field():
     assert RecallModel(SMALL.task, SCALED).init_rule == "natural"
+
+
+# --------------------------------------------------------------------------- second family
+
+
+def test_second_family_is_pinned():
+    """Experiment 09's second family, declared before its results: 9 batch sizes x 9
+    d_models (onehot: no d_model) x the first family's slots, inits and biases, x 7
+    smoothings; the first family is its subset with the trailing mean over 25 steps."""
+    from attnlab.studies.recall import readings
+
+    assert readings.BATCH_SIZES_2 == readings.D_MODELS_2 == (16, 24, 32, 48, 64, 96, 128, 192, 256)
+    assert [s.name for s in readings.SMOOTHINGS] == [
+        "mean10",
+        "mean25",
+        "mean50",
+        "mean100",
+        "ema0.9",
+        "ema0.95",
+        "ema0.99",
+    ]
+    n_readings = 3 * 4 * 2 * 9 * 9 + 4 * 2 * 9  # concat, sum, separate; onehot
+    assert len(readings.FAMILY_2_READINGS) == n_readings == 2016
+    assert len(readings.FAMILY_2) == 7 * n_readings
+    assert len({(r.name, s.name) for r, s in readings.FAMILY_2}) == len(readings.FAMILY_2)
+    first = {(r, readings.FIRST_SMOOTHING) for r in readings.FAMILY}
+    assert first <= set(readings.FAMILY_2) and readings.FIRST_SMOOTHING.window == 25
+    assert readings.get_reading("sum-gpt-bias-d96-b192").batch_size == 192

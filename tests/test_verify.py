@@ -149,6 +149,23 @@ def test_seed_range_floor_for_one_seed(value, ok):
     assert agrees(spec, *frames([100.0], [value])) is ok
 
 
+NAN = math.nan
+
+
+@pytest.mark.parametrize(
+    ("committed", "ours", "ok"),
+    [
+        ([NAN, NAN, NAN], [337.0, 248.0, NAN], True),  # found on 2 of 3 against none: agree
+        ([1110.0], [NAN], True),  # "never" against one seed's step: not compared
+        ([300.0, 400.0, NAN], [350.0, NAN, NAN], True),  # finite values inside their range
+        ([300.0, 400.0, NAN], [900.0, NAN, NAN], False),  # finite values still compared
+    ],
+)
+def test_chaotic_columns_leave_never_out(committed, ours, ok):
+    spec = CsvSpec("--out-dir", ("variant", "seed"), seed_range=("step",), chaotic=("step",))
+    assert agrees(spec, *frames(committed, ours)) is ok
+
+
 def test_curves_are_compared_by_their_mean_over_steps():
     spec = CsvSpec("--out-dir", ("variant", "seed", "step"), seed_range=("loss",),
                    curve_step="step")  # fmt: skip

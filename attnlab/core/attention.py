@@ -35,17 +35,30 @@ def _compute_dtype(*xs: ArrayLike) -> jnp.dtype:
     return jnp.promote_types(jnp.result_type(*xs), jnp.float32)
 
 
+def refuse_bool(name: str, value: object, what: str) -> None:
+    """Raise TypeError if ``value`` is a bool: ``True`` or ``False`` passed where a number is
+    meant would silently act as 1 or 0. ``what`` says what to pass instead."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be {what}, not the bool {value!r}")
+
+
+_SCALE = "a number or None (None: 1/sqrt(d_k), scaled attention; 1.0: unscaled)"
+
+
 def resolve_scale(scale: ArrayLike | None, d_k: int) -> ArrayLike:
-    """The logit multiplier: ``1/sqrt(d_k)`` when ``scale`` is None, else ``scale``."""
+    """The logit multiplier: ``1/sqrt(d_k)`` when ``scale`` is None, else ``scale``
+    (a bool raises TypeError: ``scale=False`` would zero every logit)."""
+    refuse_bool("scale", scale, _SCALE)
     return 1.0 / jnp.sqrt(float(d_k)) if scale is None else scale
 
 
 def softcap(z: Array, cap: float) -> Array:
-    """Soft-cap logits to (-cap, cap): ``cap * tanh(z / cap)``.
+    """Soft-cap logits to (-cap, cap): ``cap * tanh(z / cap)`` (a bool cap raises TypeError).
 
     The tanh cap of Gemma 2 (cap 50, Gemma Team 2024) and Grok-1 (cap 30, xAI 2024). It is
     the identity to first order for |z| << cap and bounds every logit by ``cap``.
     """
+    refuse_bool("logit_cap", cap, "a number > 0 or None (no cap)")
     return cap * jnp.tanh(z / cap)
 
 

@@ -30,6 +30,21 @@ def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
     return (csum[..., t + 1] - csum[..., lo]) / (t + 1 - lo)
 
 
+def debiased_ema(x: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's smoothing along the last axis: the exponential moving average
+    ``m_t = w m_{t-1} + (1 - w) x_t`` from ``m_{-1} = 0``, debiased as ``m_t / (1 - w^(t+1))``
+    (so the first value is ``x_0``). It lags a trend by about ``w / (1 - w)`` steps."""
+    if not 0 <= weight < 1:
+        raise ValueError(f"debiased_ema: weight must be in [0, 1), got {weight!r}")
+    x = np.asarray(x, np.float64)
+    out = np.empty_like(x)
+    m = np.zeros(x.shape[:-1])
+    for t in range(x.shape[-1]):  # a recurrence; a few thousand steps, after training
+        m = weight * m + (1 - weight) * x[..., t]
+        out[..., t] = m / (1 - weight ** (t + 1))
+    return out
+
+
 def first_step_below(
     curve: np.ndarray, threshold: float, steps: np.ndarray | None = None
 ) -> int | None:

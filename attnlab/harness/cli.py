@@ -11,8 +11,11 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -27,6 +30,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the scripts write by default, relative to the repository root they run from.
 RESULTS_DIR = Path("results")
 FIGURES_DIR = Path("figures")
+#: Where a run with other than the committed defaults writes unless told otherwise (git
+#: ignores it): ``results/runs/<script>-<time>/``.
+RUNS_DIR = RESULTS_DIR / "runs"
+#: Flags that say where outputs go, which of them to make (09's ``--stage``) or how a run
+#: reports, not what it computes: a run that differs from the defaults only in these still
+#: makes canonical results.
+OUTPUT_FLAGS = frozenset({"out", "out_dir", "quiet", "stage"})
 #: ``jax.random.key`` takes a 32-bit seed: 2**32 draws what 0 draws, and past 2**63 it fails.
 MAX_SEED = 2**32 - 1
 
@@ -131,12 +141,39 @@ def add_dk_flag(
     add_int_flag(parser, "--dk", default, help)
 
 
+OUT_DIR_HELP = (
+    "directory for the CSVs and sidecars (default: results/ with the committed defaults; with "
+    "any other flags a run folder of its own, results/runs/<script>-<time>/, which git ignores)"
+)
+
+
 def add_out_dir_flag(parser: argparse.ArgumentParser) -> None:
-    """``--out-dir`` (default ``results/``) and ``--quiet``, for scripts writing several CSVs."""
-    parser.add_argument(
-        "--out-dir", type=Path, default=RESULTS_DIR, help="directory for the CSVs and sidecars"
-    )
+    """``--out-dir`` and ``--quiet``; the default ``--out-dir`` is ``resolve_out_dir``'s."""
+    parser.add_argument("--out-dir", type=Path, default=None, help=OUT_DIR_HELP)
     add_quiet_flag(parser)
+
+
+def made_with_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
+    """Whether every flag of ``args`` but the ``OUTPUT_FLAGS`` has its default value."""
+    return all(
+        getattr(args, action.dest) == action.default
+        for action in parser._actions
+        if action.dest not in OUTPUT_FLAGS and hasattr(args, action.dest)
+    )
+
+
+def resolve_out_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Set ``args.made_with_defaults`` and, where ``--out-dir`` was not given, the output
+    folder: ``results/`` for the committed defaults, a new run folder otherwise (so that
+    no experiment replaces a canonical result by accident)."""
+    args.made_with_defaults = made_with_defaults(parser, args)
+    if getattr(args, "out_dir", False) is None:
+        if args.made_with_defaults:
+            args.out_dir = RESULTS_DIR
+        else:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            args.out_dir = RUNS_DIR / f"{Path(parser.prog).stem}-{stamp}"
+            args.run_folder = True
 
 
 def add_results_dir_flag(parser: argparse.ArgumentParser) -> None:
@@ -147,10 +184,31 @@ def add_results_dir_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_common_flags(parser: argparse.ArgumentParser, default_out: Path) -> None:
-    """``--seed``, ``--out`` and ``--quiet``, shared by the single-CSV experiments."""
+    """``--seed``, ``--out`` and ``--quiet``, for the bench."""
     add_seed_flag(parser)
     parser.add_argument("--out", type=Path, default=default_out, help="output CSV path")
     add_quiet_flag(parser)
+
+
+def add_table_flags(parser: argparse.ArgumentParser, csv_name: str) -> None:
+    """``--seed``, ``--out-dir``, ``--out`` and ``--quiet`` of a single-CSV experiment:
+    its CSV is ``--out`` if given (a ``.csv`` path), else ``<out-dir>/csv_name``."""
+    add_seed_flag(parser)
+    add_out_dir_flag(parser)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="FILE.csv",
+        help=f"output CSV path (instead of <out-dir>/{csv_name})",
+    )
+
+
+def table_path(args: argparse.Namespace, csv_name: str) -> Path:
+    """The checked output CSV of ``add_table_flags``; a run folder is created here."""
+    if args.out is not None:
+        return check_writable(args.out, "--out", suffix=".csv")
+    return prepare_out_dir(args) / csv_name
 
 
 def add_seed_flag(
@@ -172,15 +230,17 @@ def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
 
-def check_writable(path: Path, flag: str) -> Path:
-    """Fail with a UsageError naming ``flag`` unless a file can be created at ``path``."""
+def check_writable(path: Path, flag: str, suffix: str | None = None) -> Path:
+    """Fail with a UsageError naming ``flag`` unless a file can be created at ``path`` (and,
+    with ``suffix``, its name ends in it: a CSV's sidecar is its path with ``.json``)."""
     parent = path.parent if str(path.parent) else Path(".")
+    if suffix is not None and path.suffix != suffix:
+        raise UsageError(f"{flag}: {path} must end in {suffix}")
     if path.exists() and path.is_dir():
         raise UsageError(f"{flag}: {path} is a directory")
     if not parent.is_dir():
         raise UsageError(f"{flag}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{flag}: directory {parent} is not writable")
+    check_dir_writable(parent, flag)
     return path
 
 
@@ -191,12 +251,25 @@ def check_dir_exists(path: Path, flag: str) -> Path:
     return path
 
 
-def check_dir_writable(path: Path, flag: str) -> Path:
-    """Fail with a UsageError naming ``flag`` unless ``path`` is a writable directory."""
+def check_dir_writable(path: Path, flag: str, create: bool = False) -> Path:
+    """Fail with a UsageError naming ``flag`` unless ``path`` is a writable directory
+    (``create``: made first, with its parents): a file is created in it and removed, so a
+    location that says it is writable but is not (``/proc``) fails before any work."""
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     check_dir_exists(path, flag)
-    if not os.access(path, os.W_OK):
-        raise UsageError(f"{flag}: directory {path} is not writable")
+    try:
+        handle, probe = tempfile.mkstemp(dir=path, prefix=".probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        raise UsageError(f"{flag}: cannot write in {path} ({err.strerror})") from None
     return path
+
+
+def prepare_out_dir(args: argparse.Namespace) -> Path:
+    """``args.out_dir``, checked writable (a run folder is created here)."""
+    return check_dir_writable(args.out_dir, "--out-dir", create=getattr(args, "run_folder", False))
 
 
 @contextlib.contextmanager
@@ -260,13 +333,21 @@ def entry_point(
     """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2."""
 
     def main(argv: list[str] | None = None) -> int:
+        if threading.current_thread() is threading.main_thread():
+            # experiments/_interrupt.py exits on Ctrl-C while a script imports; from here
+            # on it is a KeyboardInterrupt, handled below.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         parser = build_parser()
         args = parser.parse_args(argv)
+        resolve_out_dir(parser, args)
         try:
             configure_jax()
             run(args)
         except (UsageError, DataError) as err:
             print(f"{parser.prog}: error: {one_line(str(err))}", file=sys.stderr)
+            if getattr(args, "run_folder", False):
+                with contextlib.suppress(OSError):
+                    args.out_dir.rmdir()  # nothing written: not even an empty run folder
             return 2
         except RunError as err:
             print(f"{parser.prog}: failed: {one_line(str(err))}", file=sys.stderr)
@@ -275,6 +356,12 @@ def entry_point(
             # Outputs are renamed into place only when complete, so nothing partial is left.
             print(f"{parser.prog}: interrupted; nothing written", file=sys.stderr)
             return 130
+        if getattr(args, "run_folder", False) and not getattr(args, "quiet", False):
+            print(
+                f"{parser.prog}: wrote {args.out_dir}/ (flags other than the committed "
+                "defaults; results/ is unchanged)",
+                file=sys.stderr,
+            )
         return 0
 
     return main
@@ -291,18 +378,18 @@ def table_script(
     add_flags: Callable[[argparse.ArgumentParser], None],
     plan: Plan,
 ) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], None]]:
-    """``(build_parser, run)`` of a script that writes one table, ``results/<csv_name>``:
-    its own flags, then ``--seed``, ``--out`` and ``--quiet``; ``plan(args)`` gives the
-    progress total and the computation, run under ``run_table``."""
+    """``(build_parser, run)`` of a script that writes one table, ``<out-dir>/<csv_name>``:
+    its own flags, then ``add_table_flags``; ``plan(args)`` gives the progress total and
+    the computation, run under ``run_table``."""
 
     def build_parser() -> argparse.ArgumentParser:
         parser = new_parser(description)
         add_flags(parser)
-        add_common_flags(parser, RESULTS_DIR / csv_name)
+        add_table_flags(parser, csv_name)
         return parser
 
     def run(args: argparse.Namespace) -> None:
-        out = check_writable(args.out, "--out")
+        out = table_path(args, csv_name)
         total, compute = plan(args)
         run_table(args, out, desc, total, compute)
 

@@ -90,11 +90,17 @@ def _versions() -> dict[str, str | None]:
 
 
 def provenance(flags: Mapping[str, Any], wall_time_s: float) -> dict[str, Any]:
-    """The sidecar's content: flags, seed, versions, backend, devices, commit, wall time."""
+    """The sidecar's content: flags, whether they are the committed defaults (``cli``'s
+    ``made_with_defaults``, None where unknown), seed, versions, backend, devices, commit,
+    wall time."""
     import jax
 
+    meta = ("made_with_defaults", "run_folder")
     return {
-        "flags": {k: (str(v) if isinstance(v, Path) else v) for k, v in flags.items()},
+        "flags": {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in flags.items() if k not in meta
+        },
+        "made_with_defaults": flags.get("made_with_defaults"),
         "seed": flags.get("seed"),
         "versions": _versions(),
         "jax_backend": jax.default_backend(),

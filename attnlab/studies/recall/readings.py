@@ -41,6 +41,7 @@ import optax
 import pandas as pd
 from jax import lax
 
+from attnlab.core.curves import debiased_ema, trailing_mean
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall.model import INITS, SLOTS
 from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, sample_sequence
@@ -56,6 +57,39 @@ BATCH_SIZES: tuple[int, ...] = (16, 32, 64, 128, 256)
 RUN_LENGTHS: tuple[int, ...] = (1000, 1500, 2000, 3000)
 #: The article's step-0 ``||grad W_Q||`` of scaled attention, the screen's target.
 ARTICLE_GRAD_NORM_WQ_SCALED = 0.1085
+
+#: The second family (experiment 09's second pass), declared before any of its results:
+#: finer grids of batch size and d_model (steps of about sqrt(2) instead of 2), the first
+#: family's slots, inits and biases, and the smoothing of the loss the milestones are read
+#: from. The first family is its subset at batch sizes and d_models of powers of 2 with the
+#: trailing mean over 25 steps.
+D_MODELS_2: tuple[int, ...] = (16, 24, 32, 48, 64, 96, 128, 192, 256)
+BATCH_SIZES_2: tuple[int, ...] = (16, 24, 32, 48, 64, 96, 128, 192, 256)
+
+
+@dataclass(frozen=True)
+class Smoothing:
+    """How the loss curve is smoothed before its milestones are read: a trailing mean over
+    ``window`` steps (``attnlab.core.curves.trailing_mean``) or TensorBoard's debiased
+    exponential moving average of weight ``weight`` (``debiased_ema``). Applied after
+    training, so every smoothing of a reading shares its training run."""
+
+    name: str
+    window: int | None = None
+    weight: float | None = None
+
+    def __call__(self, losses: np.ndarray) -> np.ndarray:
+        if self.window is not None:
+            return trailing_mean(losses, self.window)
+        return debiased_ema(losses, self.weight)
+
+
+SMOOTHINGS: tuple[Smoothing, ...] = (
+    *(Smoothing(f"mean{w}", window=w) for w in (10, 25, 50, 100)),
+    *(Smoothing(f"ema{w}", weight=w) for w in (0.9, 0.95, 0.99)),
+)
+#: The first family's smoothing (``RecallConfig.smoothing``).
+FIRST_SMOOTHING: Smoothing = SMOOTHINGS[1]
 
 
 @dataclass(frozen=True)
@@ -103,7 +137,20 @@ FAMILY: tuple[Reading, ...] = tuple(
     if slot != "onehot" or d_model == D_MODELS[0]
 )
 
-_BY_NAME: dict[str, Reading] = {r.name: r for r in FAMILY}
+#: The readings of the second family (each trained once, whatever its smoothing).
+FAMILY_2_READINGS: tuple[Reading, ...] = tuple(
+    _reading(slot, init, bias, None if slot == "onehot" else d_model, batch_size)
+    for slot, init, bias, d_model, batch_size in itertools.product(
+        SLOTS, INITS, BIASES, D_MODELS_2, BATCH_SIZES_2
+    )
+    if slot != "onehot" or d_model == D_MODELS_2[0]
+)
+#: The second family: every reading with every smoothing, ``(reading, smoothing)``.
+FAMILY_2: tuple[tuple[Reading, Smoothing], ...] = tuple(
+    itertools.product(FAMILY_2_READINGS, SMOOTHINGS)
+)
+
+_BY_NAME: dict[str, Reading] = {r.name: r for r in FAMILY_2_READINGS}
 #: Today's 04 defaults: concat slots, natural init, no biases, d_model 256, batch size 64.
 NATURAL: Reading = _BY_NAME[reading_name("concat", "natural", False, 256, 64)]
 _BY_NAME["natural"] = NATURAL

@@ -1,0 +1,137 @@
+"""attnlab.harness.cli: where outputs go (canonical results only from the committed
+defaults), output paths refused up front, the report's flag on non-default results, and
+Ctrl-C while a script is still importing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from attnlab.harness import cli
+from attnlab.report import not_from_defaults
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: A fast non-default run of 01 and of 04.
+TINY_01 = ["--dk", "1", "4", "--samples", "64", "--hp-samples", "64", "--quiet"]
+TINY_04 = [
+    "--steps",
+    "4",
+    "--seeds",
+    "1",
+    "--batch-size",
+    "4",
+    "--dk",
+    "4",
+    "--d-model",
+    "4",
+    "--eval-size",
+    "8",
+    "--chunk-steps",
+    "2",
+    "--quiet",
+]
+
+
+def _parser():
+    parser = cli.new_parser("test")
+    parser.add_argument("--steps", type=int, default=10)
+    cli.add_out_dir_flag(parser)
+    return parser
+
+
+def test_defaults_write_results_and_other_flags_a_run_folder():
+    parser = _parser()
+    args = parser.parse_args(["--quiet"])
+    cli.resolve_out_dir(parser, args)
+    assert args.made_with_defaults and args.out_dir == cli.RESULTS_DIR
+    args = parser.parse_args(["--steps", "3"])
+    cli.resolve_out_dir(parser, args)
+    assert not args.made_with_defaults and args.out_dir.parent == cli.RUNS_DIR
+    assert args.out_dir.name.startswith(f"{Path(parser.prog).stem}-")
+    args = parser.parse_args(["--steps", "3", "--out-dir", "results"])  # on purpose
+    cli.resolve_out_dir(parser, args)
+    assert not args.made_with_defaults and args.out_dir == Path("results")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("script", "argv"), [("01_logit_variance", TINY_01), ("04_associative_recall", TINY_04)]
+)
+def test_a_non_default_run_leaves_results_untouched(
+    script, argv, load_script, run_main, in_tmp_path, capsys
+):
+    results = in_tmp_path / "results"
+    results.mkdir()
+    (results / "04_recall_summary.csv").write_text("committed\n")
+    before = _tree(results)
+    loud = [a for a in argv if a != "--quiet"]  # the run folder is named unless --quiet
+    assert run_main(load_script(script), loud) == 0
+    runs = list((results / "runs").iterdir())
+    assert len(runs) == 1 and any(runs[0].glob("*.csv"))
+    after = {k: v for k, v in _tree(results).items() if not k.startswith("runs")}
+    assert after == before
+    sidecar = json.loads(next(runs[0].glob("*.json")).read_text())
+    assert sidecar["made_with_defaults"] is False
+    assert "results/runs/" in capsys.readouterr().err.replace(os.sep, "/")
+
+
+@pytest.mark.parametrize("out", ["x.json", "x", "/proc/x.csv"])
+def test_bad_output_paths_are_refused_before_computing(
+    out, load_script, run_main, in_tmp_path, capsys
+):
+    assert run_main(load_script("01_logit_variance"), [*TINY_01, "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out" in err
+    assert not any(in_tmp_path.rglob("*.*"))
+
+
+def test_an_unwritable_out_dir_is_refused_before_computing(
+    load_script, run_main, in_tmp_path, capsys
+):
+    assert run_main(load_script("04_associative_recall"), [*TINY_04, "--out-dir", "/proc"]) == 2
+    assert "--out-dir: cannot write in /proc" in capsys.readouterr().err
+
+
+def test_the_report_flags_csvs_not_made_with_the_defaults(tmp_path):
+    for name, flag in (("a.csv", True), ("b.csv", False), ("c.csv", None)):
+        (tmp_path / name).write_text("x\n")
+        meta = {} if flag is None else {"made_with_defaults": flag}
+        (tmp_path / name).with_suffix(".json").write_text(json.dumps(meta))
+    assert not_from_defaults(tmp_path, ["a.csv", "b.csv", "c.csv"]) == ["b.csv"]
+
+
+def test_the_committed_report_is_made_from_defaults_only():
+    """Every committed CSV's sidecar says it was made with the committed defaults."""
+    results = REPO_ROOT / "results"
+    names = sorted(p.name for p in results.glob("*.csv") if p.name != "bench.csv")
+    assert not_from_defaults(results, names) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
+def test_ctrl_c_while_importing_exits_130_with_one_line(tmp_path):
+    """SIGINT a fraction of a second after start, while the script imports JAX."""
+    shutil.copytree(REPO_ROOT / "experiments", tmp_path / "experiments")
+    process = subprocess.Popen(
+        [sys.executable, str(tmp_path / "experiments" / "01_logit_variance.py"), "--help"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert err == "01_logit_variance.py: interrupted; nothing written\n"
