@@ -30,8 +30,9 @@ per column, declared once in :data:`SPECS`:
   turned 05's unscaled plateaus from "none" on 3 of 3 seeds to found on 2 of 3, and one
   sensitivity cell's loss-0.1 step from 1110 to "never". With one to three seeds no
   statement about how often that happens can be made, so for these columns a "never"
-  (NaN) is left out: the seeds' finite values follow the seed_range rule, and a group with
-  no finite value on one side agrees (its detail says so).
+  (NaN) is left out: the seeds' finite values follow the seed_range rule with the floor of
+  one-seed cells (1: a band of ``[0, 2c]`` around a single value), and a group with no
+  finite value on one side agrees (its detail says so).
 * **curves** (per step): rows must match on (variant, seed, step); each seed's curve is
   then summarised by its mean over steps, and those means follow the seed_range rule.
 * **unchecked**: trial counts (``--quick`` lowers them; the SE carries them) and columns
@@ -291,7 +292,7 @@ def seed_range(
                 f"found on {finite_r.size} of {ours.size} seeds against "
                 f"{finite_c.size} of {committed.size} (chaotic: not compared)"
             )
-        committed, ours = finite_c, finite_r
+        committed, ours, floor = finite_c, finite_r, max(floor, 1.0)
     c = np.where(np.isnan(committed), np.inf, committed)
     r = np.where(np.isnan(ours), np.inf, ours)
     low, high, median = float(c.min()), float(c.max()), float(np.median(r))

@@ -1,7 +1,8 @@
 """Draw the suite's figures (PNG and PDF) from the result CSVs alone.
 
 With no arguments every figure is drawn; name figures, or a study with --study, to draw
-fewer. A missing or malformed CSV is reported with the command that makes it.
+fewer. A figure whose CSVs are missing or malformed in --results-dir is skipped and listed
+with the command that makes them; the exit status is 0 when any figure was drawn.
 """
 
 import sys
@@ -33,6 +34,7 @@ def build_parser():
         default=cli.FIGURES_DIR,
         help="directory the figures are written to",
     )
+    cli.add_quiet_flag(parser)
     return parser
 
 
@@ -41,9 +43,21 @@ def run(args):
     cli.check_dir_exists(args.results_dir, "--results-dir")
     tables = Tables(args.results_dir, made_by)
     names = args.figures or [n for n, s in FIGURES.items() if args.study in (None, s.name)]
+    skipped = []
     with cli.staged_outputs(args.figures_dir) as stage:
         for name in names:
-            FIGURES[name].figure(name)(tables, stage)
+            try:
+                FIGURES[name].figure(name)(tables, stage)
+            except cli.DataError as err:
+                skipped.append(f"{name}: {err}")
+        drawn = sorted(p.name for p in stage.iterdir())
+    for line in skipped:
+        print(f"skipped {line}", file=sys.stderr)
+    if not drawn:
+        raise cli.DataError(f"no figure drawn from {args.results_dir}: {skipped[0]}")
+    if not args.quiet:
+        for name in drawn:
+            print(f"wrote {args.figures_dir / name}")
 
 
 main = cli.entry_point(build_parser, run)

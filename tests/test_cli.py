@@ -135,3 +135,26 @@ def test_ctrl_c_while_importing_exits_130_with_one_line(tmp_path):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
     assert err == "01_logit_variance.py: interrupted; nothing written\n"
+
+
+@pytest.mark.slow
+def test_figures_are_drawn_from_a_folder_holding_only_a_tiny_04_run(
+    load_script, run_main, in_tmp_path, capsys
+):
+    """Figure 3 from 04's CSVs alone (09's panel left out); every other figure skipped with
+    the command that makes its CSVs; exit 0."""
+    runs, figures = in_tmp_path / "mine", in_tmp_path / "figs"
+    runs.mkdir(), figures.mkdir()
+    assert run_main(load_script("04_associative_recall"), [*TINY_04, "--out-dir", runs]) == 0
+    argv = ["--results-dir", runs, "--figures-dir", figures]
+    assert run_main(load_script("plot_figures"), argv) == 0
+    assert sorted(p.name for p in figures.iterdir()) == ["fig3_training.pdf", "fig3_training.png"]
+    err = capsys.readouterr().err
+    assert "skipped fig1_saturation" in err and "experiments/02_saturation_sweep.py" in err
+
+
+def test_plotting_an_empty_folder_draws_nothing_and_exits_2(load_script, run_main, in_tmp_path):
+    (in_tmp_path / "empty").mkdir()
+    argv = ["--results-dir", in_tmp_path / "empty", "--figures-dir", in_tmp_path]
+    assert run_main(load_script("plot_figures"), argv) == 2
+    assert not any(in_tmp_path.rglob("*.png"))

@@ -41,6 +41,10 @@ class Tables:
         require_columns(self._frames[name], columns, path, self.made_by(name))
         return self._frames[name]
 
+    def has(self, name: str) -> bool:
+        """Whether CSV ``name`` exists in the results directory (read or not)."""
+        return name in self._frames or (self.results_dir / self._parent.get(name, name)).is_file()
+
     def flags(self, name: str) -> dict:
         """The flags recorded in the JSON sidecar of CSV ``name`` (empty if it has none);
         read once, like the CSVs."""

@@ -128,13 +128,27 @@ def median_numbers(per_seed: Mapping[str, np.ndarray], horizon: int) -> dict[str
     return out
 
 
-def score_row(reading: str, stage: str, numbers: Mapping[str, float], seeds: int,
-              run_lengths: Sequence[int]) -> dict:  # fmt: skip
+def score_row(
+    reading: str, stage: str, numbers: Mapping[str, float], seeds: int, run_lengths: Sequence[int]
+) -> dict:
     """One row of the scores table: the terms, the best run length (if any run length is
     within the horizon) and the score over the terms present."""
-    row = {"reading": reading, "pass": stage, "seeds": seeds, **{
-        k: numbers[k] for k in ("horizon", "grad_norm_wq", "step_loss_below_1",
-                                "step_loss_below_0p1", "censored_1", "censored_0p1")}}  # fmt: skip
+    row = {
+        "reading": reading,
+        "pass": stage,
+        "seeds": seeds,
+        **{
+            k: numbers[k]
+            for k in (
+                "horizon",
+                "grad_norm_wq",
+                "step_loss_below_1",
+                "step_loss_below_0p1",
+                "censored_1",
+                "censored_0p1",
+            )
+        },
+    }
     finals = {L: numbers[f"final_loss_{L}"] for L in run_lengths if f"final_loss_{L}" in numbers}
     if finals:
         best = min(finals, key=lambda L: (abs(log_ratio(finals[L], "final_loss")), L))
@@ -226,8 +240,9 @@ FIT_METRICS = ("loss", "grad_norm_wq")
 def _scaled_run(name: str, seeds: int, seed: int) -> Run:
     """Scaled attention of reading ``name`` on ``seeds`` seeds from ``seed``: ``train``'s
     step (same initialisation, same batch stream, same Adam) in chunks of ``FIT_CHUNK``."""
-    base = RecallConfig(seeds=seeds, seed=seed, steps=1, mechanisms=("scaled",),
-                        chunk_steps=FIT_CHUNK)  # fmt: skip
+    base = RecallConfig(
+        seeds=seeds, seed=seed, steps=1, mechanisms=("scaled",), chunk_steps=FIT_CHUNK
+    )
     return Run(reading_config(get_reading(name), base), MECHANISMS["scaled"], label=name)
 
 
@@ -247,30 +262,26 @@ def train_readings(
     until: int,
     history: dict[str, dict[str, np.ndarray]],
     stop: Callable[[Trainer], bool] | None = None,
-    on_group: Callable[[int], None] | None = None,
+    on_reading: Callable[[int], None] | None = None,
 ) -> dict[str, Run]:
-    """Train ``runs`` (each from its state, at the step its ``history`` has reached) to step
-    ``until``, runs of one program and one step as lanes of one ``Trainer``; append each
-    run's metrics to ``history[label]`` and return each run continued (its state now)."""
-    start = {run.label: history[run.label]["loss"].shape[1] if run.label in history else 0
-             for run in runs}  # fmt: skip
-    groups: dict[tuple, list[Run]] = {}
-    for run in runs:
-        groups.setdefault((run.program, start[run.label]), []).append(run)
+    """Train each of ``runs`` (from its state, at the step its ``history`` has reached) to
+    step ``until``, or until ``stop`` holds for it; append its metrics to
+    ``history[label]`` and return each run continued (its state now). One ``Trainer`` per
+    run, so each stops on its own; runs of one program share its compilation."""
     continued = {}
-    for (_, step), members in groups.items():
-        trainer = Trainer(members, start_step=step, metrics=FIT_METRICS)
+    for run in runs:
+        past = history.get(run.label)
+        trainer = Trainer(
+            [run], start_step=0 if past is None else past["loss"].shape[1], metrics=FIT_METRICS
+        )
         trainer.run(until, stop=stop)
-        metrics = trainer.metrics
-        for r, run in enumerate(members):
-            mine = {k: v[trainer.lane_slice(r)] for k, v in metrics.items()}
-            if run.label in history:
-                mine = {k: np.concatenate([history[run.label][k], v], axis=1)
-                        for k, v in mine.items()}  # fmt: skip
-            history[run.label] = mine
-            continued[run.label] = replace(run, state=trainer.run_state(r))
-        if on_group:
-            on_group(len(members))
+        mine = trainer.metrics
+        if past is not None:
+            mine = {k: np.concatenate([past[k], v], axis=1) for k, v in mine.items()}
+        history[run.label] = mine
+        continued[run.label] = replace(run, state=trainer.run_state(0))
+        if on_reading:
+            on_reading(1)
     return continued
 
 
@@ -313,14 +324,15 @@ def fit(
         rows[stage].append(score_row(name, stage, numbers, seeds, lengths))
 
     stop = all_crossed(min(THRESHOLDS.values()), smoothing)
-    runs = train_readings([_scaled_run(n, seeds, seed) for n in names], milestone_steps,
-                          history, stop, on_reading)  # fmt: skip
+    runs = train_readings(
+        [_scaled_run(n, seeds, seed) for n in names], milestone_steps, history, stop, on_reading
+    )
     for name in names:
         record("2a", name, (), milestone_steps)
     first = rank(pd.DataFrame(rows["2a"]))
     horizon = max(run_lengths)
     finalists = list(first.reading.head(finalists))
-    train_readings([runs[n] for n in finalists], horizon, history, on_group=on_reading)
+    train_readings([runs[n] for n in finalists], horizon, history, on_reading=on_reading)
     for name in finalists:
         record("2b", name, run_lengths, max(horizon, milestone_steps))
     key = jax.random.fold_in(jax.random.key(seed), BOOTSTRAP_STREAM)
@@ -360,7 +372,8 @@ def predict(
 ) -> tuple[RecallConfig, list[TrainResult]]:
     """Stage 3 for one reading: both variants of reading ``name``, identical init and data,
     ``run_length`` steps."""
-    config = reading_config(get_reading(name), RecallConfig(seeds=seeds, seed=seed,
-                                                            steps=run_length))  # fmt: skip
+    config = reading_config(
+        get_reading(name), RecallConfig(seeds=seeds, seed=seed, steps=run_length)
+    )
     runs = [Run(config, MECHANISMS[m]) for m in config.mechanisms]
     return config, train_runs(runs, on_chunk=on_chunk)

@@ -14,6 +14,7 @@ from attnlab.harness.figures import (
     VARIANT_LABELS,
     band_by_variant,
     save,
+    seeds_text,
 )
 from attnlab.harness.tables import Tables
 from attnlab.studies.article_fit.compute import CURVES_CSV, SCORES_CSV, SCREEN_CSV
@@ -78,7 +79,7 @@ def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
         b.set_yscale("log")
         b.set_xlabel("training step")
         b.set_ylabel("smoothed training loss (nats)")
-        b.set_title(f"(b) {fitted.reading} ({curves.seed.nunique()} seeds)", fontsize=7)
+        b.set_title(f"(b) {fitted.reading} ({seeds_text(curves.seed.nunique())})", fontsize=7)
         b.legend(loc="upper right")  # above the late, low curves
 
         ranked = last.iloc[::-1]

@@ -15,6 +15,7 @@ from attnlab.harness.figures import (
     band_by_variant,
     mark_milestones,
     save,
+    seeds_text,
 )
 from attnlab.harness.tables import Tables
 from attnlab.studies.recall.report import FIT_CURVES_CSV, fit_predictions
@@ -34,10 +35,20 @@ def mark_article_milestones(ax: plt.Axes) -> None:
     """The article's four milestones as diamonds in the variants' colours, with a legend
     entry."""
     for variant, threshold, step in ARTICLE_MILESTONES:
-        ax.plot(step, threshold, marker="D", ms=5, color=VARIANT_COLORS[variant], mec="black",
-                mew=0.6, ls="", zorder=6)  # fmt: skip
-    ax.plot([], [], marker="D", ls="", color="0.5", mec="black", mew=0.6,
-            label="article's milestone")  # fmt: skip
+        ax.plot(
+            step,
+            threshold,
+            marker="D",
+            ms=5,
+            color=VARIANT_COLORS[variant],
+            mec="black",
+            mew=0.6,
+            ls="",
+            zorder=6,
+        )
+    ax.plot(
+        [], [], marker="D", ls="", color="0.5", mec="black", mew=0.6, label="article's milestone"
+    )
 
 
 def _panel(ax: plt.Axes, tables: Tables, curves_csv: str, summary_csv: str, title: str) -> None:
@@ -46,26 +57,43 @@ def _panel(ax: plt.Axes, tables: Tables, curves_csv: str, summary_csv: str, titl
     band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
     mark_milestones(ax, summary, VARIANT_COLORS)
     mark_article_milestones(ax)
-    ax.plot([], [], marker="v", ls="", color="0.5", mec="black", mew=0.5,
-            label="our median milestone")  # fmt: skip
+    ax.plot(
+        [], [], marker="v", ls="", color="0.5", mec="black", mew=0.5, label="our median milestone"
+    )
     ax.set_yscale("log")
     ax.set_xlabel("training step")
-    ax.set_title(f"{title}, {curves.seed.nunique()} seeds: median, range", fontsize=7)
+    ax.set_title(f"{title}, {seeds_text(curves.seed.nunique())}: median, range", fontsize=7)
 
 
 def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
     """Smoothed training loss against step (log loss axis), median and range over seeds:
-    (a) 09's fitted reading, (b) 04's reading; the article's milestones marked on both."""
-    fitted = fit_predictions(tables)[0]
-    fitted_curves = fit_predictions(tables, FIT_CURVES_CSV)[0].csv
+    (a) 09's fitted reading, (b) 04's reading; the article's milestones marked on both.
+    Without 09's CSVs (a run of 04 alone), 04's panel alone."""
     natural = tables.flags("04_recall_summary.csv").get("reading") or "natural"
+    with_fit = tables.has(FIT_CURVES_CSV)
     with plt.rc_context(STYLE):
-        fig, (a, b) = plt.subplots(1, 2, figsize=(2 * COLUMN_WIDTH_IN, 2.7), sharey=True)
-        _panel(a, tables, fitted_curves, fitted.csv, f"(a) fitted: {fitted.reading}")
-        _panel(b, tables, "04_recall_curves.csv", "04_recall_summary.csv",
-               f"(b) 04's reading: {natural}")  # fmt: skip
-        a.set_ylabel("smoothed training loss (nats)")
-        a.legend(loc="lower left")
-        fig.suptitle(r"Associative recall, $d_k$ = 256", fontsize=8)
+        fig, axes = plt.subplots(
+            1,
+            1 + with_fit,
+            figsize=((1 + with_fit) * COLUMN_WIDTH_IN, 2.7),
+            sharey=True,
+            squeeze=False,
+        )
+        axes = list(axes[0])
+        if with_fit:
+            fitted = fit_predictions(tables)[0]
+            fitted_curves = fit_predictions(tables, FIT_CURVES_CSV)[0].csv
+            _panel(axes[0], tables, fitted_curves, fitted.csv, f"(a) fitted: {fitted.reading}")
+        _panel(
+            axes[-1],
+            tables,
+            "04_recall_curves.csv",
+            "04_recall_summary.csv",
+            f"({'b' if with_fit else 'a'}) 04's reading: {natural}",
+        )
+        axes[0].set_ylabel("smoothed training loss (nats)")
+        axes[0].legend(loc="lower left")
+        d_k = tables.flags("04_recall_summary.csv").get("dk", 256)
+        fig.suptitle(rf"Associative recall, $d_k$ = {d_k}", fontsize=8)
         fig.tight_layout()
         return save(fig, figures_dir, "fig3_training")

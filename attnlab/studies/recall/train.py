@@ -346,21 +346,21 @@ def _chunk_program(model: RecallModel, metrics: tuple[str, ...]):
     into the chunk's batches of every seed), learning rate and mechanism constants are
     per-lane traced arguments."""
 
-    def lane(state, seed, lr, constants, batches):
+    def train_chunk(state, seed, lr, constants, batches):
         optimizer = make_optimizer(lr)
         return scan_steps(model, optimizer, state, _lane_batch(batches, seed), metrics, constants)
 
-    return jax.jit(jax.vmap(lane, in_axes=(0, 0, 0, 0, None)))
+    return jax.jit(jax.vmap(train_chunk, in_axes=(0, 0, 0, 0, None)))
 
 
 @cache
 def _evaluate_program(model: RecallModel):
     """Held-out accuracy of every lane on its seed's held-out batch."""
 
-    def lane(params, seed, constants, held_out):
+    def held_out_accuracy(params, seed, constants, held_out):
         return evaluate(model, params, _lane_batch(held_out, seed), constants)
 
-    return jax.jit(jax.vmap(lane, in_axes=(0, 0, 0, None)))
+    return jax.jit(jax.vmap(held_out_accuracy, in_axes=(0, 0, 0, None)))
 
 
 @cache
@@ -372,7 +372,10 @@ def _diagnostics_program(model: RecallModel, diagnose: Diagnostics):
         params, seed, constants = item
         return diagnose(model, params, constants, _lane_batch(probe, seed))
 
-    return jax.jit(lambda items, probe: jax.lax.map(lambda item: lane(item, probe), items))
+    def diagnose_lanes(items, probe):
+        return jax.lax.map(lambda item: lane(item, probe), items)
+
+    return jax.jit(diagnose_lanes)
 
 
 def _stacked_constants(runs: Sequence[Run]) -> MechanismConstants:
@@ -390,13 +393,28 @@ class _Lanes(NamedTuple):
     constants: MechanismConstants
 
 
-def _block_size(lanes: int, lanes_per_call: int | None) -> int:
-    """Lanes per compiled call, a multiple of the device count. Default: on CPU one lane
-    per device (a lane's parameters and Adam state then stay in cache, and every block
-    reuses one compiled program); elsewhere every lane at once."""
+#: On CPU, the working set one call of the compiled chunk may hold per device (bytes): a
+#: block's parameters, Adam moments and step activations then stay in cache.
+CPU_BLOCK_BYTES = 4 * 2**20
+
+
+def lane_bytes(config: RecallConfig, state: TrainState) -> int:
+    """Float32 bytes one lane touches per step: its parameters and Adam's two moments
+    (``state``, stacked over lanes: one lane's share), and about six ``[B, pairs, d_k]``
+    activations (keys, values and their gradients)."""
+    params = sum(x[0].size for x in jax.tree.leaves(state.params))
+    return 4 * (3 * params + 6 * config.batch_size * config.pairs * config.d_k)
+
+
+def _block_size(lanes: int, lanes_per_call: int | None, per_lane: int) -> int:
+    """Lanes per compiled call, a multiple of the device count. Default: on CPU as many as
+    fit ``CPU_BLOCK_BYTES`` per device (at least one; small models then share each call's
+    kernel launches, large ones keep their state in cache); elsewhere every lane at once.
+    Every block runs through the same compiled program."""
     n_dev = device_count()
     if lanes_per_call is None:
-        lanes_per_call = n_dev if jax.default_backend() == "cpu" else lanes
+        fit = max(1, CPU_BLOCK_BYTES // per_lane) * n_dev
+        lanes_per_call = fit if jax.default_backend() == "cpu" else lanes
     return -(-min(lanes_per_call, lanes) // n_dev) * n_dev
 
 
@@ -450,7 +468,8 @@ class Trainer:
             jnp.asarray([runs[r].rate for r, _ in self.lanes], jnp.float32),
             _stacked_constants([runs[r] for r, _ in self.lanes]),
         )
-        self.block = _block_size(len(self.lanes), lanes_per_call)
+        per_lane = lane_bytes(self.config, lanes[0])
+        self.block = _block_size(len(self.lanes), lanes_per_call, per_lane)
         self._blocks = [
             _Lanes(*shard_batch(pad_to_multiple(jax.tree.map(lambda x, i=i: x[i : i + self.block],
                                                              lanes), self.block)[0]))

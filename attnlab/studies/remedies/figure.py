@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, save
+from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, save, seeds_text
 from attnlab.harness.tables import Tables
 
 
@@ -41,7 +41,7 @@ def fig4_remedies(tables: Tables, figures_dir: Path) -> list[Path]:
         ax_c.set_yscale("log")
         ax_c.set_xlabel("training step")
         ax_c.set_ylabel("smoothed training loss (nats)")
-        ax_c.set_title(f"(a) Median loss over {curves.seed.nunique()} seeds")
+        ax_c.set_title(f"(a) Median loss over {seeds_text(curves.seed.nunique())}")
         ax_c.legend(ncol=2, loc="upper right", fontsize=6)
 
         y = np.arange(len(order))
