@@ -24,6 +24,7 @@ def run(args):
     cli.check_dir_exists(args.results_dir, "--results-dir")
     text = build_report(args.results_dir)
     atomic_write_text(out, text)
+    cli.WRITTEN.append(out)
 
 
 main = cli.entry_point(build_parser, run)

@@ -55,9 +55,6 @@ def run(args):
         print(f"skipped {line}", file=sys.stderr)
     if not drawn:
         raise cli.DataError(f"no figure drawn from {args.results_dir}: {skipped[0]}")
-    if not args.quiet:
-        for name in drawn:
-            print(f"wrote {args.figures_dir / name}")
 
 
 main = cli.entry_point(build_parser, run)

@@ -83,7 +83,7 @@ def test_a_non_default_run_leaves_results_untouched(
     assert after == before
     sidecar = json.loads(next(runs[0].glob("*.json")).read_text())
     assert sidecar["made_with_defaults"] is False
-    assert "results/runs/" in capsys.readouterr().err.replace(os.sep, "/")
+    assert "results/runs/" in capsys.readouterr().out.replace(os.sep, "/")
 
 
 @pytest.mark.parametrize("out", ["x.json", "x", "/proc/x.csv"])

@@ -192,7 +192,8 @@ def _base_argv(parser: argparse.ArgumentParser, outputs: Path) -> list[str]:
     for action in parser._actions:
         if action.option_strings and action.type is Path:
             role = PATH_ROLES[action.option_strings[0]]
-            path = outputs / f"{action.dest}.csv" if role == "file_out" else outputs
+            suffix = Path(action.default).suffix if action.default else ".csv"
+            path = outputs / f"{action.dest}{suffix}" if role == "file_out" else outputs
             argv += [action.option_strings[0], str(path)]
         elif "--quiet" in action.option_strings:
             argv.append("--quiet")

@@ -167,6 +167,7 @@ def resolve_out_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     folder: ``results/`` for the committed defaults, a new run folder otherwise (so that
     no experiment replaces a canonical result by accident)."""
     args.made_with_defaults = made_with_defaults(parser, args)
+    args.out_dir_given = getattr(args, "out_dir", None) is not None
     if getattr(args, "out_dir", False) is None:
         if args.made_with_defaults:
             args.out_dir = RESULTS_DIR
@@ -207,6 +208,8 @@ def add_table_flags(parser: argparse.ArgumentParser, csv_name: str) -> None:
 def table_path(args: argparse.Namespace, csv_name: str) -> Path:
     """The checked output CSV of ``add_table_flags``; a run folder is created here."""
     if args.out is not None:
+        if args.out_dir_given:  # unused, but a bad value is still an error
+            check_dir_writable(args.out_dir, "--out-dir")
         return check_writable(args.out, "--out", suffix=".csv")
     return prepare_out_dir(args) / csv_name
 
@@ -272,6 +275,11 @@ def prepare_out_dir(args: argparse.Namespace) -> Path:
     return check_dir_writable(args.out_dir, "--out-dir", create=getattr(args, "run_folder", False))
 
 
+#: The files the running script has written (``staged_outputs`` appends; ``entry_point``
+#: resets it per run and prints it at the end).
+WRITTEN: list[Path] = []
+
+
 @contextlib.contextmanager
 def staged_outputs(directory: Path) -> Iterator[Path]:
     """All outputs or none: yield a new hidden directory inside ``directory`` to write into;
@@ -286,6 +294,7 @@ def staged_outputs(directory: Path) -> Iterator[Path]:
             for path in sorted(stage.iterdir()):
                 os.replace(path, directory / path.name)
                 moved.append(directory / path.name)
+            WRITTEN.extend(moved)
         except BaseException:
             for path in moved:
                 path.unlink(missing_ok=True)
@@ -333,6 +342,7 @@ def entry_point(
     """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2."""
 
     def main(argv: list[str] | None = None) -> int:
+        WRITTEN.clear()
         if threading.current_thread() is threading.main_thread():
             # experiments/_interrupt.py exits on Ctrl-C while a script imports; from here
             # on it is a KeyboardInterrupt, handled below.
@@ -356,15 +366,29 @@ def entry_point(
             # Outputs are renamed into place only when complete, so nothing partial is left.
             print(f"{parser.prog}: interrupted; nothing written", file=sys.stderr)
             return 130
-        if getattr(args, "run_folder", False) and not getattr(args, "quiet", False):
-            print(
-                f"{parser.prog}: wrote {args.out_dir}/ (flags other than the committed "
-                "defaults; results/ is unchanged)",
-                file=sys.stderr,
-            )
+        if not getattr(args, "quiet", False):
+            announce_written(getattr(args, "run_folder", False) and args.out_dir)
         return 0
 
     return main
+
+
+def announce_written(run_folder: Path | None) -> None:
+    """One line per file the run wrote (a CSV with its row count; sidecars left out), and
+    where a run folder was chosen, that it was."""
+    for path in WRITTEN:
+        if path.suffix == ".json" and path.with_suffix(".csv") in WRITTEN:
+            continue
+        rows = ""
+        if path.suffix == ".csv":
+            with open(path, encoding="utf-8") as handle:
+                rows = f" ({sum(1 for _ in handle) - 1} rows)"
+        print(f"wrote {path}{rows}")
+    if run_folder:
+        print(
+            f"(flags other than the committed defaults: written to the run folder {run_folder}/;"
+            " results/ is unchanged)"
+        )
 
 
 #: A script's plan: from its flags, the progress total and the computation of its table.

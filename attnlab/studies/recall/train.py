@@ -187,9 +187,9 @@ def make_optimizer(lr: float | jax.Array) -> optax.GradientTransformation:
 
 
 def init_params(config: RecallConfig, mechanism: Mechanism, seed: int) -> dict:
-    """The parameters of ``mechanism`` at step 0 for ``seed``."""
-    dummy = sample_batch(jax.random.key(0), 1, config.task)
-    return make_model(config, mechanism).init(seed_keys(seed).init, dummy)["params"]
+    """The parameters of ``mechanism`` at step 0 for ``seed`` (``initial_state``'s)."""
+    one = replace(config, seed=seed, seeds=1)
+    return jax.tree.map(lambda x: x[0], initial_state(one, mechanism).params)
 
 
 def loss_and_aux(
@@ -292,18 +292,25 @@ class TrainResult:
     state: TrainState  # stacked over seeds
 
 
-def stack_states(states: list[TrainState]) -> TrainState:
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+@cache
+def _init_program(model: RecallModel, task: RecallTask):
+    """``TrainState`` at step 0 from an init key, vmapped over keys and jitted: one program
+    per model, where an eager ``model.init`` compiles each of its operations apart (jitted,
+    ``std * normal`` may round differently from the eager product by an ulp). Adam's state
+    does not depend on the learning rate."""
+    dummy = sample_batch(jax.random.key(0), 1, task)
+
+    def step0(key: jax.Array) -> TrainState:
+        params = model.init(key, dummy)["params"]
+        return TrainState(params, make_optimizer(1.0).init(params))
+
+    return jax.jit(jax.vmap(step0))
 
 
 def initial_state(config: RecallConfig, mechanism: Mechanism) -> TrainState:
     """Step-0 training states of every seed, stacked along a leading seed axis."""
-    optimizer = make_optimizer(config.lr)
-    states = []
-    for seed in config.seed_values:
-        params = init_params(config, mechanism, seed)
-        states.append(TrainState(params, optimizer.init(params)))
-    return stack_states(states)
+    keys = jnp.stack([seed_keys(seed).init for seed in config.seed_values])
+    return _init_program(make_model(config, mechanism), config.task)(keys)
 
 
 # ----------------------------------------------------------------------------- the engine
