@@ -71,7 +71,8 @@ def build_report(results_dir: Path) -> str:
         sections.append(study.section()(tables))
     csvs = sorted(p.name for p in Path(results_dir).glob("*.csv"))
     sections += ["## Provenance", provenance(results_dir, csvs)]
-    stray = not_from_defaults(results_dir, csvs)
+    results = {name for study in STUDIES if study.in_report for name in study.csvs}
+    stray = not_from_defaults(results_dir, [n for n in csvs if n in results])
     if stray:
         warning = (
             f"> **Not the committed results:** {', '.join(f'`{n}`' for n in stray)} "
