@@ -425,6 +425,17 @@ def _block_size(lanes: int, lanes_per_call: int | None, per_lane: int) -> int:
     return -(-min(lanes_per_call, lanes) // n_dev) * n_dev
 
 
+def _split_blocks(lanes: tuple, n_lanes: int, block: int) -> list[_Lanes]:
+    """``lanes`` (fields ``[n_lanes, ...]``) cut into blocks of ``block`` lanes, the last
+    padded to a full block (every block then runs through one compiled program), each
+    sharded over the devices."""
+    blocks = []
+    for start in range(0, n_lanes, block):
+        part = jax.tree.map(lambda x, start=start: x[start : start + block], lanes)
+        blocks.append(_Lanes(*shard_batch(pad_to_multiple(part, block)[0])))
+    return blocks
+
+
 class Trainer:
     """Trains ``runs`` together, one compiled program for all their lanes.
 
@@ -477,11 +488,7 @@ class Trainer:
         )
         per_lane = lane_bytes(self.config, lanes[0])
         self.block = _block_size(len(self.lanes), lanes_per_call, per_lane)
-        self._blocks = [
-            _Lanes(*shard_batch(pad_to_multiple(jax.tree.map(lambda x, i=i: x[i : i + self.block],
-                                                             lanes), self.block)[0]))
-            for i in range(0, len(self.lanes), self.block)
-        ]  # fmt: skip
+        self._blocks = _split_blocks(lanes, len(self.lanes), self.block)
 
         self.chunks: list[dict[str, np.ndarray]] = []
         self.diverged_step = np.full(len(self.lanes), -1)
@@ -522,11 +529,12 @@ class Trainer:
             end = min(self.step + self.config.chunk_steps, until)
             steps = jnp.arange(self.step, end)
             batches = draw_chunk(self._data_keys, steps, self.config.batch_size, self.config.task)
-            outputs = [program(b.state, b.seed_index, b.rates, b.constants, batches)
-                       for b in self._blocks]  # fmt: skip
-            self._blocks = [b._replace(state=out[0]) for b, out in zip(self._blocks, outputs,
-                                                                          strict=True)]  # fmt: skip
-            metrics = self._lanes_of([out[1] for out in outputs])
+            outputs = []
+            for i, b in enumerate(self._blocks):
+                state, block_metrics = program(b.state, b.seed_index, b.rates, b.constants, batches)
+                self._blocks[i] = b._replace(state=state)
+                outputs.append(block_metrics)
+            metrics = self._lanes_of(outputs)
             self._check_finite(metrics["loss"])
             self.chunks.append(metrics)
             self.step = end
