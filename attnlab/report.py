@@ -2,18 +2,26 @@
 
 The report is generated, never edited: each study of the registry contributes its section,
 in registry order, from the result CSVs alone (and their JSON sidecars, for provenance).
+A section whose CSVs are absent is left out and listed, with the command that makes them,
+so a folder holding some of the results still gets the report of what it holds. The
+summary's table is also README's tally, written between ``README_BEGIN`` and
+``README_END`` (``replace_block``).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from attnlab import claims
+from attnlab.harness.cli import RESULTS_DIR
+from attnlab.harness.errors import DataError
 from attnlab.harness.io import sidecar_path
 from attnlab.harness.tables import Tables, markdown_table, provenance
-from attnlab.harness.verdicts import claim_rows, counts
-from attnlab.studies import STUDIES, made_by
+from attnlab.harness.verdicts import Row, claim_rows, counts
+from attnlab.studies import STUDIES, Study, made_by
 
 TITLE = "# Reproduction report"
 PREAMBLE = (
@@ -21,29 +29,111 @@ PREAMBLE = (
     "edit by hand. Article: *Can Attention Work Without the sqrt(d) Scaling?* "
     "(`shared/article/004_8a916520041d8e7f.txt`)."
 )
+LEFT_OUT = "## Left out"
+SUMMARY_HEADER = (
+    "Study",
+    "Measured: reproduced",
+    "missed",
+    "Qualitative: hold",
+    "fail",
+    "Identities",
+)
+#: The markers around README's generated tally.
+README_BEGIN = "<!-- BEGIN GENERATED: tally -->"
+README_END = "<!-- END GENERATED -->"
+
+#: One line of the summary: its label and the thunk that judges its claims (it raises a
+#: DataError when their CSVs are absent).
+Tally = tuple[str, Callable[[], list[Row]]]
+#: What was left out of the report: the study, which part, and why (a DataError's text).
+Dropped = tuple[Study, str, str]
 
 
-def summary(tables: Tables) -> str:
-    """The tally of every study's claims, one line each, and the total."""
-    lines, total = [], []
+def study_tallies(study: Study, tables: Tables) -> list[Tally]:
+    """The summary lines of ``study``: its report module's ``tallies(tables)`` where it has
+    one (a study judged under several readings, one line each), else one line judging its
+    claims."""
+    module = importlib.import_module(f"{study.package}.report")
+    if hasattr(module, "tallies"):
+        return module.tallies(tables)
+    study_claims = getattr(claims, study.claims)
+    return [(study.name, lambda: claim_rows(study_claims, tables, study.checks()))]
+
+
+def summary_lines(tables: Tables) -> tuple[list[tuple[str, ...]], list[Dropped]]:
+    """The summary table's rows, and each tally left out (its CSVs absent).
+
+    A study with several tallies (the training demo under each reading) gets a line per
+    tally, and the total is given once per such tally, every other study counted once."""
+    per_study: list[list[tuple[str, dict[str, int]]]] = []
+    dropped: list[Dropped] = []
     for study in STUDIES:
-        if study.claims is not None:
-            rows = claim_rows(getattr(claims, study.claims), tables, study.checks())
-            c = counts(rows)
-            lines.append(_tally_cells(study.name, c))
-            total.append(c)
-    overall = {key: sum(c[key] for c in total) for key in total[0]}
-    lines.append(_tally_cells("**all**", overall))
-    header = ["Study", "Measured: reproduced", "missed", "Qualitative: hold", "fail", "Identities"]
-    return "\n\n".join(
+        if study.claims is None:
+            continue
+        present = []
+        for label, judge in study_tallies(study, tables):
+            try:
+                present.append((label, counts(judge())))
+            except DataError as err:
+                what = "its summary line" if label == study.name else f"summary line “{label}”"
+                dropped.append((study, what, str(err)))
+        if present:
+            per_study.append(present)
+    lines = [_tally_cells(label, c) for present in per_study for label, c in present]
+    several = [present for present in per_study if len(present) > 1]
+    for label, _ in several[0] if several else [("", {})]:
+        chosen = [
+            next((c for name, c in present if name == label), present[0][1])
+            for present in per_study
+        ]
+        if chosen:
+            total = {key: sum(c[key] for c in chosen) for key in chosen[0]}
+            name = "**all shown**" if dropped else "**all**"
+            lines.append(_tally_cells(f"{name}, with {label}" if label else name, total))
+    return lines, dropped
+
+
+def left_out_lines(tables: Tables, dropped: Sequence[Dropped]) -> list[str]:
+    """One line per study of which something was left out: what, the study's absent CSVs
+    and the commands that make them (and any other reason, such as a malformed CSV)."""
+    by_study: dict[str, tuple[Study, list[str], list[str]]] = {}
+    for study, what, reason in dropped:
+        entry = by_study.setdefault(study.name, (study, [], []))
+        entry[1].append(what)
+        entry[2].append(reason)
+    lines = []
+    for study, whats, reasons in by_study.values():
+        absent = [name for name in study.csvs if not tables.has(name)]
+        because = [r for r in dict.fromkeys(reasons) if not any(n in r for n in absent)]
+        if absent:
+            commands = ", ".join(f"`{c}`" for c in dict.fromkeys(map(tables.made_by, absent)))
+            because.insert(0, f"{', '.join(absent)} absent; run {commands}")
+        lines.append(f"{study.name} ({', '.join(whats)}): {'; '.join(because)}")
+    return lines
+
+
+def tally_table(tables: Tables) -> tuple[str, list[Dropped]]:
+    """The summary's table (README's tally) and what it left out."""
+    lines, dropped = summary_lines(tables)
+    return markdown_table(SUMMARY_HEADER, lines), dropped
+
+
+def summary(tables: Tables) -> tuple[str, list[Dropped]]:
+    """The report's summary section: one line per study (per reading, for the training
+    demo) and the totals; with what it left out."""
+    table, dropped = tally_table(tables)
+    text = "\n\n".join(
         [
             "## Summary",
-            "Every quantitative claim of both articles is one row below, judged by the rule "
-            "of its kind (README, *Verdicts*); identities are the articles' own arithmetic, "
-            "shown and never counted.",
-            markdown_table(header, lines),
+            "Every quantitative claim of both articles is one row of the report, judged by "
+            "the rule of its kind (`docs/verdicts.md`); identities are the articles' own "
+            "arithmetic, shown and never counted. The training demo's claims are judged "
+            "under each reading of its set-up, one line each, and the total is given with "
+            "each.",
+            table,
         ]
     )
+    return text, dropped
 
 
 def _tally_cells(name: str, c: dict[str, int]) -> tuple[str, ...]:
@@ -58,19 +148,44 @@ def _tally_cells(name: str, c: dict[str, int]) -> tuple[str, ...]:
     )
 
 
+def tables_for(results_dir: Path) -> Tables:
+    """Checked access to ``results_dir``; outside ``results/`` the command that makes a
+    missing CSV writes it there (``--out-dir``)."""
+    results_dir = Path(results_dir)
+    if results_dir.resolve() == RESULTS_DIR.resolve():
+        return Tables(results_dir, made_by)
+
+    def made_here(name: str) -> str:
+        command = made_by(name)
+        return f"{command} --out-dir {results_dir}" if command.startswith("python ") else command
+
+    return Tables(results_dir, made_here)
+
+
 def build_report(results_dir: Path) -> str:
-    """The whole of ``REPORT.md`` as text."""
-    tables = Tables(results_dir, made_by)
-    sections, part = [TITLE, PREAMBLE, summary(tables)], None
+    """The whole of ``REPORT.md`` as text; a section whose CSVs are absent is left out and
+    listed under ``LEFT_OUT`` (see ``left_out``)."""
+    tables = tables_for(results_dir)
+    summary_text, dropped = summary(tables)
+    sections, part = [], None
     for study in STUDIES:
         if not study.in_report:
+            continue
+        try:
+            text = study.section()(tables)
+        except DataError as err:
+            dropped.append((study, "its section", str(err)))
             continue
         if study.part is not None and study.part != part:
             sections.append(study.part)
         part = study.part
-        sections.append(study.section()(tables))
+        sections.append(text)
+    head = [TITLE, PREAMBLE, summary_text]
+    if dropped:
+        lines = left_out_lines(tables, dropped)
+        head += [LEFT_OUT, "\n".join(f"- {line}" for line in lines)]
     csvs = sorted(p.name for p in Path(results_dir).glob("*.csv"))
-    sections += ["## Provenance", provenance(results_dir, csvs)]
+    sections = head + sections + ["## Provenance", provenance(results_dir, csvs)]
     results = {name for study in STUDIES if study.in_report for name in study.csvs}
     stray = not_from_defaults(results_dir, [n for n in csvs if n in results])
     if stray:
@@ -82,7 +197,31 @@ def build_report(results_dir: Path) -> str:
     return "\n\n".join(sections) + "\n"
 
 
-def not_from_defaults(results_dir: Path, names: list[str]) -> list[str]:
+def left_out(report: str) -> list[str]:
+    """The lines of ``LEFT_OUT`` in a report ``build_report`` wrote (none when complete)."""
+    lines = report.splitlines()
+    if LEFT_OUT not in lines:
+        return []
+    block = lines[lines.index(LEFT_OUT) + 2 :]
+    return [line[2:] for line in block[: block.index("") if "" in block else None]]
+
+
+def readme_block(results_dir: Path) -> str:
+    """README's generated tally: the summary's table between the markers."""
+    table, _ = tally_table(tables_for(results_dir))
+    return f"{README_BEGIN}\n{table}\n{README_END}"
+
+
+def replace_block(readme: str, block: str) -> str:
+    """``readme`` with the text from ``README_BEGIN`` to ``README_END`` replaced by
+    ``block``; a DataError when the markers are not there once each, in order."""
+    begin, end = readme.find(README_BEGIN), readme.find(README_END)
+    if readme.count(README_BEGIN) != 1 or readme.count(README_END) != 1 or end < begin:
+        raise DataError(f"README.md needs one {README_BEGIN} ... {README_END} block")
+    return readme[:begin] + block + readme[end + len(README_END) :]
+
+
+def not_from_defaults(results_dir: Path, names: Sequence[str]) -> list[str]:
     """The CSVs of ``names`` whose sidecar says they were made with other than the
     committed defaults (``made_with_defaults`` false)."""
     stray = []

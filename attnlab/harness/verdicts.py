@@ -1,7 +1,7 @@
 """Verdict rules: one report row per article claim, by the rule of the claim's type.
 
 Each rule is as strict as the claim it judges (``attnlab.claims`` defines the types and the
-constants; README states the same rules):
+constants; ``docs/verdicts.md`` states the same rules):
 
 - ``CellClaim`` (a Monte-Carlo mean): *reproduced* when
   ``|ours - article| <= 4 sqrt(2) SEM + half a unit of the article's last printed digit``

@@ -5,11 +5,14 @@ Two readings are judged side by side: 04's (``natural`` unless 04 ran with ``--r
 from ``04_recall_summary.csv``, and the reading experiment 09 fitted on the article's
 scaled numbers, from its prediction run (``09_fit_prediction_summary.csv``, whose
 ``reading`` column also holds every finalist within the score's noise of the fitted one).
-The section's tally counts 04's column; each reading gets its own count line.
+The section's tally counts 04's column; each reading gets its own count line, and the
+report's summary a line for each of the two readings (``tallies``). Without 09's CSVs the
+section shows 04's column alone and says how to make the other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -87,51 +90,83 @@ def count_line(title: str, rows: list[Row], nears: list[bool | None]) -> str:
     )
 
 
+def natural_name(tables: Tables) -> str:
+    """04's reading: ``natural`` unless 04 ran with ``--reading``."""
+    return tables.flags(RECALL_SUMMARY_CSV).get("reading") or "natural"
+
+
+def fitted_name(tables: Tables) -> str:
+    """The reading 09 fitted, from its sidecar (``fitted`` where there is none)."""
+    flags = tables.flags(FIT_SUMMARY_CSV)
+    return next(iter(flags.get("readings") or {}), flags.get("reading") or "fitted")
+
+
+def tallies(tables: Tables) -> list[tuple[str, Callable[[], list[Row]]]]:
+    """The report summary's lines of this study: the training claims judged under 04's
+    reading and under the reading 09 fitted, each its own line."""
+
+    def fitted() -> list[Row]:
+        return reading_rows(tables, fit_predictions(tables)[0].csv)[0]
+
+    return [
+        (f"recall: 04's reading `{natural_name(tables)}`",
+         lambda: reading_rows(tables, RECALL_SUMMARY_CSV)[0]),
+        (f"recall: 09's fitted reading `{fitted_name(tables)}`", fitted),
+    ]  # fmt: skip
+
+
 def section(tables: Tables) -> str:
-    natural_name = tables.flags(RECALL_SUMMARY_CSV).get("reading") or "natural"
-    fitted, *also = fit_predictions(tables)
+    natural_reading = natural_name(tables)
     natural, natural_near = reading_rows(tables, RECALL_SUMMARY_CSV)
-    fitted_rows, fitted_near = reading_rows(tables, fitted.csv)
     n_natural = tables.get(RECALL_SUMMARY_CSV, ["seed"]).seed.nunique()
-    n_fitted = tables.get(fitted.csv, ["seed"]).seed.nunique()
     natural_steps = tables.flags(RECALL_SUMMARY_CSV).get("steps", "?")
     header = [
         "Quantity",
         "Source",
         "Article (one run)",
-        f"{natural_name} (04): median [min, max]",
-        "Verdict",
-        f"fitted, {fitted.reading} (09): median [min, max]",
+        f"{natural_reading} (04): median [min, max]",
         "Verdict",
     ]
-    cells = []
-    for claim, a, b in zip(TRAINING_CLAIMS, natural, fitted_rows, strict=True):
-        fit_mark = " (fit)" if seen_by_fit(claim) else ""
-        cells.append((a.quantity, f"“{a.quote}”", a.article, a.ours, a.verdict,
-                      b.ours + fit_mark, b.verdict))  # fmt: skip
-    counts = [
-        count_line(f"`{natural_name}` (04)", natural, natural_near),
-        count_line(f"`{fitted.reading}` (09, fitted)", fitted_rows, fitted_near),
-    ]
-    counts += [
-        count_line(
-            f"`{p.reading}` (09, within the fit's noise; {p.steps} steps)",
-            *reading_rows(tables, p.csv),
-        )  # fmt: skip
-        for p in also
-    ]
+    cells = [(a.quantity, f"“{a.quote}”", a.article, a.ours, a.verdict) for a in natural]
+    counts = [count_line(f"`{natural_reading}` (04)", natural, natural_near)]
+    natural_text = f"04's (`{natural_reading}`, {n_natural} seeds, {natural_steps} steps)"
+    if tables.has(FIT_SUMMARY_CSV):
+        fitted, *also = fit_predictions(tables)
+        fitted_rows, fitted_near = reading_rows(tables, fitted.csv)
+        n_fitted = tables.get(fitted.csv, ["seed"]).seed.nunique()
+        header += [f"fitted, {fitted.reading} (09): median [min, max]", "Verdict"]
+        for i, (claim, b) in enumerate(zip(TRAINING_CLAIMS, fitted_rows, strict=True)):
+            fit_mark = " (fit)" if seen_by_fit(claim) else ""
+            cells[i] += (b.ours + fit_mark, b.verdict)
+        counts.append(count_line(f"`{fitted.reading}` (09, fitted)", fitted_rows, fitted_near))
+        counts += [
+            count_line(
+                f"`{p.reading}` (09, within the fit's noise; {p.steps} steps)",
+                *reading_rows(tables, p.csv),
+            )  # fmt: skip
+            for p in also
+        ]
+        readings = (
+            "Two readings of that set-up, each over seeds with identical initialisation and "
+            f"data for both variants: {natural_text} and the reading experiment 09 fitted on "
+            f"the article's scaled numbers (`{fitted.reading}`, {n_fitted} seeds, "
+            f"{fitted.steps} steps; *(fit)* marks the four numbers the fit was scored on, "
+            "every other number of that column is a prediction)."
+        )
+    else:
+        readings = (
+            f"One reading of that set-up, over seeds with identical initialisation and data "
+            f"for both variants: {natural_text}. The column of the reading experiment 09 "
+            f"fitted is left out: run `{tables.made_by(FIT_SUMMARY_CSV)}` to make it."
+        )
     return "\n\n".join(
         [
             "## Training demo (experiment 04)",
-            "The article reports one run and leaves its set-up partly unstated (README: "
-            "*Where we miss the article*). Two readings of that set-up, each over seeds with "
-            "identical initialisation and data for both variants: 04's "
-            f"(`{natural_name}`, {n_natural} seeds, {natural_steps} steps) and the reading "
-            f"experiment 09 fitted on the article's scaled numbers (`{fitted.reading}`, "
-            f"{n_fitted} seeds, {fitted.steps} steps; *(fit)* marks the four numbers the fit "
-            "was scored on, every other number of that column is a prediction). A number is "
-            "*within seed range* when the article's value lies between our smallest and "
-            "largest seed (± half its last digit) "
+            "The article reports one run and leaves its set-up partly unstated "
+            "(`attnlab/studies/recall/README.md`). "
+            + readings
+            + " A number is *within seed range* when the article's value lies between our "
+            "smallest and largest seed (± half its last digit) "
             f"**and** our median is within a factor {MEDIAN_FACTOR:g} of it (*median off* "
             "otherwise); a quantity that only some seeds show (a plateau, a milestone) is "
             "judged *on k of n seeds* when fewer than half show it. Ratios are unscaled / "

@@ -53,7 +53,7 @@ def section(tables: Tables) -> str:
     return "\n\n".join(
         [
             "## Static measurements (experiments 01-03)",
-            "Rules (README, *Verdicts*): a Monte-Carlo number is reproduced when "
+            "Rules (`docs/verdicts.md`): a Monte-Carlo number is reproduced when "
             "|ours − article| ≤ 4·√2·SEM + half a unit of the article's last printed digit "
             "(the article's estimate is as noisy as ours); Δ/SEM is (ours − article) / our "
             'SEM. A bound ("within 0.5%") is judged against the bound itself, on a '
