@@ -95,10 +95,11 @@ def natural_name(tables: Tables) -> str:
     return tables.flags(RECALL_SUMMARY_CSV).get("reading") or "natural"
 
 
-def fitted_name(tables: Tables) -> str:
-    """The reading 09 fitted, from its sidecar (``fitted`` where there is none)."""
+def fitted_label(tables: Tables) -> str:
+    """ "09's fitted reading", with its name where 09's sidecar gives one."""
     flags = tables.flags(FIT_SUMMARY_CSV)
-    return next(iter(flags.get("readings") or {}), flags.get("reading") or "fitted")
+    name = next(iter(flags.get("readings") or {}), flags.get("reading"))
+    return f"09's fitted reading `{name}`" if name else "09's fitted reading"
 
 
 def tallies(tables: Tables) -> list[tuple[str, Callable[[], list[Row]]]]:
@@ -111,7 +112,7 @@ def tallies(tables: Tables) -> list[tuple[str, Callable[[], list[Row]]]]:
     return [
         (f"recall: 04's reading `{natural_name(tables)}`",
          lambda: reading_rows(tables, RECALL_SUMMARY_CSV)[0]),
-        (f"recall: 09's fitted reading `{fitted_name(tables)}`", fitted),
+        (f"recall: {fitted_label(tables)}", fitted),
     ]  # fmt: skip
 
 
