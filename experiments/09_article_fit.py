@@ -1,15 +1,11 @@
 """Experiment 09: reconstruct the training demo's unstated set-up from the article's numbers.
 
-Stage 1 (screen) computes every declared reading's step-0 ||grad W_Q|| (no training) and
-keeps those whose scaled median is within a factor 1.5 of the article's 0.1085. Stage 2
-(fit) trains scaled attention only and scores each candidate by the root-mean-square log
-ratio to the article's four scaled numbers (pass 2a: a short horizon, three terms; pass 2b:
-the finalists to the longest run length, plus the final loss). Stage 3 (predict) trains both
-variants of the best reading, and of every finalist within the score's bootstrap noise of
-it, with identical initialisation and data (one `reading` column keys them). Writes
-09_fit_screen.csv, 09_fit_scores.csv, 09_fit_prediction_curves.csv and
-09_fit_prediction_summary.csv, each with a JSON sidecar, into --out-dir; a later stage run
-alone reads the earlier stages' CSVs from --out-dir.
+Screens every declared reading by its step-0 ||grad W_Q|| (no training), fits the
+survivors on the article's scaled run alone, and predicts the unscaled run with the best
+readings (--stage runs one stage; a later stage alone reads the earlier CSVs from
+--out-dir). Writes 09_fit_screen.csv, 09_fit_scores.csv, 09_fit_prediction_curves.csv and
+09_fit_prediction_summary.csv, each with a JSON sidecar. Method, score and its noise:
+attnlab/studies/article_fit/README.md.
 """
 
 import sys

@@ -1,14 +1,12 @@
 """Experiment 10: the recall demo across head widths, and the drift of the temperature.
 
 Trains the recall model of experiment 04 at every --dk for every --mechanisms (same seeds,
-initialisations and data per width); at --lr-dks the --lr-mechanisms also at every --lrs;
-at --drift-dk every mechanism of experiment 05. Records per run the step-0 W_Q and W_K
-gradients, milestones, final loss, held-out accuracy and routing accuracy, and every
---record-every steps the drift diagnostics (|q|, |k|, logit spread before and after the
-scale, cosine to the asked-for key, implied correlation rho). Also recomputes experiment
+initialisations and data per width), the learning-rate sweep at --lr-dks, and every
+mechanism of experiment 05 at --drift-dk for the drift diagnostics; recomputes experiment
 03's Jacobian norm at the task's 16 keys. Writes 10_widths_summary.csv,
 10_widths_curves.csv, 10_lr_transfer.csv and 10_jacobian_n16.csv, each with a JSON
-sidecar, into --out-dir. Defaults: README (narrower embeddings, batch 32, 600 steps).
+sidecar. Its defaults narrow 04's reading (see --help); method and diagnostics:
+attnlab/studies/widths/README.md.
 """
 
 import sys
