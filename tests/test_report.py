@@ -1,0 +1,126 @@
+"""Tests of attnlab/report.py and experiments/make_report.py: the summary's lines, README's
+generated tally, and the report of a folder holding only some of the results."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from attnlab.report import (
+    LEFT_OUT,
+    README_BEGIN,
+    README_END,
+    build_report,
+    left_out,
+    readme_block,
+    replace_block,
+    summary_lines,
+    tables_for,
+)
+from attnlab.studies import STUDIES
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "results"
+README = REPO / "README.md"
+TINY_04 = [
+    "--steps", "30", "--seeds", "2", "--batch-size", "8", "--dk", "16", "--d-model", "16",
+    "--eval-size", "64", "--chunk-steps", "10", "--quiet",
+]  # fmt: skip
+
+
+def _block(text: str) -> str:
+    begin, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    return text[begin:end]
+
+
+def test_readme_tally_is_current():
+    """README's generated block is what make_report writes from the committed CSVs."""
+    assert _block(README.read_text(encoding="utf-8")) == readme_block(RESULTS), (
+        "README's tally is stale: run `python experiments/make_report.py`"
+    )
+
+
+def _counts(cells: tuple[str, ...]) -> tuple[int, int]:
+    """(reproduced, measured) of a summary line's "a of m" cell."""
+    a, m = re.fullmatch(r"(\d+) of (\d+)", cells[1]).groups()
+    return int(a), int(m)
+
+
+def test_summary_has_a_line_per_reading_and_a_total_with_each():
+    lines, dropped = summary_lines(tables_for(RESULTS))
+    assert dropped == []
+    recall = [c for c in lines if c[0].startswith("recall:")]
+    assert [c[0].split("`")[0] for c in recall] == [
+        "recall: 04's reading ",
+        "recall: 09's fitted reading ",
+    ]
+    totals = [c for c in lines if c[0].startswith("**all**")]
+    others = [c for c in lines if c not in recall and c not in totals]
+    assert len(totals) == len(recall)
+    for total, reading in zip(totals, recall, strict=True):
+        assert total[0].endswith(reading[0])
+        parts = [_counts(c) for c in [*others, reading]]
+        assert _counts(total) == tuple(sum(p[i] for p in parts) for i in (0, 1))
+
+
+def test_the_committed_report_leaves_nothing_out():
+    assert left_out(build_report(RESULTS)) == []
+
+
+def test_replace_block():
+    text = f"intro\n{README_BEGIN}\nold\n{README_END}\nend\n"
+    block = f"{README_BEGIN}\nnew\n{README_END}"
+    assert replace_block(text, block) == f"intro\n{block}\nend\n"
+    for bad in ("no markers\n", text + README_BEGIN, f"{README_END}\n{README_BEGIN}\n"):
+        with pytest.raises(Exception, match="README.md needs one"):
+            replace_block(bad, block)
+
+
+@pytest.fixture(scope="module")
+def tiny_04_run(load_script, tmp_path_factory) -> Path:
+    """A folder holding only a tiny run of experiment 04."""
+    out = tmp_path_factory.mktemp("tiny04")
+    module = load_script("04_associative_recall")
+    assert module.main([*TINY_04, "--out-dir", str(out)]) == 0
+    return out
+
+
+def test_report_of_a_tiny_04_run(tiny_04_run, load_script, run_main, capsys):
+    """The sections it can, and for every study left out its absent CSVs and the command
+    that makes them into the same folder; README is untouched."""
+    readme = README.read_bytes()
+    out = tiny_04_run / "REPORT.md"
+    module = load_script("make_report")
+    assert run_main(module, ["--results-dir", tiny_04_run, "--out", out]) == 0
+    err = capsys.readouterr().err
+    report = out.read_text(encoding="utf-8")
+    assert "## Training demo (experiment 04)" in report
+    assert "recall: 04's reading `natural`" in report
+    assert LEFT_OUT in report
+    lines = left_out(report)
+    assert err.splitlines() == [f"left out {line}" for line in lines]
+    assert [line.split(" (")[0] for line in lines] == [
+        *(s.name for s in STUDIES if s.claims),
+        *(s.name for s in STUDIES if s.in_report and not s.claims),
+    ]
+    absent = [s for s in STUDIES if (s.claims or s.in_report) and s.name != "recall"]
+    for study in absent:
+        for script in study.scripts:
+            assert f"`python experiments/{script} --out-dir {tiny_04_run}`" in report
+    assert "09_article_fit.py --out-dir" in report.split("## Training demo")[1]
+    assert README.read_bytes() == readme
+
+
+def test_from_results_it_rewrites_readmes_tally(load_script, run_main, tmp_path, monkeypatch):
+    """From results/ into the canonical report path it rewrites a stale tally block (here
+    README and report are copies in a temporary folder)."""
+    module = load_script("make_report")
+    readme = tmp_path / "README.md"
+    stale = replace_block(README.read_text(encoding="utf-8"), f"{README_BEGIN}\n{README_END}")
+    readme.write_text(stale, encoding="utf-8")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(module, "README", readme)
+    monkeypatch.setattr(module, "REPORT", tmp_path / "REPORT.md")
+    assert run_main(module, []) == 0
+    assert _block(readme.read_text(encoding="utf-8")) == readme_block(RESULTS)
+    assert (tmp_path / "REPORT.md").read_text(encoding="utf-8") == build_report(RESULTS)
