@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from attnlab.core.curves import trailing_mean
+from attnlab.studies.widths.report import _slowdown_cell
 
 SCRIPT = "04_associative_recall"
 TINY = [
@@ -219,3 +220,20 @@ def test_milestones_match_the_curves_when_reached(load_script, run_main, tmp_pat
             assert np.all(np.abs(smoothed - threshold) > 1e-7 * threshold)
             assert getattr(row, column) == below[0], (row.variant, column)
         assert row.eval_accuracy == 1.0
+
+
+@pytest.mark.parametrize(
+    ("reached_scaled", "reached_unscaled", "cell"),
+    [
+        (1.0, 1.0, "2.11"),
+        (1.0, 0.0, "≥ 2.11"),
+        (0.0, 0.0, "— (neither reaches 1.0)"),  # two censored run lengths: no ratio
+        (0.4, 1.0, "— (scaled never reaches 1.0)"),
+    ],
+)
+def test_widths_table_slowdown_is_undefined_where_scaled_is_censored(
+    reached_scaled, reached_unscaled, cell
+):
+    """10's table prints a slow-down as Figure 8(a) draws it (a point only where scaled
+    reaches loss 1.0 on at least half its seeds)."""
+    assert _slowdown_cell(2.11, reached_scaled, reached_unscaled) == cell

@@ -76,6 +76,7 @@ def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
             1,
             1 + with_fit,
             figsize=((1 + with_fit) * COLUMN_WIDTH_IN, 2.7),
+            sharex=True,
             sharey=True,
             squeeze=False,
         )
@@ -92,7 +93,12 @@ def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
             f"({'b' if with_fit else 'a'}) 04's reading: {natural}",
         )
         axes[0].set_ylabel("smoothed training loss (nats)")
-        axes[0].legend(loc="lower left")
+        # 09's panel: a two-row legend at its foot, below the fitted reading's curves; a
+        # run of 04 alone: wherever its own curves leave room.
+        if with_fit:
+            axes[0].legend(loc="lower right", ncol=2)
+        else:
+            axes[0].legend(loc="best")
         d_k = tables.flags("04_recall_summary.csv").get("dk", 256)
         fig.suptitle(rf"Associative recall, $d_k$ = {d_k}", fontsize=8)
         fig.tight_layout()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, save, seeds_text
 from attnlab.harness.tables import Tables
@@ -31,14 +32,19 @@ def fig4_remedies(tables: Tables, figures_dir: Path) -> list[Path]:
             wide = curves[curves.variant == name].pivot(
                 index="step", columns="seed", values="smoothed_loss"
             )
+            # Scaled on top, dashed: its curve lies on qk_norm's and learned_temperature's.
+            on_top = name == "scaled"
             ax_c.plot(
                 wide.index,
                 wide.median(axis=1),
                 color=MECHANISM_COLORS[name],
                 label=labels[name],
                 lw=1.1,
+                ls=(0, (4, 2)) if on_top else "-",
+                zorder=3 if on_top else 2,
             )
         ax_c.set_yscale("log")
+        ax_c.set_ylim(top=100 * curves.smoothed_loss.max())  # room for the legend above the data
         ax_c.set_xlabel("training step")
         ax_c.set_ylabel("smoothed training loss (nats)")
         ax_c.set_title(f"(a) Median loss over {seeds_text(curves.seed.nunique())}")
@@ -71,6 +77,10 @@ def fig4_remedies(tables: Tables, figures_dir: Path) -> list[Path]:
         ax_m.set_yticks(y, order)
         ax_m.invert_yaxis()
         ax_m.set_xscale("log")
+        # Plain step numbers at 1, 2 and 5 per decade; log minor labels overlap.
+        ax_m.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax_m.xaxis.set_major_formatter(ScalarFormatter())
+        ax_m.xaxis.set_minor_formatter(NullFormatter())
         ax_m.set_xlabel("training step (log scale)")
         ax_m.set_title("(b) Milestones, one point per seed")
         ax_m.legend(loc="center right", fontsize=6)

@@ -56,7 +56,8 @@ def fig1_saturation(tables: Tables, figures_dir: Path) -> list[Path]:
         for ax in (ax_max, ax_ent):
             log2_dk_axis(ax, d_k)
         ax_max.legend(loc="upper left")
-        ax_ent.legend(loc="lower left")
+        # Right of centre lies between the scaled plateau and the saturated unscaled tail.
+        ax_ent.legend(loc="center right")
         fig.suptitle(
             f"Softmax saturation without scaling (n = {n} keys, {trials} trials, error bars: SEM)",
             fontsize=9,

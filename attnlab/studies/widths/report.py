@@ -230,6 +230,18 @@ CHECKS: dict[str, Check] = {
 }
 
 
+def _slowdown_cell(slowdown: float, reached_scaled: float, reached_unscaled: float) -> str:
+    """The slow-down as Figure 8(a) draws it: the ratio where both variants reach loss 1.0
+    on at least half their seeds, a lower bound (≥) where only scaled does, and undefined
+    (—) where scaled does not: its step is then censored at the run length, and Figure
+    8(a) draws no point."""
+    if reached_scaled < 0.5:
+        return (
+            "— (neither reaches 1.0)" if reached_unscaled < 0.5 else "— (scaled never reaches 1.0)"
+        )
+    return ("≥ " if reached_unscaled < 0.5 else "") + num(slowdown)
+
+
 def _width_table(tables: Tables) -> str:
     base, _, _ = base_runs(tables)
     routing, accuracy = medians(base, "routing_accuracy_end"), medians(base, "eval_accuracy")
@@ -251,11 +263,10 @@ def _width_table(tables: Tables) -> str:
     rows = []
     for d_k in routing.index:
         r = ratios.loc[d_k]
-        bound = "≥ " if r.reached_unscaled < 0.5 and r.reached_scaled >= 0.5 else ""
         rows.append(
             [
                 str(d_k),
-                bound + num(r.slowdown),
+                _slowdown_cell(r.slowdown, r.reached_scaled, r.reached_unscaled),
                 num(r.jacobian),
                 *(num(routing.loc[d_k, m]) for m in names),
                 *(num(accuracy.loc[d_k, m]) for m in names),
