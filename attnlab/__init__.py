@@ -7,6 +7,20 @@ from attnlab.core.attention import (
     masked_softmax,
     softcap,
 )
+from attnlab.core.mechanism import (
+    Mechanism,
+    MechanismError,
+    MechanismReferenceError,
+    as_mechanism,
+    capped_logits,
+    check_mechanism,
+    l2_normalize,
+    load_mechanism,
+    scaled_logits,
+    sigmoid_weights,
+    softmax_weights,
+    softpick_weights,
+)
 from attnlab.core.softmax_stats import (
     entropy,
     jacobian_frobenius_norm,
@@ -15,6 +29,18 @@ from attnlab.core.softmax_stats import (
 )
 
 __all__ = [
+    "Mechanism",
+    "MechanismError",
+    "MechanismReferenceError",
+    "as_mechanism",
+    "capped_logits",
+    "check_mechanism",
+    "l2_normalize",
+    "load_mechanism",
+    "scaled_logits",
+    "sigmoid_weights",
+    "softmax_weights",
+    "softpick_weights",
     "attention_logits",
     "attention_weights",
     "dot_product_attention",

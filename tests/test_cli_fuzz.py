@@ -81,7 +81,53 @@ def _valid_words(action: argparse.Action):
     return action.choices if action.choices is not None else action.type.names
 
 
+#: Files of broken mechanisms ``_prepare`` writes, for the mechanism flags' bad references.
+BAD_MECHANISM_FILES = {
+    "broken.py": "raise RuntimeError('broken on import')\n",
+    "mechs.py": (
+        "import jax.numpy as jnp\n"
+        "NOT_A_MECHANISM = 3\n"
+        "def wrong_shape(q, k):\n    return q\n"
+        "def dots(q, k):\n    return jnp.einsum('...qd,...kd->...qk', q, k)\n"
+        "def wrong_dtype(q, k):\n    return dots(q, k).astype(jnp.float16)\n"
+        "def nan_weights(q, k):\n    return dots(q, k) * jnp.nan\n"
+    ),
+}
+
+
+def _bad_mechanisms(root: Path) -> list[str]:
+    """References that name no working mechanism: not a built-in, a module or file that
+    does not import or lacks the name, something that is not a mechanism, and mechanisms
+    with logits of the wrong shape or dtype or non-finite weights."""
+    return [
+        "no-such-mechanism",
+        "",
+        "SCALED",
+        "scaled ",
+        "no_such_module_xyz:f",
+        "attnlab:no_such_name",
+        "attnlab.core.temperature:MECHANISMS",
+        "/nonexistent/m.py:f",
+        f"{root}/broken.py:f",
+        f"{root}/mechs.py:missing",
+        f"{root}/mechs.py:NOT_A_MECHANISM",
+        f"{root}/mechs.py:wrong_shape",
+        f"{root}/mechs.py:wrong_dtype",
+        f"{root}/mechs.py:nan_weights",
+    ]
+
+
+def _is_reference(text: str) -> bool:
+    try:
+        attnlab.studies.recall.flags.mechanism_reference(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
 def _kind(action: argparse.Action) -> str:
+    if action.type is attnlab.studies.recall.flags.mechanism_reference:
+        return "mechanism"
     if action.choices is not None or hasattr(action.type, "names"):
         return "choice"
     if hasattr(action.type, "is_valid"):
@@ -135,6 +181,8 @@ def bad_values(action: argparse.Action, root: Path) -> list[list[str]]:
         words = [*NOT_A_NUMBER, *BAD_FLOATS[action.type]]
     elif kind == "text":
         words = [w for w in ("no-such-thing", "zzz", "\n") if not action.type.is_valid(w)]
+    elif kind == "mechanism":
+        words = _bad_mechanisms(root)
     else:
         words = _bad_paths(kind, root)
     values = [[w] for w in words]
@@ -165,6 +213,10 @@ def bad_value_strategy(action: argparse.Action, root: Path) -> st.SearchStrategy
         )
     elif kind == "text":
         drawn = ANY_TEXT.filter(lambda s: not action.type.is_valid(s) and not s.startswith("-"))
+    elif kind == "mechanism":  # no ":": random text must not import arbitrary modules
+        drawn = ANY_TEXT.filter(lambda s: ":" not in s and not s.startswith("-")).filter(
+            lambda s: not _is_reference(s)
+        )
     else:
         suffix = "/x.csv" if kind == "file_out" else ""
         drawn = ANY_TEXT.filter(lambda s: "/" not in s).map(lambda s: f"/nonexistent/{s}{suffix}")
@@ -180,6 +232,8 @@ def _prepare(root: Path) -> Path:
     (root / "outputs").mkdir(exist_ok=True)
     (root / "a_dir").mkdir(exist_ok=True)
     (root / "a_file").write_text("not a directory\n")
+    for file_name, text in BAD_MECHANISM_FILES.items():
+        (root / file_name).write_text(text)
     if not IS_ROOT:
         (root / "read_only").mkdir(exist_ok=True)
         (root / "read_only").chmod(0o555)

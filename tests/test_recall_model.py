@@ -22,6 +22,11 @@ LEARNED = {"qk_norm", "learned_temperature"}
 HUGE = 100.0  # an embedding std that makes unscaled logits tens of thousands
 
 
+def cap_of(mech):
+    """The mechanism's soft-cap constant, None if it has none."""
+    return mech.constant_values(CONFIG.d_k).get("cap")
+
+
 @functools.cache
 def batch():
     return jax.jit(sample_batch, static_argnums=(1, 2))(jax.random.key(123), B, CONFIG.task)
@@ -105,7 +110,7 @@ def naive_forward(params, b, mech, d_k, d_model, scale=None):
     A = {k: np.abs(v) for k, v in P.items()}
     keys, values, query = (np.asarray(x) for x in (b.keys, b.values, b.query))
     if scale is None:
-        scale = P["inv_temperature"] if mech.name in LEARNED else mech.fixed_scale(d_k)
+        scale = P["scale"] if mech.name in LEARNED else mech.constant_values(d_k)["scale"]
     n_batch, pairs = keys.shape
     logits = np.empty((n_batch, P["W_O"].shape[1]))
     weights = np.empty((n_batch, pairs))
@@ -143,8 +148,8 @@ def naive_forward(params, b, mech, d_k, d_model, scale=None):
             z = scale * (k @ q)
             e_z = abs(scale) * (k_abs @ e_q + e_k @ q_abs + d_k * EPS * (k_abs @ q_abs))
             e_z += EPS * np.abs(z)
-        if mech.logit_cap is not None:
-            cap = mech.logit_cap
+        if cap_of(mech) is not None:
+            cap = cap_of(mech)
             # d(cap tanh(z / cap)) = sech^2 dz; plus z / cap (2 roundings, as z * (1 / cap)),
             # tanh and the product.
             a = np.exp(-2 * np.abs(z / cap))
@@ -210,7 +215,7 @@ def test_output_shapes_and_weights(name):
         "W_O": (dk, CONFIG.n_value_tokens),
     }
     if name in LEARNED:
-        expected["inv_temperature"] = ()
+        expected["scale"] = ()
     assert {k: v.shape for k, v in params.items()} == expected
 
 
@@ -239,7 +244,7 @@ def apply_learned_times_three():
     changed = {}
     for name in LEARNED:
         params = forward(name)[0]
-        changed[name] = dict(params, inv_temperature=np.float32(3 * params["inv_temperature"]))
+        changed[name] = dict(params, scale=np.float32(3 * params["scale"]))
 
     @jax.jit
     def run(changed, b):
@@ -270,12 +275,12 @@ def test_learned_scale_is_used(name):
     ("name", "expected"),
     [("learned_temperature", 1 / math.sqrt(CONFIG.d_k)), ("qk_norm", math.sqrt(CONFIG.d_k))],
 )
-def test_inv_temperature_initial_value(name, expected):
+def test_learned_scale_initial_value(name, expected):
     params = forward(name)[0]
-    assert params["inv_temperature"].shape == ()
-    assert params["inv_temperature"].dtype == np.float32
+    assert params["scale"].shape == ()
+    assert params["scale"].dtype == np.float32
     # One rounding of the float64 value to float32 (exact here: 1/4 and 4).
-    assert float(params["inv_temperature"]) == pytest.approx(expected, rel=EPS / 2)
+    assert float(params["scale"]) == pytest.approx(expected, rel=EPS / 2)
 
 
 def test_fixed_mechanisms_have_no_temperature_param():
@@ -351,12 +356,12 @@ def test_softcap_bounds_logits(name):
     assert np.isfinite(logits).all() and np.isfinite(weights).all()
     z = naive_forward(params, batch(), mech, CONFIG.d_k, CONFIG.d_model)[2]
     z_raw = naive_forward(params, batch(), MECHANISMS["unscaled"], CONFIG.d_k, 12)[2]
-    assert np.abs(z_raw).max() > 100 * mech.logit_cap  # the cap is doing something
-    assert np.abs(z).max() <= mech.logit_cap
+    assert np.abs(z_raw).max() > 100 * cap_of(mech)  # the cap is doing something
+    assert np.abs(z).max() <= cap_of(mech)
     # Weights against a float64 reference from the parameters are ill-conditioned here:
     # raw logits of ~1e4 carry float32 errors ~1e-3, which the cap's slope sech^2 shrinks
     # least where keys tie just below the cap. So the two steps are checked separately.
-    cap = mech.logit_cap
+    cap = cap_of(mech)
     q, k, z32 = (x.astype(np.float64) for x in attention_inputs(name, "huge"))
     # 1. The model's float32 logits: cap(q.k) of its own float32 q and k, within the
     # rounding of the d_k-term dot product (times the slope sech^2) and of z / cap (as

@@ -72,7 +72,7 @@ def test_onehot_ignores_d_model():
 
 def test_learned_temperature_comes_last():
     got = shapes(replace(SMALL, bias=True), MECHANISMS["learned_temperature"])
-    assert list(got)[-1] == "inv_temperature"
+    assert list(got)[-1] == "scale"
 
 
 SLOTS = ("concat", "sum", "separate", "onehot")
@@ -283,11 +283,12 @@ class TodayModel(nn.Module):
         q = _rows(E_key @ W_Q, batch.query)[:, None, :]
         k = _rows(E_key @ W_K[:d], batch.keys) + _rows(E_val @ W_K[d:], batch.values)
         v = _rows(E_key @ W_V[:d], batch.keys) + _rows(E_val @ W_V[d:], batch.values)
-        scale = mech.fixed_scale(self.d_k)
-        if mech.scale_rule == "learned":
-            scale = self.param("inv_temperature", nn.initializers.constant(scale), ())
-        o = dot_product_attention(q, k, v, scale=scale, logit_cap=mech.logit_cap)[:, 0]
-        p = attention_weights(q, k, scale=scale, logit_cap=mech.logit_cap)[:, 0]
+        theta = mech.constant_values(self.d_k)
+        for name, value in mech.param_values(self.d_k).items():
+            theta[name] = self.param(name, nn.initializers.constant(value), ())
+        scale, cap = theta["scale"], theta.get("cap")
+        o = dot_product_attention(q, k, v, scale=scale, logit_cap=cap)[:, 0]
+        p = attention_weights(q, k, scale=scale, logit_cap=cap)[:, 0]
         return o @ W_O, p
 
 

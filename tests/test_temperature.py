@@ -1,11 +1,13 @@
-"""Tests of attnlab.core.temperature: the mechanisms compared in 04/05 and their logit scales."""
+"""Tests of attnlab.core.temperature: the built-in mechanisms of 04/05 and their scalars."""
 
 import math
 import sys
 
 import pytest
 
-from attnlab.core.temperature import MECHANISMS, Mechanism, qk_norm_initial_gain
+from attnlab.core.literature import LITERATURE
+from attnlab.core.mechanism import Mechanism, capped_logits, scaled_logits, softmax_weights
+from attnlab.core.temperature import BUILTINS, MECHANISMS, qk_norm_initial_gain
 
 D_KS = [1, 4, 16, 64, 256]
 
@@ -21,7 +23,9 @@ def test_mechanism_names_and_keys():
         "softcap30",
         "softcap50",
     ]
-    for name, mech in MECHANISMS.items():
+    assert list(BUILTINS) == list(MECHANISMS) + ["ssmax", "sigmoid", "softpick", "cosine_tau"]
+    assert BUILTINS == {**MECHANISMS, **LITERATURE}
+    for name, mech in BUILTINS.items():
         assert isinstance(mech, Mechanism)
         assert mech.name == name
 
@@ -29,43 +33,66 @@ def test_mechanism_names_and_keys():
 def test_mechanism_attributes():
     """What each mechanism changes relative to unscaled attention, and nothing else."""
     expected = {
-        #  name: (scale_rule, qk_init_exponent, normalize_qk, logit_cap)
-        "scaled": ("inv_sqrt_d", 0.0, False, None),
-        "unscaled": ("one", 0.0, False, None),
-        "folded_init": ("one", -0.25, False, None),
-        "qk_norm": ("learned", 0.0, True, None),
-        "learned_temperature": ("learned", 0.0, False, None),
-        "inv_d": ("inv_d", 0.0, False, None),
-        "softcap30": ("one", 0.0, False, 30.0),
-        "softcap50": ("one", 0.0, False, 50.0),
+        #  name: (logits, learned, fixed, qk_init_exponent, normalize_qk)
+        "scaled": (scaled_logits, (), ("scale",), 0.0, False),
+        "unscaled": (scaled_logits, (), ("scale",), 0.0, False),
+        "folded_init": (scaled_logits, (), ("scale",), -0.25, False),
+        "qk_norm": (scaled_logits, ("scale",), (), 0.0, True),
+        "learned_temperature": (scaled_logits, ("scale",), (), 0.0, False),
+        "inv_d": (scaled_logits, (), ("scale",), 0.0, False),
+        "softcap30": (capped_logits, (), ("scale", "cap"), 0.0, False),
+        "softcap50": (capped_logits, (), ("scale", "cap"), 0.0, False),
     }
     got = {
-        name: (m.scale_rule, m.qk_init_exponent, m.normalize_qk, m.logit_cap)
+        name: (
+            m.logits,
+            tuple(n for n, _ in m.params),
+            tuple(n for n, _ in m.constants),
+            m.qk_init_exponent,
+            m.normalize_qk,
+        )
         for name, m in MECHANISMS.items()
     }
     assert got == expected
+    for m in MECHANISMS.values():
+        assert m.weights is softmax_weights and not m.row_length
 
 
 @pytest.mark.parametrize("d_k", D_KS)
-def test_fixed_scale_values(d_k):
+def test_initial_scalars(d_k):
     expected = {
-        "scaled": 1 / math.sqrt(d_k),
-        "unscaled": 1.0,
-        "folded_init": 1.0,
-        "qk_norm": math.sqrt(d_k),
-        "learned_temperature": 1 / math.sqrt(d_k),
-        "inv_d": 1 / d_k,
-        "softcap30": 1.0,
-        "softcap50": 1.0,
+        "scaled": {"scale": 1 / math.sqrt(d_k)},
+        "unscaled": {"scale": 1.0},
+        "folded_init": {"scale": 1.0},
+        "qk_norm": {"scale": math.sqrt(d_k)},
+        "learned_temperature": {"scale": 1 / math.sqrt(d_k)},
+        "inv_d": {"scale": 1 / d_k},
+        "softcap30": {"scale": 1.0, "cap": 30.0},
+        "softcap50": {"scale": 1.0, "cap": 50.0},
     }
     for name, mech in MECHANISMS.items():
-        assert mech.fixed_scale(d_k) == expected[name], name  # exact: the same expressions
+        assert mech.initial_theta(d_k) == expected[name], name  # exact: the same expressions
 
 
-def test_fixed_scales_differ_at_d_k_above_one():
+def test_initial_scales_differ_at_d_k_above_one():
     """Guards the table above: at d_k = 64 the rules give four distinct multipliers."""
-    scales = {m.fixed_scale(64) for m in MECHANISMS.values()}
+    scales = {m.initial_theta(64)["scale"] for m in MECHANISMS.values()}
     assert sorted(scales) == [1 / 64, 1 / 8, 1.0, 8.0]  # exact: powers of two
+
+
+def test_programs_shared_where_only_constants_differ():
+    """scaled, unscaled, folded and 1/d are one program; both caps another; learned apart."""
+    programs = {}
+    for name, m in MECHANISMS.items():
+        programs.setdefault(m.program(), []).append(name)
+    assert sorted(programs.values()) == sorted(
+        [
+            ["scaled", "unscaled", "folded_init", "inv_d"],
+            ["qk_norm"],
+            ["learned_temperature"],
+            ["softcap30", "softcap50"],
+        ]
+    )
 
 
 @pytest.mark.parametrize("d_k", D_KS)
@@ -81,11 +108,12 @@ def test_folded_init_matches_scaled_logits_at_init():
     """W_Q and W_K each d^(-1/4) smaller: q.k is d^(-1/2) smaller, as the scaled factor."""
     d_k = 256
     folded, scaled = MECHANISMS["folded_init"], MECHANISMS["scaled"]
-    factor = (d_k**folded.qk_init_exponent) ** 2 * folded.fixed_scale(d_k)
+    factor = (d_k**folded.qk_init_exponent) ** 2 * folded.initial_theta(d_k)["scale"]
     # float64: pow, the square and the products, each within an ulp.
-    assert factor == pytest.approx(scaled.fixed_scale(d_k), rel=4 * sys.float_info.epsilon)
+    expected = scaled.initial_theta(d_k)["scale"]
+    assert factor == pytest.approx(expected, rel=4 * sys.float_info.epsilon)
 
 
 def test_mechanism_is_frozen():
     with pytest.raises(AttributeError):
-        MECHANISMS["scaled"].scale_rule = "one"  # type: ignore[misc]
+        MECHANISMS["scaled"].normalize_qk = True  # type: ignore[misc]

@@ -1,8 +1,7 @@
-"""Who owns the attention temperature: the mechanisms compared in experiments 04 and 05.
+"""Who owns the attention temperature: the built-in mechanisms, written with the open API
+of ``attnlab.core.mechanism``.
 
-Each mechanism is a small, documented choice of *where* the logit scale comes from; the
-attention itself is always ``attnlab.dot_product_attention``. For a head of width ``d``
-with projections ``q = x W_Q`` and ``k = x W_K``:
+For a head of width ``d`` with projections ``q = x W_Q`` and ``k = x W_K``:
 
 =====================  ======================================================================
 ``scaled``             ``z = q.k / sqrt(d)``                          (Vaswani et al. 2017)
@@ -15,45 +14,32 @@ with projections ``q = x W_Q`` and ``k = x W_K``:
 ``softcap30``          ``z = 30 tanh(q.k / 30)``                       (Grok-1)
 ``softcap50``          ``z = 50 tanh(q.k / 50)``                       (Gemma 2)
 =====================  ======================================================================
+
+These eight are 05's and 10's (``MECHANISMS``). Four more from the literature are written
+in ``attnlab.core.literature`` with the public API only (``LITERATURE``); ``BUILTINS`` is
+every name a command line accepts without ``MODULE:NAME``.
+
+The scale and the cap are *constants* (traced), so scaled, unscaled, folded and 1/d
+attention are one compiled program, and so are both caps; the learned ones are
+*parameters* named ``scale``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
 
-ScaleRule = Literal["inv_sqrt_d", "one", "inv_d", "learned"]
+from attnlab.core.literature import LITERATURE
+from attnlab.core.mechanism import Mechanism, capped_logits, scaled_logits
 
 
-@dataclass(frozen=True)
-class Mechanism:
-    """How one attention head sets its logit scale.
+def inv_sqrt(d_k: int) -> float:
+    """``1/sqrt(d_k)``, scaled attention's multiplier (and learned_temperature's start)."""
+    return 1.0 / math.sqrt(d_k)
 
-    Attributes:
-      name: the mechanism's name in CSVs and figures.
-      scale_rule: the logit multiplier: ``1/sqrt(d)``, ``1``, ``1/d``, or a learned scalar.
-      qk_init_exponent: W_Q and W_K are initialised ``d ** qk_init_exponent`` times their
-        default (``-1/4`` folds ``1/sqrt(d)`` into the initialisation; 0 changes nothing).
-      normalize_qk: L2-normalise q and k before the dot product (QK-norm).
-      logit_cap: soft-cap ``cap * tanh(z / cap)`` on the logits, or None.
-    """
 
-    name: str
-    scale_rule: ScaleRule
-    qk_init_exponent: float = 0.0
-    normalize_qk: bool = False
-    logit_cap: float | None = None
-
-    def fixed_scale(self, d_k: int) -> float:
-        """The logit multiplier for the fixed rules (the initial value for ``learned``)."""
-        if self.scale_rule == "one":
-            return 1.0
-        if self.scale_rule == "inv_d":
-            return 1.0 / d_k
-        if self.scale_rule == "learned" and self.normalize_qk:
-            return qk_norm_initial_gain(d_k)
-        return 1.0 / math.sqrt(d_k)
+def inv_d(d_k: int) -> float:
+    """``1/d_k``, muP's multiplier."""
+    return 1.0 / d_k
 
 
 def qk_norm_initial_gain(d_k: int) -> float:
@@ -70,13 +56,19 @@ def qk_norm_initial_gain(d_k: int) -> float:
 MECHANISMS: dict[str, Mechanism] = {
     m.name: m
     for m in (
-        Mechanism("scaled", "inv_sqrt_d"),
-        Mechanism("unscaled", "one"),
-        Mechanism("folded_init", "one", qk_init_exponent=-0.25),
-        Mechanism("qk_norm", "learned", normalize_qk=True),
-        Mechanism("learned_temperature", "learned"),
-        Mechanism("inv_d", "inv_d"),
-        Mechanism("softcap30", "one", logit_cap=30.0),
-        Mechanism("softcap50", "one", logit_cap=50.0),
+        Mechanism("scaled", scaled_logits, constants={"scale": inv_sqrt}),
+        Mechanism("unscaled", scaled_logits, constants={"scale": 1.0}),
+        Mechanism("folded_init", scaled_logits, constants={"scale": 1.0}, qk_init_exponent=-0.25),
+        Mechanism(
+            "qk_norm", scaled_logits, params={"scale": qk_norm_initial_gain}, normalize_qk=True
+        ),
+        Mechanism("learned_temperature", scaled_logits, params={"scale": inv_sqrt}),
+        Mechanism("inv_d", scaled_logits, constants={"scale": inv_d}),
+        Mechanism("softcap30", capped_logits, constants={"scale": 1.0, "cap": 30.0}),
+        Mechanism("softcap50", capped_logits, constants={"scale": 1.0, "cap": 50.0}),
     )
 }
+
+#: Every mechanism a command line names without ``MODULE:NAME``: 05's eight, then the
+#: literature's four.
+BUILTINS: dict[str, Mechanism] = {**MECHANISMS, **LITERATURE}

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.mechanism import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.studies.recall.readings import (
@@ -375,5 +376,5 @@ def predict(
     config = reading_config(
         get_reading(name), RecallConfig(seeds=seeds, seed=seed, steps=run_length)
     )
-    runs = [Run(config, MECHANISMS[m]) for m in config.mechanisms]
+    runs = [Run(config, load_mechanism(m)) for m in config.mechanisms]
     return config, train_runs(runs, on_chunk=on_chunk)

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnlab.core.temperature import MECHANISMS
+from attnlab.core.mechanism import MechanismError, MechanismReferenceError, load_mechanism
+from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies.recall.model import INITS, SLOTS
@@ -75,11 +76,28 @@ def family_substring(text: str) -> str:
 family_substring.is_valid = lambda text: any(text in r.name for r in FAMILY)  # type: ignore[attr-defined]
 
 
+def mechanism_reference(text: str) -> str:
+    """An argparse type: a reference ``load_mechanism`` resolves (a built-in name,
+    ``MODULE:NAME`` or ``path/to/file.py:NAME``) to a mechanism that runs; else the reason."""
+    try:
+        load_mechanism(text)
+    except (MechanismReferenceError, MechanismError) as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def add_mechanisms_flag(
     parser: argparse.ArgumentParser, flag: str, default: Iterable[str], help: str
 ) -> None:
-    """``flag``: one or more names of ``attnlab.core.temperature.MECHANISMS``."""
-    parser.add_argument(flag, nargs="+", choices=list(MECHANISMS), default=list(default), help=help)
+    """``flag``: one or more mechanism references (``mechanism_reference``)."""
+    parser.add_argument(
+        flag,
+        nargs="+",
+        type=mechanism_reference,
+        default=list(default),
+        metavar="MECHANISM",
+        help=f"{help}; a built-in ({', '.join(BUILTINS)}), MODULE:NAME or path/to/file.py:NAME",
+    )
 
 
 def add_recall_flags(

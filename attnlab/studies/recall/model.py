@@ -7,7 +7,7 @@ model the 04 demo has always trained:
     x_q = E_key[query]                       [d_model]
     x_i = [E_key[key_i] ; E_val[value_i]]    [2 d_model]
     q = x_q W_Q,  k_i = x_i W_K,  v_i = x_i W_V          (no biases; width d_k)
-    o = attention(q, k, v)  (the mechanism sets the logit scale, ``attnlab.core.temperature``)
+    o = p v,  p = weights(logits(q, k))  (the mechanism: ``attnlab.core.mechanism``)
     logits = o W_O                            [n_value_tokens]
 
 The article leaves open how a pair becomes a slot and how parameters are initialised; the
@@ -62,14 +62,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import Literal
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from attnlab.core.attention import attention_logits, masked_softmax, weighted_values
-from attnlab.core.temperature import Mechanism
+from attnlab.core.attention import weighted_values
+from attnlab.core.mechanism import Mechanism
 from attnlab.studies.recall.task import Batch, RecallTask
 
 Slot = Literal["concat", "sum", "separate", "onehot"]
@@ -79,6 +79,10 @@ SLOTS: tuple[str, ...] = ("concat", "sum", "separate", "onehot")
 INITS: tuple[str, ...] = ("natural", "pytorch", "glorot", "gpt")
 #: The std of every weight and embedding entry under ``init="gpt"``.
 GPT_STD = 0.02
+#: The model's own parameter names; a mechanism's scalars may not reuse them.
+MODEL_PARAMS = ("E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+#: A mechanism's fixed scalars by name (``Mechanism.constant_values``), possibly traced.
+MechanismConstants = dict
 
 Initializer = Callable[..., jax.Array]
 
@@ -105,10 +109,6 @@ def _rows_bwd(residuals: tuple, g: jax.Array) -> tuple[jax.Array, None]:
 
 
 _rows.defvjp(_rows_fwd, _rows_bwd)
-
-
-def _l2_normalize(x: jax.Array, eps: float = 1e-6) -> jax.Array:
-    return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) + eps)
 
 
 def _uniform(limit: float) -> Initializer:
@@ -141,7 +141,7 @@ class RecallModel(nn.Module):
 
     Attributes:
       task: the task's sizes.
-      mechanism: how the head sets its logit scale.
+      mechanism: how the head turns q and k into attention weights.
       d_k: head width (queries, keys and values).
       d_model: embedding width of one token (unused by ``slot="onehot"``).
       embed_init_std: std of the embedding entries at initialisation (``init="natural"``).
@@ -202,7 +202,8 @@ class RecallModel(nn.Module):
     ) -> tuple[jax.Array, jax.Array]:
         """Value logits ``[B, n_value_tokens]`` and attention weights ``[B, pairs]``.
 
-        ``constants`` (default: the mechanism's own, ``mechanism_constants``) may be traced.
+        ``constants`` (default: the mechanism's own, ``Mechanism.constant_values``) may be
+        traced.
         With ``mutable=["intermediates"]`` the model also records ``q``, ``k`` (as they leave
         the projections), ``q_attn``, ``k_attn`` (as the logits see them), ``logits`` and
         ``weights`` (``[B, pairs]``)."""
@@ -210,7 +211,7 @@ class RecallModel(nn.Module):
         if self.slot not in SLOTS:
             raise ValueError(f"RecallModel.slot must be one of {SLOTS}, got {self.slot!r}")
         # Parameters are created in one fixed order (flax draws their keys in call order):
-        # E_key, E_val, W_Q, W_K, W_V, W_O, then the biases; the learned temperature last.
+        # E_key, E_val, W_Q, W_K, W_V, W_O, then the biases; the mechanism's own last.
         if self.slot == "onehot":
             q_in, kv_in = task.n_key_tokens, task.n_key_tokens + task.n_value_tokens
         else:
@@ -253,17 +254,16 @@ class RecallModel(nn.Module):
         # and otherwise removed by XLA as unused.
         self.sow("intermediates", "q", q)
         self.sow("intermediates", "k", k)
-        if mech.normalize_qk:
-            q, k = _l2_normalize(q), _l2_normalize(k)
+        q, k = mech.prepare(q, k)
+        theta = dict(mech.constant_values(self.d_k) if constants is None else constants)
+        for name, value in mech.param_values(self.d_k).items():
+            if name in MODEL_PARAMS:
+                raise ValueError(f"mechanism {mech.name!r}: parameter {name!r} is the model's")
+            theta[name] = self.param(name, nn.initializers.constant(value), ())
 
-        scale, cap = mechanism_constants(mech, self.d_k) if constants is None else constants
-        if mech.scale_rule == "learned":
-            scale = self.param("inv_temperature", nn.initializers.constant(scale), ())
-        cap = cap if mech.logit_cap is not None else None
-
-        # The attention of attnlab.core.attention, its weights kept for the metrics.
-        z = attention_logits(q, k, scale=scale, logit_cap=cap)[:, 0]  # [B, pairs]
-        p = masked_softmax(z)
+        # The mechanism's weights, kept for the metrics; then attention's weighted values.
+        z = mech.scores(q, k, theta)[:, 0]  # [B, pairs]
+        p = mech.weights(z, None)
         self.sow("intermediates", "q_attn", q)
         self.sow("intermediates", "k_attn", k)
         self.sow("intermediates", "logits", z)
@@ -273,32 +273,9 @@ class RecallModel(nn.Module):
         return (logits + b_O if self.bias else logits), p
 
 
-class MechanismConstants(NamedTuple):
-    """The fixed scalars of a mechanism, passed to ``RecallModel`` as traced values so that
-    mechanisms differing only in them share one compiled program (``program_model``):
-    ``scale``, the logit multiplier (the initial value of a learned one), and ``cap``, the
-    soft-cap (1 where the mechanism has none; then unused)."""
-
-    scale: jax.Array | float
-    cap: jax.Array | float
-
-
-def mechanism_constants(mechanism: Mechanism, d_k: int) -> MechanismConstants:
-    """``mechanism``'s ``MechanismConstants`` at head width ``d_k``."""
-    cap = 1.0 if mechanism.logit_cap is None else mechanism.logit_cap
-    return MechanismConstants(mechanism.fixed_scale(d_k), cap)
-
-
 def program_model(model: RecallModel) -> RecallModel:
-    """``model`` with everything that only sets its initial parameters or its
-    ``MechanismConstants`` put to canonical values: two models with equal ``program_model``
-    compute the same function of (parameters, batch, constants), so they can share one
-    compiled training program (``attnlab.studies.recall.train.Trainer``)."""
-    mech = model.mechanism
-    shape = Mechanism(
-        "program",
-        "learned" if mech.scale_rule == "learned" else "one",
-        normalize_qk=mech.normalize_qk,
-        logit_cap=None if mech.logit_cap is None else 1.0,
-    )
-    return model.clone(mechanism=shape, init_rule="natural", embed_init_std=1.0)
+    """``model`` with everything that only sets its initial parameters or its mechanism's
+    constants put to canonical values (``Mechanism.program``): two models with equal
+    ``program_model`` compute the same function of (parameters, batch, constants), so they
+    can share one compiled training program (``attnlab.studies.recall.train.Trainer``)."""
+    return model.clone(mechanism=model.mechanism.program(), init_rule="natural", embed_init_std=1.0)

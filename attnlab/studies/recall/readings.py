@@ -279,7 +279,7 @@ def _grad_norm_program(config: RecallConfig):
     seeds, n]``; readings run one after another (``lax.map``), seeds and scales vmapped.
 
     The logit scale is a traced argument: the model is built with the ``learned_temperature``
-    mechanism, whose temperature parameter is set to each fixed scale, so ``tau * q.k`` is
+    mechanism, whose ``scale`` parameter is set to each fixed scale, so ``tau * q.k`` is
     the scaled or unscaled logit and one program serves both. The loss is ``train``'s mean
     cross-entropy; its gradient is ``train_step``'s.
     """
@@ -287,7 +287,7 @@ def _grad_norm_program(config: RecallConfig):
 
     def norm(params: dict, batch: Batch, scale: jax.Array) -> jax.Array:
         def loss(p):
-            logits, _ = model.apply({"params": {**p, "inv_temperature": scale}}, batch)
+            logits, _ = model.apply({"params": {**p, "scale": scale}}, batch)
             return optax.softmax_cross_entropy_with_integer_labels(logits, batch.target).mean()
 
         return jnp.linalg.norm(jax.grad(loss)(params)["W_Q"])
@@ -327,7 +327,8 @@ def step0_fingerprints(
         raise ValueError("step0_fingerprints needs at least one reading and one seed")
     if any(MECHANISMS[m].qk_init_exponent != 0 for m in SCREENED):
         raise ValueError(f"step0_fingerprints: {SCREENED} must all initialise like scaled")
-    scales = jnp.array([MECHANISMS[m].fixed_scale(base.d_k) for m in SCREENED], jnp.float32)
+    scales = [MECHANISMS[m].constant_values(base.d_k)["scale"] for m in SCREENED]
+    scales = jnp.array(scales, jnp.float32)
     batches = _first_batches_all(base.task, [r.batch_size for r in readings], seed_list)
     params = _initial_params(
         dict.fromkeys((r.slot, r.init, r.d_model) for r in readings), base, seed_list

@@ -9,8 +9,8 @@ are stacked along a leading axis that is vmapped and sharded over all devices
 (``draw_chunk``, once per seed, however many lanes share it). Python runs only between
 chunks: the progress callback, the divergence check, an early stop, optional diagnostics.
 
-One program, many runs: the learning rate and the mechanism's fixed scalars (its logit
-scale and cap, ``MechanismConstants``) are traced arguments of the compiled chunk, and the
+One program, many runs: the learning rate and the mechanism's fixed scalars (its
+``constants``, e.g. the logit scale and cap) are traced arguments of the compiled chunk, and the
 model enters it as its ``program_model`` (without what only sets the initial parameters),
 so runs that differ only in those (scaled, unscaled, 1/d and folded attention; both caps;
 the initialisations of 09's readings; 10's learning rates) are lanes of one program, and
@@ -34,16 +34,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from attnlab.core.mechanism import Mechanism, load_mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
 from attnlab.core.softmax_stats import entropy, max_weight
-from attnlab.core.temperature import MECHANISMS, Mechanism
 from attnlab.harness.errors import RunError
 from attnlab.studies.recall.model import (
     INITS,
     SLOTS,
     MechanismConstants,
     RecallModel,
-    mechanism_constants,
     program_model,
 )
 from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, stream_batches
@@ -67,7 +66,7 @@ class DivergenceError(RunError):
 @dataclass(frozen=True)
 class RecallConfig:
     """The recall demo. Defaults: the article's settings, and our reading of what it leaves
-    open (batch size, steps, widths, initialisation, smoothing); see README.
+    open (batch size, steps, widths, initialisation, smoothing); see this folder's README.md.
 
     ``slot``, ``init`` and ``bias`` choose the model's laws (``attnlab.studies.recall.model``):
     ``slot`` how a pair becomes a slot (concat ``[E_key[k]; E_val[v]]``, sum ``E_key[k] +
@@ -123,11 +122,13 @@ class RecallConfig:
             value = getattr(self, name)
             if not (np.isfinite(value) and value > 0):
                 raise ValueError(f"RecallConfig.{name} must be a finite number > 0, got {value!r}")
-        unknown = [m for m in self.mechanisms if m not in MECHANISMS]
-        if not self.mechanisms or unknown:
-            raise ValueError(
-                f"RecallConfig.mechanisms must name known mechanisms, got {self.mechanisms!r}"
-            )
+        if not self.mechanisms:
+            raise ValueError("RecallConfig.mechanisms must name at least one mechanism")
+        for reference in self.mechanisms:
+            try:
+                load_mechanism(reference)
+            except ValueError as err:
+                raise ValueError(f"RecallConfig.mechanisms: {err}") from None
         if self.slot not in SLOTS:
             raise ValueError(f"RecallConfig.slot must be one of {SLOTS}, got {self.slot!r}")
         if self.init not in INITS:
@@ -386,9 +387,10 @@ def _diagnostics_program(model: RecallModel, diagnose: Diagnostics):
 
 
 def _stacked_constants(runs: Sequence[Run]) -> MechanismConstants:
-    """Each run's ``mechanism_constants`` at its width, stacked ``[len(runs)]``."""
-    values = [mechanism_constants(run.mechanism, run.config.d_k) for run in runs]
-    return MechanismConstants(*(jnp.asarray(v, jnp.float32) for v in zip(*values, strict=True)))
+    """Each run's mechanism constants at its width, each stacked ``[len(runs)]`` (the runs
+    share a program, so their mechanisms have the same constants' names)."""
+    values = [run.mechanism.constant_values(run.config.d_k) for run in runs]
+    return {name: jnp.asarray([v[name] for v in values], jnp.float32) for name in values[0]}
 
 
 class _Lanes(NamedTuple):
@@ -687,6 +689,7 @@ def train(
 def train_and_evaluate(
     config: RecallConfig, on_chunk: Callable[[int], None] | None = None
 ) -> dict[str, TrainResult]:
-    """Train every mechanism of ``config`` on every seed; results keyed by mechanism."""
-    runs = [Run(config, MECHANISMS[name]) for name in config.mechanisms]
+    """Train every mechanism of ``config`` on every seed; results keyed by the references of
+    ``config.mechanisms``."""
+    runs = [Run(config, load_mechanism(name)) for name in config.mechanisms]
     return dict(zip(config.mechanisms, train_runs(runs, on_chunk=on_chunk), strict=True))

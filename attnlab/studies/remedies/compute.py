@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import trailing_mean
+from attnlab.core.mechanism import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall.summary import summary_frame
 from attnlab.studies.recall.train import (
@@ -52,7 +53,7 @@ SENSITIVITY_SEEDS = 1
 
 def run_remedies(config: RecallConfig, on_progress: Progress = None) -> list[TrainResult]:
     """Train every mechanism of ``config`` on its seeds (same init keys and data)."""
-    runs = [Run(config, MECHANISMS[name]) for name in config.mechanisms]
+    runs = [Run(config, load_mechanism(name)) for name in config.mechanisms]
     return train_runs(runs, on_chunk=on_progress)
 
 
@@ -150,7 +151,7 @@ def run_sensitivity(
         for std in embed_stds
     ]
     # Every cell's two variants at once: cells of one batch size share a program.
-    runs = [Run(cell, MECHANISMS[m]) for cell in cells for m in cell.mechanisms]
+    runs = [Run(cell, load_mechanism(m)) for cell in cells for m in cell.mechanisms]
     results = train_runs(runs, on_chunk=on_progress)
     rows = []
     for i, cell in enumerate(cells):

@@ -47,8 +47,9 @@ import pandas as pd
 
 from attnlab.core.attention import attention_logits
 from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.mechanism import Mechanism, load_mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
-from attnlab.core.temperature import MECHANISMS, Mechanism
+from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall.model import MechanismConstants, RecallModel
 from attnlab.studies.recall.task import Batch
 from attnlab.studies.recall.train import RecallConfig, Run, Trainer, group_runs
@@ -133,9 +134,11 @@ class WidthsConfig:
 
     def __post_init__(self) -> None:
         for name in ("mechanisms", "lr_mechanisms", "drift_mechanisms"):
-            unknown = [m for m in getattr(self, name) if m not in MECHANISMS]
-            if unknown:
-                raise ValueError(f"WidthsConfig.{name}: unknown mechanisms {unknown}")
+            for reference in getattr(self, name):
+                try:
+                    load_mechanism(reference)
+                except ValueError as err:
+                    raise ValueError(f"WidthsConfig.{name}: {err}") from None
         if not set(self.lr_dks) <= set(self.dks):
             raise ValueError("WidthsConfig.lr_dks must be a subset of dks")
         if self.base.lr not in self.lrs:
@@ -305,7 +308,7 @@ def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[LaneR
     runs = config.runs()
     results = []
     for d_k in dict.fromkeys(d_k for d_k, _, _ in runs):
-        entries = [(MECHANISMS[name], lrs) for dk, name, lrs in runs if dk == d_k]
+        entries = [(load_mechanism(name), lrs) for dk, name, lrs in runs if dk == d_k]
         base = replace(config.base, d_k=d_k)
         results += train_width(base, entries, config.record_every, on_progress)
     return results

@@ -1,0 +1,80 @@
+"""Four mechanisms from the literature, written with nothing but the public API of
+``attnlab`` (the names this file imports are all in ``attnlab.__all__``; a test checks it),
+as a researcher would write their own.
+
+=============  ================================================================  ==========
+``ssmax``      ``p = softmax(s log(n) q.k / sqrt(d))``, ``s`` learned            Nakanishi
+                                                                                 2025
+``sigmoid``    ``p_j = sigmoid(q.k_j / sqrt(d) - log n)``, rows not normalised   Ramapuram
+                                                                                 et al. 2024
+``softpick``   ``p = softpick(q.k / sqrt(d))``, rows not normalised              Zuhri et al.
+                                                                                 2025
+``cosine_tau`` ``p = softmax(cos(q, k) / tau)``, ``1/tau = exp(min(t, log 100))``, Liu et al.
+               ``t`` learned from ``log 10``                                     2022
+=============  ================================================================  ==========
+
+``n`` is the number of keys a query may attend (``row_length``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+
+from attnlab import Mechanism, attention_logits, sigmoid_weights, softpick_weights
+
+#: ssmax's initial ``s``: the default of the ``scalable-softmax`` package (PyPI), about
+#: ``1/ln 10``, so that ``s ln n = log10 n`` at step 0: 1.2 at the recall task's n = 16,
+#: where scaled attention's multiplier is 1. Nakanishi (2025) learns ``s`` per head and
+#: does not fix a value in the text we have.
+SSMAX_INITIAL_S = 0.43
+#: Swin Transformer V2's logit scale: ``log 10`` at initialisation, clamped at ``log 100``
+#: (``logit_scale`` and its ``torch.clamp(max=log(1 / 0.01))`` in the authors' code).
+COSINE_INITIAL_LOG_SCALE = math.log(10.0)
+COSINE_MAX_LOG_SCALE = math.log(100.0)
+
+
+def ssmax_logits(q, k, s, n):
+    """Scalable-Softmax: ``z = s log(n) q.k / sqrt(d)`` (Nakanishi 2025, "Scalable-Softmax Is
+    Superior for Attention", arXiv:2501.19399), softmax weights."""
+    return attention_logits(q, k, scale=s * jnp.log(n) / math.sqrt(jnp.shape(q)[-1]))
+
+
+def sigmoid_logits(q, k, n):
+    """Sigmoid attention's argument ``z = q.k / sqrt(d) - log n``: the bias ``b = -log n``
+    of Ramapuram et al. (2024, "Theory, Analysis, and Best Practices for Sigmoid
+    Self-Attention", arXiv:2409.04431), which starts the row's mass near one."""
+    return attention_logits(q, k) - jnp.log(n)
+
+
+def cosine_logits(q, k, log_scale):
+    """Swin V2's scaled cosine attention on q, k already normalised: ``z = cos(q, k) / tau``,
+    ``1/tau = exp(min(log_scale, log 100))`` (Liu et al. 2022, "Swin Transformer V2",
+    arXiv:2111.09883). The clamp has zero gradient above it, as ``torch.clamp``. q and k are
+    normalised by ``normalize_qk`` (``x / sqrt(|x|^2 + 1e-6)``; the authors'
+    ``F.normalize`` divides by ``max(|x|, 1e-12)``: the same for ``|x| >> 1e-3``)."""
+    return attention_logits(q, k, scale=jnp.exp(jnp.minimum(log_scale, COSINE_MAX_LOG_SCALE)))
+
+
+def softpick_logits(q, k):
+    """Softpick's argument, the scaled logits ``z = q.k / sqrt(d)`` (Zuhri et al. 2025,
+    "Softpick: No Attention Sink, No Massive Activations with Rectified Softmax",
+    arXiv:2504.20966)."""
+    return attention_logits(q, k)
+
+
+LITERATURE: dict[str, Mechanism] = {
+    m.name: m
+    for m in (
+        Mechanism("ssmax", ssmax_logits, params={"s": SSMAX_INITIAL_S}, row_length=True),
+        Mechanism("sigmoid", sigmoid_logits, weights=sigmoid_weights, row_length=True),
+        Mechanism("softpick", softpick_logits, weights=softpick_weights),
+        Mechanism(
+            "cosine_tau",
+            cosine_logits,
+            params={"log_scale": COSINE_INITIAL_LOG_SCALE},
+            normalize_qk=True,
+        ),
+    )
+}

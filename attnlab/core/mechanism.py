@@ -1,0 +1,355 @@
+"""The open mechanism API: who sets the attention temperature, as a value anyone can write.
+
+A mechanism turns queries and keys into attention weights in two steps,
+
+    z = logits(q, k, **theta)        q [..., Tq, d], k [..., Tk, d]  ->  z [..., Tq, Tk]
+    p = weights(z, mask)             z [..., Tq, Tk]                 ->  p [..., Tq, Tk]
+
+where ``theta`` holds the mechanism's named scalars: *parameters*, learned, each with its
+initial value, and *constants*, fixed. An initial value may depend on the head width, so
+it is a number or a function of ``d_k`` (``1/sqrt(d_k)``). The output of attention is
+``p v``; the rest of the model never looks inside the mechanism.
+
+The simplest mechanism is a plain function ``logits(q, k) -> z``: softmax weights, no
+scalars, the model's default initialisation (``as_mechanism``). Everything else is an
+optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformation``:
+
+====================  =====================================================================
+``params``            learned scalars and their initial values, passed to ``logits`` by name
+``constants``         fixed scalars, passed to ``logits`` by name; traced, so mechanisms that
+                      differ only in them share one compiled program (``program``)
+``weights``           ``weights(z, mask)``: softmax (default), ``sigmoid_weights``,
+                      ``softpick_weights`` or any function of that shape
+``row_length``        pass ``n=``, the number of keys each query may attend (>= 1, shape
+                      ``[..., Tq, 1]`` or a scalar), to ``logits``
+``qk_init_exponent``  W_Q and W_K start ``d_k ** e`` times their default (-1/4 folds
+                      ``1/sqrt(d_k)`` into the initialisation)
+``normalize_qk``      L2-normalise q and k before ``logits`` sees them
+====================  =====================================================================
+
+A mechanism is referred to on the command line by a built-in name (``scaled``), by
+``MODULE:NAME`` (an importable module) or by ``path/to/file.py:NAME``; ``load_mechanism``
+resolves all three, and ``check_mechanism`` runs a new one once on random inputs so a
+broken one stops with an error naming it before any training starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from attnlab.core.attention import attention_logits, masked_softmax
+
+Array = jax.Array
+#: An initial value: a number, or a function of the head width ``d_k`` returning one.
+Initial = float | Callable[[int], float]
+Scalars = tuple[tuple[str, Initial], ...]
+
+#: ``epsilon`` of ``softpick_weights`` (the authors' default).
+SOFTPICK_EPS = 1e-8
+#: ``epsilon`` inside ``l2_normalize``'s square root.
+L2_EPS = 1e-6
+
+
+class MechanismError(ValueError):
+    """A mechanism that cannot be used: the message names it and what is wrong."""
+
+
+class MechanismReferenceError(ValueError):
+    """A reference (``NAME``, ``MODULE:NAME``, ``FILE.py:NAME``) that names no mechanism."""
+
+
+# ----------------------------------------------------------------------------- hooks
+
+
+def scaled_logits(q: ArrayLike, k: ArrayLike, scale: ArrayLike) -> Array:
+    """``z = scale * q . k`` in float32 (the suite's one dot product, ``attention_logits``)."""
+    return attention_logits(q, k, scale=scale)
+
+
+def capped_logits(q: ArrayLike, k: ArrayLike, scale: ArrayLike, cap: ArrayLike) -> Array:
+    """``z = cap * tanh(scale * q . k / cap)``: the soft-cap of Gemma 2 and Grok-1."""
+    return attention_logits(q, k, scale=scale, logit_cap=cap)
+
+
+def softmax_weights(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
+    """``p = softmax(z)`` over the keys ``mask`` allows, in float32 for half-precision
+    logits (``masked_softmax``); a fully masked row gives zeros."""
+    return masked_softmax(jnp.asarray(z, jnp.promote_types(jnp.result_type(z), jnp.float32)), mask)
+
+
+def sigmoid_weights(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
+    """``p_j = sigmoid(z_j)`` where ``mask`` allows, 0 elsewhere: each weight on its own, the
+    row not normalised (sigmoid attention, Ramapuram et al. 2024). Computed in float32."""
+    z = jnp.asarray(z, jnp.promote_types(jnp.result_type(z), jnp.float32))
+    p = jax.nn.sigmoid(z)
+    return p if mask is None else jnp.where(jnp.asarray(mask, bool), p, 0.0)
+
+
+def softpick_weights(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
+    """Softpick (Zuhri et al. 2025), ``p_j = ReLU(e^{z_j} - 1) / (sum_l |e^{z_l} - 1| + eps)``
+    over the keys ``mask`` allows (masked keys are left out of the sum, as the authors' code
+    leaves out non-finite logits), ``eps = SOFTPICK_EPS``.
+
+    Computed stably as the authors do: numerator and denominator multiplied by ``e^{-m}``,
+    ``m`` the row's largest allowed logit (held out of the gradient, which it does not
+    change), so no exponent argument is positive:
+
+        p_j = ReLU(e^{z_j - m} - e^{-m}) / (sum_l |e^{z_l - m} - e^{-m}| + eps e^{-m}).
+
+    Rows need not sum to one; a row of logits <= 0 is all zeros; so is a fully masked row.
+    """
+    z = jnp.asarray(z, jnp.promote_types(jnp.result_type(z), jnp.float32))
+    allowed = jnp.ones(z.shape, bool) if mask is None else jnp.broadcast_to(mask, z.shape)
+    m = jnp.max(jnp.where(allowed, z, -jnp.inf), axis=-1, keepdims=True)
+    m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
+    shifted = jnp.where(allowed, jnp.exp(jnp.where(allowed, z - m, 0.0)) - jnp.exp(-m), 0.0)
+    denominator = jnp.sum(jnp.abs(shifted), axis=-1, keepdims=True) + SOFTPICK_EPS * jnp.exp(-m)
+    return jax.nn.relu(shifted) / denominator
+
+
+def l2_normalize(x: ArrayLike, eps: float = L2_EPS) -> Array:
+    """``x / sqrt(|x|^2 + eps)`` along the last axis (QK-norm; finite at ``x = 0``)."""
+    x = jnp.asarray(x)
+    return x * jax.lax.rsqrt(jnp.sum(x * x, axis=-1, keepdims=True) + eps)
+
+
+def row_lengths(mask: ArrayLike | None, n_keys: int) -> Array:
+    """``n``: keys each query may attend, at least 1 (``[..., Tq, 1]``; ``n_keys`` unmasked)."""
+    if mask is None:
+        return jnp.asarray(float(n_keys), jnp.float32)
+    count = jnp.sum(jnp.asarray(mask, jnp.float32), axis=-1, keepdims=True)
+    return jnp.maximum(count, 1.0)
+
+
+# ----------------------------------------------------------------------------- the value
+
+
+def _as_scalars(value: Mapping[str, Initial] | Scalars, what: str) -> Scalars:
+    pairs = tuple(value.items()) if isinstance(value, Mapping) else tuple(value)
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise MechanismError(f"Mechanism.{what} must map names to initial values, got {pair!r}")
+        name, initial = pair
+        if not name.isidentifier() or name == "n":
+            raise MechanismError(f"Mechanism.{what}: {name!r} is not a usable keyword name")
+        if isinstance(initial, bool) or not (callable(initial) or isinstance(initial, int | float)):
+            raise MechanismError(
+                f"Mechanism.{what}[{name!r}] must be a number or a function of d_k, got {initial!r}"
+            )
+    return pairs
+
+
+def _value(initial: Initial, d_k: int) -> float:
+    return float(initial(d_k) if callable(initial) else initial)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One way of setting the attention temperature (the module docstring's hooks).
+
+    Attributes:
+      name: the mechanism's name in CSVs, figures and the card.
+      logits: ``logits(q, k, **theta) -> z``; ``theta`` are ``params`` and ``constants`` by
+        name, and ``n=`` if ``row_length``. Logits of float32 inputs must be float32.
+      weights: ``weights(z, mask) -> p``, ``mask`` boolean or None.
+      params: learned scalars, ``{name: initial value or function of d_k}``.
+      constants: fixed scalars, the same way.
+      qk_init_exponent: W_Q and W_K are initialised ``d_k ** qk_init_exponent`` times their
+        default.
+      normalize_qk: L2-normalise q and k (``l2_normalize``) before ``logits``.
+      row_length: pass the row length ``n`` (``row_lengths``) to ``logits``.
+    """
+
+    name: str
+    logits: Callable[..., Array]
+    weights: Callable[[Array, Array | None], Array] = softmax_weights
+    params: Scalars = field(default=())
+    constants: Scalars = field(default=())
+    qk_init_exponent: float = 0.0
+    normalize_qk: bool = False
+    row_length: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or "," in self.name:
+            raise MechanismError(f"Mechanism.name must be a non-empty name, got {self.name!r}")
+        for hook in ("logits", "weights"):
+            if not callable(getattr(self, hook)):
+                raise MechanismError(f"mechanism {self.name!r}: {hook} must be callable")
+        object.__setattr__(self, "params", _as_scalars(self.params, "params"))
+        object.__setattr__(self, "constants", _as_scalars(self.constants, "constants"))
+        names = [n for n, _ in self.params + self.constants]
+        if len(set(names)) != len(names):
+            raise MechanismError(f"mechanism {self.name!r}: a scalar name is used twice: {names}")
+        e = self.qk_init_exponent
+        if isinstance(e, bool) or not isinstance(e, int | float) or not math.isfinite(e):
+            raise MechanismError(f"mechanism {self.name!r}: qk_init_exponent must be a number")
+        for flag in ("normalize_qk", "row_length"):
+            if not isinstance(getattr(self, flag), bool):
+                raise MechanismError(f"mechanism {self.name!r}: {flag} must be True or False")
+
+    def param_values(self, d_k: int) -> dict[str, float]:
+        """The learned scalars' initial values at head width ``d_k``."""
+        return {name: _value(initial, d_k) for name, initial in self.params}
+
+    def constant_values(self, d_k: int) -> dict[str, float]:
+        """The fixed scalars at head width ``d_k``."""
+        return {name: _value(initial, d_k) for name, initial in self.constants}
+
+    def initial_theta(self, d_k: int) -> dict[str, float]:
+        """Every scalar ``logits`` receives at step 0, at head width ``d_k``."""
+        return {**self.param_values(d_k), **self.constant_values(d_k)}
+
+    def prepare(self, q: ArrayLike, k: ArrayLike) -> tuple[Array, Array]:
+        """q and k as ``logits`` sees them (normalised if ``normalize_qk``)."""
+        q, k = jnp.asarray(q), jnp.asarray(k)
+        return (l2_normalize(q), l2_normalize(k)) if self.normalize_qk else (q, k)
+
+    def scores(
+        self, q: ArrayLike, k: ArrayLike, theta: Mapping[str, ArrayLike], mask=None
+    ) -> Array:
+        """``logits(q, k, **theta)`` (and ``n=`` if ``row_length``), q and k as prepared."""
+        kwargs = dict(theta)
+        if self.row_length:
+            kwargs["n"] = row_lengths(mask, jnp.shape(k)[-2])
+        return self.logits(q, k, **kwargs)
+
+    def __call__(
+        self,
+        q: ArrayLike,
+        k: ArrayLike,
+        mask: ArrayLike | None = None,
+        theta: Mapping[str, ArrayLike] | None = None,
+    ) -> Array:
+        """Attention weights ``[..., Tq, Tk]`` of queries ``q`` and keys ``k``, with the
+        scalars ``theta`` (default: ``initial_theta`` at ``d = q.shape[-1]``)."""
+        theta = self.initial_theta(jnp.shape(q)[-1]) if theta is None else theta
+        q, k = self.prepare(q, k)
+        return self.weights(self.scores(q, k, theta, mask), mask)
+
+    def program(self) -> Mechanism:
+        """This mechanism with what only sets initial values put to canonical ones: two
+        mechanisms with equal ``program()`` compute the same function of (q, k, theta), so
+        their trainings can share one compiled program."""
+        return replace(
+            self,
+            name="program",
+            params=tuple((n, 0.0) for n, _ in self.params),
+            constants=tuple((n, 0.0) for n, _ in self.constants),
+            qk_init_exponent=0.0,
+        )
+
+
+def as_mechanism(obj: Any, name: str | None = None) -> Mechanism:
+    """``obj`` if it is a ``Mechanism``; a plain function ``logits(q, k)`` as a mechanism
+    with softmax weights and no scalars, named ``name`` or the function's ``__name__``."""
+    if isinstance(obj, Mechanism):
+        return obj
+    if callable(obj):
+        return Mechanism(name or getattr(obj, "__name__", "custom"), obj)
+    raise MechanismError(f"{obj!r} is neither a Mechanism nor a function logits(q, k)")
+
+
+# ----------------------------------------------------------------------------- references
+
+
+def _builtins() -> dict[str, Mechanism]:
+    from attnlab.core.temperature import BUILTINS
+
+    return BUILTINS
+
+
+def _import_file(path: Path):
+    module_name = f"attnlab_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise MechanismReferenceError(f"cannot import {str(path)!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[module_name]
+        raise MechanismReferenceError(f"importing {str(path)!r} failed: {err!r}") from None
+    return module
+
+
+@cache
+def load_mechanism(reference: str) -> Mechanism:
+    """The mechanism a reference names: a built-in name (``attnlab.core.temperature``),
+    ``MODULE:NAME`` (an importable module) or ``path/to/file.py:NAME``; the object found is
+    passed through ``as_mechanism`` and ``check_mechanism``. The same reference always
+    gives the same object (so its trainings share compiled programs).
+
+    Raises ``MechanismReferenceError`` (the reference names no mechanism) or
+    ``MechanismError`` (what it names does not work), each with the reason.
+    """
+    if not isinstance(reference, str) or not reference:
+        raise MechanismReferenceError(f"{reference!r} is not a mechanism reference")
+    builtins = _builtins()
+    if reference in builtins:
+        return builtins[reference]
+    if ":" not in reference:
+        raise MechanismReferenceError(
+            f"{reference!r} is not a built-in mechanism ({', '.join(builtins)}) and not of "
+            "the form MODULE:NAME or path/to/file.py:NAME"
+        )
+    where, _, attribute = reference.rpartition(":")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise MechanismReferenceError(f"no file {where!r}")
+        module = _import_file(path)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except Exception as err:
+            raise MechanismReferenceError(f"cannot import module {where!r}: {err!r}") from None
+    if not hasattr(module, attribute):
+        raise MechanismReferenceError(f"{where!r} has no attribute {attribute!r}")
+    obj = getattr(module, attribute)
+    if not (isinstance(obj, Mechanism) or callable(obj)) or isinstance(obj, type):
+        raise MechanismReferenceError(
+            f"{reference!r} is a {type(obj).__name__}, not a Mechanism or a function logits(q, k)"
+        )
+    mechanism = as_mechanism(obj, name=attribute)
+    check_mechanism(mechanism)
+    return mechanism
+
+
+def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
+    """Run ``mechanism`` once on iid N(0, 1) queries and keys ``[2, 3, d_k]``, ``[2, n, d_k]``
+    at its initial scalars; raise ``MechanismError`` naming it if its logits are not
+    ``[2, 3, n]`` float32 or its weights are not ``[2, 3, n]`` and finite."""
+    kq, kk = jax.random.split(jax.random.key(0))
+    q = jax.random.normal(kq, (2, 3, d_k), jnp.float32)
+    k = jax.random.normal(kk, (2, n, d_k), jnp.float32)
+    label = f"mechanism {mechanism.name!r}"
+    try:
+        z = mechanism.scores(*mechanism.prepare(q, k), mechanism.initial_theta(d_k))
+        z = jnp.asarray(z)
+        if z.shape != (2, 3, n) or z.dtype != jnp.float32:
+            raise MechanismError(
+                f"{label}: logits of q [2, 3, {d_k}] and k [2, {n}, {d_k}] (float32) must be "
+                f"float32 [2, 3, {n}], got {z.dtype} {list(z.shape)}"
+            )
+        p = jnp.asarray(mechanism.weights(z, None))
+    except MechanismError:
+        raise
+    except Exception as err:
+        raise MechanismError(f"{label} fails on random inputs: {err!r}") from None
+    if p.shape != (2, 3, n):
+        raise MechanismError(f"{label}: weights must have the logits' shape, got {list(p.shape)}")
+    if not bool(jnp.all(jnp.isfinite(p))):
+        raise MechanismError(f"{label} gives non-finite weights at its initial scalars")
