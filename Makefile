@@ -36,8 +36,13 @@ ARTICLE_FIT_CSVS := results/09_fit_screen.csv results/09_fit_scores.csv \
 	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv
 WIDTHS_CSVS := results/10_widths_summary.csv results/10_widths_curves.csv \
 	results/10_lr_transfer.csv results/10_jacobian_n16.csv
+CARD_CSVS := results/cards/comparison.csv
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(CONDENSATION_CSVS) \
-	$(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS)
+	$(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) $(CARD_CSVS)
+# The mechanisms `make cards` cards: every built-in (attnlab.core.temperature.BUILTINS;
+# tests/test_registry.py checks the two agree).
+BUILTIN_MECHANISMS := scaled unscaled folded_init qk_norm learned_temperature inv_d \
+	softcap30 softcap50 ssmax sigmoid softpick cosine_tau
 
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 RECALL_FIGURES := figures/fig3_training.png
@@ -46,11 +51,12 @@ CONDENSATION_FIGURES := figures/fig5_condensation.png
 FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
 ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
+CARD_FIGURES := figures/fig10_cards.png
 FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(CONDENSATION_FIGURES) \
-	$(FAILURE_MODES_FIGURES) $(ARTICLE_FIT_FIGURES) $(WIDTHS_FIGURES)
+	$(FAILURE_MODES_FIGURES) $(ARTICLE_FIT_FIGURES) $(WIDTHS_FIGURES) $(CARD_FIGURES)
 PLOT := experiments/plot_figures.py
 
-.PHONY: all test test-all test-matrix verify verify-quick lint clean venv reproduce bench
+.PHONY: all test test-all test-matrix verify verify-quick lint clean venv reproduce bench cards
 .DELETE_ON_ERROR:
 
 all: $(CSVS) $(FIGURES) results/REPORT.md
@@ -116,6 +122,18 @@ $(WIDTHS_CSVS) &: experiments/10_widths.py $(call compute,widths recall statics)
 
 $(WIDTHS_FIGURES) &: $(PLOT) $(call folder,widths) $(WIDTHS_CSVS) | $(STAMP)
 	$(PY) $(PLOT) --study widths
+
+# ---------------------------------------------------------------- mechanism cards (11)
+# One run cards every built-in, sharing draws, programs and training lanes; each card is
+# results/cards/NAME/ (its CSVs, card.png and card.md), and comparison.csv stands for them.
+$(CARD_CSVS) &: experiments/11_mechanism_card.py $(call folder,card) \
+		$(call compute,recall widths statics) | $(STAMP)
+	$(PY) $< --mechanism $(BUILTIN_MECHANISMS) --quiet
+
+cards: $(CARD_CSVS) $(CARD_FIGURES)
+
+$(CARD_FIGURES) &: $(PLOT) $(call folder,card) $(CARD_CSVS) | $(STAMP)
+	$(PY) $(PLOT) --study card
 
 # ---------------------------------------------------------------- the report
 # The report names every CSV's provenance, bench.csv's too where a bench has written one

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import attnlab.harness.io
 import attnlab.studies.recall.flags
 from attnlab.harness import cli
+from attnlab.studies.card.verdicts import Card
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
 SCRIPTS = sorted(
@@ -117,16 +118,22 @@ def _bad_mechanisms(root: Path) -> list[str]:
     ]
 
 
-def _is_reference(text: str) -> bool:
+MECHANISM_TYPES = (
+    attnlab.studies.recall.flags.mechanism_reference,
+    attnlab.studies.recall.flags.mechanism_references,
+)
+
+
+def _is_reference(action: argparse.Action, text: str) -> bool:
     try:
-        attnlab.studies.recall.flags.mechanism_reference(text)
+        action.type(text)
     except argparse.ArgumentTypeError:
         return False
     return True
 
 
 def _kind(action: argparse.Action) -> str:
-    if action.type is attnlab.studies.recall.flags.mechanism_reference:
+    if action.type in MECHANISM_TYPES:
         return "mechanism"
     if action.choices is not None or hasattr(action.type, "names"):
         return "choice"
@@ -215,7 +222,7 @@ def bad_value_strategy(action: argparse.Action, root: Path) -> st.SearchStrategy
         drawn = ANY_TEXT.filter(lambda s: not action.type.is_valid(s) and not s.startswith("-"))
     elif kind == "mechanism":  # no ":": random text must not import arbitrary modules
         drawn = ANY_TEXT.filter(lambda s: ":" not in s and not s.startswith("-")).filter(
-            lambda s: not _is_reference(s)
+            lambda s: not _is_reference(action, s)
         )
     else:
         suffix = "/x.csv" if kind == "file_out" else ""
@@ -251,6 +258,9 @@ def _base_argv(parser: argparse.ArgumentParser, outputs: Path) -> list[str]:
             argv += [action.option_strings[0], str(path)]
         elif "--quiet" in action.option_strings:
             argv.append("--quiet")
+        elif action.required:
+            assert _kind(action) == "mechanism", f"{_names(action)}: give a valid value here"
+            argv += [action.option_strings[0], "scaled"]
     return argv
 
 
@@ -407,6 +417,22 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "summary_frame": _frame,
             "curves_frame": _frame,
             "lr_frame": _frame,
+        },
+        "11_mechanism_card": {
+            "plan_cards": lambda *a: SimpleNamespace(work=1),
+            "run_cards": lambda *a: [
+                SimpleNamespace(
+                    name=name,
+                    reference=name,
+                    card=Card(*[FRAME] * 8),
+                    verdicts=pd.DataFrame({"mechanism": [name]}),
+                    read_from={},
+                )
+                for name in ("a", "b")
+            ],
+            "draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
+            "card_markdown": lambda *a: "card\n",
+            "comparison_markdown": lambda *a: "comparison\n",
         },
         "bench": {"run_bench": _frame, "markdown_table": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},

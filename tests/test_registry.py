@@ -4,6 +4,7 @@ Makefile, whose prerequisites must cover every module each output's code imports
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from attnlab.core.temperature import BUILTINS
 from attnlab.studies import FIGURES, STUDIES, made_by
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,3 +143,11 @@ def test_every_output_is_part_of_make_all(prerequisites):
             continue
         assert {f"results/{csv}" for csv in study.csvs} <= targets
         assert {f"figures/{fig}.png" for fig in study.figures} <= targets
+
+
+def test_make_cards_cards_every_builtin():
+    """The Makefile's BUILTIN_MECHANISMS (what `make cards` cards) lists BUILTINS in order."""
+    text = (REPO / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    listed = re.search(r"^BUILTIN_MECHANISMS := (.*)$", text, re.MULTILINE)
+    assert listed is not None
+    assert listed.group(1).split() == list(BUILTINS)

@@ -106,7 +106,8 @@ def test_report_of_a_tiny_04_run(tiny_04_run, load_script, run_main, capsys):
     absent = [s for s in STUDIES if (s.claims or s.in_report) and s.name != "recall"]
     for study in absent:
         for script in study.scripts:
-            assert f"`python experiments/{script} --out-dir {tiny_04_run}`" in report
+            command = " ".join(filter(None, [f"python experiments/{script}", study.arguments]))
+            assert f"`{command} --out-dir {tiny_04_run}`" in report
     assert "09_article_fit.py --out-dir" in report.split("## Training demo")[1]
     assert README.read_bytes() == readme
 

@@ -84,7 +84,10 @@ LOGIT_SAMPLERS: dict[str, Callable[[jax.Array, int, int], jax.Array]] = {
 }
 
 
-def _map_trials(fn: Callable, items, elements_per_item: int, on_chunk) -> np.ndarray:
+def map_trials(fn: Callable, items, elements_per_item: int, on_chunk) -> np.ndarray:
+    """``chunked_map`` of ``fn`` over ``items`` (one per trial, e.g. ``trial_keys``) in chunks
+    of about ``CHUNK_ELEMENTS`` numbers, with the PRNG bits every static experiment draws
+    (``threefry_partitionable(False)``)."""
     with jax.threefry_partitionable(False):
         return chunked_map(fn, items, chunk_for(elements_per_item), on_chunk)
 
@@ -102,7 +105,7 @@ def dot_product_samples(
 ) -> np.ndarray:
     """``samples`` independent products ``q . k`` of standard normal vectors (experiment 01)."""
     keys = trial_keys(key, d_k, samples)
-    return _map_trials(_dot_product_fn(d_k), keys, 2 * d_k, on_chunk)
+    return map_trials(_dot_product_fn(d_k), keys, 2 * d_k, on_chunk)
 
 
 @functools.partial(jax.jit, static_argnums=(2,))
@@ -183,7 +186,7 @@ def softmax_row_statistics(
     one = _row_statistics_fn(sampler, n_keys, None if exact else d_k, tuple(variants))
     items = (trial_keys(key, d_k, trials), jnp.full((trials,), d_k, jnp.float32))
     elements = n_keys * (1 if exact else d_k) + len(variants) * n_keys
-    stats = np.moveaxis(_map_trials(one, items, elements, on_chunk), 0, 1)  # [V, trials, 3]
+    stats = np.moveaxis(map_trials(one, items, elements, on_chunk), 0, 1)  # [V, trials, 3]
     return RowStatistics(tuple(variants), stats[..., 0], stats[..., 1], stats[..., 2])
 
 

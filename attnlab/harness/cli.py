@@ -154,11 +154,14 @@ def add_out_dir_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def made_with_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
-    """Whether every flag of ``args`` but the ``OUTPUT_FLAGS`` has its default value."""
+    """Whether every flag of ``args`` but the ``OUTPUT_FLAGS`` and the parser's
+    ``subject_flags`` (what a run is about, not how it runs: the card's ``--mechanism``) has
+    its default value."""
+    skip = OUTPUT_FLAGS | getattr(parser, "subject_flags", frozenset())
     return all(
         getattr(args, action.dest) == action.default
         for action in parser._actions
-        if action.dest not in OUTPUT_FLAGS and hasattr(args, action.dest)
+        if action.dest not in skip and hasattr(args, action.dest)
     )
 
 
@@ -283,21 +286,32 @@ WRITTEN: list[Path] = []
 @contextlib.contextmanager
 def staged_outputs(directory: Path) -> Iterator[Path]:
     """All outputs or none: yield a new hidden directory inside ``directory`` to write into;
-    when the block ends normally its files are moved into ``directory``, and when it raises
-    (Ctrl-C, a bad CSV, a failed run) they are deleted, so no run leaves part of its outputs."""
+    when the block ends normally its files are moved into ``directory`` (files in
+    subdirectories of the stage to the same subdirectories, made where missing), and when
+    it raises (Ctrl-C, a bad CSV, a failed run) they are deleted, so no run leaves part of
+    its outputs."""
     directory = Path(directory)
     stage = Path(tempfile.mkdtemp(dir=directory, prefix=".staging-"))
     try:
         yield stage
-        moved = []
+        moved: list[Path] = []
+        made: list[Path] = []
         try:
-            for path in sorted(stage.iterdir()):
-                os.replace(path, directory / path.name)
-                moved.append(directory / path.name)
+            for path in sorted(p for p in stage.rglob("*") if not p.is_dir()):
+                target = directory / path.relative_to(stage)
+                for parent in reversed(target.relative_to(directory).parents[:-1]):
+                    if not (directory / parent).is_dir():
+                        (directory / parent).mkdir()
+                        made.append(directory / parent)
+                os.replace(path, target)
+                moved.append(target)
             WRITTEN.extend(moved)
         except BaseException:
             for path in moved:
                 path.unlink(missing_ok=True)
+            for folder in reversed(made):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
             raise
     finally:
         shutil.rmtree(stage, ignore_errors=True)

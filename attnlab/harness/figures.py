@@ -36,7 +36,19 @@ MECHANISM_COLORS = {
     "inv_d": "#8c564b",
     "softcap30": "#e377c2",
     "softcap50": "#7f7f7f",
+    "ssmax": "#bcbd22",
+    "sigmoid": "#17becf",
+    "softpick": "#8b0000",
+    "cosine_tau": "#ff1493",
 }
+
+#: The colour of a mechanism the suite does not know (a researcher's own, on its card).
+OWN_MECHANISM_COLOR = "#000000"
+
+
+def mechanism_color(name: str) -> str:
+    """``MECHANISM_COLORS[name]``, black for a mechanism not in it."""
+    return MECHANISM_COLORS.get(name, OWN_MECHANISM_COLOR)
 
 
 #: Column width of a two-column paper is about 3.4 in; figures are drawn at that width

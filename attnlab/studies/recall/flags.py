@@ -86,6 +86,14 @@ def mechanism_reference(text: str) -> str:
     return text
 
 
+def mechanism_references(text: str) -> list[str]:
+    """An argparse type: comma-separated references, each a ``mechanism_reference``."""
+    parts = text.split(",")
+    if any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of mechanisms")
+    return [mechanism_reference(p) for p in parts]
+
+
 def add_mechanisms_flag(
     parser: argparse.ArgumentParser, flag: str, default: Iterable[str], help: str
 ) -> None:

@@ -397,7 +397,8 @@ def lr_frame(summary: pd.DataFrame, config: WidthsConfig) -> pd.DataFrame:
     step, and ``best``: the rate with the lowest median final loss at that width (a rate
     with a diverged seed is never best; ties go to the smaller rate)."""
     rows = []
-    for name in config.lr_mechanisms:
+    for reference in config.lr_mechanisms:
+        name = load_mechanism(reference).name
         for d_k in config.lr_dks:
             cell = summary[(summary.mechanism == name) & (summary.d_k == d_k)]
             group = []

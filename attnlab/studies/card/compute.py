@@ -1,0 +1,483 @@
+"""The mechanism card's computation: the suite's battery run on any mechanism.
+
+Every section runs the card's mechanisms (the one carded and its baselines) on the same
+draws, seeds and data, so their rows compare like for like:
+
+- *statics* (``statics_frame``): queries and keys with iid N(0, 1) entries, drawn exactly
+  as experiments 02 and 03 draw them (``direct_logits``' keys per trial), passed through
+  the mechanism at its initial scalars; per row the max weight, the entropy, the total mass
+  ``sum_j p_j``, the Frobenius norm of the Jacobian ``dp/dz`` of the weights with respect
+  to the logits, and the logits' std; means and standard errors over trials, against d_k
+  at ``n_keys`` keys and against n at d_k ``n_dk``. For weights that need not sum to one
+  the entropy is that of the normalised row ``p / sum p`` and the Jacobian is of the
+  weights themselves, by forward-mode autodiff (the closed form ``diag(p) - p p^T`` is
+  softmax's, used for ``softmax_weights`` only), up to ``JACOBIAN_MAX_N`` keys (its cost is
+  ``n^2`` per row; beyond, the column is left empty).
+- *precision and masks* (``precision_frame``, ``mask_frame``, as experiment 07): float16
+  queries and keys, weights finite? largest error against the same inputs in float32; a
+  row with every key masked, finite output and gradients? masked keys weighted 0?
+- *training* (``training_frames``): experiment 04's task and defaults, every mechanism
+  from the same initialisations on the same batches (the one training engine).
+- *widths* (``widths_frames``): experiment 10's sweep at the card's widths, with its
+  learning-rate sweep and drift diagnostics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from attnlab.core.curves import trailing_mean
+from attnlab.core.mechanism import Mechanism, load_mechanism, softmax_weights
+from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
+from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
+from attnlab.harness.io import read_csv_checked, sidecar_path
+from attnlab.studies.card.verdicts import Card, verdicts_frame
+from attnlab.studies.recall.summary import summary_frame as recall_summary_frame
+from attnlab.studies.recall.train import RecallConfig, Run, train_runs
+from attnlab.studies.widths.compute import (
+    WIDTHS_BASE,
+    WidthsConfig,
+    curves_frame,
+    lr_frame,
+    run_widths,
+)
+from attnlab.studies.widths.compute import summary_frame as widths_summary_frame
+
+Progress = Callable[[int], None] | None
+
+#: Keys up to which a non-softmax mechanism's Jacobian is computed (``n^2`` per row).
+JACOBIAN_MAX_N = 1024
+#: ``fold_in`` tag of the precision section's draws (disjoint from the statics' trial keys).
+PRECISION_STREAM = 0x1616
+#: Steps between the points of the training curves the card keeps.
+CURVE_EVERY = 10
+#: The statistics of ``statics_frame``, in its column order.
+STATISTICS = ("max_weight", "entropy", "mass", "jacobian_fro", "logit_std")
+
+
+@dataclass(frozen=True)
+class CardConfig:
+    """What a card measures. Defaults: the settings of experiments 02/03 (2000 trials at
+    256 keys), 06 (keys 16 to 4096 at d_k 64), 04 (training) and 10 (widths, narrowed to
+    four widths and a three-rate sweep at two of them)."""
+
+    statics_dks: tuple[int, ...] = (4, 16, 64, 256, 1024)
+    statics_ns: tuple[int, ...] = (16, 64, 256, 1024, 4096)
+    n_keys: int = 256
+    n_dk: int = 64
+    trials: int = 2000
+    precision_trials: int = 100
+    seed: int = 0
+    training: RecallConfig = field(default_factory=lambda: RecallConfig(mechanisms=("scaled",)))
+    widths: WidthsConfig = field(
+        default_factory=lambda: WidthsConfig(
+            base=WIDTHS_BASE,
+            dks=(16, 64, 256, 1024),
+            mechanisms=("scaled",),
+            lrs=(3e-4, 1e-3, 3e-3),
+            lr_dks=(64, 256),
+            lr_mechanisms=("scaled",),
+            drift_dk=None,
+        )
+    )
+    drift_dk: int = 256
+
+    def __post_init__(self) -> None:
+        if self.drift_dk not in self.widths.dks:
+            raise ValueError("CardConfig.drift_dk must be one of widths.dks")
+        if self.n_keys not in self.statics_ns or self.n_dk not in self.statics_dks:
+            raise ValueError("CardConfig: n_keys must be in statics_ns, n_dk in statics_dks")
+
+    def settings(self) -> dict:
+        """Everything that decides a card's numbers but the mechanisms: two cards with
+        equal settings have equal rows for a mechanism they share."""
+        out = dataclasses.asdict(self)
+        out["training"].pop("mechanisms")
+        for name in ("mechanisms", "lr_mechanisms", "drift_mechanisms"):
+            out["widths"].pop(name)
+        return out
+
+
+#: ``--quick``: the same sections at sizes that run in about a minute.
+QUICK = CardConfig(
+    statics_dks=(4, 16, 64),
+    statics_ns=(16, 64, 256),
+    n_keys=64,
+    n_dk=64,
+    trials=200,
+    precision_trials=20,
+    training=RecallConfig(steps=300, seeds=2, eval_size=256, mechanisms=("scaled",)),
+    widths=WidthsConfig(
+        base=dataclasses.replace(WIDTHS_BASE, steps=200, seeds=2, eval_size=256),
+        dks=(16, 64),
+        mechanisms=("scaled",),
+        lrs=(3e-4, 1e-3, 3e-3),
+        lr_dks=(16, 64),
+        lr_mechanisms=("scaled",),
+        drift_dk=None,
+    ),
+    drift_dk=64,
+)
+
+
+# ----------------------------------------------------------------------------- statics
+
+
+def row_statistics(mechanism: Mechanism, q: jax.Array, k: jax.Array) -> jax.Array:
+    """``STATISTICS`` of one row: query ``q [d]``, keys ``k [n, d]``, initial scalars."""
+    d_k, n = q.shape[-1], k.shape[0]
+    theta = mechanism.initial_theta(d_k)
+    qa, ka = mechanism.prepare(q[None], k)
+    z = mechanism.scores(qa, ka, theta)[0]
+
+    def weights(logits: jax.Array) -> jax.Array:
+        return mechanism.weights(logits[None], None)[0]
+
+    p = weights(z)
+    mass = jnp.sum(p)
+    normalised = p / jnp.where(mass > 0, mass, 1.0)
+    if mechanism.weights is softmax_weights:
+        jac = jacobian_frobenius_norm(p)
+    elif n <= JACOBIAN_MAX_N:
+        jac = jnp.linalg.norm(jax.jacfwd(weights)(z))
+    else:
+        jac = jnp.float32(jnp.nan)
+    return jnp.stack([max_weight(p), entropy(normalised), mass, jac, jnp.std(z)])
+
+
+def _cell_statistics(
+    mechanisms: Sequence[Mechanism], d_k: int, n: int, trials: int, seed: int, on_chunk
+) -> np.ndarray:
+    """``[mechanisms, trials, statistics]`` on 02/03's draws at (d_k, n)."""
+
+    def one(key: jax.Array) -> jax.Array:
+        kq, kk = jax.random.split(key)  # as attnlab.core.sampling.direct_logits
+        q = jax.random.normal(kq, (d_k,))
+        k = jax.random.normal(kk, (n, d_k))
+        return jnp.stack([row_statistics(m, q, k) for m in mechanisms])
+
+    jacobians = sum(m.weights is not softmax_weights for m in mechanisms)
+    elements = n * d_k + len(mechanisms) * n + (jacobians * n * n if n <= JACOBIAN_MAX_N else 0)
+    keys = trial_keys(jax.random.key(seed), d_k, trials)
+    return np.moveaxis(map_trials(one, keys, elements, on_chunk), 0, 1)
+
+
+def statics_cells(config: CardConfig) -> list[tuple[str, int, int]]:
+    """``(sweep, d_k, n)`` of every row group: the d_k sweep, then the n sweep."""
+    return [("d_k", d, config.n_keys) for d in config.statics_dks] + [
+        ("n", config.n_dk, n) for n in config.statics_ns
+    ]
+
+
+def statics_frame(
+    config: CardConfig, references: Sequence[str], on_progress: Progress = None
+) -> pd.DataFrame:
+    """One row per (mechanism, sweep, d_k, n): ``<statistic>_mean`` and ``_sem`` for every
+    statistic of ``STATISTICS`` (module docstring). A (d_k, n) cell on both sweeps is
+    computed once."""
+    mechanisms = [load_mechanism(r) for r in references]
+    cells = {}
+    for _, d_k, n in statics_cells(config):
+        if (d_k, n) not in cells:
+            cells[d_k, n] = _cell_statistics(
+                mechanisms, d_k, n, config.trials, config.seed, on_progress
+            )
+    rows = []
+    for sweep, d_k, n in statics_cells(config):
+        for m, mechanism in enumerate(mechanisms):
+            row = {"mechanism": mechanism.name, "sweep": sweep, "d_k": d_k, "n_keys": n}
+            row["trials"] = config.trials
+            for s, name in enumerate(STATISTICS):
+                values = cells[d_k, n][m, :, s]
+                mean, sem = mean_and_sem(values) if np.isfinite(values).all() else (np.nan,) * 2
+                row[f"{name}_mean"], row[f"{name}_sem"] = float(mean), float(sem)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def statics_trials(config: CardConfig) -> int:
+    """Progress units of ``statics_frame``: trials over the distinct cells."""
+    return config.trials * len({(d, n) for _, d, n in statics_cells(config)})
+
+
+# ----------------------------------------------------------------------------- precision
+
+
+def precision_frame(config: CardConfig, references: Sequence[str]) -> pd.DataFrame:
+    """One row per (mechanism, d_k) of the statics' d_k sweep at ``n_keys`` keys:
+    ``precision_trials`` rows of N(0, 1) queries and keys rounded to float16 and passed
+    through the mechanism in float16 and, the same rounded values, in float32.
+    ``finite_float16``: every float16 weight finite; ``max_error``: the largest
+    ``|p_16 - p_32|`` (NaN where a weight is not finite)."""
+    key = jax.random.fold_in(jax.random.key(config.seed), PRECISION_STREAM)
+    rows = []
+    for d_k in config.statics_dks:
+        kq, kk = jax.random.split(jax.random.fold_in(key, d_k))
+        q = jax.random.normal(kq, (config.precision_trials, 1, d_k)).astype(jnp.float16)
+        k = jax.random.normal(kk, (config.precision_trials, config.n_keys, d_k))
+        k = k.astype(jnp.float16)
+        for reference in references:
+            mechanism = load_mechanism(reference)
+            p16 = np.asarray(jnp.asarray(mechanism(q, k), jnp.float32))
+            p32 = np.asarray(mechanism(q.astype(jnp.float32), k.astype(jnp.float32)))
+            finite = bool(np.isfinite(p16).all())
+            rows.append(
+                {
+                    "mechanism": mechanism.name,
+                    "d_k": d_k,
+                    "n_keys": config.n_keys,
+                    "trials": config.precision_trials,
+                    "finite_float16": finite,
+                    "max_error": float(np.abs(p16 - p32).max()) if finite else np.nan,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+#: The mask of ``mask_frame``: 4 queries over 8 keys; row 0 has no key, row 1 three.
+MASK = np.array([[False] * 8, [True] * 3 + [False] * 5, [True] * 8, [True] * 8])
+
+
+def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.DataFrame:
+    """One row per mechanism: its weights and attention output ``p v`` for 4 queries over
+    8 keys under ``MASK`` (iid N(0, 1) q, k, v at width ``d_k``), and the gradient of
+    ``sum (p v)^2 + sum p^2`` with respect to q, k, v and the mechanism's scalars.
+    ``finite_output``, ``finite_gradients``; ``masked_weight_max``, the largest weight on
+    a masked key; ``dead_row_max``, the largest ``|p v|`` of the row with no key."""
+    kq, kk, kv = jax.random.split(jax.random.key(seed), 3)
+    q = jax.random.normal(kq, (4, d_k))
+    k = jax.random.normal(kk, (8, d_k))
+    v = jax.random.normal(kv, (8, d_k))
+    mask = jnp.asarray(MASK)
+    rows = []
+    for reference in references:
+        mechanism = load_mechanism(reference)
+        theta = {n: jnp.float32(x) for n, x in mechanism.initial_theta(d_k).items()}
+
+        def attend(q, k, v, theta, mechanism=mechanism):
+            p = mechanism(q, k, mask, theta)
+            return p, p @ v
+
+        def objective(q, k, v, theta, attend=attend):
+            p, out = attend(q, k, v, theta)
+            return jnp.sum(out**2) + jnp.sum(p**2)
+
+        p, out = attend(q, k, v, theta)
+        grads = jax.grad(objective, argnums=(0, 1, 2, 3))(q, k, v, theta)
+        leaves = [np.asarray(g) for g in jax.tree.leaves(grads)]
+        p, out = np.asarray(p), np.asarray(out)
+        rows.append(
+            {
+                "mechanism": mechanism.name,
+                "d_k": d_k,
+                "finite_output": bool(np.isfinite(p).all() and np.isfinite(out).all()),
+                "finite_gradients": bool(all(np.isfinite(g).all() for g in leaves)),
+                "masked_weight_max": float(np.abs(p[~MASK]).max()),
+                "dead_row_max": float(np.abs(out[0]).max()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def training_steps(config: CardConfig, references: Sequence[str]) -> int:
+    """Lane-steps of ``training_frames`` (for the progress bar)."""
+    return len(references) * config.training.seeds * config.training.steps
+
+
+def training_frames(
+    config: CardConfig, references: Sequence[str], on_progress: Progress = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Experiment 04 for every mechanism, identical initialisations and batches: the
+    per-seed summary (04's columns, ``variant`` named ``mechanism``) and the smoothed loss
+    every ``CURVE_EVERY`` steps (``step, smoothed_loss_median, _min, _max`` over seeds)."""
+    training = dataclasses.replace(config.training, mechanisms=tuple(references))
+    runs = [Run(training, load_mechanism(r)) for r in references]
+    results = train_runs(runs, on_chunk=on_progress)
+    summary = recall_summary_frame(results, training).rename(columns={"variant": "mechanism"})
+    frames = []
+    for result in results:
+        smoothed = trailing_mean(result.metrics["loss"], training.smoothing)[:, ::CURVE_EVERY]
+        frames.append(
+            pd.DataFrame(
+                {
+                    "mechanism": result.mechanism,
+                    "step": np.arange(training.steps)[::CURVE_EVERY],
+                    "smoothed_loss_median": np.median(smoothed, axis=0),
+                    "smoothed_loss_min": smoothed.min(axis=0),
+                    "smoothed_loss_max": smoothed.max(axis=0),
+                }
+            )
+        )
+    return summary, pd.concat(frames, ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- widths
+
+
+def widths_config(config: CardConfig, references: Sequence[str]) -> WidthsConfig:
+    refs = tuple(references)
+    return dataclasses.replace(config.widths, mechanisms=refs, lr_mechanisms=refs)
+
+
+def widths_steps(config: CardConfig, references: Sequence[str]) -> int:
+    """Lane-steps of ``widths_frames`` (for the progress bar)."""
+    return widths_config(config, references).total_steps()
+
+
+def widths_frames(
+    config: CardConfig, references: Sequence[str], on_progress: Progress = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Experiment 10 at the card's widths: the per-lane summary, the learning-rate table
+    and the drift curves at ``drift_dk`` and the base learning rate (``step``, the logits'
+    std ``logit_std`` and the raw ``q . k`` std ``logit_std_raw``, per seed)."""
+    widths = widths_config(config, references)
+    results = run_widths(widths, on_progress)
+    smoothing = widths.base.smoothing
+    summary = widths_summary_frame(results, smoothing)
+    curves = curves_frame(results, smoothing)
+    drift = curves[(curves.d_k == config.drift_dk) & (curves.lr == widths.base.lr)]
+    drift = drift[["mechanism", "d_k", "seed", "step", "logit_std", "logit_std_raw"]]
+    return summary, lr_frame(summary, widths), drift.reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- cards
+
+
+def card_tables(
+    config: CardConfig, references: Sequence[str], on_progress: Progress = None
+) -> Card:
+    """Every section of the card for ``references`` (``Card``'s tables, in its order)."""
+    statics = statics_frame(config, references, on_progress)
+    precision = precision_frame(config, references)
+    masks = mask_frame(references, seed=config.seed)
+    training, training_curves = training_frames(config, references, on_progress)
+    widths, lr, drift = widths_frames(config, references, on_progress)
+    return Card(statics, precision, masks, training, training_curves, widths, lr, drift)
+
+
+def total_work(config: CardConfig, references: Sequence[str]) -> int:
+    """Progress units of ``card_tables``: statics trials plus training lane-steps."""
+    if not references:
+        return 0
+    return (
+        statics_trials(config)
+        + training_steps(config, references)
+        + widths_steps(config, references)
+    )
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    """What a card run computes and what it reads: ``targets`` are carded, ``against`` are
+    their baselines; ``computed`` are the references run here, ``reused`` the baselines
+    read from committed cards (name -> folder) because their settings equal the run's."""
+
+    targets: tuple[str, ...]
+    against: tuple[str, ...]
+    computed: tuple[str, ...]
+    reused: dict[str, Path]
+    work: int
+
+
+@dataclass(frozen=True)
+class CardResult:
+    """One carded mechanism: its tables and verdicts, with its baselines' rows."""
+
+    name: str
+    reference: str
+    card: Card
+    verdicts: pd.DataFrame
+    read_from: dict[str, Path]
+
+
+def plan_cards(
+    config: CardConfig, targets: Sequence[str], against: Sequence[str], committed: Path
+) -> CardPlan:
+    """The plan of carding ``targets`` against ``against``. A baseline that is not itself a
+    target is read from ``committed / NAME`` when that card's settings equal ``config``'s.
+    ``ValueError`` when two of the mechanisms share a name."""
+    targets, against = tuple(dict.fromkeys(targets)), tuple(dict.fromkeys(against))
+    everything = list(dict.fromkeys(targets + against))
+    names = [load_mechanism(r).name for r in everything]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two mechanisms share a name among {names}")
+    reused = {}
+    for reference in against:
+        folder = committed / load_mechanism(reference).name
+        if reference not in targets and same_settings(config, card_settings(folder)):
+            reused[load_mechanism(reference).name] = folder
+    computed = tuple(r for r in everything if load_mechanism(r).name not in reused)
+    return CardPlan(targets, against, computed, reused, total_work(config, computed))
+
+
+def run_cards(config: CardConfig, plan: CardPlan, on_progress: Progress = None) -> list[CardResult]:
+    """The cards of ``plan.targets``, each with its baselines' rows and its verdicts."""
+    cards = [only(read_card(folder), [name]) for name, folder in plan.reused.items()]
+    cards.append(card_tables(config, plan.computed, on_progress))
+    tables = merge_cards(cards)
+    results = []
+    for reference in plan.targets:
+        name = load_mechanism(reference).name
+        baselines = [load_mechanism(r).name for r in plan.against]
+        baselines = [b for b in baselines if b != name]
+        card = only(tables, [name, *baselines])
+        table = verdicts_frame(card, [name, *baselines])
+        read_from = {b: plan.reused[b] for b in baselines if b in plan.reused}
+        results.append(CardResult(name, reference, card, table, read_from))
+    return results
+
+
+def read_card(folder: Path, columns_of: Callable[[str], Sequence[str]] = lambda _: ()) -> Card:
+    """The tables of the card in ``folder`` (``DataError`` naming a missing file)."""
+    made_by = "python experiments/11_mechanism_card.py"
+    return Card(
+        *(read_csv_checked(folder / f"{f}.csv", columns_of(f), made_by) for f in Card._fields)
+    )
+
+
+def card_settings(folder: Path) -> dict | None:
+    """The ``card_settings`` recorded in the sidecars of the card in ``folder``, if every
+    table has the same."""
+    found = []
+    for name in Card._fields:
+        path = sidecar_path(folder / f"{name}.csv")
+        if not path.is_file() or not (folder / f"{name}.csv").is_file():
+            return None
+        found.append(json.loads(path.read_text(encoding="utf-8"))["flags"].get("card_settings"))
+    return found[0] if all(f == found[0] for f in found) else None
+
+
+def same_settings(config: CardConfig, recorded: dict | None) -> bool:
+    """Whether ``recorded`` (a sidecar's ``card_settings``) equals ``config.settings()``."""
+    return recorded is not None and recorded == json.loads(json.dumps(config.settings()))
+
+
+def merge_cards(cards: Sequence[Card]) -> Card:
+    """The tables of several cards concatenated, table by table."""
+    return Card(
+        *(pd.concat([getattr(c, f) for c in cards], ignore_index=True) for f in Card._fields)
+    )
+
+
+def only(card: Card, names: Sequence[str]) -> Card:
+    """``card``'s rows of the mechanisms ``names``, in that order."""
+    order = {n: i for i, n in enumerate(names)}
+
+    def pick(frame: pd.DataFrame) -> pd.DataFrame:
+        rows = frame[frame.mechanism.isin(names)]
+        rank = rows.mechanism.map(order)
+        return rows.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
+
+    return Card(*(pick(getattr(card, f)) for f in Card._fields))
