@@ -39,7 +39,7 @@ SUMMARY_HEADER = (
     "Identities",
 )
 #: The markers around README's generated tally.
-README_BEGIN = "<!-- BEGIN GENERATED: tally -->"
+README_BEGIN = "<!-- BEGIN GENERATED: tally -->"  # readme_begin("tally")
 README_END = "<!-- END GENERATED -->"
 
 #: One line of the summary: its label and the thunk that judges its claims (it raises a
@@ -206,18 +206,39 @@ def left_out(report: str) -> list[str]:
     return [line[2:] for line in block[: block.index("") if "" in block else None]]
 
 
+def readme_begin(name: str) -> str:
+    """The line that opens README's generated block ``name``."""
+    return f"<!-- BEGIN GENERATED: {name} -->"
+
+
+def readme_blocks(results_dir: Path) -> list[str]:
+    """README's generated blocks, each between its markers: the summary's tally, then every
+    study's whose report module has ``readme(tables) -> str`` (the cards' comparison)."""
+    tables = tables_for(results_dir)
+    table, _ = tally_table(tables)
+    blocks = [f"{README_BEGIN}\n{table}\n{README_END}"]
+    for study in STUDIES:
+        if study.in_report:
+            write = getattr(importlib.import_module(f"{study.package}.report"), "readme", None)
+            if write is not None:
+                blocks.append(f"{readme_begin(study.name)}\n{write(tables)}\n{README_END}")
+    return blocks
+
+
 def readme_block(results_dir: Path) -> str:
     """README's generated tally: the summary's table between the markers."""
-    table, _ = tally_table(tables_for(results_dir))
-    return f"{README_BEGIN}\n{table}\n{README_END}"
+    return readme_blocks(results_dir)[0]
 
 
 def replace_block(readme: str, block: str) -> str:
-    """``readme`` with the text from ``README_BEGIN`` to ``README_END`` replaced by
-    ``block``; a DataError when the markers are not there once each, in order."""
-    begin, end = readme.find(README_BEGIN), readme.find(README_END)
-    if readme.count(README_BEGIN) != 1 or readme.count(README_END) != 1 or end < begin:
-        raise DataError(f"README.md needs one {README_BEGIN} ... {README_END} block")
+    """``readme`` with the block that opens with ``block``'s first line (its BEGIN marker)
+    replaced by ``block``; a DataError when that marker is not there once, followed by
+    ``README_END``."""
+    marker = block.split("\n", 1)[0]
+    begin = readme.find(marker)
+    end = readme.find(README_END, begin + len(marker)) if begin >= 0 else -1
+    if readme.count(marker) != 1 or end < 0:
+        raise DataError(f"README.md needs one {marker} ... {README_END} block")
     return readme[:begin] + block + readme[end + len(README_END) :]
 
 

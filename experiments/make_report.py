@@ -2,7 +2,8 @@
 
 A section whose CSVs are absent from --results-dir is left out, and listed (in the report
 and on stderr) with the command that makes them. From the committed results/ into
-results/REPORT.md, with nothing left out, it also rewrites README.md's generated tally.
+results/REPORT.md, with nothing left out, it also rewrites README.md's generated blocks
+(the tally, the cards' comparison).
 """
 
 import sys
@@ -12,7 +13,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text
-from attnlab.report import build_report, left_out, readme_block, replace_block
+from attnlab.report import build_report, left_out, readme_blocks, replace_block
 
 REPORT = cli.RESULTS_DIR / "REPORT.md"
 README = Path("README.md")
@@ -34,8 +35,9 @@ def run(args):
     update_readme = canonical and out.resolve() == REPORT.resolve() and README.is_file()
     readme = ""
     if update_readme and not missing:
-        old = README.read_text(encoding="utf-8")
-        readme = replace_block(old, readme_block(args.results_dir))
+        old = readme = README.read_text(encoding="utf-8")
+        for block in readme_blocks(args.results_dir):
+            readme = replace_block(readme, block)
         readme = "" if readme == old else readme
     atomic_write_text(out, text)
     cli.WRITTEN.append(out)

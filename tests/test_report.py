@@ -13,6 +13,7 @@ from attnlab.report import (
     build_report,
     left_out,
     readme_block,
+    readme_blocks,
     replace_block,
     summary_lines,
     tables_for,
@@ -28,16 +29,21 @@ TINY_04 = [
 ]  # fmt: skip
 
 
-def _block(text: str) -> str:
-    begin, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
-    return text[begin:end]
+def _block(text: str, begin: str = README_BEGIN) -> str:
+    start = text.index(begin)
+    return text[start : text.index(README_END, start) + len(README_END)]
 
 
-def test_readme_tally_is_current():
-    """README's generated block is what make_report writes from the committed CSVs."""
-    assert _block(README.read_text(encoding="utf-8")) == readme_block(RESULTS), (
-        "README's tally is stale: run `python experiments/make_report.py`"
-    )
+def test_readme_blocks_are_current():
+    """README's generated blocks (the tally, the cards' comparison) are what make_report
+    writes from the committed CSVs."""
+    blocks = readme_blocks(RESULTS)
+    assert blocks[0] == readme_block(RESULTS) and len(blocks) >= 2
+    for block in blocks:
+        begin = block.split("\n", 1)[0]
+        assert _block(README.read_text(encoding="utf-8"), begin) == block, (
+            f"README's {begin} block is stale: run `python experiments/make_report.py`"
+        )
 
 
 def _counts(cells: tuple[str, ...]) -> tuple[int, int]:
@@ -74,6 +80,10 @@ def test_replace_block():
     for bad in ("no markers\n", text + README_BEGIN, f"{README_END}\n{README_BEGIN}\n"):
         with pytest.raises(Exception, match="README.md needs one"):
             replace_block(bad, block)
+    other = "<!-- BEGIN GENERATED: other -->\nnew other\n" + README_END
+    two = f"{text}<!-- BEGIN GENERATED: other -->\nold\n{README_END}\n"
+    assert replace_block(two, other) == f"{text}{other}\n"
+    assert replace_block(replace_block(two, other), block).count("new") == 2
 
 
 @pytest.fixture(scope="module")

@@ -285,18 +285,27 @@ def _import_file(path: Path):
     return module
 
 
-@cache
 def load_mechanism(reference: str) -> Mechanism:
     """The mechanism a reference names: a built-in name (``attnlab.core.temperature``),
     ``MODULE:NAME`` (an importable module) or ``path/to/file.py:NAME``; the object found is
-    passed through ``as_mechanism`` and ``check_mechanism``. The same reference always
-    gives the same object (so its trainings share compiled programs).
+    passed through ``as_mechanism`` and ``check_mechanism``. The same reference (a file's
+    by its absolute path) always gives the same object, so its trainings share compiled
+    programs.
 
     Raises ``MechanismReferenceError`` (the reference names no mechanism) or
     ``MechanismError`` (what it names does not work), each with the reason.
     """
     if not isinstance(reference, str) or not reference:
         raise MechanismReferenceError(f"{reference!r} is not a mechanism reference")
+    where, _, attribute = reference.rpartition(":")
+    if where.endswith(".py") and Path(where).is_file():
+        return _load_mechanism(f"{Path(where).resolve()}:{attribute}")
+    return _load_mechanism(reference)
+
+
+@cache
+def _load_mechanism(reference: str) -> Mechanism:
+    """``load_mechanism`` of ``reference`` (a file's path absolute), cached."""
     builtins = _builtins()
     if reference in builtins:
         return builtins[reference]

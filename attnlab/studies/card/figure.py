@@ -9,7 +9,14 @@ import matplotlib.ticker as ticker
 import numpy as np
 import pandas as pd
 
-from attnlab.harness.figures import COLUMN_WIDTH_IN, STYLE, log2_dk_axis, mechanism_color, save
+from attnlab.harness.figures import (
+    COLUMN_WIDTH_IN,
+    STYLE,
+    VARIANT_COLORS,
+    log2_dk_axis,
+    mechanism_color,
+    save,
+)
 from attnlab.harness.tables import Tables
 from attnlab.studies.card.verdicts import Card
 
@@ -26,7 +33,16 @@ def _order(frame: pd.DataFrame, name: str) -> list[str]:
 
 def _style(mechanism: str, name: str | None) -> dict:
     """The carded mechanism thick and below its baselines, so a baseline it equals stays
-    visible on top of it."""
+    visible on top of it. With no carded mechanism (Figure 10) the article's two variants
+    are dashed, on top: several built-ins share their statics at initialisation."""
+    if name is None:
+        top = mechanism in VARIANT_COLORS
+        return {
+            "color": mechanism_color(mechanism),
+            "lw": 1.6 if top else 1.1,
+            "ls": "--" if top else "-",
+            "zorder": 4 if top else 3,
+        }
     own = mechanism == name
     return {
         "color": mechanism_color(mechanism),
@@ -126,7 +142,9 @@ def draw_card(card: Card, name: str, out_dir: Path, stem: str = "card") -> list[
 def fig10_cards(tables: Tables, figures_dir: Path) -> list[Path]:
     """Figure 10: every card of ``cards/comparison.csv`` (``make cards``: the built-ins),
     its statics at initialisation overlaid: max weight and Jacobian norm against d_k, max
-    weight against n."""
+    weight against n. scaled and unscaled are dashed on top: learned_temperature starts
+    as scaled, and folded_init (whose fold acts on W_Q, W_K, not on given q, k) as
+    unscaled."""
     names = list(dict.fromkeys(tables.get(COMPARISON_CSV, ["mechanism"]).mechanism))
     frames = [tables.get(f"cards/{n}/statics.csv", STATICS_COLUMNS) for n in names]
     statics = pd.concat([f[f.mechanism == n] for f, n in zip(frames, names, strict=True)])

@@ -208,3 +208,9 @@ def section(tables: Tables) -> str:
         *(f"- *{r.verdict}*: {r.rule}." for r in rules.itertuples()),
     ]
     return "\n".join(lines)
+
+
+def readme(tables: Tables) -> str:
+    """README's block: every built-in against every verdict (``comparison_markdown``)."""
+    verdicts = tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "passed"])
+    return comparison_markdown(verdicts).rstrip()

@@ -73,6 +73,8 @@ def no_saturation(card: Card, name: str) -> Verdict:
 
 def _width_factor(card: Card, name: str, column: str) -> tuple[str, bool | None]:
     rows = _rows(card.widths, name)
+    if rows.empty:
+        return "no rows", None
     rows = rows[rows.lr.isin(_base_lr(card))]
     medians = rows.groupby("d_k")[column].median().dropna().sort_index()
     if len(medians) < 2 or (medians <= 0).any():

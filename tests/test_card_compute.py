@@ -1,0 +1,210 @@
+"""attnlab/studies/card/compute.py: the card's statistics of every built-in against numpy
+float64 (tests/numpy_reference.py), softmax's closed-form Jacobian against autodiff, the
+statics of scaled and unscaled against experiments 02/03, a user's q.k/sqrt(d) against
+the built-in scaled (identical numbers), and the plan's reuse of committed baselines."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+from numpy_reference import float32_bound, row_reference
+
+from attnlab.core.mechanism import Mechanism, softmax_weights
+from attnlab.core.temperature import BUILTINS
+from attnlab.studies.card import compute, verdicts
+from attnlab.studies.card.compute import CardConfig, row_statistics
+from attnlab.studies.recall.train import RecallConfig
+from attnlab.studies.statics.compute import (
+    SoftmaxSweepConfig,
+    run_jacobian_sweep,
+    run_saturation_sweep,
+)
+from attnlab.studies.widths.compute import WIDTHS_BASE, WidthsConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: A card small enough for a test: every section, widths powers of 4 (so q.k / sqrt(d)
+#: and q.k * (1 / sqrt(d)) round alike and a user's function matches scaled exactly).
+TINY = CardConfig(
+    statics_dks=(4, 16),
+    statics_ns=(16, 64),
+    n_keys=16,
+    n_dk=16,
+    trials=64,
+    precision_trials=4,
+    training=RecallConfig(
+        d_k=16,
+        d_model=16,
+        steps=20,
+        batch_size=8,
+        seeds=1,
+        eval_size=32,
+        chunk_steps=10,
+        mechanisms=("scaled",),
+    ),  # fmt: skip
+    widths=WidthsConfig(
+        base=dataclasses.replace(
+            WIDTHS_BASE, steps=20, seeds=1, eval_size=32, batch_size=8, chunk_steps=10
+        ),  # fmt: skip
+        dks=(4, 16),
+        mechanisms=("scaled",),
+        lrs=(3e-4, 1e-3),
+        lr_dks=(4, 16),
+        lr_mechanisms=("scaled",),
+        drift_dk=None,
+        record_every=10,
+        jacobian_trials=16,
+    ),
+    drift_dk=16,
+)
+
+USER_FILE = textwrap.dedent(
+    """
+    import jax.numpy as jnp
+
+    def logits(q, k):
+        return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def user_reference(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("user") / "my_attention.py"
+    path.write_text(USER_FILE, encoding="utf-8")
+    return f"{path}:logits"
+
+
+@pytest.mark.parametrize("name", list(BUILTINS))
+@pytest.mark.parametrize(("d_k", "n"), [(4, 16), (64, 32)])
+def test_row_statistics_of_every_builtin_equal_numpy_float64(name, d_k, n):
+    rng = np.random.default_rng(d_k * 1000 + n)
+    q, k = rng.normal(size=d_k), rng.normal(size=(n, d_k))
+    ours = np.asarray(row_statistics(BUILTINS[name], q.astype(np.float32), k.astype(np.float32)))
+    ref = row_reference(name, q, k)
+    bound = float32_bound(name, q, k)  # first-order float32 bound, written in numpy_reference
+    for value, statistic in zip(ours, compute.STATISTICS, strict=True):
+        assert abs(value - ref[statistic]) <= bound, (statistic, value, ref[statistic], bound)
+
+
+def test_softmax_closed_form_jacobian_equals_autodiff():
+    """A mechanism whose weights are softmax behind another function takes the autodiff
+    path; its ``jacobian_fro`` must equal the closed form ``|diag(p) - p p^T|_F``."""
+    wrapped = Mechanism(
+        "wrapped", BUILTINS["scaled"].logits, weights=lambda z, mask: softmax_weights(z, mask),
+        constants=BUILTINS["scaled"].constants,
+    )  # fmt: skip
+    q, k = jax.random.normal(jax.random.key(3), (2, 1, 128, 32))
+    closed = float(row_statistics(BUILTINS["scaled"], q[0, 0], k[0])[3])
+    autodiff = float(row_statistics(wrapped, q[0, 0], k[0])[3])
+    # both sum n^2 = 16384 float32 products of weights ~1/n: ~n eps relative to their size
+    assert abs(closed - autodiff) <= 128 * np.finfo(np.float32).eps * closed
+
+
+def test_jacobian_beyond_its_limit_is_left_empty():
+    q, k = jax.random.normal(jax.random.key(4), (2, 1, compute.JACOBIAN_MAX_N + 1, 4))
+    stats = np.asarray(row_statistics(BUILTINS["sigmoid"], q[0, 0], k[0]))
+    assert math.isnan(stats[3]) and np.isfinite(np.delete(stats, 3)).all()
+
+
+def test_scaled_and_unscaled_statics_equal_02_and_03_at_the_same_settings():
+    """Same draws (02/03's trial keys): every mean within one standard error of 02/03's."""
+    config = dataclasses.replace(TINY, trials=200)
+    card = compute.statics_frame(config, ["scaled", "unscaled"])
+    sweep = SoftmaxSweepConfig(dks=config.statics_dks, n_keys=config.n_keys, trials=200)
+    keys = ["variant", "d_k", "n_keys", "trials", "sampler"]
+    theirs = run_saturation_sweep(sweep).merge(run_jacobian_sweep(sweep), on=keys)
+    ours = card[card.sweep == "d_k"].rename(columns={"mechanism": "variant"})
+    both = ours.merge(theirs, on=["variant", "d_k"], suffixes=("", "_0203"))
+    assert len(both) == 2 * len(config.statics_dks)
+    for statistic in ("max_weight", "entropy", "jacobian_fro"):
+        gap = (both[f"{statistic}_mean"] - both[f"{statistic}_mean_0203"]).abs()
+        assert (gap <= both[f"{statistic}_sem"]).all(), statistic
+
+
+def test_the_committed_cards_reproduce_02_and_03():
+    """results/cards/{scaled,unscaled}/statics.csv against results/02 and 03 at the d_k
+    both sweep (n = 256, 2000 trials, the same draws): within one combined standard error."""
+    folder = REPO / "results" / "cards"
+    if not (folder / "scaled" / "statics.csv").is_file():
+        pytest.skip("no committed cards (make cards)")
+    sat = pd.read_csv(REPO / "results" / "02_saturation_sweep.csv")
+    jac = pd.read_csv(REPO / "results" / "03_jacobian_norm.csv")
+    theirs = sat.merge(jac, on=["variant", "d_k", "n_keys", "trials", "sampler"])
+    theirs = theirs[theirs.sampler == "direct"]  # the card draws as the direct sampler
+    for name in ("scaled", "unscaled"):
+        ours = pd.read_csv(folder / name / "statics.csv")
+        ours = ours[(ours.sweep == "d_k") & (ours.mechanism == name)].assign(variant=name)
+        both = ours.merge(theirs, on=["variant", "d_k", "n_keys", "trials"], suffixes=("", "_0"))
+        assert len(both) == len(ours), name
+        for statistic in ("max_weight", "entropy", "jacobian_fro"):
+            se = np.hypot(both[f"{statistic}_sem"], both[f"{statistic}_sem_0"])
+            gap = (both[f"{statistic}_mean"] - both[f"{statistic}_mean_0"]).abs()
+            assert (gap <= se).all(), (name, statistic)
+
+
+@pytest.fixture(scope="module")
+def tiny_card(user_reference) -> compute.Card:
+    return compute.card_tables(TINY, ["scaled", user_reference, "sigmoid"])
+
+
+def test_a_user_function_equal_to_scaled_gives_identical_card_numbers(tiny_card):
+    """Every table but precision's max_error: the built-in computes the logits of float16
+    inputs in float32 (``attention_logits``), the user's einsum in float16, and the card
+    reports that difference (both finite, both float16-safe)."""
+    precision = tiny_card.precision.set_index(["mechanism", "d_k"])
+    assert (precision.loc["scaled"].max_error == 0).all()
+    assert (precision.loc["logits"].max_error > 0).all()
+    assert (precision.max_error <= verdicts.FLOAT16_TOLERANCE).all()
+    assert precision.finite_float16.all()
+    for field in compute.Card._fields:
+        table = getattr(tiny_card, field)
+        if field == "precision":
+            table = table.drop(columns="max_error")
+        scaled = table[table.mechanism == "scaled"].drop(columns="mechanism")
+        user = table[table.mechanism == "logits"].drop(columns="mechanism")
+        assert len(scaled) > 0, field
+        pd.testing.assert_frame_equal(
+            scaled.reset_index(drop=True), user.reset_index(drop=True), check_exact=True
+        )
+
+
+def test_every_section_has_rows_for_every_mechanism(tiny_card):
+    for field in compute.Card._fields:
+        names = set(getattr(tiny_card, field).mechanism)
+        assert names == {"scaled", "logits", "sigmoid"}, field
+    statics = tiny_card.statics
+    assert len(statics) == 3 * (len(TINY.statics_dks) + len(TINY.statics_ns))
+    # softmax rows sum to 1 up to an n-term float32 sum: n eps, n <= 64
+    scaled_mass = statics[statics.mechanism == "scaled"].mass_mean
+    np.testing.assert_allclose(scaled_mass, 1.0, rtol=0, atol=64 * np.finfo(np.float32).eps)
+    sigmoid = statics[statics.mechanism == "sigmoid"]
+    assert not np.allclose(sigmoid.mass_mean, 1.0, atol=1e-3)  # reported, not assumed
+
+
+def test_the_plan_reads_a_baseline_from_a_committed_card_with_equal_settings(tmp_path):
+    folder = tmp_path / "unscaled"
+    folder.mkdir()
+    for field in compute.Card._fields:
+        (folder / f"{field}.csv").write_text("mechanism\nunscaled\n", encoding="utf-8")
+        sidecar = {"flags": {"card_settings": TINY.settings()}}
+        (folder / f"{field}.json").write_text(json.dumps(sidecar), encoding="utf-8")
+    plan = compute.plan_cards(TINY, ["scaled"], ["scaled", "unscaled"], tmp_path)
+    assert plan.computed == ("scaled",) and plan.reused == {"unscaled": folder}
+    other = dataclasses.replace(TINY, trials=TINY.trials + 1)
+    plan = compute.plan_cards(other, ["scaled"], ["unscaled"], tmp_path)
+    assert plan.computed == ("scaled", "unscaled") and plan.reused == {}
+    plan = compute.plan_cards(TINY, ["unscaled"], ["unscaled"], tmp_path)
+    assert plan.computed == ("unscaled",), "a target is always computed"
+    impostor = tmp_path / "impostor.py"
+    impostor.write_text(USER_FILE.replace("def logits", "def scaled"), encoding="utf-8")
+    with pytest.raises(ValueError, match="share a name"):
+        compute.plan_cards(TINY, ["scaled", f"{impostor}:scaled"], ["unscaled"], tmp_path)

@@ -1,0 +1,74 @@
+"""experiments/11_mechanism_card.py end to end at tiny sizes (``--quick`` with QUICK set to
+test_card_compute's TINY): a mechanism defined outside the package, by file path and by
+MODULE:NAME, gets its card, several share one comparison, and a baseline is read from a
+committed card whose settings match."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from test_card_compute import TINY, USER_FILE
+
+from attnlab.harness import cli
+from attnlab.studies.card.verdicts import VERDICTS, Card
+
+CARD_FILES = [f"{f}.csv" for f in (*Card._fields, "verdicts")] + ["card.md", "card.png"]
+
+
+@pytest.fixture
+def script(load_script, monkeypatch, tmp_path):
+    module = load_script("11_mechanism_card")
+    monkeypatch.setattr(module, "QUICK", TINY)
+    monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "committed")  # no committed cards
+    (tmp_path / "card_user.py").write_text(USER_FILE, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return module
+
+
+def test_a_users_file_gets_a_card(script, run_main, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    reference = f"{tmp_path}/card_user.py:logits"
+    assert run_main(script, ["--mechanism", reference, "--quick", "--quiet",
+                             "--out-dir", str(out)]) == 0  # fmt: skip
+    card = out / "cards" / "logits"
+    assert sorted(p.name for p in card.iterdir() if p.suffix != ".json" and p.suffix != ".pdf") == (
+        sorted(CARD_FILES)
+    )
+    verdicts = pd.read_csv(card / "verdicts.csv")
+    assert set(verdicts.mechanism) == {"logits", "scaled", "unscaled"}
+    assert len(verdicts) == 3 * len(VERDICTS)
+    text = (card / "card.md").read_text(encoding="utf-8")
+    assert text.startswith("# Mechanism card: logits")
+    for rule in verdicts.rule.unique():
+        assert rule in text  # every rule is stated in the card
+    sidecar = json.loads((card / "statics.json").read_text(encoding="utf-8"))
+    assert sidecar["flags"]["card_settings"] == json.loads(json.dumps(TINY.settings()))
+    assert not (out / "cards" / "comparison.csv").exists()
+
+
+def test_several_mechanisms_share_one_comparison_and_reuse_a_committed_baseline(
+    script, run_main, tmp_path, capsys
+):
+    committed, out = tmp_path / "committed", tmp_path / "out"
+    committed.mkdir(), out.mkdir()
+    argv = ["--mechanism", "unscaled", "--against", "scaled", "--quick", "--quiet"]
+    assert run_main(script, [*argv, "--out-dir", str(committed)]) == 0
+    argv = ["--mechanism", "card_user:logits", f"{tmp_path}/card_user.py:logits"]
+    assert run_main(script, [*argv, "--quick", "--quiet", "--out-dir", str(out)]) == 2
+    assert "share a name" in capsys.readouterr().err and not any(out.glob("cards/*"))
+
+    argv = ["--mechanism", "card_user:logits", "sigmoid", "--against", "unscaled"]
+    assert run_main(script, [*argv, "--quick", "--quiet", "--out-dir", str(out)]) == 0
+    comparison = pd.read_csv(out / "cards" / "comparison.csv")
+    assert list(dict.fromkeys(comparison.mechanism)) == ["logits", "sigmoid"]
+    text = (out / "cards" / "logits" / "card.md").read_text(encoding="utf-8")
+    assert f"read from `{committed / 'cards' / 'unscaled'}`" in text
+    ours = pd.read_csv(out / "cards" / "logits" / "statics.csv")
+    theirs = pd.read_csv(committed / "cards" / "unscaled" / "statics.csv")
+    pd.testing.assert_frame_equal(
+        ours[ours.mechanism == "unscaled"].reset_index(drop=True),
+        theirs[theirs.mechanism == "unscaled"].reset_index(drop=True),
+    )

@@ -1,0 +1,245 @@
+"""attnlab/core/mechanism.py: the open mechanism API (Mechanism, as_mechanism,
+load_mechanism, check_mechanism, the weight hooks), and a mechanism defined outside the
+package run through experiments 05 and 10 by MODULE:NAME and by file path."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+
+import attnlab
+from attnlab.core.mechanism import (
+    Mechanism,
+    MechanismError,
+    MechanismReferenceError,
+    as_mechanism,
+    check_mechanism,
+    l2_normalize,
+    load_mechanism,
+    softmax_weights,
+)
+from attnlab.core.temperature import BUILTINS
+
+EPS32 = float(np.finfo(np.float32).eps)
+
+#: A user's file: q.k/sqrt(d) as a plain function, and a Mechanism with a learned gain.
+USER_FILE = textwrap.dedent(
+    """
+    import jax.numpy as jnp
+    import attnlab
+
+    def my_scaled(q, k):
+        return jnp.einsum("...qd,...kd->...qk", q, k) / jnp.sqrt(jnp.float32(q.shape[-1]))
+
+    gained = attnlab.Mechanism(
+        "gained",
+        lambda q, k, g: g * jnp.einsum("...qd,...kd->...qk", q, k),
+        params={"g": lambda d_k: d_k ** -0.5},
+    )
+    NOT_A_MECHANISM = 3
+    """
+)
+
+
+@pytest.fixture
+def user_file(tmp_path):
+    path = tmp_path / "mechanism_api_user.py"
+    path.write_text(USER_FILE, encoding="utf-8")
+    return path
+
+
+def test_a_plain_function_is_a_softmax_mechanism_without_scalars():
+    def dot(q, k):
+        return jnp.einsum("...qd,...kd->...qk", q, k)
+
+    mechanism = as_mechanism(dot)
+    assert mechanism.name == "dot" and mechanism.weights is softmax_weights
+    assert mechanism.params == () and mechanism.constants == ()
+    assert mechanism.qk_init_exponent == 0.0 and not mechanism.normalize_qk
+    assert as_mechanism(mechanism) is mechanism
+    with pytest.raises(MechanismError, match="neither"):
+        as_mechanism(3)
+
+
+def test_initial_values_may_be_functions_of_the_width():
+    m = Mechanism("m", lambda q, k, a, b: a * b * q @ jnp.swapaxes(k, -1, -2),
+                  params={"a": lambda d: d**0.5}, constants={"b": 2.0})  # fmt: skip
+    assert m.param_values(16) == {"a": 4.0}
+    assert m.constant_values(16) == {"b": 2.0}
+    assert m.initial_theta(4) == {"a": 2.0, "b": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"name": ""}, "non-empty name"),
+        ({"name": "a,b"}, "non-empty name"),
+        ({"logits": 3}, "logits must be callable"),
+        ({"weights": None}, "weights must be callable"),
+        ({"params": {"s": 1.0}, "constants": {"s": 2.0}}, "used twice"),
+        ({"params": [("s",)]}, "must map names"),
+        ({"qk_init_exponent": float("nan")}, "qk_init_exponent"),
+        ({"qk_init_exponent": True}, "qk_init_exponent"),
+        ({"normalize_qk": 1}, "normalize_qk"),
+        ({"row_length": "yes"}, "row_length"),
+    ],
+)
+def test_a_malformed_mechanism_is_refused_by_name(kwargs, match):
+    fields = {"name": "m", "logits": lambda q, k: q @ jnp.swapaxes(k, -1, -2), **kwargs}
+    with pytest.raises(MechanismError, match=match):
+        Mechanism(**fields)
+
+
+def test_program_ignores_what_only_sets_initial_values():
+    """scaled, unscaled, folded and 1/d share one program; the caps another; qk_norm not."""
+    programs = {name: BUILTINS[name].program() for name in BUILTINS}
+    assert programs["scaled"] == programs["unscaled"] == programs["folded_init"]
+    assert programs["scaled"] == programs["inv_d"]
+    assert programs["softcap30"] == programs["softcap50"] != programs["scaled"]
+    assert programs["qk_norm"] != programs["learned_temperature"]
+
+
+def test_softmax_weights_are_float32_for_half_inputs_and_zero_on_an_empty_row():
+    z = jnp.asarray([[1.0, 2.0, 3.0], [60000.0, 0.0, -60000.0]], jnp.float16)
+    mask = jnp.asarray([[True, True, True], [False, False, False]])
+    p = softmax_weights(z, mask)
+    assert p.dtype == jnp.float32
+    assert np.all(np.asarray(p[1]) == 0) and np.isfinite(np.asarray(p)).all()
+    e = np.exp(np.array([1.0, 2.0, 3.0]) - 3.0)
+    # three float32 exponentials and a sum: a few eps per weight
+    np.testing.assert_allclose(np.asarray(p[0]), e / e.sum(), rtol=0, atol=8 * EPS32)
+
+    def loss(z):
+        return jnp.sum(softmax_weights(z, mask) ** 2)
+
+    assert np.isfinite(np.asarray(jax.grad(loss)(z.astype(jnp.float32)))).all()
+
+
+def test_l2_normalize_is_finite_at_zero_and_unit_elsewhere():
+    x = jnp.asarray([[0.0, 0.0], [3.0, 4.0]])
+    out = np.asarray(l2_normalize(x))
+    assert np.all(out[0] == 0)
+    # |x| = 5: 5 / sqrt(25 + 1e-6) = 1 - 2e-8, below float32 resolution near 1
+    np.testing.assert_allclose(out[1], [0.6, 0.8], rtol=0, atol=2 * EPS32)
+
+
+def test_load_mechanism_builtins_are_the_registry_objects():
+    for name, mechanism in BUILTINS.items():
+        assert load_mechanism(name) is mechanism
+    assert attnlab.Mechanism is Mechanism and attnlab.load_mechanism is load_mechanism
+
+
+def test_load_mechanism_by_file_and_by_module(user_file, monkeypatch):
+    by_file = load_mechanism(f"{user_file}:my_scaled")
+    assert by_file.name == "my_scaled" and by_file.weights is softmax_weights
+    monkeypatch.syspath_prepend(str(user_file.parent))
+    gained = load_mechanism("mechanism_api_user:gained")
+    assert gained.name == "gained" and gained.param_values(16) == {"g": 0.25}
+    assert load_mechanism(f"{user_file}:my_scaled") is by_file  # cached: one program
+
+
+@pytest.mark.parametrize(
+    ("reference", "match"),
+    [
+        ("no-such-mechanism", "not a built-in"),
+        ("no_such_module_xyz:f", "cannot import module"),
+        ("attnlab:no_such_name", "has no attribute"),
+        ("attnlab.core.temperature:MECHANISMS", "not a Mechanism"),
+        ("/nonexistent/m.py:f", "no file"),
+    ],
+)
+def test_a_bad_reference_says_why(reference, match):
+    with pytest.raises(MechanismReferenceError, match=match):
+        load_mechanism(reference)
+
+
+def test_a_file_that_does_not_import_says_why(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("this is not python\n", encoding="utf-8")
+    with pytest.raises(MechanismReferenceError, match="importing .* failed"):
+        load_mechanism(f"{path}:f")
+
+
+@pytest.mark.parametrize(
+    ("logits", "match"),
+    [
+        (lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k)[..., :1], "must be float32"),
+        (lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k).astype(jnp.float16), "float16"),
+        (lambda q, k: jnp.full(q.shape[:-1] + k.shape[-2:-1], jnp.nan), "non-finite"),
+        (lambda q, k: q.undefined, "fails on random inputs"),
+    ],
+)
+def test_a_broken_mechanism_is_stopped_with_its_name(logits, match):
+    with pytest.raises(MechanismError, match="'broken'") as caught:
+        check_mechanism(Mechanism("broken", logits))
+    assert caught.match(match)
+
+
+def test_weights_that_are_not_the_logits_shape_are_stopped():
+    mechanism = Mechanism(
+        "squashed",
+        lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k),
+        weights=lambda z, mask: jnp.sum(z, axis=-1),
+    )
+    with pytest.raises(MechanismError, match="logits' shape"):
+        check_mechanism(mechanism)
+
+
+def test_a_user_mechanism_gives_the_builtins_weights(user_file):
+    """The file's q.k/sqrt(d) and the built-in scaled agree to float32 rounding."""
+    q, k = jax.random.normal(jax.random.key(1), (2, 2, 5, 32))
+    ours = np.asarray(load_mechanism(f"{user_file}:my_scaled")(q, k))
+    scaled = np.asarray(BUILTINS["scaled"](q, k))
+    # einsum vs the suite's dot product: 32-term sums, logits ~3, softmax conditioning ~1
+    np.testing.assert_allclose(ours, scaled, rtol=0, atol=32 * EPS32 * 3)
+    assert math.isclose(ours.sum(axis=-1).mean(), 1.0, abs_tol=1e-6)
+
+
+# --- a user's mechanism through experiments 05 and 10 -------------------------------------
+
+TINY_RECALL = ["--dk", "16", "--d-model", "16", "--steps", "20", "--batch-size", "8",
+               "--seeds", "1", "--eval-size", "32", "--chunk-steps", "10", "--quiet"]  # fmt: skip
+
+
+def _rows(frame: pd.DataFrame, column: str, name: str) -> pd.DataFrame:
+    rows = frame[frame[column] == name].drop(columns=column)
+    return rows.reset_index(drop=True)
+
+
+@pytest.mark.slow  # compiles 05's and 10's programs (the card's own test is fast)
+@pytest.mark.parametrize("by", ["file", "module"])
+def test_a_user_mechanism_runs_through_05_and_10(
+    by, user_file, monkeypatch, load_script, run_main, tmp_path
+):
+    """By file path and by MODULE:NAME: rows for it appear, and its rows equal scaled's
+    (``my_scaled`` is q.k/sqrt(d); same seeds, same data; identical on one machine only if
+    both dot products round alike, so compared to float32 rounding of a 20-step run)."""
+    monkeypatch.syspath_prepend(str(user_file.parent))
+    reference = f"{user_file}:my_scaled" if by == "file" else "mechanism_api_user:my_scaled"
+    out05, out10 = tmp_path / "05", tmp_path / "10"
+    out05.mkdir(), out10.mkdir()
+    argv05 = [*TINY_RECALL, "--mechanisms", "scaled", reference, "--fold-step", "10",
+              "--sensitivity-batch-sizes", "8", "--sensitivity-embed-stds", "1.0",
+              "--sensitivity-seeds", "1", "--out-dir", str(out05)]  # fmt: skip
+    assert run_main(load_script("05_remedies"), argv05) == 0
+    summary = pd.read_csv(out05 / "05_remedies_summary.csv")
+    assert set(summary.variant) >= {"scaled", "my_scaled"}
+    ours, scaled = _rows(summary, "variant", "my_scaled"), _rows(summary, "variant", "scaled")
+    # step-0 gradients: one forward and backward pass, conditioning ~1: 1e3 eps relative
+    np.testing.assert_allclose(ours.grad_wq_step0, scaled.grad_wq_step0, rtol=1e3 * EPS32)
+
+    argv10 = [*TINY_RECALL[2:], "--dk", "16", "--mechanisms", "scaled", reference,
+              "--lrs", "0.0003", "0.001", "--lr-dks", "16", "--lr-mechanisms", reference,
+              "--drift-dk", "16", "--record-every", "10", "--jacobian-trials", "16",
+              "--out-dir", str(out10)]  # fmt: skip
+    assert run_main(load_script("10_widths"), argv10) == 0
+    widths = pd.read_csv(out10 / "10_widths_summary.csv")
+    assert {"scaled", "my_scaled"} <= set(widths.mechanism)
+    lr = pd.read_csv(out10 / "10_lr_transfer.csv")
+    assert set(lr.mechanism) >= {"my_scaled"} and lr.best.any()
