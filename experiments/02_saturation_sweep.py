@@ -11,6 +11,7 @@ import sys
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.studies import headline
 from attnlab.studies.statics.compute import run_saturation_sweep
 from attnlab.studies.statics.flags import sweep_script
 
@@ -21,7 +22,7 @@ build_parser, run = sweep_script(
     "02 saturation",
     lambda config, bar: run_saturation_sweep(config, bar),
 )
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,12 +13,16 @@ import time
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.studies import headline
 from attnlab.studies.recall.flags import add_recall_flags, recall_config, write_recall_outputs
 from attnlab.studies.recall.train import train_and_evaluate
 
+#: One result CSV per part of the run: --help says how long they took.
+TIMED_BY = ("04_recall_summary.csv",)
+
 
 def build_parser():
-    parser = cli.new_parser(__doc__)
+    parser = cli.new_parser(__doc__, TIMED_BY)
     add_recall_flags(parser)
     cli.add_out_dir_flag(parser)
     return parser
@@ -36,7 +40,7 @@ def run(args):
         write_recall_outputs(results, config, stage, "04_recall", vars(args), wall)
 
 
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

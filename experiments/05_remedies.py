@@ -16,6 +16,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.studies import headline
 from attnlab.studies.recall.flags import (
     add_mechanisms_flag,
     add_recall_flags,
@@ -33,9 +34,12 @@ from attnlab.studies.remedies.compute import (
     run_sensitivity,
 )
 
+#: One result CSV per part of the run: --help says how long they took.
+TIMED_BY = ("05_remedies_summary.csv", "05_fold_check.csv", "05_sensitivity.csv")
+
 
 def build_parser():
-    parser = cli.new_parser(__doc__)
+    parser = cli.new_parser(__doc__, TIMED_BY)
     add_recall_flags(parser, REMEDIES_DEFAULT)
     add_mechanisms_flag(parser, "--mechanisms", REMEDIES_DEFAULT.mechanisms, "mechanisms to train")
     cli.add_int_flag(parser, "--fold-step", FOLD_STEP, "step at which the scaled model is folded")
@@ -85,7 +89,7 @@ def run(args):
         write_result(frame, stage / "05_sensitivity.csv", flags, sensitivity_wall)
 
 
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,6 +12,7 @@ import sys
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.studies import headline
 from attnlab.studies.condensation.compute import CondensationConfig, run_condensation
 
 DEFAULT = CondensationConfig()
@@ -36,7 +37,7 @@ def plan(args):
 build_parser, run = cli.table_script(
     __doc__, "06_condensation.csv", "06 condensation", add_flags, plan
 )
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

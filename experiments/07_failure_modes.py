@@ -16,6 +16,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.studies import headline
 from attnlab.studies.failure_modes.compute import (
     PART_CSVS,
     CorrelationConfig,
@@ -27,8 +28,12 @@ OVERFLOW = OverflowConfig()
 CORRELATION = CorrelationConfig()
 
 
+#: One result CSV per part of the run: --help says how long they took.
+TIMED_BY = ("07_failure_modes_masks.csv",)
+
+
 def build_parser():
-    parser = cli.new_parser(__doc__)
+    parser = cli.new_parser(__doc__, TIMED_BY)
     cli.add_int_flag(parser, "--rows", OVERFLOW.rows, "(a) rows per max logit")
     cli.add_dk_flag(parser, CORRELATION.dks, "(c) head widths d_k")
     cli.add_int_flag(parser, "--samples", CORRELATION.samples, "(c) query-key pairs per d_k", 2)
@@ -52,7 +57,7 @@ def run(args):
             write_result(frame, stage / PART_CSVS[part], vars(args), wall)
 
 
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

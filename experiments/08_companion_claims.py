@@ -12,6 +12,7 @@ import sys
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.studies import headline
 from attnlab.studies.companion.compute import CompanionConfig, run_companion
 
 DEFAULT = CompanionConfig()
@@ -32,7 +33,7 @@ def plan(args):
 build_parser, run = cli.table_script(
     __doc__, "08_companion_claims.csv", "08 companion claims", add_flags, plan
 )
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,6 +16,7 @@ import pandas as pd
 
 from attnlab.harness import cli
 from attnlab.harness.io import read_csv_checked, write_result
+from attnlab.studies import headline
 from attnlab.studies.article_fit.compute import (
     CURVES_CSV,
     SCORE_COLUMNS,
@@ -35,8 +36,12 @@ from attnlab.studies.recall.summary import curves_frame, summary_frame
 STAGES = ("screen", "fit", "predict", "all")
 
 
+#: One result CSV per part of the run: --help says how long they took.
+TIMED_BY = ("09_fit_screen.csv", "09_fit_scores.csv", "09_fit_prediction_summary.csv")
+
+
 def build_parser():
-    parser = cli.new_parser(__doc__)
+    parser = cli.new_parser(__doc__, TIMED_BY)
     parser.add_argument("--stage", choices=STAGES, default="all", help="which stage to run")
     cli.add_int_flag(parser, "--seeds", 8, "seeds of the step-0 screen")
     cli.add_seed_flag(parser, help="the first seed of every stage")
@@ -136,7 +141,7 @@ def run(args):
         print(f"09: wrote {', '.join(written)} into {out_dir}", file=sys.stderr)
 
 
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,6 +16,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.studies import headline
 from attnlab.studies.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config
 from attnlab.studies.widths.compute import (
     CURVES_CSV,
@@ -34,8 +35,12 @@ from attnlab.studies.widths.compute import (
 DEFAULT = WidthsConfig()
 
 
+#: One result CSV per part of the run: --help says how long they took.
+TIMED_BY = ("10_widths_summary.csv", "10_jacobian_n16.csv")
+
+
 def build_parser():
-    parser = cli.new_parser(__doc__)
+    parser = cli.new_parser(__doc__, TIMED_BY)
     add_recall_flags(parser, WIDTHS_BASE, head_width=False)
     cli.add_dk_flag(parser, DEFAULT.dks)
     add_mechanisms_flag(
@@ -121,7 +126,7 @@ def run(args):
         write_result(jacobian, stage / JACOBIAN_CSV, flags, jacobian_wall)
 
 
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,11 +16,9 @@ Each card is a folder cards/NAME/ in --out-dir (default results/, so results/car
 with CSVs and sidecars, card.png/.pdf and card.md; with several --mechanism values the
 work is shared and cards/comparison.csv/.md are written beside the cards (its figure:
 python experiments/plot_figures.py fig10_cards --results-dir DIR). `make cards` cards
-every built-in. A baseline
-that is not itself carded is read from its committed card in results/cards/ when that
-card's settings equal this run's (card.md says so). About 2-4 minutes per mechanism at
-the defaults on 2 CPU cores, about a minute with --quick. Method:
-attnlab/studies/card/README.md.
+every built-in. A baseline that is not itself carded is read from its committed card in
+results/cards/ when that card's settings equal this run's (card.md says so), so a card of
+one mechanism trains only that one. Method: attnlab/studies/card/README.md.
 """
 
 import dataclasses
@@ -33,6 +31,7 @@ import pandas as pd
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.studies import headline
 from attnlab.studies.card.compute import QUICK, CardConfig, plan_cards, run_cards
 from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.report import card_markdown, comparison_markdown
@@ -42,8 +41,12 @@ CARDS = Path("cards")
 DEFAULT_AGAINST = "scaled,unscaled"
 
 
+#: One result CSV per part of the run: --help says how long they took.
+TIMED_BY = ("cards/comparison.csv",)  # `make cards`: every built-in
+
+
 def build_parser():
-    parser = cli.new_parser(__doc__)
+    parser = cli.new_parser(__doc__, TIMED_BY)
     parser.add_argument(
         "--mechanism",
         nargs="+",
@@ -55,9 +58,9 @@ def build_parser():
     parser.add_argument(
         "--against",
         type=mechanism_references,
-        default=mechanism_references(DEFAULT_AGAINST),
+        default=DEFAULT_AGAINST,  # argparse passes a string default through the type
         metavar="NAMES",
-        help=f"comma-separated baselines every card compares with (default: {DEFAULT_AGAINST})",
+        help="comma-separated baselines every card compares with",
     )
     parser.add_argument(
         "--quick", action="store_true", help="smaller sizes (about a minute per mechanism)"
@@ -107,7 +110,7 @@ def run(args):
             )
 
 
-main = cli.entry_point(build_parser, run)
+main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -158,3 +158,45 @@ def test_plotting_an_empty_folder_draws_nothing_and_exits_2(load_script, run_mai
     argv = ["--results-dir", in_tmp_path / "empty", "--figures-dir", in_tmp_path]
     assert run_main(load_script("plot_figures"), argv) == 2
     assert not any(in_tmp_path.rglob("*.png"))
+
+
+def test_a_failed_final_move_keeps_every_output_and_says_where(
+    load_script, run_main, tmp_path, capsys, monkeypatch
+):
+    """The second rename fails (a full disk): the first goes back, nothing is left in the
+    output folder, and the one-line error names the staging folder holding both files."""
+    calls = []
+
+    def replace(src, dst):  # the atomic writes inside the stage rename too: let them
+        if Path(dst).parent == tmp_path:
+            calls.append(dst)
+            if len(calls) == 2:
+                raise OSError(28, "No space left on device")
+        os.rename(src, dst)
+
+    monkeypatch.setattr(cli.os, "replace", replace)
+    code = run_main(load_script("01_logit_variance"), [*TINY_01, "--out-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "No space left on device" in err
+    (stage,) = tmp_path.glob(".staging-*")
+    assert f"kept in {stage}" in err
+    assert sorted(p.name for p in stage.iterdir()) == [
+        "01_logit_variance.csv",
+        "01_logit_variance.json",
+    ]
+    assert [p for p in tmp_path.iterdir() if p != stage] == []
+
+
+def test_staged_outputs_move_subfolders_all_or_none(tmp_path):
+    with cli.staged_outputs(tmp_path) as stage:
+        (stage / "cards" / "a").mkdir(parents=True)
+        (stage / "cards" / "a" / "x.csv").write_text("x\n")
+        (stage / "top.csv").write_text("t\n")
+    assert (tmp_path / "cards" / "a" / "x.csv").read_text() == "x\n"
+    with pytest.raises(KeyboardInterrupt), cli.staged_outputs(tmp_path) as stage:
+        (stage / "cards" / "b").mkdir(parents=True)
+        (stage / "cards" / "b" / "y.csv").write_text("y\n")
+        raise KeyboardInterrupt
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "cards", "cards/a", "cards/a/x.csv", "top.csv"
+    ]  # fmt: skip

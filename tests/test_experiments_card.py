@@ -49,6 +49,7 @@ def test_a_users_file_gets_a_card(script, run_main, tmp_path):
     assert not (out / "cards" / "comparison.csv").exists()
 
 
+@pytest.mark.slow  # two card runs; the fast one above covers the script
 def test_several_mechanisms_share_one_comparison_and_reuse_a_committed_baseline(
     script, run_main, tmp_path, capsys
 ):

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tqdm.auto import tqdm
 
@@ -109,11 +111,74 @@ def unit_interval(text: str) -> float:
     return value
 
 
-def new_parser(description: str) -> OneLineParser:
-    """A parser with the script's docstring as description and defaults shown in --help."""
+def new_parser(description: str, timed_by: Sequence[str] = ()) -> OneLineParser:
+    """A parser with the script's docstring as description and defaults shown in --help;
+    ``timed_by`` (result CSVs, one per part of the run) adds how long the committed
+    results took, read from their sidecars in ``results/`` (``committed_run_time``)."""
+    timing = committed_run_time(timed_by) if timed_by else None
     return OneLineParser(
-        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        description=description.rstrip() + (f"\n\n{timing}" if timing else ""),
+        formatter_class=HelpFormatter,
     )
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written (its examples keep their lines); each flag's default
+    after its help, unless it is None or False or the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def committed_run_time(csv_names: Sequence[str]) -> str | None:
+    """ "Time: the committed results took N s ..." from the sidecars of ``csv_names`` in
+    ``results/`` (their wall times summed: one CSV per part of the run); None if any is
+    missing."""
+    seconds, devices = 0.0, set()
+    paths = [(RESULTS_DIR / name).with_suffix(".json") for name in csv_names]
+    try:
+        for path in paths:
+            sidecar = json.loads(path.read_text(encoding="utf-8"))
+            seconds += float(sidecar["wall_time_s"])
+            devices.add(f"{sidecar['jax_backend']} x{sidecar['device_count']}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    took = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    text = (
+        f"Time: the committed results took {took} to compute on {', '.join(sorted(devices))} "
+        f"of a 2-core machine ({', '.join(str(p) for p in paths)})."
+    )
+    return textwrap.fill(text, width=88)
+
+
+#: The help groups every script shares, after its own ``flag_groups``: (title, dests).
+RUN_CONTROL_FLAGS = frozenset({"seed", "chunk_steps", "quick", "stage", "jobs"})
+OUTPUT_GROUP_FLAGS = frozenset({"out", "out_dir", "quiet", "results_dir", "figures_dir"})
+
+
+def group_flags(parser: argparse.ArgumentParser) -> None:
+    """Sort ``parser``'s flags into help groups: the parser's ``flag_groups`` (title ->
+    dests, e.g. the article's settings and the set-up it leaves unstated) first, then
+    what the script measures (every other flag), run control and outputs."""
+    own = dict(getattr(parser, "flag_groups", {}))
+    titled = [*own.items(), ("run control", RUN_CONTROL_FLAGS), ("outputs", OUTPUT_GROUP_FLAGS)]
+    groups = {title: parser.add_argument_group(title) for title in own}
+    rest = parser.add_argument_group("what is measured")
+    groups |= {title: parser.add_argument_group(title) for title, _ in titled[len(own) :]}
+    for action in list(parser._actions):
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        title = next((t for t, dests in titled if action.dest in dests), None)
+        target = groups[title] if title else rest
+        for group in parser._action_groups:
+            if action in group._group_actions:
+                group._group_actions.remove(action)
+        target._group_actions.append(action)
+    parser._action_groups = [
+        g for g in parser._action_groups if g._group_actions or g.title == "options"
+    ]
 
 
 def add_int_flag(
@@ -159,10 +224,17 @@ def made_with_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace
     its default value."""
     skip = OUTPUT_FLAGS | getattr(parser, "subject_flags", frozenset())
     return all(
-        getattr(args, action.dest) == action.default
+        getattr(args, action.dest) == _parsed_default(action)
         for action in parser._actions
         if action.dest not in skip and hasattr(args, action.dest)
     )
+
+
+def _parsed_default(action: argparse.Action) -> Any:
+    """The value argparse gives a flag left out: a string default goes through its type."""
+    if isinstance(action.default, str) and callable(action.type):
+        return action.type(action.default)
+    return action.default
 
 
 def resolve_out_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -289,12 +361,14 @@ def staged_outputs(directory: Path) -> Iterator[Path]:
     when the block ends normally its files are moved into ``directory`` (files in
     subdirectories of the stage to the same subdirectories, made where missing), and when
     it raises (Ctrl-C, a bad CSV, a failed run) they are deleted, so no run leaves part of
-    its outputs."""
+    its outputs. If moving fails (a full disk, a file in the way), the files already moved
+    go back and the stage is kept: a RunError says where the computed outputs are."""
     directory = Path(directory)
     stage = Path(tempfile.mkdtemp(dir=directory, prefix=".staging-"))
+    keep = False
     try:
         yield stage
-        moved: list[Path] = []
+        moved: list[tuple[Path, Path]] = []
         made: list[Path] = []
         try:
             for path in sorted(p for p in stage.rglob("*") if not p.is_dir()):
@@ -304,17 +378,25 @@ def staged_outputs(directory: Path) -> Iterator[Path]:
                         (directory / parent).mkdir()
                         made.append(directory / parent)
                 os.replace(path, target)
-                moved.append(target)
-            WRITTEN.extend(moved)
-        except BaseException:
-            for path in moved:
-                path.unlink(missing_ok=True)
+                moved.append((path, target))
+            WRITTEN.extend(target for _, target in moved)
+        except BaseException as err:
+            for path, target in reversed(moved):
+                with contextlib.suppress(OSError):
+                    os.replace(target, path)
             for folder in reversed(made):
                 with contextlib.suppress(OSError):
                     folder.rmdir()
+            if isinstance(err, OSError):
+                keep = True
+                raise RunError(
+                    f"could not move the outputs into {directory} ({err.strerror or err}); "
+                    f"all of them are kept in {stage}"
+                ) from None
             raise
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def progress(total: int, desc: str, quiet: bool, unit: str = "it") -> tqdm:
@@ -352,8 +434,11 @@ def configure_jax() -> None:
 def entry_point(
     build_parser: Callable[[], argparse.ArgumentParser],
     run: Callable[[argparse.Namespace], None],
+    headline: Callable[[str, Any], str | None] | None = None,
 ) -> Callable[[list[str] | None], int]:
-    """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2."""
+    """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2.
+    On success, one line per file written (``announce_written``; ``headline(csv_name,
+    frame)`` gives a CSV's headline number, ``attnlab.studies.headline``)."""
 
     def main(argv: list[str] | None = None) -> int:
         WRITTEN.clear()
@@ -362,6 +447,7 @@ def entry_point(
             # on it is a KeyboardInterrupt, handled below.
             signal.signal(signal.SIGINT, signal.default_int_handler)
         parser = build_parser()
+        group_flags(parser)
         args = parser.parse_args(argv)
         resolve_out_dir(parser, args)
         try:
@@ -381,15 +467,18 @@ def entry_point(
             print(f"{parser.prog}: interrupted; nothing written", file=sys.stderr)
             return 130
         if not getattr(args, "quiet", False):
-            announce_written(getattr(args, "run_folder", False) and args.out_dir)
+            announce_written(getattr(args, "run_folder", False) and args.out_dir, headline)
         return 0
 
     return main
 
 
-def announce_written(run_folder: Path | None) -> None:
-    """One line per file the run wrote (a CSV with its row count; sidecars left out), and
-    where a run folder was chosen, that it was."""
+def announce_written(
+    run_folder: Path | None, headline: Callable[[str, Any], str | None] | None = None
+) -> None:
+    """One line per file the run wrote (a CSV with its row count and, where ``headline``
+    gives one, its headline number; sidecars left out), and where a run folder was chosen,
+    that it was."""
     for path in WRITTEN:
         if path.suffix == ".json" and path.with_suffix(".csv") in WRITTEN:
             continue
@@ -397,6 +486,11 @@ def announce_written(run_folder: Path | None) -> None:
         if path.suffix == ".csv":
             with open(path, encoding="utf-8") as handle:
                 rows = f" ({sum(1 for _ in handle) - 1} rows)"
+            if headline is not None:
+                import pandas as pd
+
+                text = headline(path.name, pd.read_csv(path))
+                rows += f": {text}" if text else ""
         print(f"wrote {path}{rows}")
     if run_folder:
         print(
@@ -421,7 +515,7 @@ def table_script(
     the computation, run under ``run_table``."""
 
     def build_parser() -> argparse.ArgumentParser:
-        parser = new_parser(description)
+        parser = new_parser(description, (csv_name,))
         add_flags(parser)
         add_table_flags(parser, csv_name)
         return parser

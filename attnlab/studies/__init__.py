@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from attnlab.core.temperature import BUILTINS
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from attnlab.harness.tables import Tables
 
 BEYOND = "## Beyond the statics: boundaries and the companion article (experiments 06-08)"
@@ -191,3 +193,14 @@ def made_by(csv_name: str) -> str:
             command = f"python experiments/{study.outputs[csv_name]}"
             return f"{command} {study.arguments}" if study.arguments else command
     return "make all"
+
+
+def headline(csv_name: str, frame: pd.DataFrame) -> str | None:
+    """The headline of result ``csv_name`` (its study's ``report.HEADLINES``), if any."""
+    for study in STUDIES:
+        names = [n for n in study.outputs if csv_name in (n, Path(n).name)]
+        if names and study.in_report:
+            headlines = getattr(importlib.import_module(f"{study.package}.report"), "HEADLINES", {})
+            if names[0] in headlines:
+                return headlines[names[0]](frame) or None
+    return None

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS
+from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, fmt, markdown_table
 from attnlab.harness.verdicts import WITHIN
 from attnlab.studies.article_fit.compute import (
@@ -125,3 +126,12 @@ def _gap(row: pd.Series, scores: pd.DataFrame) -> str:
     best = scores[(scores["pass"] == row["pass"]) & (scores["rank"] == 1)].score.iloc[0]
     ratio = (row.score - best) / row.gap_se if row.gap_se > 0 else np.inf
     return f"{ratio:.1f} ({'within' if bool(row.within_noise) else 'outside'} the noise)"
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "09_fit_screen.csv": lambda f: f"{int(f.kept.sum())} of {len(f)} readings kept",
+    "09_fit_prediction_summary.csv": lambda f: medians(
+        f, "variant", "step_loss_below_1", "median step to smoothed loss 1"
+    ),
+}

@@ -214,3 +214,15 @@ def readme(tables: Tables) -> str:
     """README's block: every built-in against every verdict (``comparison_markdown``)."""
     verdicts = tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "passed"])
     return comparison_markdown(verdicts).rstrip()
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "cards/comparison.csv": lambda f: (
+        ", ".join(
+            f"{m} {int(g.passed.astype(float).fillna(0).sum())}/{len(g)}"
+            for m, g in f.groupby("mechanism", sort=False)
+        )
+        + " verdicts hold"
+    ),
+}

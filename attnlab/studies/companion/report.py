@@ -86,3 +86,9 @@ def section(tables: Tables) -> str:
             fold_table,
         ]
     )
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "08_companion_claims.csv": lambda f: f"{f.claim.nunique()} claims, {len(f)} quantities",
+}

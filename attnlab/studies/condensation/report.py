@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attnlab.claims import ABOUT, CONDENSATION_CLAIMS
+from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
 
@@ -96,3 +97,11 @@ def section(tables: Tables) -> str:
             claims_block(claim_rows(CONDENSATION_CLAIMS, tables, CHECKS)),
         ]
     )
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "06_condensation.csv": lambda f: medians(
+        f, "n_keys", "threshold_dk", "condensation threshold d_k per n"
+    ),
+}

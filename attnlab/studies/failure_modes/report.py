@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnlab.claims import ABOUT, FAILURE_CLAIMS
+from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
 
@@ -167,3 +168,17 @@ def section(tables: Tables) -> str:
             claims_block(claim_rows(FAILURE_CLAIMS, tables, CHECKS)),
         ]
     )
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "07_failure_modes_overflow.csv": lambda f: medians(
+        f, "method", "nonfinite_fraction", "fraction of non-finite rows"
+    ),
+    "07_failure_modes_masks.csv": lambda f: medians(
+        f, "dtype", "leaked_mass", "mass leaked to masked keys"
+    ),
+    "07_failure_modes_correlation.csv": lambda f: medians(
+        f.assign(all="all"), "all", "std_z", "|measured - predicted| std, in SEs (median)"
+    ),
+}

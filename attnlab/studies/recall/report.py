@@ -26,6 +26,7 @@ from attnlab.claims import (
     RatioClaim,
     SeedClaim,
 )
+from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import WITHIN, Row, claim_rows, seed_values, tally
 
@@ -177,3 +178,11 @@ def section(tables: Tables) -> str:
             f"Tally (04's column): {tally(natural)}",
         ]
     )
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "04_recall_summary.csv": lambda f: medians(
+        f, "variant", "step_loss_below_1", "median step to smoothed loss 1"
+    ),
+}

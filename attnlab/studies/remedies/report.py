@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import spread_text
 
@@ -129,3 +130,23 @@ def section(tables: Tables) -> str:
             sensitivity,
         ]
     )
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "05_remedies_summary.csv": lambda f: medians(
+        f, "variant", "step_loss_below_1", "median step to smoothed loss 1"
+    ),
+    "05_fold_check.csv": lambda f: medians(
+        f.assign(all="all seeds"),
+        "all",
+        "logit_rel_diff_at_end",
+        "folded vs unfolded logits at the end, relative difference",
+    ),
+    "05_sensitivity.csv": lambda f: medians(
+        f.assign(all="over the grid"),
+        "all",
+        "ratio_step_loss_below_1",
+        "unscaled/scaled step to loss 1",
+    ),
+}

@@ -6,6 +6,7 @@ import pandas as pd
 
 from attnlab.claims import ABOUT, SATURATION_CSV, STATIC_CLAIMS
 from attnlab.core.curves import crossing_dk
+from attnlab.harness.headlines import at_row, medians
 from attnlab.harness.tables import Tables
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
 
@@ -63,3 +64,23 @@ def section(tables: Tables) -> str:
             claims_block(rows),
         ]
     )
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "01_logit_variance.csv": lambda f: at_row(
+        f, {"d_k": 64}, {"std_measured": "std(q.k)", "std_predicted": "predicted"}, 5
+    ),
+    "02_saturation_sweep.csv": lambda f: medians(
+        f[(f.d_k == f.d_k.max()) & (f.sampler == "direct")],
+        "variant",
+        "max_weight_mean",
+        f"mean max weight at d_k {f.d_k.max()}",
+    ),
+    "03_jacobian_norm.csv": lambda f: medians(
+        f[(f.d_k == f.d_k.max()) & (f.sampler == "direct")],
+        "variant",
+        "jacobian_fro_mean",
+        f"mean Jacobian norm at d_k {f.d_k.max()}",
+    ),
+}

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.claims import WIDTHS_CLAIMS
+from attnlab.harness.headlines import medians as median_line
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
 
@@ -335,3 +336,18 @@ def section(tables: Tables) -> str:
             drift,
         ]
     return "\n\n".join(parts)
+
+
+#: The headline of each CSV (``attnlab.studies.headline``).
+HEADLINES = {
+    "10_widths_summary.csv": lambda f: median_line(
+        f[f.d_k == f.d_k.max()],
+        "mechanism",
+        "eval_accuracy",
+        f"median held-out accuracy at d_k {f.d_k.max()}",
+    ),
+    "10_lr_transfer.csv": lambda f: ", ".join(
+        f"{m}: best lr {', '.join(f'{x:g}' for x in g[g.best.astype(bool)].lr)}"
+        for m, g in f.groupby("mechanism", sort=False)
+    ),
+}

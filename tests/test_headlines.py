@@ -1,0 +1,42 @@
+"""attnlab/harness/headlines.py and every study's HEADLINES: each names one of its study's
+CSVs and gives a line with a number on the committed results; the helpers' formats."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from attnlab.harness.headlines import at_row, medians
+from attnlab.studies import STUDIES, headline
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+REPORTED = [s for s in STUDIES if s.in_report]
+
+
+@pytest.mark.parametrize("study", REPORTED, ids=lambda s: s.name)
+def test_every_headline_names_its_csv_and_reads_a_number(study):
+    headlines = getattr(importlib.import_module(f"{study.package}.report"), "HEADLINES", {})
+    assert headlines, f"{study.name}: no HEADLINES"
+    for csv, _ in headlines.items():
+        assert csv in study.outputs, csv
+        text = headline(Path(csv).name, pd.read_csv(RESULTS / csv))
+        assert text and re.search(r"\d", text), (csv, text)
+
+
+def test_medians_and_at_row():
+    frame = pd.DataFrame({"v": ["a", "a", "b", "b"], "x": [1.0, 3.0, float("nan"), None]})
+    assert medians(frame, "v", "x", "median x") == "median x: a 2, b never"
+    table = pd.DataFrame({"d_k": [4, 64], "s": [0.5, 7.9774], "p": [2.0, 8.0]})
+    assert at_row(table, {"d_k": 64}, {"s": "std", "p": "predicted"}, 5) == (
+        "at d_k 64: std 7.9774, predicted 8"
+    )
+    assert at_row(table, {"d_k": 1}, {"s": "std"}) == ""
+
+
+def test_a_csv_without_a_headline_has_none():
+    assert headline("04_recall_curves.csv", pd.DataFrame()) is None
+    assert headline("not_a_result.csv", pd.DataFrame()) is None
