@@ -158,6 +158,7 @@ def tiny_card(user_reference) -> compute.Card:
     return compute.card_tables(TINY, ["scaled", user_reference])
 
 
+@pytest.mark.slow  # trains the tiny card
 def test_a_user_function_equal_to_scaled_gives_identical_card_numbers(tiny_card):
     """Every table but precision's max_error: the built-in computes the logits of float16
     inputs in float32 (``attention_logits``), the user's einsum in float16, and the card
@@ -179,6 +180,7 @@ def test_a_user_function_equal_to_scaled_gives_identical_card_numbers(tiny_card)
         )
 
 
+@pytest.mark.slow  # trains the tiny card
 def test_every_section_has_rows_for_every_mechanism(tiny_card):
     for field in compute.Card._fields:
         names = set(getattr(tiny_card, field).mechanism)

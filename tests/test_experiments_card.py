@@ -27,6 +27,7 @@ def script(load_script, monkeypatch, tmp_path):
     return module
 
 
+@pytest.mark.slow  # a whole (tiny) card: compiles every section's programs
 def test_a_users_file_gets_a_card(script, run_main, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
