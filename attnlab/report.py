@@ -39,7 +39,8 @@ SUMMARY_HEADER = (
     "Identities",
 )
 #: The markers around README's generated tally.
-README_BEGIN = "<!-- BEGIN GENERATED: tally -->"  # readme_begin("tally")
+README_BEGIN_FORMAT = "<!-- BEGIN GENERATED: {} -->"
+README_BEGIN = README_BEGIN_FORMAT.format("tally")
 README_END = "<!-- END GENERATED -->"
 
 #: One line of the summary: its label and the thunk that judges its claims (it raises a
@@ -206,11 +207,6 @@ def left_out(report: str) -> list[str]:
     return [line[2:] for line in block[: block.index("") if "" in block else None]]
 
 
-def readme_begin(name: str) -> str:
-    """The line that opens README's generated block ``name``."""
-    return f"<!-- BEGIN GENERATED: {name} -->"
-
-
 def readme_blocks(results_dir: Path) -> list[str]:
     """README's generated blocks, each between its markers: the summary's tally, then every
     study's whose report module has ``readme(tables) -> str`` (the cards' comparison)."""
@@ -221,7 +217,8 @@ def readme_blocks(results_dir: Path) -> list[str]:
         if study.in_report:
             write = getattr(importlib.import_module(f"{study.package}.report"), "readme", None)
             if write is not None:
-                blocks.append(f"{readme_begin(study.name)}\n{write(tables)}\n{README_END}")
+                begin = README_BEGIN_FORMAT.format(study.name)
+                blocks.append(f"{begin}\n{write(tables)}\n{README_END}")
     return blocks
 
 

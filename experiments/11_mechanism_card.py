@@ -63,7 +63,9 @@ def build_parser():
         help="comma-separated baselines every card compares with",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="smaller sizes (about a minute per mechanism)"
+        "--quick",
+        action="store_true",
+        help="every section at smaller sizes (fewer trials, steps, seeds and widths)",
     )
     cli.add_seed_flag(parser)
     cli.add_out_dir_flag(parser)

@@ -483,14 +483,15 @@ def announce_written(
         if path.suffix == ".json" and path.with_suffix(".csv") in WRITTEN:
             continue
         rows = ""
-        if path.suffix == ".csv":
+        if path.suffix == ".csv" and headline is not None:
+            import pandas as pd
+
+            frame = pd.read_csv(path)
+            text = headline(path.name, frame)
+            rows = f" ({len(frame)} rows)" + (f": {text}" if text else "")
+        elif path.suffix == ".csv":
             with open(path, encoding="utf-8") as handle:
                 rows = f" ({sum(1 for _ in handle) - 1} rows)"
-            if headline is not None:
-                import pandas as pd
-
-                text = headline(path.name, pd.read_csv(path))
-                rows += f": {text}" if text else ""
         print(f"wrote {path}{rows}")
     if run_folder:
         print(

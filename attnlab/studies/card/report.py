@@ -187,9 +187,14 @@ def comparison_markdown(verdicts: pd.DataFrame) -> str:
     return "\n".join(_table(["mechanism", *columns], rows)) + "\n"
 
 
+def _comparison(tables: Tables) -> pd.DataFrame:
+    """``cards/comparison.csv``: one row per (mechanism, verdict)."""
+    return tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "passed"])
+
+
 def section(tables: Tables) -> str:
     """The report's section: the comparison of every built-in's card (``make cards``)."""
-    verdicts = tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "passed"])
+    verdicts = _comparison(tables)
     rules = verdicts.drop_duplicates("verdict")
     lines = [
         "## Mechanism cards (experiment 11)",
@@ -212,8 +217,7 @@ def section(tables: Tables) -> str:
 
 def readme(tables: Tables) -> str:
     """README's block: every built-in against every verdict (``comparison_markdown``)."""
-    verdicts = tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "passed"])
-    return comparison_markdown(verdicts).rstrip()
+    return comparison_markdown(_comparison(tables)).rstrip()
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).
