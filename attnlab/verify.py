@@ -2,7 +2,8 @@
 
 Byte-identical CSVs hold only on one CPU, and unscaled training is chaotic under float32
 rounding, so each CSV is compared with the committed one column by column, with one rule
-per column, declared once in :data:`SPECS`:
+per column, declared once beside the column in its study's ``study.py``
+(``attnlab.harness.declaration``) and collected in :data:`SPECS`:
 
 * **keys** (d_k, n, variant, seed, step, ...): the two CSVs hold the same rows, matched by
   their key columns (compared as text, order ignored). A missing or extra row fails.
@@ -55,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from attnlab.harness.declaration import CsvSpec
 from attnlab.harness.errors import DataError, RunError
 from attnlab.harness.io import read_csv_checked
 from attnlab.studies import STUDIES, made_by
@@ -68,158 +70,18 @@ def script_of(name: str) -> str:
     """The script (stem under ``experiments/``) that makes ``name``, from the registry."""
     for study in STUDIES:
         if name in study.outputs:
-            return study.outputs[name].removesuffix(".py")
+            return study.outputs[name].script.removesuffix(".py")
     raise KeyError(name)
 
 
-@dataclass(frozen=True)
-class CsvSpec:
-    """How one result CSV is made and compared (see the module docstring for the rules)."""
-
-    out_flag: str  # "--out" (this CSV's path) or "--out-dir" (the directory)
-    keys: tuple[str, ...]
-    se: tuple[tuple[str, str], ...] = ()
-    exact: tuple[str, ...] = ()
-    close: tuple[tuple[str, float, float], ...] = ()  # (column, atol, rtol)
-    seed_range: tuple[str, ...] = ()
-    unchecked: tuple[str, ...] = ()
-    curve_step: str | None = None  # per-step CSV: summarise each seed by its mean over steps
-    spread_floor: float = 0.0
-    chaotic: tuple[str, ...] = ()  # seed_range columns whose NaN ("never") is left out
-    quick_flags: tuple[str, ...] | None = None  # None: not part of --quick
-
-    def columns(self) -> list[str]:
-        paired = [c for pair in self.se for c in pair]
-        return [*self.keys, *paired, *self.exact, *(c for c, _, _ in self.close),
-                *self.seed_range, *self.unchecked]  # fmt: skip
-
-
-_SWEEP = ("variant", "d_k", "n_keys", "sampler")
-_SUMMARY = (
-    "grad_wq_step0", "grad_wk_step0", "step_loss_below_1", "step_loss_below_0p1", "final_loss",
-    "final_attn_entropy", "eval_accuracy", "plateau_start", "plateau_end", "plateau_level",
-)  # fmt: skip
-#: Whether a run stalls on a plateau (04, 05, 09's summaries): chaotic for unscaled runs.
-_PLATEAU = ("plateau_start", "plateau_end", "plateau_level")
-_CURVE = (
-    "loss", "smoothed_loss", "accuracy", "grad_norm_wq", "grad_norm_wk", "grad_norm_wv",
-    "attn_entropy", "attn_max_weight",
-)  # fmt: skip
-# Experiment 10: one run per (d_k, mechanism, lr, seed); derived tables unchecked.
-_WIDTH_RUN = ("d_k", "mechanism", "lr", SEED)
-_WIDTHS_SUMMARY = (
-    "grad_wq_step0", "grad_wk_step0", "step_loss_below_1", "step_loss_below_0p1", "final_loss",
-    "eval_accuracy", "routing_accuracy_step0", "routing_accuracy_end", "asked_weight_step0",
-    "asked_weight_end", "logit_std_step0", "logit_std_end", "diverged_step",
-)  # fmt: skip
-_WIDTHS_CURVE = (
-    "smoothed_loss", "q_norm", "k_norm", "logit_std_raw", "logit_max_raw", "logit_std",
-    "logit_max", "cos_asked", "rho_implied", "routing_accuracy", "asked_weight",
-    "attn_max_weight", "attn_entropy", "accuracy",
-)  # fmt: skip
-_F16_EPS, _BF16_EPS = 2.0**-10, 2.0**-7
-_Q07 = ("--samples", "10000")  # (c) only: its means carry SEs; (a) and (b) at defaults
-
-#: Result CSV -> its rules. Every CSV in results/ but bench.csv (timings) is here.
+#: Result CSV -> its rules, from the studies' declarations: every CSV in results/ but the
+#: timings and the cards.
 SPECS: dict[str, CsvSpec] = {
-    "01_logit_variance.csv": CsvSpec(
-        "--out", ("d_k",),
-        se=(("std_measured", "std_se"), ("rel_error", "rel_error_se"),
-            ("std_scaled", "std_scaled_se"), ("std_hp", "std_hp_se"),
-            ("rel_error_hp", "rel_error_hp_se")),
-        exact=("std_predicted",), unchecked=("samples", "hp_samples"),
-        quick_flags=("--samples", "20000", "--hp-samples", "200000")),
-    "02_saturation_sweep.csv": CsvSpec(
-        "--out", _SWEEP,
-        se=(("max_weight_mean", "max_weight_sem"), ("entropy_mean", "entropy_sem")),
-        unchecked=("trials",), quick_flags=("--trials", "500")),
-    "03_jacobian_norm.csv": CsvSpec(
-        "--out", _SWEEP, se=(("jacobian_fro_mean", "jacobian_fro_sem"),),
-        unchecked=("trials",), quick_flags=("--trials", "500")),
-    "04_recall_curves.csv": CsvSpec(
-        "--out-dir", ("variant", SEED, "step"),
-        seed_range=_CURVE, curve_step="step"),
-    "04_recall_summary.csv": CsvSpec(
-        "--out-dir", ("variant", SEED), seed_range=_SUMMARY,
-        chaotic=_PLATEAU),
-    "05_remedies_curves.csv": CsvSpec(
-        "--out-dir", ("variant", SEED, "step"), seed_range=_CURVE,
-        curve_step="step"),
-    "05_remedies_summary.csv": CsvSpec(
-        "--out-dir", ("variant", SEED), seed_range=_SUMMARY,
-        chaotic=_PLATEAU),
-    "05_fold_curves.csv": CsvSpec(
-        "--out-dir", (SEED, "step"), curve_step="step",
-        seed_range=("loss_unfolded", "loss_folded", "smoothed_unfolded", "smoothed_folded",
-                    "grad_norm_wq_unfolded", "grad_norm_wq_folded")),
-    "05_fold_check.csv": CsvSpec(
-        "--out-dir", (SEED, "fold_step"),
-        exact=("logit_rel_diff_at_fold", "grad_wq_ratio_at_fold"),
-        seed_range=("logit_rel_diff_at_end", "eval_accuracy_unfolded", "eval_accuracy_folded",
-                    "final_loss_unfolded", "final_loss_folded")),
-    "05_sensitivity.csv": CsvSpec(
-        "--out-dir", ("batch_size", "embed_init_std", SEED),
-        close=(("grad_wq_ratio_step0", 0.0, 0.01), ("scaled_eval_accuracy", 0.01, 0.0)),
-        seed_range=("scaled_step_loss_below_1", "unscaled_step_loss_below_1",
-                    "scaled_step_loss_below_0p1", "unscaled_step_loss_below_0p1",
-                    "unscaled_eval_accuracy"),
-        unchecked=("ratio_step_loss_below_1", "ratio_step_loss_below_0p1"), spread_floor=1.0,
-        chaotic=("unscaled_step_loss_below_1", "unscaled_step_loss_below_0p1")),
-    "06_condensation.csv": CsvSpec(
-        "--out", ("n_keys", "d_k"),
-        se=(("max_weight_unscaled_mean", "max_weight_unscaled_sem"),
-            ("max_weight_scaled_mean", "max_weight_scaled_sem"), ("gap_mean", "gap_sem")),
-        exact=("threshold_dk",), unchecked=("trials",)),
-    "07_failure_modes_overflow.csv": CsvSpec(
-        "--out-dir", ("method", "max_logit", "n_keys"),
-        exact=("nonfinite_fraction",),
-        close=(("zero_row_fraction", 4 / 256, 0.0), ("tv_error_max", _F16_EPS, 0.0),
-               ("tv_error_mean", _F16_EPS, 0.0)),
-        unchecked=("rows",), quick_flags=_Q07),
-    "07_failure_modes_masks.csv": CsvSpec(
-        "--out-dir", ("dtype", "fill", "row"),
-        exact=("fill_stored", "output_nan", "grad_nan", "leaked_mass"),
-        close=(("row_sum", _BF16_EPS, 0.0), ("max_abs_error", _BF16_EPS, 0.0)), quick_flags=_Q07),
-    "07_failure_modes_correlation.csv": CsvSpec(
-        "--out-dir", ("d_k", "rho"),
-        se=(("mean_measured", "mean_se"), ("std_measured", "std_se")),
-        exact=("mean_predicted", "std_predicted"), unchecked=("samples", "std_z"),
-        quick_flags=_Q07),
-    "08_companion_claims.csv": CsvSpec(
-        "--out", ("claim", "quantity", "setting"), se=(("value", "sem"),),
-        exact=("predicted",)),
-    "09_fit_screen.csv": CsvSpec(
-        "--out-dir", ("name",),
-        exact=("slot", "init", "bias", "d_model", "batch_size", "kept"),
-        close=(("grad_norm_wq_scaled", 0.0, 0.01), ("grad_norm_wq_unscaled", 0.0, 0.01)),
-        unchecked=("ratio",)),
-    "09_fit_scores.csv": CsvSpec(
-        "--out-dir", ("reading", "pass"), exact=("horizon", "seeds"),
-        close=(("grad_norm_wq", 0.0, 0.01), ("step_loss_below_1", 0.0, 0.1),
-               ("step_loss_below_0p1", 0.0, 0.1), ("final_loss", 0.0, 0.25),
-               ("score", 0.05, 0.0)),
-        unchecked=("censored_1", "censored_0p1", "best_run_length", "log_grad_norm_wq",
-                   "log_step_loss_below_1", "log_step_loss_below_0p1", "log_final_loss",
-                   "rank", "score_se", "gap_se", "within_noise")),
-    "09_fit_prediction_curves.csv": CsvSpec(
-        "--out-dir", ("reading", "variant", SEED, "step"), seed_range=_CURVE,
-        curve_step="step"),
-    "09_fit_prediction_summary.csv": CsvSpec(
-        "--out-dir", ("reading", "variant", SEED), seed_range=_SUMMARY,
-        chaotic=_PLATEAU),
-    "10_widths_summary.csv": CsvSpec(
-        "--out-dir", _WIDTH_RUN, seed_range=_WIDTHS_SUMMARY),
-    "10_widths_curves.csv": CsvSpec(
-        "--out-dir", (*_WIDTH_RUN, "step"), seed_range=_WIDTHS_CURVE, curve_step="step"),
-    "10_lr_transfer.csv": CsvSpec(
-        "--out-dir", ("mechanism", "d_k", "lr"), exact=("seeds",),
-        unchecked=("diverged", "final_loss_median", "step_loss_below_0p1_median", "best")),
-    "10_jacobian_n16.csv": CsvSpec(
-        "--out-dir", ("d_k",),
-        se=(("jacobian_scaled_mean", "jacobian_scaled_sem"),
-            ("jacobian_unscaled_mean", "jacobian_unscaled_sem")),
-        exact=("n_keys",), unchecked=("trials", "ratio_unscaled_scaled", "ratio_se")),
-}  # fmt: skip
+    name: output.spec()
+    for study in STUDIES
+    if study.verified
+    for name, output in study.outputs.items()
+}
 
 
 def selected(quick: bool) -> list[str]:

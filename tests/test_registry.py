@@ -1,18 +1,22 @@
-"""attnlab.studies: the registry agrees with the scripts, the results, the figures and the
-Makefile, whose prerequisites must cover every module each output's code imports."""
+"""attnlab.studies and attnlab.harness.make_rules: the registry agrees with the scripts,
+the results and the figures, and the generated Makefile rules are current and cover every
+module each output's code imports."""
 
 from __future__ import annotations
 
-import ast
-import re
 import shutil
 import subprocess
-from functools import cache
 from pathlib import Path
 
 import pytest
 
-from attnlab.core.temperature import BUILTINS
+from attnlab.harness.make_rules import (
+    RULES_FILE,
+    figure_prerequisites,
+    import_closure,
+    rules_text,
+    script_prerequisites,
+)
 from attnlab.studies import FIGURES, STUDIES, made_by
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,57 +47,6 @@ def test_made_by_unknown_csv_points_to_make_all():
     assert made_by("nothing.csv") == "make all"
 
 
-def _module_file(name: str) -> Path | None:
-    path = REPO.joinpath(*name.split("."))
-    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _runtime_nodes(tree: ast.AST):
-    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` blocks."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            continue
-        yield node
-        yield from _runtime_nodes(node)
-
-
-@cache
-def _direct_imports(path: Path) -> frozenset[Path]:
-    """The package files ``path`` imports at run time (at any depth of its code), parents
-    included."""
-    found: set[Path] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        for name in names:
-            if not name.startswith("attnlab"):
-                continue
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):
-                file = _module_file(".".join(parts[:i]))
-                if file is not None:
-                    found.add(file)
-    return frozenset(found)
-
-
-def import_closure(*paths: Path) -> set[str]:
-    """Every package file reachable by imports from ``paths``, repository-relative."""
-    seen: set[Path] = set()
-    todo = list(paths)
-    while todo:
-        for imported in _direct_imports(todo.pop()):
-            if imported not in seen:
-                seen.add(imported)
-                todo.append(imported)
-    return {str(p.relative_to(REPO)) for p in seen}
-
-
 @pytest.fixture(scope="module")
 def prerequisites() -> dict[str, set[str]]:
     """Target -> its prerequisites, from make's own database (``make -pq``: runs nothing)."""
@@ -111,29 +64,21 @@ def prerequisites() -> dict[str, set[str]]:
     return rules
 
 
-def _study_files(study_name: str, module: str) -> list[Path]:
-    path = REPO / "attnlab" / "studies" / study_name / f"{module}.py"
-    return [path] if path.is_file() else []
-
-
 @pytest.mark.parametrize("study", [s for s in STUDIES if not s.timing], ids=lambda s: s.name)
 def test_make_rules_cover_every_import(study, prerequisites):
-    for csv, script in study.outputs.items():
-        rule = prerequisites[f"results/{csv}"]
-        needed = import_closure(REPO / "experiments" / script) | {f"experiments/{script}"}
-        assert needed <= rule, (csv, sorted(needed - rule))
-    plot = REPO / "experiments" / "plot_figures.py"
+    """make's own database (the Makefile with studies.mk included) gives every output the
+    script or figure module it comes from and everything they import."""
+    for csv, output in study.outputs.items():
+        assert script_prerequisites(output.script) <= prerequisites[f"results/{csv}"], csv
     for figure in study.figures:
-        rule = prerequisites[f"figures/{figure}.png"]
-        needed = import_closure(plot, *_study_files(study.name, "figure"))
-        needed |= {f"results/{csv}" for csv in study.csvs}
-        assert needed <= rule, (figure, sorted(needed - rule))
+        needed = figure_prerequisites(study, STUDIES)
+        assert needed <= prerequisites[f"figures/{figure}.png"], figure
     if study.in_report:
-        rule = prerequisites["results/REPORT.md"]
         report = REPO / "experiments" / "make_report.py"
-        needed = import_closure(report, *_study_files(study.name, "report"))
-        needed |= {f"results/{csv}" for csv in study.csvs}
-        assert needed <= rule, sorted(needed - rule)
+        needed = import_closure(report) | {f"results/{csv}" for csv in study.csvs}
+        report_module = REPO / "attnlab" / "studies" / study.name / "report.py"
+        needed |= import_closure(report_module) | {str(report_module.relative_to(REPO))}
+        assert needed <= prerequisites["results/REPORT.md"]
 
 
 def test_every_output_is_part_of_make_all(prerequisites):
@@ -145,9 +90,15 @@ def test_every_output_is_part_of_make_all(prerequisites):
         assert {f"figures/{fig}.png" for fig in study.figures} <= targets
 
 
-def test_make_cards_cards_every_builtin():
-    """The Makefile's BUILTIN_MECHANISMS (what `make cards` cards) lists BUILTINS in order."""
-    text = (REPO / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
-    listed = re.search(r"^BUILTIN_MECHANISMS := (.*)$", text, re.MULTILINE)
-    assert listed is not None
-    assert listed.group(1).split() == list(BUILTINS)
+def test_make_rules_are_current():
+    """attnlab/studies/studies.mk is what `make rules` writes from the declarations now."""
+    assert RULES_FILE.read_text(encoding="utf-8") == rules_text(STUDIES), "run `make rules`"
+
+
+def test_declared_columns_are_the_committed_headers():
+    """Each verified output declares the columns of its committed CSV, in their order."""
+    for study in STUDIES:
+        for csv, output in study.outputs.items():
+            if output.verified:
+                header = (REPO / "results" / csv).read_text(encoding="utf-8").split("\n")[0]
+                assert header.split(",") == output.column_names, csv

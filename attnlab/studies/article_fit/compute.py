@@ -18,6 +18,7 @@ from attnlab.core.curves import first_step_below, trailing_mean
 from attnlab.core.mechanism import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
+from attnlab.studies.article_fit.study import SCORES
 from attnlab.studies.recall.readings import (
     RUN_LENGTHS,
     Reading,
@@ -44,25 +45,8 @@ SCORES_CSV = "09_fit_scores.csv"
 CURVES_CSV = "09_fit_prediction_curves.csv"
 SUMMARY_CSV = "09_fit_prediction_summary.csv"
 
-SCORE_COLUMNS = [
-    "reading",
-    "pass",
-    "horizon",
-    "seeds",
-    "grad_norm_wq",
-    "step_loss_below_1",
-    "step_loss_below_0p1",
-    "censored_1",
-    "censored_0p1",
-    "final_loss",
-    "best_run_length",
-    *(f"log_{t}" for t in TERMS),
-    "score",
-    "rank",
-    "score_se",
-    "gap_se",
-    "within_noise",
-]
+#: The CSV's columns, declared with their rules in study.py.
+SCORE_COLUMNS = SCORES.column_names
 
 
 def screen(readings: Iterable[Reading], seeds: int, seed: int) -> pd.DataFrame:

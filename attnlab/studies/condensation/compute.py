@@ -36,6 +36,7 @@ from attnlab.core.attention import masked_softmax
 from attnlab.core.parallel import chunked_map
 from attnlab.core.sampling import chunk_for, exact_logits, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import max_weight
+from attnlab.studies.condensation.study import CONDENSATION
 
 #: d_k = 1, 2, 4, ..., 1024, as in experiments 01-03.
 DEFAULT_DKS: tuple[int, ...] = tuple(2**i for i in range(11))
@@ -47,18 +48,8 @@ SATURATED_MAX_WEIGHT = 0.5
 #: Departure criterion: unscaled max weight at least this multiple of the scaled one.
 DEPARTURE_RATIO = 2.0
 
-COLUMNS = (
-    "n_keys",
-    "d_k",
-    "trials",
-    "threshold_dk",
-    "max_weight_unscaled_mean",
-    "max_weight_unscaled_sem",
-    "max_weight_scaled_mean",
-    "max_weight_scaled_sem",
-    "gap_mean",
-    "gap_sem",
-)
+#: The CSV's columns, declared with their rules in study.py.
+COLUMNS = tuple(CONDENSATION.column_names)
 
 
 @dataclass(frozen=True)

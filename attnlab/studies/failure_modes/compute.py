@@ -38,6 +38,7 @@ import pandas as pd
 from attnlab.core.attention import masked_softmax
 from attnlab.core.parallel import chunked_map
 from attnlab.core.sampling import chunk_for, std_and_se
+from attnlab.studies.failure_modes.study import CORRELATION, MASKS, OVERFLOW
 
 #: The largest finite float16; ``exp(z)`` overflows in float16 for ``z > ln 65504``.
 FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -55,16 +56,8 @@ OVERFLOW_METHODS: dict[str, Callable[[jax.Array], jax.Array]] = {
 #: float64 softmax of the same float16 logits exceeds this, in any row.
 TV_TOLERANCE = 1e-2
 
-OVERFLOW_COLUMNS = (
-    "method",
-    "max_logit",
-    "rows",
-    "n_keys",
-    "nonfinite_fraction",
-    "zero_row_fraction",
-    "tv_error_max",
-    "tv_error_mean",
-)
+#: The CSV's columns, declared with their rules in study.py.
+OVERFLOW_COLUMNS = tuple(OVERFLOW.column_names)
 
 
 @dataclass(frozen=True)
@@ -197,17 +190,8 @@ MASK_ROWS: dict[str, np.ndarray] = {
     "fully masked": np.zeros(8, bool),
 }
 
-MASK_COLUMNS = (
-    "dtype",
-    "fill",
-    "fill_stored",
-    "row",
-    "output_nan",
-    "grad_nan",
-    "row_sum",
-    "leaked_mass",
-    "max_abs_error",
-)
+#: The CSV's columns, declared with their rules in study.py.
+MASK_COLUMNS = tuple(MASKS.column_names)
 
 
 def stored_value(value: float, dtype: jnp.dtype) -> float:
@@ -294,18 +278,8 @@ def run_masks(seed: int = 0) -> pd.DataFrame:
 
 # --- (c) correlated queries and keys --------------------------------------------------------
 
-CORRELATION_COLUMNS = (
-    "d_k",
-    "rho",
-    "samples",
-    "mean_measured",
-    "mean_se",
-    "mean_predicted",
-    "std_measured",
-    "std_se",
-    "std_predicted",
-    "std_z",
-)
+#: The CSV's columns, declared with their rules in study.py.
+CORRELATION_COLUMNS = tuple(CORRELATION.column_names)
 
 
 @dataclass(frozen=True)

@@ -8,26 +8,15 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import find_plateau, first_step_below, trailing_mean
+from attnlab.studies.recall.study import CURVES, SUMMARY
 from attnlab.studies.recall.train import METRICS, RecallConfig, TrainResult
 
 #: Smoothed-loss milestones of the article: (column, threshold).
 MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))
 
-CURVE_COLUMNS = ["variant", "seed", "step", "loss", "smoothed_loss", *METRICS[1:]]
-SUMMARY_COLUMNS = [
-    "variant",
-    "seed",
-    "grad_wq_step0",
-    "grad_wk_step0",
-    "step_loss_below_1",
-    "step_loss_below_0p1",
-    "final_loss",
-    "final_attn_entropy",
-    "eval_accuracy",
-    "plateau_start",
-    "plateau_end",
-    "plateau_level",
-]
+#: The CSVs' columns, declared with their rules in study.py.
+CURVE_COLUMNS = list(CURVES)
+SUMMARY_COLUMNS = list(SUMMARY)
 
 
 def curves_frame(results: Iterable[TrainResult], config: RecallConfig) -> pd.DataFrame:

@@ -54,6 +54,7 @@ from attnlab.studies.recall.model import MechanismConstants, RecallModel
 from attnlab.studies.recall.task import Batch
 from attnlab.studies.recall.train import RecallConfig, Run, Trainer, group_runs
 from attnlab.studies.statics.compute import SoftmaxSweepConfig, run_jacobian_sweep
+from attnlab.studies.widths.study import CURVES, LR_TRANSFER, SUMMARY
 
 Progress = Callable[[int], None] | None
 
@@ -78,33 +79,10 @@ DIAGNOSTICS = (
     "accuracy",
 )
 RUN_KEYS = ["d_k", "mechanism", "lr", "seed"]
-CURVE_COLUMNS = [*RUN_KEYS, "step", "smoothed_loss", *DIAGNOSTICS]
-SUMMARY_COLUMNS = [
-    *RUN_KEYS,
-    "grad_wq_step0",
-    "grad_wk_step0",
-    "step_loss_below_1",
-    "step_loss_below_0p1",
-    "final_loss",
-    "eval_accuracy",
-    "routing_accuracy_step0",
-    "routing_accuracy_end",
-    "asked_weight_step0",
-    "asked_weight_end",
-    "logit_std_step0",
-    "logit_std_end",
-    "diverged_step",
-]
-LR_COLUMNS = [
-    "mechanism",
-    "d_k",
-    "lr",
-    "seeds",
-    "diverged",
-    "final_loss_median",
-    "step_loss_below_0p1_median",
-    "best",
-]
+#: The CSVs' columns, declared with their rules in study.py.
+CURVE_COLUMNS = CURVES.column_names
+SUMMARY_COLUMNS = SUMMARY.column_names
+LR_COLUMNS = LR_TRANSFER.column_names
 MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))
 
 #: The recall set-up of 10: 04's reading (concat slots, natural init, no biases) with

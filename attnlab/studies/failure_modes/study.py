@@ -1,0 +1,83 @@
+"""Study failure_modes, declared: its outputs, their columns and the rules ``make verify``
+compares them by, its figures and its place in the report."""
+
+from __future__ import annotations
+
+from attnlab.harness.declaration import (
+    BEYOND,
+    EXACT,
+    KEY,
+    SE,
+    UNCHECKED,
+    Output,
+    Study,
+    close,
+    mean,
+)
+
+#: float16's and bfloat16's machine epsilon: the tolerances of TV errors and masked row sums.
+F16_EPS, BF16_EPS = 2.0**-10, 2.0**-7
+#: verify-quick regenerates (c) with fewer samples (its means carry SEs), (a) and (b) whole.
+QUICK = ("--samples", "10000")
+SCRIPT = "07_failure_modes.py"
+
+OVERFLOW = Output(
+    SCRIPT,
+    {
+        "method": KEY,
+        "max_logit": KEY,
+        "rows": UNCHECKED,
+        "n_keys": KEY,
+        "nonfinite_fraction": EXACT,
+        "zero_row_fraction": close(4 / 256, 0.0),  # 4 of 256 rows
+        "tv_error_max": close(F16_EPS, 0.0),
+        "tv_error_mean": close(F16_EPS, 0.0),
+    },
+    quick_flags=QUICK,
+)
+
+MASKS = Output(
+    SCRIPT,
+    {
+        "dtype": KEY,
+        "fill": KEY,
+        "fill_stored": EXACT,
+        "row": KEY,
+        "output_nan": EXACT,
+        "grad_nan": EXACT,
+        "row_sum": close(BF16_EPS, 0.0),
+        "leaked_mass": EXACT,
+        "max_abs_error": close(BF16_EPS, 0.0),
+    },
+    quick_flags=QUICK,
+)
+
+CORRELATION = Output(
+    SCRIPT,
+    {
+        "d_k": KEY,
+        "rho": KEY,
+        "samples": UNCHECKED,
+        "mean_measured": mean("mean_se"),
+        "mean_se": SE,
+        "mean_predicted": EXACT,
+        "std_measured": mean("std_se"),
+        "std_se": SE,
+        "std_predicted": EXACT,
+        "std_z": UNCHECKED,
+    },
+    quick_flags=QUICK,
+)
+
+STUDY = Study(
+    "failure_modes",
+    7,
+    {
+        "07_failure_modes_overflow.csv": OVERFLOW,
+        "07_failure_modes_masks.csv": MASKS,
+        "07_failure_modes_correlation.csv": CORRELATION,
+    },
+    figures=("fig6_failure_modes",),
+    claims="FAILURE_CLAIMS",
+    part=BEYOND,
+)
