@@ -1,9 +1,8 @@
 """Benchmarks: the suite against plain baselines, every figure a ratio from one run.
 
 Times the statistics of experiments 02/03 against plain numpy, our attention against
-jax.nn.dot_product_attention, the training engine's compiled chunk against a Python loop
-and against the recall step as it was before the speed-ups, profiles the step's parts,
-and fits how the statistics' run time grows with d_k and n keys. Every comparison is timed
+jax.nn.dot_product_attention and the training engine's recall step against the step as it
+was before the speed-ups, and profiles the step's parts. Every comparison is timed
 round-robin: the median of --repeats rounds after a compiling call (2-3 minutes on 2 CPU
 cores). With --reproduce it also times `make reproduce`, which regenerates every result
 from an empty compilation cache (about 10 minutes more).
@@ -21,7 +20,7 @@ from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text, write_result
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, groups, run_bench
 from attnlab.studies.bench.config import QUICK, BenchConfig
-from attnlab.studies.bench.report import markdown_table
+from attnlab.studies.bench.report import bench_markdown
 
 
 def build_parser():
@@ -59,7 +58,7 @@ def run(args):
     reproduce = REPRODUCE_COMMAND if args.reproduce else None
     with cli.progress(groups(args.reproduce), "bench", args.quiet, unit="group") as bar:
         frame = run_bench(config, bar.update, reproduce_command=reproduce)
-    table = markdown_table(frame)
+    table = bench_markdown(frame)
     with cli.staged_outputs(out.parent) as stage:
         write_result(frame, stage / out.name, vars(args), time.perf_counter() - started)
         atomic_write_text(stage / out.with_suffix(".md").name, table)

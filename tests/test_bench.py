@@ -19,9 +19,9 @@ from attnlab.harness.errors import RunError
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, time_reproduce
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
-from attnlab.studies.bench.report import markdown_table
+from attnlab.studies.bench.report import bench_markdown
 from attnlab.studies.bench.step import PARTS, bench_recall_step, recall_step_flops, step_programs
-from attnlab.studies.bench.timing import interleaved_median_seconds, loglog_slope
+from attnlab.studies.bench.timing import interleaved_median_seconds
 from attnlab.studies.recall import model as recall_model
 from attnlab.studies.recall.task import sample_batch
 from attnlab.studies.recall.train import RecallConfig, init_params, loss_and_aux, make_model
@@ -53,11 +53,7 @@ def test_quick_bench_writes_the_schema(quick_run):
         frame.loc[compared, "baseline_seconds"] / frame.loc[compared, "ours_seconds"],
         rtol=3 * 5e-8,
     )
-    growth = frame["name"].str.startswith("growth_")
-    assert frame.loc[growth, "slope"].notna().all()
-    assert frame.loc[~growth, "slope"].isna().all()
-    assert frame.loc[growth, "baseline_seconds"].isna().all()
-    with_peak = {"statics_direct_vs_numpy", "train_scan_vs_python_loop", "train_step_peak_fraction"}
+    with_peak = {"statics_direct_vs_numpy", "train_step_peak_fraction"}
     assert set(frame.loc[frame["peak_fraction"].notna(), "name"]) == with_peak
     assert frame["detail"].str.len().gt(0).all()
 
@@ -85,13 +81,6 @@ def test_bad_flags_exit_2_and_write_nothing(load_script, run_main, in_tmp_path, 
     assert not any(in_tmp_path.rglob("*.csv"))
 
 
-def test_loglog_slope_recovers_a_power_law():
-    sizes = np.array([64, 256, 1024, 4096])
-    # float64 least squares on an exact power law: logs and a 4-point fit round by a few
-    # eps64 each, times the fit's condition (< 100): < 1e-12.
-    assert loglog_slope(sizes, 3e-6 * sizes**1.5) == pytest.approx(1.5, rel=1e-12)
-
-
 def test_recall_step_flops_counts_the_default_model():
     # Forward at the defaults: 2*256*256*(3*32 + 2*32) + 4*64*16*256 + 2*64*256*32; the
     # gathers' gradients are scatter-adds, not counted.
@@ -99,18 +88,18 @@ def test_recall_step_flops_counts_the_default_model():
     assert recall_step_flops(RecallConfig()) == 3 * forward
 
 
-def test_markdown_table_leaves_missing_values_empty():
+def test_bench_markdown_leaves_missing_values_empty():
     frame = pd.DataFrame(
         [
             {"name": "a", "ours_seconds": 1.0, "baseline_seconds": 2.0, "speedup": 2.0},
-            {"name": "growth_x", "ours_seconds": 0.5, "slope": 1.0, "detail": "d"},
+            {"name": "peak_x", "ours_seconds": 0.5, "peak_fraction": 0.25, "detail": "d"},
         ]
     ).reindex(columns=list(COLUMNS))
-    text = markdown_table(frame)
+    text = bench_markdown(frame)
     assert "Profile" not in text
     lines = text.splitlines()
-    assert lines[2] == "| `a` | 1 | 2 | 2.00x |  |  |"
-    assert lines[3] == "| `growth_x` | 0.5 |  |  |  | 1.00 |"
+    assert lines[2] == "| `a` | 1 | 2 | 2.00x |  |"
+    assert lines[3] == "| `peak_x` | 0.5 |  |  | 25 |"
 
 
 # --- the recall step: current against reference, its profile -----------------------------
@@ -210,8 +199,7 @@ def test_time_reproduce_raises_on_failure(tmp_path):
 
 
 def test_make_reproduce_row_only_when_asked(monkeypatch):
-    groups = ("bench_statics", "bench_attention", "bench_training", "bench_recall_step",
-              "bench_growth")  # fmt: skip
+    groups = ("bench_statics", "bench_attention", "bench_recall_step")
     for group in groups:
         monkeypatch.setattr(compute, group, lambda *_: [])
     monkeypatch.setattr(compute, "measure_peak", lambda *_: (1.0, 1.0))
@@ -244,7 +232,7 @@ def test_markdown_profile_paragraph():
     rows = [{"name": f"profile_step_{p}", "ours_seconds": 1e-3, "detail": "d"} for p in PARTS]
     rows.append({"name": "train_step_vs_reference", "ours_seconds": 1.0, "speedup": 2.5})
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
-    text = markdown_table(frame)
+    text = bench_markdown(frame)
     assert "**Profile of one recall step.**" in text and "forward and backward 1 ms" in text
     assert "2.50x the step before the speed-ups" in text and "`make bench`" in text
 

@@ -1,12 +1,10 @@
-"""The baselines our code is timed against: plain numpy statistics, ``jax.nn``'s attention,
-a Python loop over a jitted training step, and the recall training step as it was before
-the bench's speed-ups (``reference_chunk``)."""
+"""The baselines our code is timed against: plain numpy statistics, ``jax.nn``'s attention
+and the recall training step as it was before the bench's speed-ups (``reference_chunk``)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 
 import jax
 import numpy as np
@@ -18,10 +16,8 @@ from attnlab.studies.recall import model as recall_model
 from attnlab.studies.recall.task import stream_batch
 from attnlab.studies.recall.train import (
     RecallConfig,
-    initial_state,
     make_model,
     make_optimizer,
-    seed_keys,
     train_step,
 )
 
@@ -86,26 +82,6 @@ def step_drawing_its_batch(config: RecallConfig) -> Callable:
         return train_step(model, optimizer, state, batch)
 
     return step
-
-
-def python_loop(config: RecallConfig) -> Callable[[int], np.ndarray]:
-    """A Python loop calling a jitted step (``step_drawing_its_batch``) once per step for
-    seed ``config.seed``; returns a function of the step count giving the losses, every
-    metric fetched to the host once, at the end (as ``Trainer.run`` does per chunk)."""
-    state = jax.tree.map(
-        lambda x: x[0], initial_state(replace(config, seeds=1), MECHANISMS["scaled"])
-    )
-    data_key = seed_keys(config.seed).data
-    step = jax.jit(step_drawing_its_batch(config))
-
-    def run(steps: int) -> np.ndarray:
-        s, history = state, []
-        for t in range(steps):
-            s, metrics = step(s, data_key, t)
-            history.append(metrics)
-        return np.array([m["loss"] for m in jax.device_get(history)])
-
-    return run
 
 
 def one_hot_rows(table: jax.Array, tokens: jax.Array) -> jax.Array:

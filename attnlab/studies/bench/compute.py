@@ -1,24 +1,8 @@
 """Performance of the suite against plain baselines: every figure a ratio from one run.
 
-Each comparison times our code and its baseline in the same process, round-robin
-(``interleaved_median_seconds``: every round times each side once; the median of
-``repeats`` rounds after one compiling call each), and reports ``speedup =
-baseline_seconds / ours_seconds``. Where a FLOP count is meaningful, ``peak_fraction``
-divides our FLOP/s by the float32 peak measured in the same run (a large jitted matmul).
-
-The rows (see ``run_bench``):
-
-* ``statics_*``: the softmax-row statistics of experiments 02 and 03 (``direct`` and
-  ``exact`` samplers) against the same computation in plain numpy.
-* ``attention_*``: ``attnlab.dot_product_attention`` against
-  ``jax.nn.dot_product_attention``, forward and forward+backward, jitted.
-* ``train_scan_vs_python_loop``: the engine's compiled chunk against a Python loop over a
-  jitted step.
-* ``train_step_*`` and ``profile_step_*``: the recall step against the step before the
-  speed-ups, its fraction of the peak, and its parts (``attnlab.studies.bench.step``).
-* ``growth_*``: the log-log slope of the statistics' run time against d_k and n keys.
-* ``make_reproduce_seconds`` (only when asked for): the wall time of ``make reproduce`` from
-  an empty compilation cache.
+Each comparison times ours and its baseline round-robin in one process and reports
+``speedup = baseline_seconds / ours_seconds``; ``peak_fraction`` divides our FLOP/s by the
+float32 matmul peak measured in the same run. The rows: this folder's README.md.
 """
 
 from __future__ import annotations
@@ -29,7 +13,6 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -38,10 +21,9 @@ import pandas as pd
 
 from attnlab.core.attention import dot_product_attention
 from attnlab.core.sampling import mean_and_sem, softmax_row_statistics
-from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.cli import REPO_ROOT
 from attnlab.harness.errors import RunError
-from attnlab.studies.bench.baselines import numpy_row_statistics, python_loop, reference_attention
+from attnlab.studies.bench.baselines import numpy_row_statistics, reference_attention
 from attnlab.studies.bench.config import (
     COLUMNS,
     OPTIONAL_ROW_NAMES,
@@ -51,9 +33,8 @@ from attnlab.studies.bench.config import (
     make_row,
     timing_note,
 )
-from attnlab.studies.bench.step import FLOPS_FORMULA, bench_recall_step, recall_step_flops
-from attnlab.studies.bench.timing import interleaved_median_seconds, loglog_slope, measure_peak
-from attnlab.studies.recall.train import Run, Trainer
+from attnlab.studies.bench.step import bench_recall_step
+from attnlab.studies.bench.timing import interleaved_median_seconds, measure_peak
 
 
 def _max_z(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
@@ -168,63 +149,6 @@ def bench_attention(config: BenchConfig) -> list[Row]:
     return rows
 
 
-def bench_training(config: BenchConfig, peak_flops: float) -> list[Row]:
-    """Row ``train_scan_vs_python_loop``: one chunk of the engine (``Trainer.run``'s two
-    calls) against a Python loop calling a jitted ``train_step`` once per step."""
-    recall = replace(config.recall, seeds=1)
-    chunk = recall.chunk_steps
-    draw, train = Trainer([Run(recall, MECHANISMS["scaled"])]).chunk_programs()
-    loop = python_loop(recall)
-    gap = float(np.max(np.abs(np.asarray(train(draw())[1]["loss"])[0] - loop(chunk))))
-    seconds = interleaved_median_seconds(
-        {"scan": lambda: train(draw()), "loop": lambda: loop(chunk)}, config.repeats
-    )
-    flops = recall_step_flops(recall)
-    return [
-        make_row(
-            "train_scan_vs_python_loop",
-            seconds["scan"],
-            seconds["loop"],
-            peak_fraction=flops * chunk / seconds["scan"] / peak_flops,
-            detail=f"seconds per {chunk} steps, d_k {recall.d_k}, d_model {recall.d_model}, batch "
-            f"{recall.batch_size}, {recall.pairs} pairs, scaled attention, 1 seed; the engine's "
-            f"chunk (data program, then one lax.scan) vs {chunk} calls of jax.jit(train_step), "
-            f"metrics fetched at the end; {timing_note(config)}; FLOPs per step = {FLOPS_FORMULA}"
-            f" = {flops:.3g}; losses agree to {gap:.2g}",
-        )
-    ]
-
-
-def bench_growth(config: BenchConfig) -> list[Row]:
-    """Rows ``growth_{dk,n}_{direct,exact}``: the log-log slope of run time against size."""
-    key, trials = jax.random.key(config.seed), config.growth_trials
-    rows = []
-    for axis, sizes in (("dk", config.growth_dks), ("n", config.growth_ns)):
-        for sampler in ("direct", "exact"):
-
-            def shape(size: int, axis: str = axis) -> tuple[int, int]:
-                return (size, config.growth_n_keys) if axis == "dk" else (config.growth_dk, size)
-
-            calls = {
-                s: lambda s=s, m=sampler: softmax_row_statistics(key, *shape(s), trials, m)
-                for s in sizes
-            }
-            seconds = list(interleaved_median_seconds(calls, config.repeats).values())
-            fixed = f"n_keys {config.growth_n_keys}" if axis == "dk" else f"d_k {config.growth_dk}"
-            points = ", ".join(f"{s}: {t:.3g}" for s, t in zip(sizes, seconds, strict=True))
-            rows.append(
-                make_row(
-                    f"growth_{axis}_{sampler}",
-                    seconds[-1],
-                    slope=loglog_slope(sizes, seconds),
-                    detail=f"{sampler} sampler, {fixed}, trials {trials}; seconds at "
-                    f"{'d_k' if axis == 'dk' else 'n'} {points}; least-squares log-log slope; "
-                    "ours_seconds is the largest point",
-                )
-            )
-    return rows
-
-
 #: What ``time_reproduce`` runs by default: every result regenerated, stale or not.
 REPRODUCE_COMMAND = ("make", "reproduce")
 
@@ -286,9 +210,7 @@ def run_bench(
     groups = [
         lambda: bench_statics(config, peak),
         lambda: bench_attention(config),
-        lambda: bench_training(config, peak),
         lambda: bench_recall_step(config, peak),
-        lambda: bench_growth(config),
     ]
     if reproduce_command is not None:
         groups.append(lambda: [time_reproduce(reproduce_command)])
@@ -302,4 +224,4 @@ def run_bench(
 
 def groups(reproduce: bool) -> int:
     """How many times ``run_bench`` calls ``on_group``."""
-    return 6 + reproduce
+    return 4 + reproduce

@@ -14,7 +14,6 @@ COLUMNS = (
     "baseline_seconds",
     "speedup",
     "peak_fraction",
-    "slope",
     "detail",
 )
 
@@ -27,17 +26,12 @@ ROW_NAMES = (
     "attention_fwdbwd_vs_jax",
     "attention_fwd_vs_jax_large",
     "attention_fwdbwd_vs_jax_large",
-    "train_scan_vs_python_loop",
     "train_step_vs_reference",
     "train_step_peak_fraction",
     "profile_step_data",
     "profile_step_forward_backward",
     "profile_step_adam",
     "profile_step_full",
-    "growth_dk_direct",
-    "growth_dk_exact",
-    "growth_n_direct",
-    "growth_n_exact",
 )
 #: The row ``run_bench`` produces only when asked for (``--reproduce``), last.
 OPTIONAL_ROW_NAMES = ("make_reproduce_seconds",)
@@ -69,13 +63,6 @@ class BenchConfig:
     statics_dks: tuple[int, ...] = (64, 256, 1024)
     n_keys: int = 256
     trials: int = 2000
-    growth_dks: tuple[int, ...] = (64, 256, 1024)
-    growth_ns: tuple[int, ...] = (256, 1024, 4096)
-    #: Whole chunks of the direct sampler at every growth point (no padded trials timed).
-    growth_trials: int = 496
-    #: n keys of the d_k growth sweep, and d_k of the n growth sweep.
-    growth_n_keys: int = 256
-    growth_dk: int = 64
     attention_shapes: tuple[AttentionShape, ...] = (
         AttentionShape("", 64, 1, 16, 256),  # experiment 04
         AttentionShape("_large", 8, 1024, 1024, 64),
@@ -92,11 +79,6 @@ QUICK = BenchConfig(
     statics_dks=(8,),
     n_keys=16,
     trials=64,
-    growth_dks=(4, 16),
-    growth_ns=(16, 64),
-    growth_trials=32,
-    growth_n_keys=16,
-    growth_dk=4,
     attention_shapes=(AttentionShape("", 4, 1, 4, 8), AttentionShape("_large", 2, 32, 32, 8)),
     recall=RecallConfig(
         d_k=8, d_model=8, batch_size=4, steps=2, seeds=1, chunk_steps=2, eval_size=8

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from attnlab.harness.tables import markdown_table
+
 #: The parts of the step profile, as the paragraph names them.
 PROFILE_PARTS = {
     "profile_step_data": "data generation",
@@ -39,20 +41,15 @@ def profile_paragraph(frame: pd.DataFrame) -> str:
     return f"**Profile of one recall step.** {text} Reproduce with `make bench`.\n"
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
+def bench_markdown(frame: pd.DataFrame) -> str:
     """One line per row of ``frame``, the details below, then ``profile_paragraph``."""
-    lines = [
-        "| benchmark | ours (s) | baseline (s) | speedup | % of peak | slope |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for row in frame.itertuples(index=False):
-        speedup = fmt_cell(row.speedup, ".2f")
-        lines.append(
-            f"| `{row.name}` | {fmt_cell(row.ours_seconds, '.3g')} | "
-            f"{fmt_cell(row.baseline_seconds, '.3g')} | {speedup + 'x' if speedup else ''} | "
-            f"{fmt_cell(100 * row.peak_fraction, '.2g')} | {fmt_cell(row.slope, '.2f')} |"
-        )
-    lines.append("")
-    lines.extend(f"- `{row.name}`: {row.detail}" for row in frame.itertuples(index=False))
+    rows = [
+        (f"`{r.name}`", fmt_cell(r.ours_seconds, ".3g"), fmt_cell(r.baseline_seconds, ".3g"),
+         fmt_cell(r.speedup, ".2f") + ("x" if np.isfinite(r.speedup) else ""),
+         fmt_cell(100 * r.peak_fraction, ".2g"))
+        for r in frame.itertuples(index=False)
+    ]  # fmt: skip
+    header = ("benchmark", "ours (s)", "baseline (s)", "speedup", "% of peak")
+    details = "\n".join(f"- `{row.name}`: {row.detail}" for row in frame.itertuples(index=False))
     profile = profile_paragraph(frame)
-    return "\n".join(lines) + "\n" + (f"\n{profile}" if profile else "")
+    return f"{markdown_table(header, rows)}\n\n{details}\n" + (f"\n{profile}" if profile else "")

@@ -1,12 +1,9 @@
 """The recall training step: timed whole, in parts, and against the step it replaced.
 
-Every program is one chunk of ``recall.chunk_steps`` steps of one seed, the scaled
-mechanism, at 04's sizes. ``full`` is what ``Trainer.run`` calls per chunk (the data
-program, then the compiled chunk: ``Trainer.chunk_programs``); the parts are scans of their
-own over the same batches; ``reference`` is ``baselines.reference_chunk``. They are timed
-round-robin (``interleaved_median_seconds``), so a machine that changes speed during the
-measurement shifts them alike.
-"""
+Every program is one chunk of one seed, scaled attention, at 04's sizes: ``full`` is what
+``Trainer.run`` calls per chunk (``Trainer.chunk_programs``), the parts are scans of their
+own over the same batches, ``reference`` is ``baselines.reference_chunk``; all timed
+round-robin."""
 
 from __future__ import annotations
 

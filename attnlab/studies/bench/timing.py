@@ -1,10 +1,10 @@
-"""Timing primitives: round-robin median wall times, the matmul peak, log-log slopes."""
+"""Timing primitives: round-robin median wall times and the matmul peak."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -37,11 +37,6 @@ def interleaved_median_seconds(
         for name, fn in fns.items():
             times[name].append(_timed(fn, numbers[name]))
     return {name: float(np.median(t)) for name, t in times.items()}
-
-
-def loglog_slope(sizes: Sequence[float], seconds: Sequence[float]) -> float:
-    """Least-squares slope of ``log(seconds)`` against ``log(sizes)``."""
-    return float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0])
 
 
 def measure_peak(size: int, repeats: int) -> tuple[float, float]:
