@@ -15,12 +15,12 @@ from attnlab.core.mechanism import (
     capped_logits,
     check_mechanism,
     l2_normalize,
-    load_mechanism,
     scaled_logits,
     sigmoid_weights,
     softmax_weights,
     softpick_weights,
 )
+from attnlab.core.references import load_mechanism
 from attnlab.core.softmax_stats import (
     entropy,
     jacobian_frobenius_norm,

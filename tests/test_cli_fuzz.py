@@ -434,7 +434,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "card_markdown": lambda *a: "card\n",
             "comparison_markdown": lambda *a: "comparison\n",
         },
-        "bench": {"run_bench": _frame, "markdown_table": lambda frame: "| x |\n"},
+        "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},
         "plot_figures": {},
         "verify": {"verify.selected": lambda quick: [], "verify.regenerate": lambda *a: None},

@@ -21,9 +21,9 @@ from attnlab.core.mechanism import (
     as_mechanism,
     check_mechanism,
     l2_normalize,
-    load_mechanism,
     softmax_weights,
 )
+from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import BUILTINS
 
 EPS32 = float(np.finfo(np.float32).eps)

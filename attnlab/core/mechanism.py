@@ -27,22 +27,16 @@ optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformati
 ``normalize_qk``      L2-normalise q and k before ``logits`` sees them
 ====================  =====================================================================
 
-A mechanism is referred to on the command line by a built-in name (``scaled``), by
-``MODULE:NAME`` (an importable module) or by ``path/to/file.py:NAME``; ``load_mechanism``
-resolves all three, and ``check_mechanism`` runs a new one once on random inputs so a
-broken one stops with an error naming it before any training starts.
+``check_mechanism`` runs a new mechanism once on random inputs, so a broken one stops with
+an error naming it before any training starts; ``attnlab.core.references`` resolves the
+names a command line gives (a built-in, ``MODULE:NAME``, ``path/to/file.py:NAME``).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -259,82 +253,6 @@ def as_mechanism(obj: Any, name: str | None = None) -> Mechanism:
     if callable(obj):
         return Mechanism(name or getattr(obj, "__name__", "custom"), obj)
     raise MechanismError(f"{obj!r} is neither a Mechanism nor a function logits(q, k)")
-
-
-# ----------------------------------------------------------------------------- references
-
-
-def _builtins() -> dict[str, Mechanism]:
-    from attnlab.core.temperature import BUILTINS
-
-    return BUILTINS
-
-
-def _import_file(path: Path):
-    module_name = f"attnlab_user_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise MechanismReferenceError(f"cannot import {str(path)!r}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:
-        del sys.modules[module_name]
-        raise MechanismReferenceError(f"importing {str(path)!r} failed: {err!r}") from None
-    return module
-
-
-def load_mechanism(reference: str) -> Mechanism:
-    """The mechanism a reference names: a built-in name (``attnlab.core.temperature``),
-    ``MODULE:NAME`` (an importable module) or ``path/to/file.py:NAME``; the object found is
-    passed through ``as_mechanism`` and ``check_mechanism``. The same reference (a file's
-    by its absolute path) always gives the same object, so its trainings share compiled
-    programs.
-
-    Raises ``MechanismReferenceError`` (the reference names no mechanism) or
-    ``MechanismError`` (what it names does not work), each with the reason.
-    """
-    if not isinstance(reference, str) or not reference:
-        raise MechanismReferenceError(f"{reference!r} is not a mechanism reference")
-    where, _, attribute = reference.rpartition(":")
-    if where.endswith(".py") and Path(where).is_file():
-        return _load_mechanism(f"{Path(where).resolve()}:{attribute}")
-    return _load_mechanism(reference)
-
-
-@cache
-def _load_mechanism(reference: str) -> Mechanism:
-    """``load_mechanism`` of ``reference`` (a file's path absolute), cached."""
-    builtins = _builtins()
-    if reference in builtins:
-        return builtins[reference]
-    if ":" not in reference:
-        raise MechanismReferenceError(
-            f"{reference!r} is not a built-in mechanism ({', '.join(builtins)}) and not of "
-            "the form MODULE:NAME or path/to/file.py:NAME"
-        )
-    where, _, attribute = reference.rpartition(":")
-    if where.endswith(".py"):
-        path = Path(where)
-        if not path.is_file():
-            raise MechanismReferenceError(f"no file {where!r}")
-        module = _import_file(path)
-    else:
-        try:
-            module = importlib.import_module(where)
-        except Exception as err:
-            raise MechanismReferenceError(f"cannot import module {where!r}: {err!r}") from None
-    if not hasattr(module, attribute):
-        raise MechanismReferenceError(f"{where!r} has no attribute {attribute!r}")
-    obj = getattr(module, attribute)
-    if not (isinstance(obj, Mechanism) or callable(obj)) or isinstance(obj, type):
-        raise MechanismReferenceError(
-            f"{reference!r} is a {type(obj).__name__}, not a Mechanism or a function logits(q, k)"
-        )
-    mechanism = as_mechanism(obj, name=attribute)
-    check_mechanism(mechanism)
-    return mechanism
 
 
 def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:

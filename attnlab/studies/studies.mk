@@ -4,14 +4,15 @@
 
 SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/attention.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/prng.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/__init__.py \
-	attnlab/harness/cli.py attnlab/harness/declaration.py attnlab/harness/errors.py \
-	attnlab/harness/io.py attnlab/studies/__init__.py attnlab/studies/article_fit/study.py \
-	attnlab/studies/bench/study.py attnlab/studies/card/study.py \
-	attnlab/studies/companion/study.py attnlab/studies/condensation/study.py \
-	attnlab/studies/failure_modes/study.py attnlab/studies/recall/__init__.py \
-	attnlab/studies/recall/study.py attnlab/studies/remedies/study.py \
-	attnlab/studies/statics/study.py attnlab/studies/widths/study.py
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/harness/__init__.py attnlab/harness/cli.py attnlab/harness/declaration.py \
+	attnlab/harness/errors.py attnlab/harness/io.py attnlab/studies/__init__.py \
+	attnlab/studies/article_fit/study.py attnlab/studies/bench/study.py \
+	attnlab/studies/card/study.py attnlab/studies/companion/study.py \
+	attnlab/studies/condensation/study.py attnlab/studies/failure_modes/study.py \
+	attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
+	attnlab/studies/remedies/study.py attnlab/studies/statics/study.py \
+	attnlab/studies/widths/study.py
 
 # ------------------------------------------------------------ statics
 STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import first_step_below, trailing_mean
-from attnlab.core.mechanism import load_mechanism
+from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.studies.article_fit.study import SCORES

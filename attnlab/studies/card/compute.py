@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import trailing_mean
-from attnlab.core.mechanism import Mechanism, load_mechanism, softmax_weights
+from attnlab.core.mechanism import Mechanism, softmax_weights
+from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.io import read_csv_checked, sidecar_path

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnlab.core.mechanism import MechanismError, MechanismReferenceError, load_mechanism
+from attnlab.core.mechanism import MechanismError, MechanismReferenceError
+from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result

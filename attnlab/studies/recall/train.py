@@ -34,8 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from attnlab.core.mechanism import Mechanism, load_mechanism
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
+from attnlab.core.references import load_mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.harness.errors import RunError
 from attnlab.studies.recall.model import (

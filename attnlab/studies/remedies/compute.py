@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import trailing_mean
-from attnlab.core.mechanism import load_mechanism
+from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall.summary import summary_frame
 from attnlab.studies.recall.train import (

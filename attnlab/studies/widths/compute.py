@@ -47,7 +47,8 @@ import pandas as pd
 
 from attnlab.core.attention import attention_logits
 from attnlab.core.curves import first_step_below, trailing_mean
-from attnlab.core.mechanism import Mechanism, load_mechanism
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import load_mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall.model import MechanismConstants, RecallModel

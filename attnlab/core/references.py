@@ -1,0 +1,89 @@
+"""Mechanisms by reference: what ``--mechanism`` and the card's arguments name.
+
+A reference is a built-in name (``attnlab.core.temperature.BUILTINS``), ``MODULE:NAME``
+(an importable module) or ``path/to/file.py:NAME``; ``load_mechanism`` resolves all three
+and checks what it finds (``attnlab.core.mechanism.check_mechanism``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
+
+from attnlab.core.mechanism import (
+    Mechanism,
+    MechanismReferenceError,
+    as_mechanism,
+    check_mechanism,
+)
+from attnlab.core.temperature import BUILTINS
+
+
+def _import_file(path: Path):
+    module_name = f"attnlab_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise MechanismReferenceError(f"cannot import {str(path)!r}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[module_name]
+        raise MechanismReferenceError(f"importing {str(path)!r} failed: {err!r}") from None
+    return module
+
+
+def load_mechanism(reference: str) -> Mechanism:
+    """The mechanism a reference names: a built-in name (``attnlab.core.temperature``),
+    ``MODULE:NAME`` (an importable module) or ``path/to/file.py:NAME``; the object found is
+    passed through ``as_mechanism`` and ``check_mechanism``. The same reference (a file's
+    by its absolute path) always gives the same object, so its trainings share compiled
+    programs.
+
+    Raises ``MechanismReferenceError`` (the reference names no mechanism) or
+    ``MechanismError`` (what it names does not work), each with the reason.
+    """
+    if not isinstance(reference, str) or not reference:
+        raise MechanismReferenceError(f"{reference!r} is not a mechanism reference")
+    where, _, attribute = reference.rpartition(":")
+    if where.endswith(".py") and Path(where).is_file():
+        return _load_mechanism(f"{Path(where).resolve()}:{attribute}")
+    return _load_mechanism(reference)
+
+
+@cache
+def _load_mechanism(reference: str) -> Mechanism:
+    """``load_mechanism`` of ``reference`` (a file's path absolute), cached."""
+    builtins = BUILTINS
+    if reference in builtins:
+        return builtins[reference]
+    if ":" not in reference:
+        raise MechanismReferenceError(
+            f"{reference!r} is not a built-in mechanism ({', '.join(builtins)}) and not of "
+            "the form MODULE:NAME or path/to/file.py:NAME"
+        )
+    where, _, attribute = reference.rpartition(":")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise MechanismReferenceError(f"no file {where!r}")
+        module = _import_file(path)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except Exception as err:
+            raise MechanismReferenceError(f"cannot import module {where!r}: {err!r}") from None
+    if not hasattr(module, attribute):
+        raise MechanismReferenceError(f"{where!r} has no attribute {attribute!r}")
+    obj = getattr(module, attribute)
+    if not (isinstance(obj, Mechanism) or callable(obj)) or isinstance(obj, type):
+        raise MechanismReferenceError(
+            f"{reference!r} is a {type(obj).__name__}, not a Mechanism or a function logits(q, k)"
+        )
+    mechanism = as_mechanism(obj, name=attribute)
+    check_mechanism(mechanism)
+    return mechanism
