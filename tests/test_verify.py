@@ -115,9 +115,6 @@ def test_close_rule_boundary(value, ok):
     assert agrees(spec, pd.DataFrame({"k": [1, 2], "v": [value, math.inf]}), ref) is ok
 
 
-RANGE_SPEC = CsvSpec("--out-dir", ("variant", "seed"), seed_range=("step",))
-
-
 def frames(committed: list[float], ours: list[float]) -> tuple[pd.DataFrame, pd.DataFrame]:
     def frame(values: list[float]) -> pd.DataFrame:
         n = len(values)
@@ -142,7 +139,65 @@ def frames(committed: list[float], ours: list[float]) -> tuple[pd.DataFrame, pd.
     ],
 )
 def test_seed_range_rule_boundary(committed, ours, ok):
-    assert agrees(RANGE_SPEC, *frames(committed, ours)) is ok
+    """One group's widened range (a column of one group is judged by it alone)."""
+    score, _ = verify.seed_range(np.array(committed, float), np.array(ours, float))
+    assert (score <= 1) is ok
+    single = CsvSpec("--out-dir", ("seed",), seed_range=("step",))
+    ref, ours_frame = (pd.DataFrame({"seed": range(3), "step": v}) for v in (committed, ours))
+    assert agrees(single, ours_frame, ref) is ok
+
+
+def test_chance_outside_matches_an_independent_simulation():
+    """p(3, 3) of the null simulation against 200,000 fresh draws: each estimate's SE is
+    sqrt(p (1 - p) / N), and they agree within 4 combined SEs."""
+    rng = np.random.default_rng(12345)
+    n = 200_000
+    c, r = rng.standard_normal((n, 3)), np.median(rng.standard_normal((n, 3)), axis=1)
+    low, high = c.min(axis=1), c.max(axis=1)
+    fresh = np.mean((r < 2 * low - high) | (r > 2 * high - low))
+    p = verify.chance_outside(3, 3)
+    se = math.hypot(math.sqrt(p * (1 - p) / verify.NULL_DRAWS), math.sqrt(fresh * (1 - fresh) / n))
+    assert abs(p - fresh) <= 4 * se
+    assert verify.chance_outside(10, 10) < verify.chance_outside(5, 5) < p
+
+
+def test_allowed_outside_is_the_binomial_quantile():
+    # Binomial(56, 0.085): P(X <= 12) >= 0.999 > P(X <= 11), computed term by term.
+    cdf = [sum(math.comb(56, j) * 0.085**j * 0.915 ** (56 - j) for j in range(k + 1))
+           for k in (11, 12)]  # fmt: skip
+    assert cdf[0] < 1 - verify.ALPHA <= cdf[1]
+    assert verify.allowed_outside(56, 0.085) == 12
+    assert verify.allowed_outside(1, 0.5) == 0 and verify.allowed_outside(3, 0.0) == 0
+
+
+def _groups(n_groups: int, shift: dict[int, float]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``n_groups`` groups whose committed seeds are 10, 15, 20 (spread 10, widened range
+    [0, 30]); ours equal, but the seeds of each group ``g`` of ``shift`` all moved
+    ``shift[g]`` spreads beyond 30."""
+    ref = pd.DataFrame({"g": np.repeat(np.arange(n_groups), 3),
+                        "seed": np.tile([0, 1, 2], n_groups),
+                        "step": np.tile([10.0, 15.0, 20.0], n_groups)})  # fmt: skip
+    ours = ref.copy()
+    for g, spreads in shift.items():
+        ours.loc[ours["g"] == g, "step"] = 30.0 + 10 * spreads
+    return ours, ref
+
+
+GROUPS_SPEC = CsvSpec("--out-dir", ("g", "seed"), seed_range=("step",))
+
+
+@pytest.mark.parametrize(
+    ("shift", "ok"),
+    [
+        ({}, True),
+        ({0: 0.5}, True),  # one of 56 groups half a spread out: chance (p 8.5% a group)
+        ({g: 0.5 for g in range(12)}, True),  # 12 allowed
+        ({g: 0.5 for g in range(13)}, False),  # a systematic shift
+        ({0: 200.0}, False),  # one group gross: beyond K(3, 3, 1e-3 / 56), about 100
+    ],
+)
+def test_counted_rule_over_many_groups_of_three_seeds(shift, ok):
+    assert agrees(GROUPS_SPEC, *_groups(56, shift)) is ok
 
 
 @pytest.mark.parametrize(("value", "ok"), [(199.0, True), (201.0, False), (1.0, True)])
