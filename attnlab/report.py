@@ -207,12 +207,39 @@ def left_out(report: str) -> list[str]:
     return [line[2:] for line in block[: block.index("") if "" in block else None]]
 
 
+def run_times(results_dir: Path) -> str:
+    """Each script's wall time in its committed run, a line per script of a study that
+    ``make reproduce`` runs, then their sum. A script that writes its CSVs in stages gives
+    each stage's time to that stage's CSVs' sidecars; its time is the sum of the distinct
+    ones."""
+    rows, total = [], 0.0
+    for study in STUDIES:
+        if study.timing:
+            continue
+        for script in study.scripts:
+            csvs = [c for c, o in study.outputs.items() if o.script == script]
+            paths = [sidecar_path(Path(results_dir) / csv) for csv in csvs]
+            metas = [json.loads(p.read_text(encoding="utf-8")) for p in paths if p.is_file()]
+            if not metas:
+                continue
+            seconds = sum({meta["wall_time_s"] for meta in metas})
+            commits = sorted({str(meta.get("git_commit"))[:7] for meta in metas})
+            total += seconds
+            rows.append((study.name, f"`{script}`", f"{seconds:.0f}",
+                         ", ".join(f"`{c}`" for c in commits)))  # fmt: skip
+    rows.append(("**sum**", "", f"{total:.0f}", ""))
+    return markdown_table(("study", "script", "wall time (s)", "commit"), rows)
+
+
 def readme_blocks(results_dir: Path) -> list[str]:
-    """README's generated blocks, each between its markers: the summary's tally, then every
-    study's whose report module has ``readme(tables) -> str`` (the cards' comparison)."""
+    """README's generated blocks, each between its markers: the summary's tally, each
+    script's run time, then every study's whose report module has ``readme(tables) ->
+    str`` (the cards' comparison)."""
     tables = tables_for(results_dir)
     table, _ = tally_table(tables)
     blocks = [f"{README_BEGIN}\n{table}\n{README_END}"]
+    times = README_BEGIN_FORMAT.format("times")
+    blocks.append(f"{times}\n{run_times(results_dir)}\n{README_END}")
     for study in STUDIES:
         if study.in_report:
             write = getattr(importlib.import_module(f"{study.package}.report"), "readme", None)
