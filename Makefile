@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 
 # After adding a study, or changing what a study's code imports.
 rules: | $(STAMP)
-	$(PY) -m attnlab.harness.make_rules
+	$(PY) -m attnlab.studies.make_rules
 
 # Every built-in mechanism's card, and Figure 10 overlaying them.
 cards: $(CARD_CSVS) $(CARD_FIGURES)

@@ -217,8 +217,7 @@ def run_times(results_dir: Path) -> str:
         if study.timing:
             continue
         for script in study.scripts:
-            csvs = [c for c, o in study.outputs.items() if o.script == script]
-            paths = [sidecar_path(Path(results_dir) / csv) for csv in csvs]
+            paths = [sidecar_path(Path(results_dir) / csv) for csv in study.csvs_of(script)]
             metas = [json.loads(p.read_text(encoding="utf-8")) for p in paths if p.is_file()]
             if not metas:
                 continue

@@ -44,7 +44,8 @@ per column, declared once beside the column in its study's ``study.py``
   distance under the same null (``gross_multiple``). With ``ALPHA = 1e-3`` a faithful
   regeneration fails a column with probability about 1e-3 (more where groups are
   correlated), while a systematic shift moves many groups and a gross one any group.
-  One group of 3 seeds: ``K`` = 14 spreads, so 3 seeds can only catch gross errors.
+  For 3 seeds and 56 groups ``K`` is about 100 spreads: 3 seeds catch only systematic or
+  gross changes. A column of one group keeps the plain rule (none outside allowed).
 * **curves** (per step): rows must match on (variant, seed, step); each seed's curve is
   then summarised by its mean over steps, and those means follow the seed_range rule.
 * **unchecked**: trial counts (``--quick`` lowers them; the SE carries them) and columns

@@ -1,4 +1,4 @@
-"""attnlab.harness.make_rules: the generated Makefile rules (attnlab/studies/studies.mk)
+"""attnlab.studies.make_rules: the generated Makefile rules (attnlab/studies/studies.mk)
 are current, and make's own database gives every output what its code imports."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.harness.make_rules import (
+from attnlab.studies import STUDIES
+from attnlab.studies.make_rules import (
     RULES_FILE,
     figure_prerequisites,
     import_closure,
     rules_text,
     script_prerequisites,
 )
-from attnlab.studies import STUDIES
 
 REPO = Path(__file__).resolve().parents[1]
 

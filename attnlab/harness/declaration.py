@@ -181,6 +181,10 @@ class Study:
     def scripts(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(output.script for output in self.outputs.values()))
 
+    def csvs_of(self, script: str) -> list[str]:
+        """The CSVs ``script`` writes, in declaration order."""
+        return [csv for csv, output in self.outputs.items() if output.script == script]
+
     @property
     def verified(self) -> bool:
         """Whether ``make verify`` regenerates and compares its outputs."""
