@@ -233,7 +233,7 @@ def test_markdown_profile_paragraph():
     rows.append({"name": "train_step_vs_reference", "ours_seconds": 1.0, "speedup": 2.5})
     frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     text = bench_markdown(frame)
-    assert "**Profile of one recall step.**" in text and "forward and backward 1 ms" in text
+    assert "**Profile of one recall step.**" in text and "forward_backward 1 ms" in text
     assert "2.50x the step before the speed-ups" in text and "`make bench`" in text
 
 

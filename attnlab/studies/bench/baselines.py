@@ -4,7 +4,7 @@ and the recall training step as it was before the bench's speed-ups (``reference
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import jax
 import numpy as np
@@ -29,17 +29,11 @@ def numpy_row_statistics(
     trials: int,
     chunk_elements: int = CHUNK_ELEMENTS,
 ) -> np.ndarray:
-    """The statistics of ``softmax_row_statistics(sampler="direct")`` in plain numpy.
-
-    The companion article's snippet grown to the full computation: per trial a float32 query
-    ``q`` and ``n_keys`` keys from ``rng.standard_normal``, logits ``K q``, and for the
-    scaled (``1/sqrt(d_k)``) and unscaled variants a max-subtracted softmax, its max weight,
-    its entropy and the Frobenius norm of its Jacobian (grouped into non-negative sums as
-    ``attnlab.core.softmax_stats.jacobian_frobenius_norm`` does). Trials are drawn in chunks of
-    about ``chunk_elements`` key entries to bound memory, like ours.
-
-    Returns:
-      ``[2 variants (scaled, unscaled), trials, 3 (max weight, entropy, Jacobian norm)]``.
+    """The statistics of ``softmax_row_statistics(sampler="direct")`` in plain numpy: per
+    trial a float32 query and ``n_keys`` keys from ``rng``, logits ``K q``, and for the scaled
+    and unscaled variants the max-subtracted softmax's max weight, entropy and Jacobian
+    Frobenius norm (as non-negative sums, like ``jacobian_frobenius_norm``), drawn in chunks
+    of about ``chunk_elements`` key entries. Returns ``[2 (scaled, unscaled), trials, 3]``.
     """
     chunk = max(1, chunk_elements // (n_keys * d_k))
     scales = np.array([1.0 / np.sqrt(d_k), 1.0], np.float32)[:, None, None]
@@ -71,19 +65,6 @@ def reference_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
     return jax.nn.dot_product_attention(q, k, v)
 
 
-def step_drawing_its_batch(config: RecallConfig) -> Callable:
-    """``(state, data_key, t) -> train_step(...)`` of the scaled model on batch ``t`` of
-    ``data_key``'s stream, drawn inside the step (``stream_batch``)."""
-    model = make_model(config, MECHANISMS["scaled"])
-    optimizer = make_optimizer(config.lr)
-
-    def step(state, data_key: jax.Array, t: jax.Array):
-        batch = stream_batch(data_key, t, config.batch_size, config.task)
-        return train_step(model, optimizer, state, batch)
-
-    return step
-
-
 def one_hot_rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
     """``table[tokens]`` as the one-hot matmul ``one_hot(tokens, n) @ table``, differentiated
     by plain autodiff: the recall model's gather before commit 57be4c8 gave it an explicit
@@ -109,13 +90,19 @@ def autodiff_gathers() -> Iterator[None]:
 
 def reference_chunk(config: RecallConfig, state, data_key: jax.Array, steps: jax.Array):
     """The compiled chunk of one seed as it was before the bench's speed-ups: a scan of
-    ``step_drawing_its_batch``, traced with the gathers' gradient by autodiff of the
-    one-hot product (``autodiff_gathers``) and the random bits by JAX's rolled threefry loop
-    (``rolled_threefry``). Returns the program of ``(state, data_key, steps)``."""
-    step = step_drawing_its_batch(config)
+    ``train_step`` on the scaled model with each step's batch drawn inside the step
+    (``stream_batch``), traced with the gathers' gradient by autodiff of the one-hot product
+    (``autodiff_gathers``) and JAX's rolled threefry loop (``rolled_threefry``). Returns the
+    program of ``(state, data_key, steps)``."""
+    model = make_model(config, MECHANISMS["scaled"])
+    optimizer = make_optimizer(config.lr)
 
     def chunk(s, key, steps):
-        return jax.lax.scan(lambda s, t: step(s, key, t), s, steps)
+        def step(s, t):
+            batch = stream_batch(key, t, config.batch_size, config.task)
+            return train_step(model, optimizer, s, batch)
+
+        return jax.lax.scan(step, s, steps)
 
     with rolled_threefry(), autodiff_gathers():
         return jax.jit(chunk).lower(state, data_key, steps).compile()

@@ -1,9 +1,5 @@
-"""Performance of the suite against plain baselines: every figure a ratio from one run.
-
-Each comparison times ours and its baseline round-robin in one process and reports
-``speedup = baseline_seconds / ours_seconds``; ``peak_fraction`` divides our FLOP/s by the
-float32 matmul peak measured in the same run. The rows: this folder's README.md.
-"""
+"""Performance of the suite against plain baselines, every figure a ratio from one run: the
+rows and their columns are described in this folder's README.md."""
 
 from __future__ import annotations
 
@@ -26,8 +22,6 @@ from attnlab.harness.errors import RunError
 from attnlab.studies.bench.baselines import numpy_row_statistics, reference_attention
 from attnlab.studies.bench.config import (
     COLUMNS,
-    OPTIONAL_ROW_NAMES,
-    ROW_NAMES,
     BenchConfig,
     Row,
     make_row,
@@ -190,9 +184,9 @@ def run_bench(
     on_group: Callable[[int], None] | None = None,
     reproduce_command: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Every row of ``ROW_NAMES`` with the columns of ``COLUMNS``, and with
-    ``reproduce_command`` (``time_reproduce``) ``make_reproduce_seconds``. ``on_group`` is
-    told 1 after each of the ``groups(...)`` groups of rows."""
+    """Every row of ``ROW_NAMES`` (and, given ``reproduce_command``, ``make_reproduce_seconds``)
+    in that order, with the columns of ``COLUMNS``. ``on_group`` is told 1 after each of the
+    ``groups(...)`` groups of rows."""
     tick = on_group or (lambda _: None)
     peak_s, peak = measure_peak(config.peak_size, config.repeats)
     devices = f"{jax.device_count()} x {jax.devices()[0].device_kind}"
@@ -217,9 +211,7 @@ def run_bench(
     for group in groups:
         rows.extend(group())
         tick(1)
-    frame = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
-    order = {name: i for i, name in enumerate(ROW_NAMES + OPTIONAL_ROW_NAMES)}
-    return frame.sort_values("name", key=lambda s: s.map(order), ignore_index=True)
+    return pd.DataFrame(rows).reindex(columns=list(COLUMNS))
 
 
 def groups(reproduce: bool) -> int:

@@ -8,14 +8,7 @@ from typing import Any
 from attnlab.studies.recall.train import RecallConfig
 
 #: The columns of ``results/bench.csv``; empty cells where a column does not apply.
-COLUMNS = (
-    "name",
-    "ours_seconds",
-    "baseline_seconds",
-    "speedup",
-    "peak_fraction",
-    "detail",
-)
+COLUMNS = ("name", "ours_seconds", "baseline_seconds", "speedup", "peak_fraction", "detail")
 
 #: The rows ``run_bench`` always produces, in order.
 ROW_NAMES = (

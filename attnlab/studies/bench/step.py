@@ -1,9 +1,5 @@
-"""The recall training step: timed whole, in parts, and against the step it replaced.
-
-Every program is one chunk of one seed, scaled attention, at 04's sizes: ``full`` is what
-``Trainer.run`` calls per chunk (``Trainer.chunk_programs``), the parts are scans of their
-own over the same batches, ``reference`` is ``baselines.reference_chunk``; all timed
-round-robin."""
+"""The recall training step, timed whole (``Trainer.run``'s chunk), in parts over the same
+batches and against the step it replaced (``baselines.reference_chunk``), round-robin."""
 
 from __future__ import annotations
 
@@ -40,12 +36,8 @@ FLOPS_FORMULA = (
 
 
 def recall_step_flops(config: RecallConfig) -> int:
-    """Estimated FLOPs of one training step of the recall model (concat slot): 3 x the
-    forward matmuls, the five token-table projections ``2 d_model d_k (3 n_key + 2
-    n_value)``, logits and weighted sum ``4 B pairs d_k`` and readout ``2 B d_k n_value``
-    (the backward pass computes a gradient for each operand of every matmul). The gathers'
-    gradients are scatter-adds (``model._rows``); softmax, Adam and the other elementwise
-    work are not counted."""
+    """Estimated FLOPs of one training step of the recall model (concat slot):
+    ``FLOPS_FORMULA``; softmax, Adam and the other elementwise work are not counted."""
     t, b = config.task, config.batch_size
     forward = (
         2 * config.d_model * config.d_k * (3 * t.n_key_tokens + 2 * t.n_value_tokens)
@@ -55,15 +47,10 @@ def recall_step_flops(config: RecallConfig) -> int:
     return 3 * forward
 
 
-#: The step of ``nudge``: far below a float32 ulp of the parameters, so they barely move.
+#: How far ``forward_backward`` moves the parameters along their gradient each step: far
+#: below a float32 ulp, so they barely move, but they change from step to step as in training
+#: (with fixed parameters XLA would hoist the token-table projections out of the loop).
 NUDGE = 1e-12
-
-
-def nudge(params: dict, direction: dict) -> dict:
-    """``params - NUDGE * direction``: keeps a profiled part's parameters changing from step
-    to step, as in training; with fixed parameters XLA would hoist the token-table
-    projections (most of the step's FLOPs) out of the loop."""
-    return jax.tree.map(lambda p, d: p - NUDGE * d, params, direction)
 
 
 #: What each profiled program computes, for the rows' details.
@@ -91,7 +78,7 @@ def step_programs(recall: RecallConfig) -> tuple[dict[str, Callable[[], Any]], d
             (loss, _), grads = jax.value_and_grad(
                 lambda q: loss_and_aux(model, q, batch), has_aux=True
             )(p)
-            return nudge(p, grads), loss
+            return jax.tree.map(lambda x, g: x - NUDGE * g, p, grads), loss
 
         return jax.lax.scan(body, params, batches)[1]
 
@@ -127,13 +114,6 @@ def step_programs(recall: RecallConfig) -> tuple[dict[str, Callable[[], Any]], d
     return calls, losses
 
 
-def _sizes(recall: RecallConfig) -> str:
-    return (
-        f"d_k {recall.d_k}, d_model {recall.d_model}, batch {recall.batch_size}, "
-        f"{recall.pairs} pairs, scaled attention, 1 seed"
-    )
-
-
 def bench_recall_step(config: BenchConfig, peak_flops: float) -> list[Row]:
     """Rows ``train_step_vs_reference``, ``train_step_peak_fraction`` and
     ``profile_step_*`` (seconds per step of each part), all from one round-robin timing."""
@@ -142,7 +122,11 @@ def bench_recall_step(config: BenchConfig, peak_flops: float) -> list[Row]:
     seconds = interleaved_median_seconds(
         calls, config.repeats, min_seconds=config.min_timing_seconds
     )
-    chunk, sizes, note = recall.chunk_steps, _sizes(recall), timing_note(config)
+    chunk, note = recall.chunk_steps, timing_note(config)
+    sizes = (
+        f"d_k {recall.d_k}, d_model {recall.d_model}, batch {recall.batch_size}, "
+        f"{recall.pairs} pairs, scaled attention, 1 seed"
+    )
     flops = recall_step_flops(recall)
     full = seconds["full"] / chunk
     gap = float(np.max(np.abs(losses["full"] - losses["reference"])))
