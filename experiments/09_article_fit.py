@@ -12,7 +12,6 @@ import sys
 import time
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
-import pandas as pd
 
 from attnlab.harness import cli
 from attnlab.harness.io import read_csv_checked, write_result
@@ -24,14 +23,15 @@ from attnlab.studies.article_fit.compute import (
     SCREEN_CSV,
     SUMMARY_CSV,
     candidates,
+    first_member,
     fit,
     predict,
     predicted_readings,
+    prediction_steps,
     screen,
 )
 from attnlab.studies.recall.flags import family_substring
-from attnlab.studies.recall.readings import FAMILY, RUN_LENGTHS
-from attnlab.studies.recall.summary import curves_frame, summary_frame
+from attnlab.studies.recall.readings import FAMILY, FIRST_SMOOTHING, RUN_LENGTHS
 
 STAGES = ("screen", "fit", "predict", "all")
 
@@ -52,7 +52,7 @@ def build_parser():
         metavar="SUBSTRING",
         help="screen only the readings whose name contains SUBSTRING (a quick look)",
     )
-    cli.add_int_flag(parser, "--fit-seeds", 3, "seeds per candidate in stage 2")
+    cli.add_int_flag(parser, "--fit-seeds", 3, "seeds per candidate in stage 2 (both passes)")
     cli.add_int_flag(
         parser,
         "--candidates",
@@ -62,7 +62,9 @@ def build_parser():
         minimum=0,
     )
     cli.add_int_flag(parser, "--milestone-steps", 700, "training steps of pass 2a")
-    cli.add_int_flag(parser, "--finalists", 3, "readings pass 2b trains to the longest run length")
+    cli.add_int_flag(
+        parser, "--finalists", 3, "readings pass 2b trains from step 0 to the longest run length"
+    )
     cli.add_int_flag(
         parser, "--run-lengths", RUN_LENGTHS, "run lengths the final-loss term chooses from"
     )
@@ -104,38 +106,33 @@ def run(args):
             written.append(SCREEN_CSV)
         if "fit" in stages:
             started = time.perf_counter()
-            n = len(candidates(screen_frame, args.candidates)) + args.finalists
-            with cli.progress(n, "09 fit", args.quiet, unit="run") as bar:
+            names = candidates(screen_frame, args.candidates)
+            with cli.progress(len(names) + args.finalists, "09 fit", args.quiet,
+                              unit="reading") as bar:  # fmt: skip
                 scores = fit(
-                    screen_frame,
+                    names,
+                    (FIRST_SMOOTHING,),
                     seeds=args.fit_seeds,
                     seed=args.seed,
                     milestone_steps=args.milestone_steps,
                     finalists=args.finalists,
                     run_lengths=run_lengths,
-                    limit=args.candidates,
                     on_reading=bar.update,
-                )
+                )[SCORE_COLUMNS]
             write_result(scores, stage / SCORES_CSV, flags, time.perf_counter() - started)
             written.append(SCORES_CSV)
         if "predict" in stages:
             started = time.perf_counter()
-            readings = predicted_readings(scores)
-            steps = 2 * sum(length for _, length in readings)
-            curves, summaries = [], []
+            members = predicted_readings(scores)
+            steps = prediction_steps(members, first_member)
             with cli.progress(steps, "09 predict", args.quiet, unit="step") as bar:
-                for name, length in readings:
-                    config, results = predict(name, length, args.predict_seeds, args.seed,
-                                              bar.update)  # fmt: skip
-                    curves.append(curves_frame(results, config).assign(reading=name))
-                    summaries.append(summary_frame(results, config).assign(reading=name))
+                curves, summary = predict(members, args.predict_seeds, args.seed, first_member,
+                                          bar.update)  # fmt: skip
             wall = time.perf_counter() - started
-            (name, length), lengths = readings[0], dict(readings)
+            (name, length), lengths = members[0], dict(members)
             flags = {**flags, "reading": name, "run_length": length, "readings": lengths}
-            for frames, csv in ((curves, CURVES_CSV), (summaries, SUMMARY_CSV)):
-                frame = pd.concat(frames, ignore_index=True)
-                frame = frame[["reading", *frame.columns.drop("reading")]]
-                write_result(frame, stage / csv, flags, wall)
+            write_result(curves, stage / CURVES_CSV, flags, wall)
+            write_result(summary, stage / SUMMARY_CSV, flags, wall)
             written += [CURVES_CSV, SUMMARY_CSV]
     if not args.quiet:
         print(f"09: wrote {', '.join(written)} into {out_dir}", file=sys.stderr)

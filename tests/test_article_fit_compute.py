@@ -25,6 +25,10 @@ from attnlab.studies.article_fit.compute import (
     score_row,
     seed_numbers,
 )
+from attnlab.studies.recall.readings import Smoothing
+
+#: No smoothing: a trailing mean over one step is the raw loss.
+RAW = Smoothing("mean1", window=1)
 
 SCRIPT = "09_article_fit"
 CSVS = (SCREEN_CSV, SCORES_CSV, CURVES_CSV, SUMMARY_CSV)
@@ -83,11 +87,11 @@ def test_censored_milestones_count_at_the_horizon():
     loss[2, 5:] = 0.01
     grads = np.full((3, 50), 0.1085, np.float32)
     metrics = {"loss": loss, "grad_norm_wq": grads}
-    numbers = scaled_numbers(metrics, smoothing=1, run_lengths=(40, 100))
+    numbers = scaled_numbers(metrics, smoothing=RAW, run_lengths=(40, 100))
     assert numbers["step_loss_below_1"] == 50 and numbers["censored_1"] == 2
     assert numbers["final_loss_40"] == pytest.approx(2.0) and "final_loss_100" not in numbers
     # An explicit horizon (an early-stopped run's intended length) is the censored value.
-    assert scaled_numbers(metrics, 1, (), horizon=700)["step_loss_below_1"] == 700
+    assert scaled_numbers(metrics, RAW, (), horizon=700)["step_loss_below_1"] == 700
 
 
 def _metrics(factor: float, spread: float, seeds: int = 5, steps: int = 1200) -> dict:
@@ -105,8 +109,8 @@ def _metrics(factor: float, spread: float, seeds: int = 5, steps: int = 1200) ->
 def test_identity_resample_gives_the_score():
     # The bootstrap recomputes the score; with every replicate the seeds themselves it is it.
     metrics = _metrics(1.3, 0.05)
-    per_seed = seed_numbers(metrics, 1, (1000,))
-    row = score_row("r", "2b", scaled_numbers(metrics, 1, (1000,)), 5, (1000,))
+    per_seed = seed_numbers(metrics, RAW, (1000,))
+    row = score_row("r", "2b", scaled_numbers(metrics, RAW, (1000,)), 5, (1000,))
     replicates = replicate_scores(per_seed, np.tile(np.arange(5), (3, 1)), (1000,))
     # Same float64 operations on the same values: equal to float64 rounding (eps 2.2e-16
     # times the few operations of a log and a root).
@@ -118,8 +122,8 @@ def test_score_noise_separates_a_near_reading_from_a_far_one(factor, within):
     # The best matches the article; a reading 2% off on every term is inside the noise of
     # seeds spread by 10% each, one 60% off is far outside it (its gap is many SE).
     names = {"best": _metrics(1.0, 0.1), "other": _metrics(factor, 0.1)}
-    per_seed = {n: seed_numbers(m, 1, ()) for n, m in names.items()}
-    rows = [score_row(n, "2a", scaled_numbers(m, 1, ()), 5, ()) for n, m in names.items()]
+    per_seed = {n: seed_numbers(m, RAW, ()) for n, m in names.items()}
+    rows = [score_row(n, "2a", scaled_numbers(m, RAW, ()), 5, ()) for n, m in names.items()]
     frame = score_noise(rank(pd.DataFrame(rows)), per_seed, (), jax.random.key(0), 500)
     best, other = (frame[frame.reading == n].iloc[0] for n in ("best", "other"))
     assert best.within_noise and best.gap_se == 0.0 and best.score_se > 0

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import attnlab.harness.io
 import attnlab.studies.recall.flags
 from attnlab.harness import cli
+from attnlab.studies.article_fit.study import SCORES_2
 from attnlab.studies.card.verdicts import Card
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
@@ -363,6 +364,11 @@ def _frame(*_args, **_kwargs) -> pd.DataFrame:
     return FRAME
 
 
+def _scores_frame(*_args, **_kwargs) -> pd.DataFrame:
+    """A fit's frame: every column either fit's script selects."""
+    return pd.DataFrame({c: [0] for c in SCORES_2.column_names})
+
+
 def _forbidden(*_args, **_kwargs):
     raise AssertionError("a bad flag got through: the script started computing")
 
@@ -405,11 +411,16 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         "09_article_fit": {
             "screen": _frame,
             "candidates": lambda *a: [],
-            "fit": _frame,
+            "fit": _scores_frame,
             "predicted_readings": lambda scores: [("natural", 10)],
-            "predict": lambda *a: (None, []),
-            "curves_frame": _frame,
-            "summary_frame": _frame,
+            "predict": lambda *a: (FRAME, FRAME),
+        },
+        "12_second_fit": {
+            "screen": _frame,
+            "pass_a_readings": lambda *a: [],
+            "fit": _scores_frame,
+            "predicted_readings": lambda scores: [("natural/mean25", 10)],
+            "predict": lambda *a: (FRAME, FRAME),
         },
         "10_widths": {
             "run_widths": lambda *a: [],

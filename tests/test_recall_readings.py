@@ -22,6 +22,8 @@ from attnlab.studies.recall.model import GPT_STD, RecallModel, _rows
 from attnlab.studies.recall.task import sample_batch, stream_batch
 from attnlab.studies.recall.train import (
     RecallConfig,
+    Run,
+    Trainer,
     loss_and_aux,
     make_model,
     seed_keys,
@@ -557,3 +559,53 @@ def test_second_family_is_pinned():
     first = {(r, readings.FIRST_SMOOTHING) for r in readings.FAMILY}
     assert first <= set(readings.FAMILY_2) and readings.FIRST_SMOOTHING.window == 25
     assert readings.get_reading("sum-gpt-bias-d96-b192").batch_size == 192
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("concat-natural-nobias-d16-b16", "concat-pytorch-nobias-d24-b16"),
+        ("sum-glorot-bias-d16-b16", "sum-gpt-bias-d32-b16"),
+        ("separate-pytorch-bias-d24-b16", "separate-natural-bias-d16-b16"),
+    ],
+)
+def test_padded_groups_train_as_their_readings(names):
+    # Readings zero-padded into one model and trained as lanes of one program give each
+    # reading's own training: the padded entries get exactly zero gradient, so the two
+    # differ only in float32 summation order. Bound: a few ulps per step of rounding
+    # (EPS32), grown at most ~10x per step by the ill-conditioned early Adam updates over
+    # STEPS steps -> 1e-4 relative, far below a real difference (any wrong entry moves
+    # the first step's loss by ~1e-2).
+    steps = 5
+    base = RecallConfig(seeds=2, seed=3, steps=1, mechanisms=("scaled",), chunk_steps=steps)
+    readings = [rd.get_reading(n) for n in names]
+    ((config, members, states),) = rd.padded_groups(readings, base)
+    assert members == readings and config.d_model == max(r.d_model for r in readings)
+    runs = [
+        Run(config, SCALED, state=s, label=r.name) for r, s in zip(readings, states, strict=True)
+    ]
+    together = Trainer(runs, metrics=("loss", "grad_norm_wq"))
+    together.run(steps)
+    for i, reading in enumerate(readings):
+        alone = Trainer([Run(rd.reading_config(reading, base), SCALED)],
+                        metrics=("loss", "grad_norm_wq"))  # fmt: skip
+        alone.run(steps)
+        for name in ("loss", "grad_norm_wq"):
+            np.testing.assert_allclose(
+                together.metrics[name][together.lane_slice(i)], alone.metrics[name], rtol=1e-4
+            )
+
+
+def test_padded_groups_split_by_slot_bias_and_batch():
+    names = ["sum-natural-bias-d16-b16", "sum-natural-bias-d32-b24", "sum-gpt-bias-d24-b16",
+             "sum-gpt-nobias-d16-b16", "onehot-natural-bias-b16"]  # fmt: skip
+    groups = rd.padded_groups([rd.get_reading(n) for n in names], RecallConfig(seeds=1))
+    assert [[r.name for r in members] for _, members, _ in groups] == [
+        [names[0], names[2]], [names[1]], [names[3]], [names[4]]
+    ]  # fmt: skip
+    assert [c.d_model for c, _, _ in groups[:3]] == [24, 32, 16]
+
+
+def test_pair_name_joins_reading_and_smoothing():
+    assert rd.pair_name(rd.NATURAL, rd.SMOOTHINGS[-1]) == "concat-natural-nobias-d256-b64/ema0.99"
+    assert rd.FIRST_SMOOTHING.window == RecallConfig().smoothing

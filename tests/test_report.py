@@ -58,7 +58,8 @@ def test_summary_has_a_line_per_reading_and_a_total_with_each():
     recall = [c for c in lines if c[0].startswith("recall:")]
     assert [c[0].split("`")[0] for c in recall] == [
         "recall: 04's reading ",
-        "recall: 09's fitted reading ",
+        "recall: 09's first fit ",
+        "recall: 09's second fit ",
     ]
     totals = [c for c in lines if c[0].startswith("**all**")]
     others = [c for c in lines if c not in recall and c not in totals]

@@ -44,14 +44,16 @@ def device_count() -> int:
 
 def pad_to_multiple(tree, multiple: int):
     """Pad the leading axis of every leaf to a multiple of ``multiple`` by repeating the last
-    item; returns the padded tree and the original length."""
+    item; returns the padded tree and the original length. Numpy leaves stay numpy (padded
+    on the host, compiling nothing)."""
     n = jax.tree.leaves(tree)[0].shape[0]
     padded = -(-n // multiple) * multiple
 
     def pad(x):
         if padded == n:
             return x
-        return jnp.concatenate([x, jnp.repeat(x[-1:], padded - n, axis=0)], axis=0)
+        xp = np if isinstance(x, np.ndarray) else jnp
+        return xp.concatenate([x, xp.repeat(x[-1:], padded - n, axis=0)], axis=0)
 
     return jax.tree.map(pad, tree), n
 

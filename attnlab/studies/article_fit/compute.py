@@ -8,26 +8,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 
 import jax
 import numpy as np
 import pandas as pd
 
-from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.curves import first_step_below
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.studies.article_fit.study import SCORES
 from attnlab.studies.recall.readings import (
+    FIRST_SMOOTHING,
     RUN_LENGTHS,
     Reading,
+    Smoothing,
     get_reading,
     kept,
+    padded_groups,
     reading_config,
     step0_fingerprints,
 )
-from attnlab.studies.recall.train import RecallConfig, Run, Trainer, TrainResult, train_runs
+from attnlab.studies.recall.summary import curves_frame, summary_frame
+from attnlab.studies.recall.train import RecallConfig, Run, Trainer, TrainResult
 
 #: The article's scaled numbers, the only targets of the fit: (term, value).
 ARTICLE_SCALED: dict[str, float] = {
@@ -39,6 +42,9 @@ ARTICLE_SCALED: dict[str, float] = {
 #: The smoothed-loss thresholds of the two milestone terms.
 THRESHOLDS: dict[str, float] = {"step_loss_below_1": 1.0, "step_loss_below_0p1": 0.1}
 TERMS: tuple[str, ...] = tuple(ARTICLE_SCALED)
+#: The fit's quality bar: the step-0 norm and both milestones within this fraction of the
+#: article's (the report judges each predicted reading by it).
+QUALITY = 0.20
 #: Screen and fit CSV names.
 SCREEN_CSV = "09_fit_screen.csv"
 SCORES_CSV = "09_fit_scores.csv"
@@ -68,16 +74,17 @@ def log_ratio(ours: float, term: str) -> float:
 
 def seed_numbers(
     metrics: Mapping[str, np.ndarray],
-    smoothing: int,
+    smoothing: Smoothing,
     run_lengths: Sequence[int],
     horizon: int | None = None,
 ) -> dict[str, np.ndarray]:
     """The scaled numbers of one trained reading, one value per seed (``metrics["loss"]``
     and ``metrics["grad_norm_wq"]``, ``[seeds, steps]`` from step 0): step-0
-    ``||grad W_Q||``; both milestones, a seed that never crosses counting as crossing at
-    ``horizon`` (the number of steps trained if None), with a ``censored_*`` flag; and the
-    smoothed loss at step ``L - 1`` for every run length ``L`` trained."""
-    smoothed = trailing_mean(metrics["loss"], smoothing)
+    ``||grad W_Q||``; both milestones of the loss under ``smoothing``, a seed that never
+    crosses counting as crossing at ``horizon`` (the number of steps trained if None), with
+    a ``censored_*`` flag; and the smoothed loss at step ``L - 1`` for every run length
+    ``L`` trained."""
+    smoothed = smoothing(metrics["loss"])
     horizon = smoothed.shape[1] if horizon is None else horizon
     out = {"grad_norm_wq": np.asarray(metrics["grad_norm_wq"][:, 0])}
     for term, threshold in THRESHOLDS.items():
@@ -94,7 +101,7 @@ def seed_numbers(
 
 def scaled_numbers(
     metrics: Mapping[str, np.ndarray],
-    smoothing: int,
+    smoothing: Smoothing,
     run_lengths: Sequence[int],
     horizon: int | None = None,
 ) -> dict[str, float]:
@@ -222,52 +229,15 @@ FIT_CHUNK = 100
 FIT_METRICS = ("loss", "grad_norm_wq")
 
 
-def _scaled_run(name: str, seeds: int, seed: int) -> Run:
-    """Scaled attention of reading ``name`` on ``seeds`` seeds from ``seed``: ``train``'s
-    step (same initialisation, same batch stream, same Adam) in chunks of ``FIT_CHUNK``."""
-    base = RecallConfig(
-        seeds=seeds, seed=seed, steps=1, mechanisms=("scaled",), chunk_steps=FIT_CHUNK
-    )
-    return Run(reading_config(get_reading(name), base), MECHANISMS["scaled"], label=name)
-
-
-def all_crossed(threshold: float, smoothing: int) -> Callable[[Trainer], bool]:
-    """An early stop: every lane's smoothed loss has been at or below ``threshold`` (later
-    steps cannot change a milestone)."""
+def all_crossed(threshold: float, smoothings: Sequence[Smoothing]) -> Callable[[Trainer], bool]:
+    """An early stop: under every one of ``smoothings``, every lane's smoothed loss has been
+    at or below ``threshold`` (later steps cannot change a milestone)."""
 
     def stop(trainer: Trainer) -> bool:
-        smoothed = trailing_mean(trainer.metrics["loss"], smoothing)
-        return bool((smoothed <= threshold).any(axis=1).all())
+        loss = trainer.metrics["loss"]
+        return all(bool((s(loss) <= threshold).any(axis=1).all()) for s in smoothings)
 
     return stop
-
-
-def train_readings(
-    runs: Sequence[Run],
-    until: int,
-    history: dict[str, dict[str, np.ndarray]],
-    stop: Callable[[Trainer], bool] | None = None,
-    on_reading: Callable[[int], None] | None = None,
-) -> dict[str, Run]:
-    """Train each of ``runs`` (from its state, at the step its ``history`` has reached) to
-    step ``until``, or until ``stop`` holds for it; append its metrics to
-    ``history[label]`` and return each run continued (its state now). One ``Trainer`` per
-    run, so each stops on its own; runs of one program share its compilation."""
-    continued = {}
-    for run in runs:
-        past = history.get(run.label)
-        trainer = Trainer(
-            [run], start_step=0 if past is None else past["loss"].shape[1], metrics=FIT_METRICS
-        )
-        trainer.run(until, stop=stop)
-        mine = trainer.metrics
-        if past is not None:
-            mine = {k: np.concatenate([past[k], v], axis=1) for k, v in mine.items()}
-        history[run.label] = mine
-        continued[run.label] = replace(run, state=trainer.run_state(0))
-        if on_reading:
-            on_reading(1)
-    return continued
 
 
 def candidates(screen_frame: pd.DataFrame, limit: int) -> list[str]:
@@ -279,57 +249,135 @@ def candidates(screen_frame: pd.DataFrame, limit: int) -> list[str]:
     return names if limit == 0 else names[:limit]
 
 
+def train_scaled(
+    readings: Sequence[Reading],
+    base: RecallConfig,
+    until: int,
+    stop: Callable[[Trainer], bool] | None = None,
+    on_reading: Callable[[int], None] | None = None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Scaled attention of every reading on ``base``'s seeds (``train``'s initialisation,
+    batch stream and Adam), to step ``until`` or until ``stop`` holds for its group; each
+    reading's ``FIT_METRICS`` from step 0, ``[seeds, steps]``. The readings of one slot,
+    bias and batch size train as lanes of one ``Trainer``, zero-padded to the group's
+    widest d_model (``padded_groups``: the same training, to float32 summation order)."""
+    out = {}
+    for config, group, states in padded_groups(readings, base):
+        runs = [
+            Run(config, MECHANISMS["scaled"], state=s, label=r.name)
+            for r, s in zip(group, states, strict=True)
+        ]
+        trainer = Trainer(runs, metrics=FIT_METRICS)
+        trainer.run(until, stop=stop)
+        metrics = trainer.metrics
+        for i, run in enumerate(runs):
+            out[run.label] = {k: v[trainer.lane_slice(i)] for k, v in metrics.items()}
+        if on_reading:
+            on_reading(len(group))
+    return out
+
+
+#: How a fit names a member: its reading and the smoothing its milestones are read under.
+Naming = Callable[[Reading, Smoothing], str]
+
+
+def by_reading(reading: Reading, smoothing: Smoothing) -> str:
+    """The first fit's names: one smoothing, so the reading alone."""
+    return reading.name
+
+
+def first_member(name: str) -> tuple[Reading, Smoothing]:
+    """The first fit's member ``name``: that reading, read under ``FIRST_SMOOTHING``."""
+    return get_reading(name), FIRST_SMOOTHING
+
+
+def _scored(
+    trained: Mapping[str, Mapping[str, np.ndarray]],
+    smoothings: Sequence[Smoothing],
+    naming: Naming,
+    stage: str,
+    lengths: Sequence[int],
+    horizon: int,
+) -> tuple[pd.DataFrame, dict[str, dict[str, np.ndarray]], dict[str, str]]:
+    """Every smoothing of every trained reading scored (``score_row``), ranked; with the
+    per-seed numbers ``score_noise`` resamples and each member's reading."""
+    rows, per_seed, reading_of = [], {}, {}
+    for name, metrics in trained.items():
+        for smoothing in smoothings:
+            member = naming(get_reading(name), smoothing)
+            per_seed[member] = seed_numbers(metrics, smoothing, lengths, horizon)
+            numbers = median_numbers(per_seed[member], horizon)
+            seeds = metrics["loss"].shape[0]
+            rows.append({**score_row(member, stage, numbers, seeds, lengths),
+                         "smoothing": smoothing.name})  # fmt: skip
+            reading_of[member] = name
+    return rank(pd.DataFrame(rows)), per_seed, reading_of
+
+
+def finalist_readings(ranked: pd.DataFrame, reading_of: Mapping[str, str], n: int) -> list[str]:
+    """The readings of a ranked pass's best members, best first, until ``n`` distinct."""
+    names: list[str] = []
+    for member in ranked.sort_values("rank").reading:
+        if reading_of[member] not in names:
+            names.append(reading_of[member])
+        if len(names) == n:
+            break
+    return names
+
+
 def fit(
-    screen_frame: pd.DataFrame,
+    names: Sequence[str],
+    smoothings: Sequence[Smoothing],
     *,
     seeds: int,
     seed: int,
     milestone_steps: int,
     finalists: int,
     run_lengths: Sequence[int] = RUN_LENGTHS,
-    limit: int = 0,
+    pass_a_seeds: int | None = None,
+    naming: Naming = by_reading,
     on_reading: Callable[[int], None] | None = None,
 ) -> pd.DataFrame:
-    """Stage 2: pass 2a (every candidate up to ``milestone_steps`` steps, stopped early once
-    every seed has crossed loss 0.1; three terms) and pass 2b (the best ``finalists``,
-    continued to ``max(run_lengths)`` steps; four terms), ranked per pass. A finalist's 2b
-    run continues its 2a run (same seeds and data stream, Adam state carried over), so its
-    curve is one run from step 0. Each pass carries its bootstrap noise columns
-    (``score_noise``, keyed by ``seed``)."""
-    smoothing = RecallConfig().smoothing
-    names = candidates(screen_frame, limit)
+    """Stage 2 over the readings ``names``, each member a reading read under one of
+    ``smoothings`` (named by ``naming``); seeds from ``seed``.
+
+    Pass 2a: every reading on ``pass_a_seeds`` seeds (``seeds`` if None) up to
+    ``milestone_steps`` steps, stopped early once every seed has crossed loss 0.1 under
+    every smoothing; every member scored on three terms. Pass 2b: the readings of the best
+    2a members (``finalists`` distinct readings) on ``seeds`` seeds from step 0 to
+    ``max(run_lengths)`` steps (a reading's 2a seeds are its first 2b seeds, same
+    initialisation and data, so 2b repeats them), every member of them scored on four
+    terms. Each pass ranked, with its bootstrap noise columns (``score_noise``, keyed by
+    ``seed``; a pass of one seed has none: zero) and a ``smoothing`` column."""
     if not names:
         raise RunError("stage 2: the screen kept no reading (nothing to fit)")
-    history: dict[str, dict[str, np.ndarray]] = {}
-    rows, per_seed = {"2a": [], "2b": []}, {"2a": {}, "2b": {}}
 
-    def record(stage: str, name: str, lengths: Sequence[int], horizon: int) -> None:
-        per_seed[stage][name] = seed_numbers(history[name], smoothing, lengths, horizon)
-        numbers = median_numbers(per_seed[stage][name], horizon)
-        rows[stage].append(score_row(name, stage, numbers, seeds, lengths))
+    def base(n: int) -> RecallConfig:
+        return RecallConfig(
+            seeds=n, seed=seed, steps=1, mechanisms=("scaled",), chunk_steps=FIT_CHUNK
+        )
 
-    stop = all_crossed(min(THRESHOLDS.values()), smoothing)
-    runs = train_readings(
-        [_scaled_run(n, seeds, seed) for n in names], milestone_steps, history, stop, on_reading
-    )
-    for name in names:
-        record("2a", name, (), milestone_steps)
-    first = rank(pd.DataFrame(rows["2a"]))
+    stop = all_crossed(min(THRESHOLDS.values()), smoothings)
+    readings = [get_reading(n) for n in names]
+    trained = train_scaled(readings, base(pass_a_seeds or seeds), milestone_steps, stop,
+                           on_reading)  # fmt: skip
+    first, first_seeds, reading_of = _scored(trained, smoothings, naming, "2a", (), milestone_steps)
+    chosen = [get_reading(n) for n in finalist_readings(first, reading_of, finalists)]
     horizon = max(run_lengths)
-    finalists = list(first.reading.head(finalists))
-    train_readings([runs[n] for n in finalists], horizon, history, on_reading=on_reading)
-    for name in finalists:
-        record("2b", name, run_lengths, max(horizon, milestone_steps))
+    longer = train_scaled(chosen, base(seeds), horizon, on_reading=on_reading)
+    second, second_seeds, _ = _scored(
+        longer, smoothings, naming, "2b", run_lengths, max(horizon, milestone_steps)
+    )
     key = jax.random.fold_in(jax.random.key(seed), BOOTSTRAP_STREAM)
     frame = pd.concat(
         [
-            score_noise(rank(pd.DataFrame(rows[stage])), per_seed[stage], lengths, key)
-            for stage, lengths in (("2a", ()), ("2b", run_lengths))
+            score_noise(first, first_seeds, (), key),
+            score_noise(second, second_seeds, run_lengths, key),
         ],
         ignore_index=True,
     )
     frame["best_run_length"] = frame["best_run_length"].astype("Int64")
-    return frame[SCORE_COLUMNS]
+    return frame
 
 
 def best_reading(scores: pd.DataFrame) -> tuple[str, int]:
@@ -338,7 +386,7 @@ def best_reading(scores: pd.DataFrame) -> tuple[str, int]:
 
 
 def predicted_readings(scores: pd.DataFrame) -> list[tuple[str, int]]:
-    """Stage 3's readings: those of the last pass within the score's noise of its best
+    """Stage 3's members: those of the last pass within the score's noise of its best
     (``score_noise``), best first, each with its best run length."""
     last = scores[scores["pass"] == scores["pass"].max()].sort_values("rank")
     last = last[last.within_noise.astype(bool)]
@@ -349,16 +397,45 @@ def predicted_readings(scores: pd.DataFrame) -> list[tuple[str, int]]:
 
 
 def predict(
-    name: str,
-    run_length: int,
+    members: Sequence[tuple[str, int]],
     seeds: int,
     seed: int,
+    resolve: Callable[[str], tuple[Reading, Smoothing]],
     on_chunk: Callable[[int], None] | None = None,
-) -> tuple[RecallConfig, list[TrainResult]]:
-    """Stage 3 for one reading: both variants of reading ``name``, identical init and data,
-    ``run_length`` steps."""
-    config = reading_config(
-        get_reading(name), RecallConfig(seeds=seeds, seed=seed, steps=run_length)
-    )
-    runs = [Run(config, load_mechanism(m)) for m in config.mechanisms]
-    return config, train_runs(runs, on_chunk=on_chunk)
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 3: for every member ``(name, run length)`` (``resolve`` gives its reading and
+    smoothing), both variants of its reading on ``seeds`` seeds from ``seed``, identical
+    initialisation and data. Each reading is trained once, to its members' longest run
+    length, and summarised at each member's run length (held-out accuracy then) under its
+    smoothing. Returns (curves, summary), a first column ``reading`` naming the member."""
+    lengths: dict[str, set[int]] = {}
+    for member, length in members:
+        lengths.setdefault(resolve(member)[0].name, set()).add(length)
+    at: dict[tuple[str, int], tuple[RecallConfig, list[TrainResult]]] = {}
+    for name, wanted in lengths.items():
+        config = reading_config(get_reading(name), RecallConfig(seeds=seeds, seed=seed, steps=1))
+        trainer = Trainer([Run(config, load_mechanism(m)) for m in config.mechanisms])
+        for length in sorted(wanted):
+            trainer.run(length, on_chunk)
+            at[name, length] = (config, trainer.results())
+    curves, summaries = [], []
+    for member, length in members:
+        reading, smoothing = resolve(member)
+        config, results = at[reading.name, length]
+        curves.append(curves_frame(results, config, smoothing).assign(reading=member))
+        summaries.append(summary_frame(results, config, smoothing).assign(reading=member))
+    return _reading_first(curves), _reading_first(summaries)
+
+
+def prediction_steps(members: Sequence[tuple[str, int]], resolve: Callable) -> int:
+    """Training steps ``predict`` takes (both variants), for a progress bar."""
+    longest: dict[str, int] = {}
+    for member, length in members:
+        name = resolve(member)[0].name
+        longest[name] = max(length, longest.get(name, 0))
+    return 2 * sum(longest.values())
+
+
+def _reading_first(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[["reading", *frame.columns.drop("reading")]]

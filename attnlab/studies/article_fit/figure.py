@@ -1,4 +1,5 @@
-"""Figure 7 (experiment 09): the article fit: screen, fitted curves, ranking."""
+"""Figure 7 (experiment 09): the article fit, one row per family: screen, the best
+reading's curves, ranking."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 
 from attnlab.harness.figures import (
     COLUMN_WIDTH_IN,
@@ -17,91 +19,92 @@ from attnlab.harness.figures import (
     seeds_text,
 )
 from attnlab.harness.tables import Tables
-from attnlab.studies.article_fit.compute import CURVES_CSV, SCORES_CSV, SCREEN_CSV
+from attnlab.studies.article_fit.compute import CURVES_CSV, QUALITY, SCORES_CSV, SCREEN_CSV
+from attnlab.studies.article_fit.second import CURVES_2_CSV, SCORES_2_CSV, SCREEN_2_CSV
 from attnlab.studies.recall.figure import mark_article_milestones
 from attnlab.studies.recall.report import fit_predictions
 
 ARTICLE_STEP0 = (0.1085, 1.0610)  # scaled, unscaled
+#: Rows of the figure: (title, screen CSV, scores CSV, prediction curves CSV, whether
+#: pass 2a took only the readings within the quality bar).
+ROWS = (
+    ("first family", SCREEN_CSV, SCORES_CSV, CURVES_CSV, False),
+    ("second family", SCREEN_2_CSV, SCORES_2_CSV, CURVES_2_CSV, True),
+)
+
+
+def _screen_panel(ax: plt.Axes, screen: pd.DataFrame, family: str, bar: bool) -> None:
+    """Step-0 norms of every reading, kept ones in the scaled colour, the kept band shaded
+    (and, for a fit whose pass 2a took only them, the quality bar's band darker)."""
+    kept = screen.kept.astype(bool)
+    ax.scatter(screen.grad_norm_wq_scaled[~kept], screen.grad_norm_wq_unscaled[~kept], s=4,
+               color="0.65", label=f"screened out ({int((~kept).sum())})")  # fmt: skip
+    ax.scatter(screen.grad_norm_wq_scaled[kept], screen.grad_norm_wq_unscaled[kept], s=7,
+               color=VARIANT_COLORS["scaled"], label=f"kept ({int(kept.sum())})")  # fmt: skip
+    ax.axvspan(ARTICLE_STEP0[0] / 1.5, ARTICLE_STEP0[0] * 1.5, color="0.92", zorder=0)
+    if bar:
+        ax.axvspan(ARTICLE_STEP0[0] * (1 - QUALITY), ARTICLE_STEP0[0] * (1 + QUALITY),
+                   color="0.8", zorder=0, label=f"trained: ±{QUALITY:.0%}")  # fmt: skip
+    ax.plot(*ARTICLE_STEP0, marker="*", ms=11, color="#d62728", mec="black", mew=0.5, ls="",
+            label="article", zorder=5)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"step-0 $\|\nabla W_Q\|$, scaled")
+    ax.set_ylabel(r"step-0 $\|\nabla W_Q\|$, unscaled")
+    ax.set_title(f"screen, {family}: {len(screen)} readings (medians)")
+    ax.legend(loc="upper left")
+
+
+def _curves_panel(ax: plt.Axes, curves: pd.DataFrame, reading: str) -> None:
+    """The best reading's smoothed loss, both variants, with the article's milestones."""
+    band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
+    for threshold in (1.0, 0.1):
+        ax.axhline(threshold, color="0.5", ls="--", lw=0.8)
+    mark_article_milestones(ax)
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("smoothed training loss (nats)")
+    ax.set_title(f"{reading} ({seeds_text(curves.seed.nunique())})", fontsize=6)
+    ax.legend(loc="upper right")  # above the late, low curves
+
+
+def _ranking_panel(ax: plt.Axes, scores: pd.DataFrame) -> None:
+    """Pass 2a's best twelve as bars, pass 2b's score ± bootstrap SE on those it trained."""
+    first = scores[scores["pass"] == scores["pass"].min()].sort_values("rank").head(12)
+    last = scores[scores["pass"] == scores["pass"].max()]
+    y = np.arange(len(first))[::-1]
+    ax.barh(y, first.score, color="0.7", label=f"pass {first['pass'].iloc[0]} (3 terms)")
+    position = dict(zip(first.reading, y, strict=True))
+    final = last[last.reading.isin(position)]
+    ax.errorbar(final.score, [position[r] for r in final.reading], xerr=final.score_se,
+                marker="o", ms=4, ls="", capsize=2, color=VARIANT_COLORS["scaled"],
+                label=f"pass {last['pass'].iloc[0]} (4 terms) ± bootstrap SE")  # fmt: skip
+    ax.set_yticks(y, first.reading, fontsize=4.5)
+    ax.set_xlabel("score: RMS log ratio to the article (dimensionless)")
+    ax.set_title("stage-2 ranking (scaled numbers only)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)  # below the data
 
 
 def fig7_article_fit(tables: Tables, figures_dir: Path) -> list[Path]:
-    """(a) step-0 norms of every reading, (b) the fitted reading's curves with the article's
-    milestones, (c) the stage-2 ranking, finalists with their bootstrap standard errors."""
-    screen = tables.get(
-        SCREEN_CSV, ["name", "grad_norm_wq_scaled", "grad_norm_wq_unscaled", "kept"]
-    )
-    scores = tables.get(SCORES_CSV, ["reading", "pass", "score", "rank", "score_se"])
-    fitted = fit_predictions(tables, CURVES_CSV)[0]
-    curves = tables.get(fitted.csv, ["variant", "seed", "step", "smoothed_loss"])
-    last = scores[scores["pass"] == scores["pass"].max()].sort_values("rank")
+    """One row per family: (a, d) step-0 norms of every reading, (b, e) the best reading's
+    curves with the article's milestones, (c, f) the stage-2 ranking."""
     with plt.rc_context(STYLE):
-        fig, (a, b, c) = plt.subplots(
-            1, 3, figsize=(3 * COLUMN_WIDTH_IN, 2.9), gridspec_kw={"width_ratios": [1, 1.2, 1]}
-        )
-        kept = screen.kept.astype(bool)
-        a.scatter(
-            screen.grad_norm_wq_scaled[~kept],
-            screen.grad_norm_wq_unscaled[~kept],
-            s=5,
-            color="0.65",
-            label=f"screened out ({int((~kept).sum())})",
-        )
-        a.scatter(
-            screen.grad_norm_wq_scaled[kept],
-            screen.grad_norm_wq_unscaled[kept],
-            s=9,
-            color=VARIANT_COLORS["scaled"],
-            label=f"kept ({int(kept.sum())})",
-        )
-        a.axvspan(ARTICLE_STEP0[0] / 1.5, ARTICLE_STEP0[0] * 1.5, color="0.9", zorder=0)
-        a.plot(
-            *ARTICLE_STEP0,
-            marker="*",
-            ms=11,
-            color="#d62728",
-            mec="black",
-            mew=0.5,
-            ls="",
-            label="article",
-            zorder=5,
-        )
-        a.set_xscale("log")
-        a.set_yscale("log")
-        a.set_xlabel(r"step-0 $\|\nabla W_Q\|$, scaled")
-        a.set_ylabel(r"step-0 $\|\nabla W_Q\|$, unscaled")
-        a.set_title(f"(a) screen: {len(screen)} readings (medians)")
-        a.legend(loc="upper left")
-
-        band_by_variant(b, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
-        for threshold in (1.0, 0.1):
-            b.axhline(threshold, color="0.5", ls="--", lw=0.8)
-        mark_article_milestones(b)
-        b.set_yscale("log")
-        b.set_xlabel("training step")
-        b.set_ylabel("smoothed training loss (nats)")
-        b.set_title(f"(b) {fitted.reading} ({seeds_text(curves.seed.nunique())})", fontsize=7)
-        b.legend(loc="upper right")  # above the late, low curves
-
-        ranked = last.iloc[::-1]
-        first = scores[scores["pass"] == scores["pass"].min()].sort_values("rank").head(12)
-        y = np.arange(len(first))[::-1]
-        c.barh(y, first.score, color="0.7", label=f"pass {first['pass'].iloc[0]} (3 terms)")
-        position = dict(zip(first.reading, y, strict=True))
-        final = ranked[ranked.reading.isin(position)]
-        c.errorbar(
-            final.score,
-            [position[r] for r in final.reading],
-            xerr=final.score_se,
-            marker="o",
-            ms=4,
-            ls="",
-            capsize=2,
-            color=VARIANT_COLORS["scaled"],
-            label=f"pass {last['pass'].iloc[0]} (4 terms) ± bootstrap SE",
-        )
-        c.set_yticks(y, first.reading, fontsize=5)
-        c.set_xlabel("score: RMS log ratio to the article (dimensionless)")
-        c.set_title("(c) stage-2 ranking (scaled numbers only)")
-        c.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)  # below the data
+        fig, axes = plt.subplots(
+            len(ROWS), 3, figsize=(3 * COLUMN_WIDTH_IN, 2.9 * len(ROWS)),
+            gridspec_kw={"width_ratios": [1, 1.2, 1]}, squeeze=False,
+        )  # fmt: skip
+        letters = iter("abcdef")
+        for (family, screen_csv, scores_csv, curves_csv, bar), row in zip(ROWS, axes, strict=True):
+            screen = tables.get(
+                screen_csv, ["name", "grad_norm_wq_scaled", "grad_norm_wq_unscaled", "kept"]
+            )
+            scores = tables.get(scores_csv, ["reading", "pass", "score", "rank", "score_se"])
+            best = fit_predictions(tables, curves_csv)[0]
+            curves = tables.get(best.csv, ["variant", "seed", "step", "smoothed_loss"])
+            _screen_panel(row[0], screen, family, bar)
+            _curves_panel(row[1], curves, best.reading)
+            _ranking_panel(row[2], scores)
+            for ax in row:
+                ax.set_title(f"({next(letters)}) {ax.get_title()}", fontsize=ax.title.get_size())
         fig.tight_layout()
         return save(fig, figures_dir, "fig7_article_fit")

@@ -45,7 +45,13 @@ from attnlab.core.curves import debiased_ema, trailing_mean
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.recall.model import INITS, SLOTS
 from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, sample_sequence
-from attnlab.studies.recall.train import RecallConfig, make_model, seed_keys
+from attnlab.studies.recall.train import (
+    RecallConfig,
+    TrainState,
+    make_model,
+    make_optimizer,
+    seed_keys,
+)
 
 _SCALED = MECHANISMS["scaled"]
 
@@ -149,6 +155,12 @@ FAMILY_2_READINGS: tuple[Reading, ...] = tuple(
 FAMILY_2: tuple[tuple[Reading, Smoothing], ...] = tuple(
     itertools.product(FAMILY_2_READINGS, SMOOTHINGS)
 )
+
+
+def pair_name(reading: Reading, smoothing: Smoothing) -> str:
+    """A member of the second family by name: ``concat-natural-nobias-d24-b96/ema0.95``."""
+    return f"{reading.name}/{smoothing.name}"
+
 
 _BY_NAME: dict[str, Reading] = {r.name: r for r in FAMILY_2_READINGS}
 #: Today's 04 defaults: concat slots, natural init, no biases, d_model 256, batch size 64.
@@ -270,6 +282,43 @@ def _pad(params: dict, slot: str, d_model: int | None, width: int | None, bias: 
         w = params[name]
         halves = (w[:, :d_model], w[:, d_model:]) if slot == "concat" else (w,)
         out[name] = jnp.concatenate([rows(h) for h in halves], axis=1)
+    return out
+
+
+def padded_groups(
+    readings: Sequence[Reading], base: RecallConfig
+) -> list[tuple[RecallConfig, list[Reading], list[TrainState]]]:
+    """Step-0 training states of ``readings``, grouped so that each group trains as lanes of
+    one compiled program (``Trainer``).
+
+    A group is the readings of one slot, bias and batch size (groups in order of first
+    member), inside one model: ``base`` with that slot, bias and batch size and the group's
+    widest ``d_model``. Each reading's ``TrainState``, stacked over ``base.seed_values``, is
+    its step-0 parameters (``init_params``'s draw, from ``_initial_params``: one compiled
+    initialiser for every group) zero-padded to that width (``_pad``) and Adam's step-0
+    state. Training a padded state trains the reading: a padded embedding column or
+    projection row only ever meets exact zeros, so its gradient is exactly 0 and Adam's
+    update of it is ``0 / (0 + eps) = 0``; it stays 0, and every other number gains only
+    zero terms (float32 summation order may differ).
+    """
+    readings = list(readings)
+    params = _initial_params(
+        dict.fromkeys((r.slot, r.init, r.d_model) for r in readings), base, base.seed_values
+    )
+    init_adam = jax.vmap(make_optimizer(1.0).init)
+    groups: dict[tuple, list[Reading]] = {}
+    for r in readings:
+        groups.setdefault((r.slot, r.bias, r.batch_size), []).append(r)
+    out = []
+    for (slot, bias, batch_size), members in groups.items():
+        width = None if slot == "onehot" else max(r.d_model for r in members)
+        states = []
+        for r in members:
+            padded = _pad(params[r.slot, r.init, r.d_model], slot, r.d_model, width, bias)
+            padded = {k: v for k, v in padded.items() if bias or k not in _BIASES}
+            states.append(TrainState(padded, init_adam(padded)))
+        config = reading_config(_reading(slot, "natural", bias, width, batch_size), base)
+        out.append((config, members, states))
     return out
 
 

@@ -1,13 +1,13 @@
 """The report's section for experiment 04: the article's training numbers over our seeds,
 under each reading of the set-up the article leaves open.
 
-Two readings are judged side by side: 04's (``natural`` unless 04 ran with ``--reading``)
-from ``04_recall_summary.csv``, and the reading experiment 09 fitted on the article's
-scaled numbers, from its prediction run (``09_fit_prediction_summary.csv``, whose
-``reading`` column also holds every finalist within the score's noise of the fitted one).
+Up to three readings are judged side by side: 04's (``natural`` unless 04 ran with
+``--reading``) from ``04_recall_summary.csv``, and the readings experiment 09's two fits
+chose on the article's scaled numbers, from their prediction runs (``FITS``: each summary's
+``reading`` column also holds every finalist within the score's noise of the best one).
 The section's tally counts 04's column; each reading gets its own count line, and the
-report's summary a line for each of the two readings (``tallies``). Without 09's CSVs the
-section shows 04's column alone and says how to make the other.
+report's summary a line for each column's reading (``tallies``). A fit whose CSVs are
+missing is left out, and the section says how to make them.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ from attnlab.harness.verdicts import WITHIN, Row, claim_rows, seed_values, tally
 
 FIT_SUMMARY_CSV = "09_fit_prediction_summary.csv"
 FIT_CURVES_CSV = "09_fit_prediction_curves.csv"
+FIT_2_SUMMARY_CSV = "12_second_fit_prediction_summary.csv"
+#: The fits of experiment 09 with a column in the training table: (prediction summary,
+#: how the table names it).
+FITS = ((FIT_SUMMARY_CSV, "first fit"), (FIT_2_SUMMARY_CSV, "second fit"))
 #: "Near": our median within this relative distance of the article's number.
 NEAR = 0.25
 #: The scaled quantities experiment 09's fit was scored on (columns of the summary CSV).
@@ -96,24 +100,24 @@ def natural_name(tables: Tables) -> str:
     return tables.flags(RECALL_SUMMARY_CSV).get("reading") or "natural"
 
 
-def fitted_label(tables: Tables) -> str:
-    """ "09's fitted reading", with its name where 09's sidecar gives one."""
-    flags = tables.flags(FIT_SUMMARY_CSV)
+def fitted_label(tables: Tables, csv: str = FIT_SUMMARY_CSV, fit: str = "first fit") -> str:
+    """ "09's first fit `<reading>`", with the name where the fit's sidecar gives one."""
+    flags = tables.flags(csv)
     name = next(iter(flags.get("readings") or {}), flags.get("reading"))
-    return f"09's fitted reading `{name}`" if name else "09's fitted reading"
+    return f"09's {fit} `{name}`" if name else f"09's {fit}"
 
 
 def tallies(tables: Tables) -> list[tuple[str, Callable[[], list[Row]]]]:
     """The report summary's lines of this study: the training claims judged under 04's
-    reading and under the reading 09 fitted, each its own line."""
+    reading and under the best reading of each fit of 09, each its own line."""
 
-    def fitted() -> list[Row]:
-        return reading_rows(tables, fit_predictions(tables)[0].csv)[0]
+    def best(csv: str) -> Callable[[], list[Row]]:
+        return lambda: reading_rows(tables, fit_predictions(tables, csv)[0].csv)[0]
 
     return [
         (f"recall: 04's reading `{natural_name(tables)}`",
          lambda: reading_rows(tables, RECALL_SUMMARY_CSV)[0]),
-        (f"recall: {fitted_label(tables)}", fitted),
+        *((f"recall: {fitted_label(tables, csv, fit)}", best(csv)) for csv, fit in FITS),
     ]  # fmt: skip
 
 
@@ -132,35 +136,40 @@ def section(tables: Tables) -> str:
     cells = [(a.quantity, f"“{a.quote}”", a.article, a.ours, a.verdict) for a in natural]
     counts = [count_line(f"`{natural_reading}` (04)", natural, natural_near)]
     natural_text = f"04's (`{natural_reading}`, {n_natural} seeds, {natural_steps} steps)"
-    if tables.has(FIT_SUMMARY_CSV):
-        fitted, *also = fit_predictions(tables)
-        fitted_rows, fitted_near = reading_rows(tables, fitted.csv)
-        n_fitted = tables.get(fitted.csv, ["seed"]).seed.nunique()
-        header += [f"fitted, {fitted.reading} (09): median [min, max]", "Verdict"]
-        for i, (claim, b) in enumerate(zip(TRAINING_CLAIMS, fitted_rows, strict=True)):
-            fit_mark = " (fit)" if seen_by_fit(claim) else ""
-            cells[i] += (b.ours + fit_mark, b.verdict)
-        counts.append(count_line(f"`{fitted.reading}` (09, fitted)", fitted_rows, fitted_near))
+    columns, missing = [], []
+    for csv, fit in FITS:
+        if not tables.has(csv):
+            missing.append(f"the {fit}'s (`{tables.made_by(csv)}`)")
+            continue
+        best, *also = fit_predictions(tables, csv)
+        rows, nears = reading_rows(tables, best.csv)
+        n_seeds = tables.get(best.csv, ["seed"]).seed.nunique()
+        header += [f"{fit}, {best.reading} (09): median [min, max]", "Verdict"]
+        for i, (claim, b) in enumerate(zip(TRAINING_CLAIMS, rows, strict=True)):
+            cells[i] += (b.ours + (" (fit)" if seen_by_fit(claim) else ""), b.verdict)
+        counts.append(count_line(f"`{best.reading}` (09, {fit}, best)", rows, nears))
         counts += [
             count_line(
-                f"`{p.reading}` (09, within the fit's noise; {p.steps} steps)",
+                f"`{p.reading}` (09, {fit}, within its noise; {p.steps} steps)",
                 *reading_rows(tables, p.csv),
             )  # fmt: skip
             for p in also
         ]
-        readings = (
-            "Two readings of that set-up, each over seeds with identical initialisation and "
-            f"data for both variants: {natural_text} and the reading experiment 09 fitted on "
-            f"the article's scaled numbers (`{fitted.reading}`, {n_fitted} seeds, "
-            f"{fitted.steps} steps; *(fit)* marks the four numbers the fit was scored on, "
-            "every other number of that column is a prediction)."
+        columns.append(f"the best reading of 09's {fit} (`{best.reading}`, {n_seeds} seeds, "
+                       f"{best.steps} steps)")  # fmt: skip
+    readings = (
+        "Readings of that set-up, each over seeds with identical initialisation and data for "
+        f"both variants: {natural_text}"
+        + "".join(f"; {c}" for c in columns)
+        + (
+            ". Each fit chose its reading on the article's scaled numbers alone: *(fit)* marks "
+            "the four numbers it was scored on, every other number of its column is a "
+            "prediction."
+            if columns
+            else "."
         )
-    else:
-        readings = (
-            f"One reading of that set-up, over seeds with identical initialisation and data "
-            f"for both variants: {natural_text}. The column of the reading experiment 09 "
-            f"fitted is left out: run `{tables.made_by(FIT_SUMMARY_CSV)}` to make it."
-        )
+        + (f" Left out for want of their CSVs: {', '.join(missing)}." if missing else "")
+    )
     return "\n\n".join(
         [
             "## Training demo (experiment 04)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -19,12 +19,24 @@ CURVE_COLUMNS = list(CURVES)
 SUMMARY_COLUMNS = list(SUMMARY)
 
 
-def curves_frame(results: Iterable[TrainResult], config: RecallConfig) -> pd.DataFrame:
-    """One row per (variant, seed, step): loss, smoothed loss and the diagnostics."""
+#: A smoothing of loss curves along their last axis (``readings.Smoothing`` is one).
+Smoother = Callable[[np.ndarray], np.ndarray]
+
+
+def _smoother(config: RecallConfig, smoothing: Smoother | None) -> Smoother:
+    """``smoothing``, or the trailing mean over ``config.smoothing`` steps if None."""
+    return smoothing or (lambda loss: trailing_mean(loss, config.smoothing))
+
+
+def curves_frame(
+    results: Iterable[TrainResult], config: RecallConfig, smoothing: Smoother | None = None
+) -> pd.DataFrame:
+    """One row per (variant, seed, step): loss, smoothed loss (under ``smoothing``; the
+    trailing mean over ``config.smoothing`` steps if None) and the diagnostics."""
     frames = []
     for result in results:
         n_seeds, n_steps = result.metrics["loss"].shape
-        smoothed = trailing_mean(result.metrics["loss"], config.smoothing)
+        smoothed = _smoother(config, smoothing)(result.metrics["loss"])
         data = {
             "variant": result.mechanism,
             "seed": np.repeat(result.seeds, n_steps),
@@ -37,12 +49,15 @@ def curves_frame(results: Iterable[TrainResult], config: RecallConfig) -> pd.Dat
     return pd.concat(frames, ignore_index=True)[CURVE_COLUMNS]
 
 
-def summary_frame(results: Iterable[TrainResult], config: RecallConfig) -> pd.DataFrame:
-    """One row per (variant, seed): step-0 gradients, milestones, final loss, accuracy and
-    the mid-training plateau if there is one. Milestones never reached are left empty."""
+def summary_frame(
+    results: Iterable[TrainResult], config: RecallConfig, smoothing: Smoother | None = None
+) -> pd.DataFrame:
+    """One row per (variant, seed): step-0 gradients, milestones and final loss of the loss
+    under ``smoothing`` (as ``curves_frame``), accuracy and the mid-training plateau if
+    there is one. Milestones never reached are left empty."""
     rows = []
     for result in results:
-        smoothed = trailing_mean(result.metrics["loss"], config.smoothing)
+        smoothed = _smoother(config, smoothing)(result.metrics["loss"])
         steps = np.arange(smoothed.shape[1]) + result.start_step
         for i, seed in enumerate(result.seeds):
             row = {

@@ -391,7 +391,14 @@ def _stacked_constants(runs: Sequence[Run]) -> MechanismConstants:
     """Each run's mechanism constants at its width, each stacked ``[len(runs)]`` (the runs
     share a program, so their mechanisms have the same constants' names)."""
     values = [run.mechanism.constant_values(run.config.d_k) for run in runs]
-    return {name: jnp.asarray([v[name] for v in values], jnp.float32) for name in values[0]}
+    return {name: np.asarray([v[name] for v in values], np.float32) for name in values[0]}
+
+
+def _host_concatenate(trees: Sequence) -> object:
+    """``trees`` (of one structure) concatenated leaf by leaf along the leading axis, as
+    numpy arrays: stacking and slicing lanes on the host compiles nothing (an eager
+    ``jnp.concatenate`` or slice compiles a program per shape)."""
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *trees)
 
 
 class _Lanes(NamedTuple):
@@ -484,9 +491,9 @@ class Trainer:
         states = [run.state if run.state is not None else initial_state(run.config, run.mechanism)
                   for run in runs]  # fmt: skip
         lanes = (
-            jax.tree.map(lambda *xs: jnp.concatenate(xs), *states),
-            jnp.asarray([self.seeds.index(seed) for _, seed in self.lanes], jnp.int32),
-            jnp.asarray([runs[r].rate for r, _ in self.lanes], jnp.float32),
+            _host_concatenate(states),
+            np.asarray([self.seeds.index(seed) for _, seed in self.lanes], np.int32),
+            np.asarray([runs[r].rate for r, _ in self.lanes], np.float32),
             _stacked_constants([runs[r] for r, _ in self.lanes]),
         )
         per_lane = lane_bytes(self.config, lanes[0])
@@ -508,7 +515,7 @@ class Trainer:
         """Every seed's held-out set (``held_out_batches``), ``[seeds, eval_size, ...]``."""
         config = replace(self.runs[0].config, seed=self.seeds[0], seeds=1)
         sets = [held_out_batches(replace(config, seed=s)) for s in self.seeds]
-        return replicate(jax.tree.map(lambda *xs: jnp.concatenate(xs), *sets))
+        return replicate(_host_concatenate(sets))
 
     def _record(self) -> None:
         program = _diagnostics_program(self.model, self.diagnostics)
@@ -530,7 +537,7 @@ class Trainer:
         program = _chunk_program(self.model, self.metric_names)
         while self.step < until:
             end = min(self.step + self.config.chunk_steps, until)
-            steps = jnp.arange(self.step, end)
+            steps = np.arange(self.step, end)
             batches = draw_chunk(self._data_keys, steps, self.config.batch_size, self.config.task)
             outputs = []
             for i, b in enumerate(self._blocks):
@@ -605,13 +612,11 @@ class Trainer:
     @property
     def state(self) -> TrainState:
         """Every lane's state, ``[lanes, ...]``."""
-        return jax.tree.map(lambda *xs: jnp.concatenate(xs)[: self.n_lanes],
-                            *(b.state for b in self._blocks))  # fmt: skip
+        return self._lanes_of([b.state for b in self._blocks])
 
     def _lanes_of(self, outputs: list):
         """Per-block outputs as numpy arrays ``[lanes, ...]`` (block padding removed)."""
-        return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs])[: self.n_lanes],
-                            *outputs)  # fmt: skip
+        return jax.tree.map(lambda x: x[: self.n_lanes], _host_concatenate(outputs))
 
     def _per_block(self, fn: Callable[[_Lanes], object]):
         return self._lanes_of([fn(b) for b in self._blocks])
