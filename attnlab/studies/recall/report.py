@@ -55,11 +55,13 @@ def fit_predictions(tables: Tables, csv: str = FIT_SUMMARY_CSV) -> list[Predicti
     """The readings 09 predicted from its ``csv`` (summary or curves), the fitted one first;
     the run lengths come from the sidecar."""
     flags = tables.flags(csv)
-    lengths = flags.get("readings") or {flags.get("reading", "fitted"): flags.get("run_length")}
-    return [
-        Prediction(name, tables.subset(csv, "reading", name), length or "?")
-        for name, length in lengths.items()
-    ]
+    best = flags.get("reading", "fitted")
+    lengths = flags.get("readings") or {best: flags.get("run_length")}
+    # The sidecar's keys are sorted by name; the CSV holds the readings best first.
+    order = list(dict.fromkeys(tables.get(csv, ["reading"]).reading)) if tables.has(csv) else []
+    names = sorted(lengths, key=lambda n: (n != best, order.index(n) if n in order else len(order)))
+    return [Prediction(name, tables.subset(csv, "reading", name), lengths[name] or "?")
+            for name in names]  # fmt: skip
 
 
 def seen_by_fit(claim: Claim) -> bool:
@@ -103,7 +105,7 @@ def natural_name(tables: Tables) -> str:
 def fitted_label(tables: Tables, csv: str = FIT_SUMMARY_CSV, fit: str = "first fit") -> str:
     """ "09's first fit `<reading>`", with the name where the fit's sidecar gives one."""
     flags = tables.flags(csv)
-    name = next(iter(flags.get("readings") or {}), flags.get("reading"))
+    name = flags.get("reading") or next(iter(flags.get("readings") or {}), None)
     return f"09's {fit} `{name}`" if name else f"09's {fit}"
 
 
