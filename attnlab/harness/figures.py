@@ -75,11 +75,6 @@ STYLE = {
 }
 
 
-def seeds_text(n: int) -> str:
-    """``"1 seed"``, ``"5 seeds"``."""
-    return f"{n} seed" + ("" if n == 1 else "s")
-
-
 def save(fig: plt.Figure, figures_dir: Path, stem: str) -> list[Path]:
     """Write ``stem.png`` (DPI dots per inch) and ``stem.pdf``; return both paths."""
     paths = []

@@ -79,6 +79,11 @@ def select(frame: pd.DataFrame, where: dict[str, object]) -> pd.DataFrame:
     return frame[mask]
 
 
+def seeds_text(n: int) -> str:
+    """``"1 seed"``, ``"5 seeds"``."""
+    return f"{n} seed" + ("" if n == 1 else "s")
+
+
 def fmt(x: float, digits: int = 4) -> str:
     """``x`` with ``digits`` significant digits."""
     return f"{x:.{digits}g}"

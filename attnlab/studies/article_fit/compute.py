@@ -303,11 +303,11 @@ def _scored(
     per-seed numbers ``score_noise`` resamples and each member's reading."""
     rows, per_seed, reading_of = [], {}, {}
     for name, metrics in trained.items():
+        seeds = metrics["loss"].shape[0]
         for smoothing in smoothings:
             member = naming(get_reading(name), smoothing)
             per_seed[member] = seed_numbers(metrics, smoothing, lengths, horizon)
             numbers = median_numbers(per_seed[member], horizon)
-            seeds = metrics["loss"].shape[0]
             rows.append({**score_row(member, stage, numbers, seeds, lengths),
                          "smoothing": smoothing.name})  # fmt: skip
             reading_of[member] = name
@@ -408,16 +408,13 @@ def predict(
     initialisation and data. Each reading is trained once, to its members' longest run
     length, and summarised at each member's run length (held-out accuracy then) under its
     smoothing. Returns (curves, summary), a first column ``reading`` naming the member."""
-    lengths: dict[str, set[int]] = {}
-    for member, length in members:
-        lengths.setdefault(resolve(member)[0].name, set()).add(length)
     at: dict[tuple[str, int], tuple[RecallConfig, list[TrainResult]]] = {}
-    for name, wanted in lengths.items():
-        config = reading_config(get_reading(name), RecallConfig(seeds=seeds, seed=seed, steps=1))
+    for reading, wanted in _lengths_by_reading(members, resolve).items():
+        config = reading_config(reading, RecallConfig(seeds=seeds, seed=seed, steps=1))
         trainer = Trainer([Run(config, load_mechanism(m)) for m in config.mechanisms])
-        for length in sorted(wanted):
+        for length in wanted:
             trainer.run(length, on_chunk)
-            at[name, length] = (config, trainer.results())
+            at[reading.name, length] = (config, trainer.results())
     curves, summaries = [], []
     for member, length in members:
         reading, smoothing = resolve(member)
@@ -427,13 +424,22 @@ def predict(
     return _reading_first(curves), _reading_first(summaries)
 
 
-def prediction_steps(members: Sequence[tuple[str, int]], resolve: Callable) -> int:
-    """Training steps ``predict`` takes (both variants), for a progress bar."""
-    longest: dict[str, int] = {}
+def _lengths_by_reading(
+    members: Sequence[tuple[str, int]], resolve: Callable[[str], tuple[Reading, Smoothing]]
+) -> dict[Reading, list[int]]:
+    """The run lengths ``predict`` summarises each reading at, ascending."""
+    lengths: dict[Reading, set[int]] = {}
     for member, length in members:
-        name = resolve(member)[0].name
-        longest[name] = max(length, longest.get(name, 0))
-    return 2 * sum(longest.values())
+        lengths.setdefault(resolve(member)[0], set()).add(length)
+    return {reading: sorted(wanted) for reading, wanted in lengths.items()}
+
+
+def prediction_steps(
+    members: Sequence[tuple[str, int]], resolve: Callable[[str], tuple[Reading, Smoothing]]
+) -> int:
+    """Training steps ``predict`` takes (both variants, each reading to its longest run
+    length), for a progress bar."""
+    return 2 * sum(wanted[-1] for wanted in _lengths_by_reading(members, resolve).values())
 
 
 def _reading_first(frames: list[pd.DataFrame]) -> pd.DataFrame:

@@ -16,9 +16,8 @@ from attnlab.harness.figures import (
     VARIANT_LABELS,
     band_by_variant,
     save,
-    seeds_text,
 )
-from attnlab.harness.tables import Tables
+from attnlab.harness.tables import Tables, seeds_text
 from attnlab.studies.article_fit.compute import CURVES_CSV, QUALITY, SCORES_CSV, SCREEN_CSV
 from attnlab.studies.article_fit.second import CURVES_2_CSV, SCORES_2_CSV, SCREEN_2_CSV
 from attnlab.studies.recall.figure import mark_article_milestones

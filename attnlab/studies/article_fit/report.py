@@ -7,7 +7,7 @@ import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS
 from attnlab.harness.headlines import medians
-from attnlab.harness.tables import Tables, fmt, markdown_table
+from attnlab.harness.tables import Tables, fmt, markdown_table, seeds_text
 from attnlab.harness.verdicts import WITHIN
 from attnlab.studies.article_fit.compute import (
     ARTICLE_SCALED,
@@ -57,10 +57,6 @@ def unseen_counts(tables: Tables, csv: str) -> tuple[int, int, int]:
         if r.kind == "measured" and not seen_by_fit(c)
     ]
     return len(unseen), sum(r.verdict == WITHIN for r, _ in unseen), sum(bool(n) for _, n in unseen)
-
-
-def _seeds(n: int) -> str:
-    return f"{n} seed" + ("" if n == 1 else "s")
 
 
 def _fit_part(tables: Tables, screen_csv: str, scores_csv: str, summary_csv: str) -> dict:
@@ -173,10 +169,10 @@ def section(tables: Tables) -> str:
         f"screen kept {second['kept']} readings (factor 1.5, as the first fit); pass 2a "
         f"trained the kept readings whose screened median is also within ±{QUALITY:.0%} of "
         "0.1085 (a reading outside misses the quality bar's first number on the screen's "
-        f"seeds) on {_seeds(second['pass_a_seeds'])} to the milestone horizon, and scored "
+        f"seeds) on {seeds_text(second['pass_a_seeds'])} to the milestone horizon, and scored "
         f"each under every smoothing ({second['trained']} members, three terms; a cut, "
         "without noise where it has one seed); pass 2b trained the readings of the best "
-        f"members on {_seeds(second['seeds'])} from step 0 to the longest run length and "
+        f"members on {seeds_text(second['seeds'])} from step 0 to the longest run length and "
         "scored every smoothing of them on four terms. "
         f"Best member: **{second['best']}** (score {second['score']:.3f}). {verdict}",
         second["table"],
@@ -197,13 +193,17 @@ def _gap(row: pd.Series, scores: pd.DataFrame) -> str:
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).
+def _kept_headline(frame: pd.DataFrame) -> str:
+    return f"{int(frame.kept.sum())} of {len(frame)} readings kept"
+
+
+def _prediction_headline(frame: pd.DataFrame) -> str:
+    return medians(frame, "variant", "step_loss_below_1", "median step to smoothed loss 1")
+
+
 HEADLINES = {
-    "09_fit_screen.csv": lambda f: f"{int(f.kept.sum())} of {len(f)} readings kept",
-    "09_fit_prediction_summary.csv": lambda f: medians(
-        f, "variant", "step_loss_below_1", "median step to smoothed loss 1"
-    ),
-    "12_second_fit_screen.csv": lambda f: f"{int(f.kept.sum())} of {len(f)} readings kept",
-    "12_second_fit_prediction_summary.csv": lambda f: medians(
-        f, "variant", "step_loss_below_1", "median step to smoothed loss 1"
-    ),
+    SCREEN_CSV: _kept_headline,
+    FIT_SUMMARY_CSV: _prediction_headline,
+    SCREEN_2_CSV: _kept_headline,
+    SUMMARY_2_CSV: _prediction_headline,
 }

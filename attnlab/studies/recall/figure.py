@@ -15,9 +15,8 @@ from attnlab.harness.figures import (
     band_by_variant,
     mark_milestones,
     save,
-    seeds_text,
 )
-from attnlab.harness.tables import Tables
+from attnlab.harness.tables import Tables, seeds_text
 from attnlab.studies.recall.report import FIT_CURVES_CSV, fit_predictions
 
 #: The article's milestones: (variant, smoothed-loss threshold, step).

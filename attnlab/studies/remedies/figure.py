@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, save, seeds_text
-from attnlab.harness.tables import Tables
+from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, save
+from attnlab.harness.tables import Tables, seeds_text
 
 
 def fig4_remedies(tables: Tables, figures_dir: Path) -> list[Path]:
