@@ -1,0 +1,58 @@
+"""attnlab.core.ownership: the logits' elasticity to the scale of q and k, against closed
+forms (2 for bilinear logits, 0 for normalised q and k, a cap's tanh law)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnlab.core.ownership import logit_elasticity, logit_scale, owner
+from attnlab.core.temperature import BUILTINS
+
+D_K, N = 32, 16
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def _qk(scale: float = 1.0):
+    kq, kk = jax.random.split(jax.random.key(3))
+    return (scale * jax.random.normal(kq, (4, 8, D_K)), scale * jax.random.normal(kk, (4, N, D_K)))
+
+
+@pytest.mark.parametrize("name", ["scaled", "unscaled", "inv_d", "learned_temperature", "ssmax"])
+def test_bilinear_logits_have_elasticity_two(name):
+    # z = c q.k: s(alpha) = alpha^2 s(1) exactly; the jvp's rounding is a few eps of the
+    # sums of N terms (bound 64 N eps).
+    e = np.asarray(logit_elasticity(BUILTINS[name], *_qk()))
+    np.testing.assert_allclose(e, 2.0, atol=64 * N * EPS32)
+    assert owner(float(e[0])) == "weights"
+
+
+@pytest.mark.parametrize("name", ["qk_norm", "cosine_tau"])
+def test_normalised_qk_has_elasticity_near_zero(name):
+    # q/sqrt(|q|^2 + eps): d ln / d ln alpha = eps / (alpha^2 |q|^2 + eps) ~ 1e-6 / D_K.
+    e = np.asarray(logit_elasticity(BUILTINS[name], *_qk()))
+    assert np.all(np.abs(e) < 1e-3)
+    assert owner(float(e[0])) == "mechanism"
+
+
+def test_softcap_elasticity_falls_as_the_cap_takes_over():
+    q, k = _qk(scale=3.0)  # unscaled logits of std ~ 9 D_K^0.5 ~ 51: into the cap of 30
+    e = np.asarray(logit_elasticity(BUILTINS["softcap30"], q, k))
+    assert e[0] < 2.0 and np.all(np.diff(e) < 0) and e[-1] < 1.0
+    # Against finite differences of ln s in ln alpha (central, step h: error O(h^2)).
+    mech = BUILTINS["softcap30"]
+    theta = mech.initial_theta(D_K)
+
+    def log_s(a):
+        return float(jnp.log(logit_scale(mech.scores(a * q, a * k, theta))))
+
+    h = 1e-2
+    fd = (log_s(np.exp(h)) - log_s(np.exp(-h))) / (2 * h)
+    np.testing.assert_allclose(e[0], fd, atol=1e-3)
+
+
+def test_logit_scale_ignores_row_shifts_and_masked_keys():
+    z = jnp.array([[1.0, 3.0, 100.0], [5.0, 7.0, -50.0]])
+    mask = jnp.array([[True, True, False], [True, True, False]])
+    assert float(logit_scale(z, mask)) == pytest.approx(1.0)
+    assert float(logit_scale(z + 10.0, mask)) == pytest.approx(1.0)
