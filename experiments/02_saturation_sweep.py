@@ -10,9 +10,9 @@ import sys
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
+from attnlab.core.softmax_sweeps import run_saturation_sweep
 from attnlab.harness import cli
 from attnlab.studies import headline
-from attnlab.studies.statics.compute import run_saturation_sweep
 from attnlab.studies.statics.flags import sweep_script
 
 # A lambda, so that the function is looked up when the script runs (tests replace it).

@@ -14,8 +14,8 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.studies import headline
-from attnlab.studies.recall.flags import add_recall_flags, recall_config, write_recall_outputs
-from attnlab.studies.recall.train import train_and_evaluate
+from attnlab.training.flags import add_recall_flags, recall_config, write_recall_outputs
+from attnlab.training.trainer import train_and_evaluate
 
 #: One result CSV per part of the run: --help says how long they took.
 TIMED_BY = ("04_recall_summary.csv",)

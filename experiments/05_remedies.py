@@ -17,12 +17,6 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
-from attnlab.studies.recall.flags import (
-    add_mechanisms_flag,
-    add_recall_flags,
-    recall_config,
-    write_recall_outputs,
-)
 from attnlab.studies.remedies.compute import (
     FOLD_STEP,
     REMEDIES_DEFAULT,
@@ -32,6 +26,12 @@ from attnlab.studies.remedies.compute import (
     run_fold,
     run_remedies,
     run_sensitivity,
+)
+from attnlab.training.flags import (
+    add_mechanisms_flag,
+    add_recall_flags,
+    recall_config,
+    write_recall_outputs,
 )
 
 #: One result CSV per part of the run: --help says how long they took.

@@ -30,8 +30,8 @@ from attnlab.studies.article_fit.compute import (
     prediction_steps,
     screen,
 )
-from attnlab.studies.recall.flags import family_substring
-from attnlab.studies.recall.readings import FAMILY, FIRST_SMOOTHING, RUN_LENGTHS
+from attnlab.training.flags import family_substring
+from attnlab.training.readings import FAMILY, FIRST_SMOOTHING, RUN_LENGTHS
 
 STAGES = ("screen", "fit", "predict", "all")
 

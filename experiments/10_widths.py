@@ -17,7 +17,6 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
-from attnlab.studies.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config
 from attnlab.studies.widths.compute import (
     CURVES_CSV,
     JACOBIAN_CSV,
@@ -31,6 +30,7 @@ from attnlab.studies.widths.compute import (
     run_widths,
     summary_frame,
 )
+from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
 
 DEFAULT = WidthsConfig()
 

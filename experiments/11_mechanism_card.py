@@ -35,7 +35,7 @@ from attnlab.studies import headline
 from attnlab.studies.card.compute import QUICK, CardConfig, plan_cards, run_cards
 from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.report import card_markdown, comparison_markdown
-from attnlab.studies.recall.flags import mechanism_reference, mechanism_references
+from attnlab.training.flags import mechanism_reference, mechanism_references
 
 CARDS = Path("cards")
 DEFAULT_AGAINST = "scaled,unscaled"

@@ -35,8 +35,8 @@ from attnlab.studies.article_fit.second import (
     get_pair,
     pass_a_readings,
 )
-from attnlab.studies.recall.flags import substring_of
-from attnlab.studies.recall.readings import FAMILY_2_READINGS, RUN_LENGTHS, SMOOTHINGS, pair_name
+from attnlab.training.flags import substring_of
+from attnlab.training.readings import FAMILY_2_READINGS, RUN_LENGTHS, SMOOTHINGS, pair_name
 
 STAGES = ("screen", "fit", "predict", "all")
 

@@ -25,7 +25,7 @@ from attnlab.studies.article_fit.compute import (
     score_row,
     seed_numbers,
 )
-from attnlab.studies.recall.readings import Smoothing
+from attnlab.training.readings import Smoothing
 
 #: No smoothing: a trailing mean over one step is the raw loss.
 RAW = Smoothing("mean1", window=1)

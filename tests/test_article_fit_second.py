@@ -23,15 +23,16 @@ from attnlab.studies.article_fit.second import (
     get_pair,
     pass_a_readings,
 )
-from attnlab.studies.recall.readings import (
+from attnlab.training.config import RecallConfig
+from attnlab.training.readings import (
     FAMILY_2,
     SMOOTHINGS,
     get_reading,
     pair_name,
     reading_config,
 )
-from attnlab.studies.recall.summary import summary_frame
-from attnlab.studies.recall.train import RecallConfig, Run, train_runs
+from attnlab.training.summary import summary_frame
+from attnlab.training.trainer import Run, train_runs
 
 SCRIPT = "12_second_fit"
 CSVS = (SCREEN_2_CSV, SCORES_2_CSV, CURVES_2_CSV, SUMMARY_2_CSV)

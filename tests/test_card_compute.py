@@ -19,16 +19,16 @@ import pytest
 from numpy_reference import float32_bound, row_reference
 
 from attnlab.core.mechanism import Mechanism, softmax_weights
-from attnlab.core.temperature import BUILTINS
-from attnlab.studies.card import compute, verdicts
-from attnlab.studies.card.compute import CardConfig, row_statistics
-from attnlab.studies.recall.train import RecallConfig
-from attnlab.studies.statics.compute import (
+from attnlab.core.softmax_sweeps import (
     SoftmaxSweepConfig,
     run_jacobian_sweep,
     run_saturation_sweep,
 )
+from attnlab.core.temperature import BUILTINS
+from attnlab.studies.card import compute, verdicts
+from attnlab.studies.card.compute import CardConfig, row_statistics
 from attnlab.studies.widths.compute import WIDTHS_BASE, WidthsConfig
+from attnlab.training.config import RecallConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import attnlab.harness.io
-import attnlab.studies.recall.flags
+import attnlab.training.flags
 from attnlab.harness import cli
 from attnlab.studies.article_fit.study import SCORES_2
 from attnlab.studies.card.verdicts import Card
@@ -120,8 +120,8 @@ def _bad_mechanisms(root: Path) -> list[str]:
 
 
 MECHANISM_TYPES = (
-    attnlab.studies.recall.flags.mechanism_reference,
-    attnlab.studies.recall.flags.mechanism_references,
+    attnlab.training.flags.mechanism_reference,
+    attnlab.training.flags.mechanism_references,
 )
 
 
@@ -456,8 +456,8 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         target = getattr(module, owner) if owner else module
         assert hasattr(target, attr), attr
         monkeypatch.setattr(target, attr, wrap(fake, i == 0))
-    monkeypatch.setattr(attnlab.studies.recall.flags, "curves_frame", _frame)
-    monkeypatch.setattr(attnlab.studies.recall.flags, "summary_frame", _frame)
+    monkeypatch.setattr(attnlab.training.flags, "curves_frame", _frame)
+    monkeypatch.setattr(attnlab.training.flags, "summary_frame", _frame)
     if name == "plot_figures":
         for i, (fig, study) in enumerate(list(module.FIGURES.items())):
             draw = wrap(_fake_draw(fig), i == 0)

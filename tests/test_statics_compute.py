@@ -20,14 +20,12 @@ import pandas as pd
 import pytest
 
 from attnlab.core.sampling import trial_keys
-from attnlab.studies.statics.compute import (
-    HP_STREAM,
-    LogitVarianceConfig,
+from attnlab.core.softmax_sweeps import (
     SoftmaxSweepConfig,
     run_jacobian_sweep,
-    run_logit_variance,
     run_saturation_sweep,
 )
+from attnlab.studies.statics.compute import HP_STREAM, LogitVarianceConfig, run_logit_variance
 
 EPS = float(np.finfo(np.float32).eps)
 EPS64 = float(np.finfo(np.float64).eps)

@@ -18,7 +18,8 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.studies.article_fit.study import SCORES
-from attnlab.studies.recall.readings import (
+from attnlab.training.config import RecallConfig
+from attnlab.training.readings import (
     FIRST_SMOOTHING,
     RUN_LENGTHS,
     Reading,
@@ -29,8 +30,8 @@ from attnlab.studies.recall.readings import (
     reading_config,
     step0_fingerprints,
 )
-from attnlab.studies.recall.summary import curves_frame, summary_frame
-from attnlab.studies.recall.train import RecallConfig, Run, Trainer, TrainResult
+from attnlab.training.summary import curves_frame, summary_frame
+from attnlab.training.trainer import Run, Trainer, TrainResult
 
 #: The article's scaled numbers, the only targets of the fit: (term, value).
 ARTICLE_SCALED: dict[str, float] = {

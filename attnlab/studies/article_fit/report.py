@@ -19,7 +19,6 @@ from attnlab.studies.article_fit.compute import (
     TERMS,
 )
 from attnlab.studies.article_fit.second import SCORES_2_CSV, SCREEN_2_CSV, SUMMARY_2_CSV
-from attnlab.studies.recall.readings import SMOOTHINGS
 from attnlab.studies.recall.report import (
     FIT_SUMMARY_CSV,
     NEAR,
@@ -27,6 +26,7 @@ from attnlab.studies.recall.report import (
     reading_rows,
     seen_by_fit,
 )
+from attnlab.training.readings import SMOOTHINGS
 
 #: The fit's quality bar: these scaled numbers within this fraction of the article.
 QUALITY_TERMS = ("grad_norm_wq", "step_loss_below_1", "step_loss_below_0p1")
@@ -161,7 +161,7 @@ def section(tables: Tables) -> str:
     )
     parts += [
         "### The second fit (a denser family, declared before its results)",
-        f"The second family (`FAMILY_2` in `attnlab/studies/recall/readings.py`) has "
+        f"The second family (`FAMILY_2` in `attnlab/training/readings.py`) has "
         f"{second['screened']} readings (batch size and d_model in steps of about √2) and "
         f"{len(SMOOTHINGS)} smoothings of the loss the milestones are read from ({smoothings}: "
         "trailing means over that many steps and TensorBoard's debiased exponential moving "

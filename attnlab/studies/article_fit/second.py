@@ -1,6 +1,6 @@
 """Experiment 09's second pass: the second family, fitted the first fit's way as a cascade.
 
-The second family (``attnlab.studies.recall.readings.FAMILY_2``, declared before any of its
+The second family (``attnlab.training.readings.FAMILY_2``, declared before any of its
 results) pairs every reading of finer batch-size and d_model grids with a smoothing of the
 loss the milestones are read from; a member is named ``<reading>/<smoothing>``. Smoothing
 is applied after training, so each reading is trained once for all its smoothings.
@@ -21,7 +21,7 @@ import pandas as pd
 
 from attnlab.studies.article_fit.compute import ARTICLE_SCALED, QUALITY
 from attnlab.studies.article_fit.study import SCORES_2
-from attnlab.studies.recall.readings import SMOOTHINGS, Reading, Smoothing, get_reading
+from attnlab.training.readings import SMOOTHINGS, Reading, Smoothing, get_reading
 
 SCREEN_2_CSV = "12_second_fit_screen.csv"
 SCORES_2_CSV = "12_second_fit_scores.csv"

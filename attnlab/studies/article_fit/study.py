@@ -4,7 +4,7 @@ compares them by, its figures and its place in the report."""
 from __future__ import annotations
 
 from attnlab.harness.declaration import EXACT, KEY, UNCHECKED, Output, Study, close
-from attnlab.studies.recall.study import CURVES, SUMMARY
+from attnlab.training.columns import CURVES, SUMMARY
 
 SCRIPT = "09_article_fit.py"
 #: The second pass (the second family) runs as its own script, so that ``make`` runs it

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlab.studies.recall.train import RecallConfig
+from attnlab.training.config import RecallConfig
 
 #: The columns of ``results/bench.csv``; empty cells where a column does not apply.
 COLUMNS = ("name", "ours_seconds", "baseline_seconds", "speedup", "peak_fraction", "detail")

@@ -26,17 +26,10 @@ import pandas as pd
 from attnlab.core.curves import trailing_mean
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
-from attnlab.studies.recall.summary import summary_frame
-from attnlab.studies.recall.train import (
-    RecallConfig,
-    Run,
-    TrainResult,
-    TrainState,
-    held_out_batches,
-    make_model,
-    train,
-    train_runs,
-)
+from attnlab.training.config import RecallConfig, make_model
+from attnlab.training.step import TrainState, held_out_batches
+from attnlab.training.summary import summary_frame
+from attnlab.training.trainer import Run, TrainResult, train, train_runs
 
 Progress = Callable[[int], None] | None
 

@@ -13,7 +13,7 @@ from attnlab.harness.declaration import (
     Study,
     close,
 )
-from attnlab.studies.recall.study import CURVES, SUMMARY
+from attnlab.training.columns import CURVES, SUMMARY
 
 SCRIPT = "05_remedies.py"
 

@@ -8,31 +8,18 @@ scripts in ``experiments/`` only parse flags and write it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
 import numpy as np
 import pandas as pd
 
-from attnlab.core.sampling import (
-    Sampler,
-    dot_product_samples,
-    exact_dot_product_samples,
-    mean_and_sem,
-    softmax_row_statistics,
-    std_and_se,
-)
-
-#: d_k = 1, 2, 4, ..., 1024: the article's sweep.
-DEFAULT_DKS: tuple[int, ...] = tuple(2**i for i in range(11))
+from attnlab.core.sampling import dot_product_samples, exact_dot_product_samples, std_and_se
+from attnlab.core.softmax_sweeps import DEFAULT_DKS, Progress
 
 #: ``fold_in`` tag of the high-precision stream of experiment 01 (disjoint from the
 #: per-d_k trial keys of the headline samples).
 HP_STREAM = 0x4850
-
-#: A callback told how many trials (or samples) have just finished.
-Progress = Callable[[int], None] | None
 
 
 @dataclass(frozen=True)
@@ -45,17 +32,6 @@ class LogitVarianceConfig:
     #: Exact-law products per d_k for the high-precision columns (``*_hp``), which decide
     #: the article's "within 0.5% at every d_k" where 100,000 samples (SE ~0.2%) cannot.
     hp_samples: int = 2_000_000
-
-
-@dataclass(frozen=True)
-class SoftmaxSweepConfig:
-    """Experiments 02 and 03: softmax rows of ``n_keys`` logits, scaled and unscaled."""
-
-    dks: tuple[int, ...] = DEFAULT_DKS
-    n_keys: int = 256
-    trials: int = 2000
-    seed: int = 0
-    sampler: Sampler = "direct"
 
 
 def run_logit_variance(config: LogitVarianceConfig, on_progress: Progress = None) -> pd.DataFrame:
@@ -98,39 +74,3 @@ def run_logit_variance(config: LogitVarianceConfig, on_progress: Progress = None
             }
         )
     return pd.DataFrame(rows)
-
-
-def _sweep_table(
-    config: SoftmaxSweepConfig, on_progress: Progress, statistics: dict[str, str]
-) -> pd.DataFrame:
-    """Rows per (variant, d_k) with ``<name>_mean`` and ``<name>_sem`` per statistic."""
-    key = jax.random.key(config.seed)
-    rows = []
-    for d_k in config.dks:
-        stats = softmax_row_statistics(
-            key, d_k, config.n_keys, config.trials, config.sampler, on_chunk=on_progress
-        )
-        for v, variant in enumerate(stats.variants):
-            row = {
-                "variant": variant,
-                "d_k": d_k,
-                "n_keys": config.n_keys,
-                "trials": config.trials,
-                "sampler": config.sampler,
-            }
-            for column, attribute in statistics.items():
-                mean, sem = mean_and_sem(getattr(stats, attribute)[v])
-                row[f"{column}_mean"] = float(mean)
-                row[f"{column}_sem"] = float(sem)
-            rows.append(row)
-    return pd.DataFrame(rows).sort_values(["variant", "d_k"], kind="stable", ignore_index=True)
-
-
-def run_saturation_sweep(config: SoftmaxSweepConfig, on_progress: Progress = None) -> pd.DataFrame:
-    """Experiment 02: mean max weight and mean entropy (nats) per (variant, d_k), with SEMs."""
-    return _sweep_table(config, on_progress, {"max_weight": "max_weight", "entropy": "entropy"})
-
-
-def run_jacobian_sweep(config: SoftmaxSweepConfig, on_progress: Progress = None) -> pd.DataFrame:
-    """Experiment 03: mean Frobenius norm of the softmax Jacobian per (variant, d_k)."""
-    return _sweep_table(config, on_progress, {"jacobian_fro": "jacobian_fro"})

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pandas as pd
 
 from attnlab.core.sampling import SAMPLERS
+from attnlab.core.softmax_sweeps import Progress, SoftmaxSweepConfig
 from attnlab.harness import cli
-from attnlab.studies.statics.compute import Progress, SoftmaxSweepConfig
 
 
 def add_sweep_flags(parser: argparse.ArgumentParser) -> None:

@@ -50,12 +50,13 @@ from attnlab.core.curves import first_step_below, trailing_mean
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import load_mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
+from attnlab.core.softmax_sweeps import SoftmaxSweepConfig, run_jacobian_sweep
 from attnlab.core.temperature import MECHANISMS
-from attnlab.studies.recall.model import MechanismConstants, RecallModel
-from attnlab.studies.recall.task import Batch
-from attnlab.studies.recall.train import RecallConfig, Run, Trainer, group_runs
-from attnlab.studies.statics.compute import SoftmaxSweepConfig, run_jacobian_sweep
 from attnlab.studies.widths.study import CURVES, LR_TRANSFER, SUMMARY
+from attnlab.training.config import RecallConfig
+from attnlab.training.model import MechanismConstants, RecallModel
+from attnlab.training.task import Batch
+from attnlab.training.trainer import Run, Trainer, group_runs
 
 Progress = Callable[[int], None] | None
 

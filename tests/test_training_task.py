@@ -1,18 +1,18 @@
-"""Tests of attnlab.studies.recall.task: the recall sequences and their keyed data streams."""
+"""Tests of attnlab.training.task: the recall sequences and their keyed data streams."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab.studies.recall.task import (
+from attnlab.training.config import seed_keys
+from attnlab.training.task import (
     Batch,
     RecallTask,
     sample_batch,
     sample_sequence,
     stream_batch,
 )
-from attnlab.studies.recall.train import seed_keys
 
 DEFAULT = RecallTask()
 TASKS = [

@@ -1,4 +1,4 @@
-"""Tests of attnlab.studies.recall.train: identical init and data across mechanisms, the step-0 and
+"""Tests of attnlab.training.trainer and .step: identical init and data across mechanisms,
 step-1 metrics recomputed by hand, determinism, seeds, chunking, resuming, divergence."""
 
 import functools
@@ -13,19 +13,10 @@ import pytest
 
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
-from attnlab.studies.recall.task import stream_batch
-from attnlab.studies.recall.train import (
-    METRICS,
-    DivergenceError,
-    RecallConfig,
-    draw_chunk,
-    earliest_nonfinite,
-    init_params,
-    initial_state,
-    make_model,
-    seed_keys,
-    train,
-)
+from attnlab.training.config import RecallConfig, make_model, seed_keys
+from attnlab.training.step import METRICS, draw_chunk, init_params, initial_state
+from attnlab.training.task import stream_batch
+from attnlab.training.trainer import DivergenceError, earliest_nonfinite, train
 
 C = RecallConfig(d_k=16, d_model=16, steps=30, batch_size=8, seeds=2, eval_size=64, chunk_steps=10)
 SCALED, UNSCALED = MECHANISMS["scaled"], MECHANISMS["unscaled"]

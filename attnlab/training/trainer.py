@@ -32,254 +32,28 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
 from attnlab.core.references import load_mechanism
-from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.harness.errors import RunError
-from attnlab.studies.recall.model import (
-    INITS,
-    SLOTS,
-    MechanismConstants,
-    RecallModel,
-    program_model,
+from attnlab.training.config import RecallConfig, make_model, seed_keys
+from attnlab.training.model import MechanismConstants, RecallModel, program_model
+from attnlab.training.step import (
+    METRICS,
+    TrainState,
+    draw_chunk,
+    evaluate,
+    held_out_batches,
+    initial_state,
+    make_optimizer,
+    scan_steps,
 )
-from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, stream_batches
-
-#: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
-METRICS = (
-    "loss",
-    "accuracy",
-    "grad_norm_wq",
-    "grad_norm_wk",
-    "grad_norm_wv",
-    "attn_entropy",
-    "attn_max_weight",
-)
+from attnlab.training.task import Batch
 
 
 class DivergenceError(RunError):
     """A loss turned NaN or infinite; the message names the mechanism, seed and step."""
-
-
-@dataclass(frozen=True)
-class RecallConfig:
-    """The recall demo. Defaults: the article's settings, and our reading of what it leaves
-    open (batch size, steps, widths, initialisation, smoothing); see this folder's README.md.
-
-    ``slot``, ``init`` and ``bias`` choose the model's laws (``attnlab.studies.recall.model``):
-    ``slot`` how a pair becomes a slot (concat ``[E_key[k]; E_val[v]]``, sum ``E_key[k] +
-    E_val[v]``, separate keys from key tokens and values from value tokens, onehot tokens
-    fed to linear layers without embeddings, ``d_model`` unused); ``init`` the initialisation
-    convention (natural: N(0, embed_init_std^2) embeddings and LeCun-normal projections;
-    pytorch: N(0, 1) embeddings, U(+-1/sqrt(fan_in)) weights and biases; glorot: U(+-sqrt(6 /
-    (fan_in + fan_out))), biases 0; gpt: N(0, 0.02^2), biases 0); ``bias`` biases on Q, K, V
-    and W_O. The defaults (concat, natural, no bias) are the model 04 has always trained.
-    ``embed_init_std`` is a natural-init setting: any other init requires it to be 1.
-    """
-
-    d_k: int = 256
-    d_model: int = 256
-    pairs: int = 16
-    n_key_tokens: int = 32
-    n_value_tokens: int = 32
-    steps: int = 2000
-    batch_size: int = 64
-    lr: float = 3e-4
-    seeds: int = 5
-    seed: int = 0
-    eval_size: int = 2000
-    smoothing: int = 25
-    embed_init_std: float = 1.0
-    chunk_steps: int = 100
-    mechanisms: tuple[str, ...] = field(default=("scaled", "unscaled"))
-    slot: str = "concat"
-    init: str = "natural"
-    bias: bool = False
-
-    def __post_init__(self) -> None:
-        positive = (
-            "d_k",
-            "d_model",
-            "pairs",
-            "n_key_tokens",
-            "n_value_tokens",
-            "steps",
-            "batch_size",
-            "seeds",
-            "eval_size",
-            "smoothing",
-            "chunk_steps",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"RecallConfig.{name} must be an integer >= 1, got {value!r}")
-        if self.seed < 0:
-            raise ValueError(f"RecallConfig.seed must be >= 0, got {self.seed!r}")
-        for name in ("lr", "embed_init_std"):
-            value = getattr(self, name)
-            if not (np.isfinite(value) and value > 0):
-                raise ValueError(f"RecallConfig.{name} must be a finite number > 0, got {value!r}")
-        if not self.mechanisms:
-            raise ValueError("RecallConfig.mechanisms must name at least one mechanism")
-        for reference in self.mechanisms:
-            try:
-                load_mechanism(reference)
-            except ValueError as err:
-                raise ValueError(f"RecallConfig.mechanisms: {err}") from None
-        if self.slot not in SLOTS:
-            raise ValueError(f"RecallConfig.slot must be one of {SLOTS}, got {self.slot!r}")
-        if self.init not in INITS:
-            raise ValueError(f"RecallConfig.init must be one of {INITS}, got {self.init!r}")
-        if not isinstance(self.bias, bool):
-            raise ValueError(f"RecallConfig.bias must be True or False, got {self.bias!r}")
-        if self.init != "natural" and self.embed_init_std != 1.0:
-            raise ValueError(
-                f"RecallConfig.embed_init_std applies to init='natural' only; init={self.init!r}"
-                f" fixes the embedding law, got embed_init_std={self.embed_init_std!r}"
-            )
-
-    @property
-    def task(self) -> RecallTask:
-        return RecallTask(self.pairs, self.n_key_tokens, self.n_value_tokens)
-
-    @property
-    def seed_values(self) -> list[int]:
-        return list(range(self.seed, self.seed + self.seeds))
-
-
-class SeedKeys(NamedTuple):
-    """The three independent streams of one seed."""
-
-    init: jax.Array
-    data: jax.Array
-    eval: jax.Array
-
-
-def seed_keys(seed: int) -> SeedKeys:
-    """Initialisation, training-data and held-out keys of a seed (disjoint by fold_in)."""
-    root = jax.random.key(seed)
-    return SeedKeys(*(jax.random.fold_in(root, i) for i in range(3)))
-
-
-class TrainState(NamedTuple):
-    params: dict
-    opt_state: optax.OptState
-
-
-def make_model(config: RecallConfig, mechanism: Mechanism) -> RecallModel:
-    return RecallModel(
-        config.task,
-        mechanism,
-        config.d_k,
-        config.d_model,
-        config.embed_init_std,
-        slot=config.slot,
-        init_rule=config.init,
-        bias=config.bias,
-    )
-
-
-def make_optimizer(lr: float | jax.Array) -> optax.GradientTransformation:
-    """Adam at learning rate ``lr`` (a float or a traced scalar), nothing else."""
-    return optax.adam(lr)
-
-
-def init_params(config: RecallConfig, mechanism: Mechanism, seed: int) -> dict:
-    """The parameters of ``mechanism`` at step 0 for ``seed`` (``initial_state``'s)."""
-    one = replace(config, seed=seed, seeds=1)
-    return jax.tree.map(lambda x: x[0], initial_state(one, mechanism).params)
-
-
-def loss_and_aux(
-    model: RecallModel, params: dict, batch: Batch, constants: MechanismConstants | None = None
-):
-    """Mean cross-entropy of the value logits, with the logits and attention weights."""
-    logits, weights = model.apply({"params": params}, batch, constants)
-    loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch.target).mean()
-    return loss, (logits, weights)
-
-
-def train_step(
-    model: RecallModel,
-    optimizer: optax.GradientTransformation,
-    state: TrainState,
-    batch: Batch,
-    constants: MechanismConstants | None = None,
-) -> tuple[TrainState, dict[str, jax.Array]]:
-    """One Adam step on ``batch``; the ``METRICS`` are taken before the update.
-
-    Its parts run under ``jax.named_scope`` (``forward_backward``, ``metrics``, ``adam``),
-    which names them in profiles and compiled HLO and changes nothing computed.
-    """
-    with jax.named_scope("forward_backward"):
-        grad_fn = jax.value_and_grad(
-            lambda p: loss_and_aux(model, p, batch, constants), has_aux=True
-        )
-        (loss, (logits, weights)), grads = grad_fn(state.params)
-    with jax.named_scope("metrics"):
-        metrics = {
-            "loss": loss,
-            "accuracy": jnp.mean(jnp.argmax(logits, -1) == batch.target),
-            "grad_norm_wq": jnp.linalg.norm(grads["W_Q"]),
-            "grad_norm_wk": jnp.linalg.norm(grads["W_K"]),
-            "grad_norm_wv": jnp.linalg.norm(grads["W_V"]),
-            "attn_entropy": jnp.mean(entropy(weights)),
-            "attn_max_weight": jnp.mean(max_weight(weights)),
-        }
-    with jax.named_scope("adam"):
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-    return TrainState(params, opt_state), metrics
-
-
-@cache
-def _draw_program(batch_size: int, task: RecallTask):
-    return jax.jit(jax.vmap(lambda key, steps: stream_batches(key, steps, batch_size, task),
-                            in_axes=(0, None)))  # fmt: skip
-
-
-def draw_chunk(data_keys: jax.Array, steps: jax.Array, batch_size: int, task: RecallTask) -> Batch:
-    """The batches of a chunk for every seed: ``stream_batches`` of each key of ``data_keys``
-    (``[seeds]``), fields ``[seeds, len(steps), batch_size, ...]``. One compiled program per
-    batch size, task, chunk length and seed count, whatever the model or mechanism."""
-    return _draw_program(batch_size, task)(data_keys, steps)
-
-
-def scan_steps(
-    model: RecallModel,
-    optimizer: optax.GradientTransformation,
-    state: TrainState,
-    batches: Batch,
-    metrics: tuple[str, ...] = METRICS,
-    constants: MechanismConstants | None = None,
-) -> tuple[TrainState, dict[str, jax.Array]]:
-    """``train_step`` on each of ``batches`` (fields ``[steps, batch_size, ...]``) in turn, a
-    ``lax.scan``. Returns the state after the last step and the ``metrics`` named, each
-    ``[steps]``. Only ``Trainer`` compiles it, vmapped over its lanes."""
-
-    def body(s: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
-        s, m = train_step(model, optimizer, s, batch, constants)
-        return s, {k: m[k] for k in metrics}
-
-    return jax.lax.scan(body, state, batches)
-
-
-def held_out_batches(config: RecallConfig) -> Batch:
-    """Every seed's held-out set, stacked: ``eval_size`` sequences from its eval key."""
-    keys = jnp.stack([seed_keys(s).eval for s in config.seed_values])
-    return jax.vmap(lambda k: sample_batch(k, config.eval_size, config.task))(keys)
-
-
-def evaluate(
-    model: RecallModel, params: dict, batch: Batch, constants: MechanismConstants | None = None
-) -> jax.Array:
-    """Accuracy of the predicted value on a held-out batch."""
-    logits, _ = model.apply({"params": params}, batch, constants)
-    return jnp.mean(jnp.argmax(logits, -1) == batch.target)
 
 
 @dataclass
@@ -292,27 +66,6 @@ class TrainResult:
     metrics: dict[str, np.ndarray]
     eval_accuracy: np.ndarray
     state: TrainState  # stacked over seeds
-
-
-@cache
-def _init_program(model: RecallModel, task: RecallTask):
-    """``TrainState`` at step 0 from an init key, vmapped over keys and jitted: one program
-    per model, where an eager ``model.init`` compiles each of its operations apart (jitted,
-    ``std * normal`` may round differently from the eager product by an ulp). Adam's state
-    does not depend on the learning rate."""
-    dummy = sample_batch(jax.random.key(0), 1, task)
-
-    def step0(key: jax.Array) -> TrainState:
-        params = model.init(key, dummy)["params"]
-        return TrainState(params, make_optimizer(1.0).init(params))
-
-    return jax.jit(jax.vmap(step0))
-
-
-def initial_state(config: RecallConfig, mechanism: Mechanism) -> TrainState:
-    """Step-0 training states of every seed, stacked along a leading seed axis."""
-    keys = jnp.stack([seed_keys(seed).init for seed in config.seed_values])
-    return _init_program(make_model(config, mechanism), config.task)(keys)
 
 
 # ----------------------------------------------------------------------------- the engine

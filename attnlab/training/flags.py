@@ -1,6 +1,6 @@
 """Flags of the recall experiments (04, 05), kept beside their configuration.
 
-``--reading NAME`` (a member of ``attnlab.studies.recall.readings.FAMILY``, or ``natural``)
+``--reading NAME`` (a member of ``attnlab.training.readings.FAMILY``, or ``natural``)
 sets the slot, init, bias, d_model and batch size at once. Those five flags may still be
 given beside it only with the reading's own value: a flag typed on the command line with a
 different value is a UsageError naming both flags. (Typed flags are recorded in
@@ -19,10 +19,11 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
-from attnlab.studies.recall.model import INITS, SLOTS
-from attnlab.studies.recall.readings import FAMILY, Reading, get_reading
-from attnlab.studies.recall.summary import curves_frame, summary_frame
-from attnlab.studies.recall.train import RecallConfig, TrainResult
+from attnlab.training.config import RecallConfig
+from attnlab.training.model import INITS, SLOTS
+from attnlab.training.readings import FAMILY, Reading, get_reading
+from attnlab.training.summary import curves_frame, summary_frame
+from attnlab.training.trainer import TrainResult
 
 #: The flags a reading sets, and the RecallConfig fields they set.
 READING_FLAGS = {
@@ -184,14 +185,14 @@ def add_recall_flags(
         choices=SLOTS,
         default=default.slot,
         action=_Store,
-        help="how a key-value pair becomes a slot (laws: attnlab/studies/recall/model.py)",
+        help="how a key-value pair becomes a slot (laws: attnlab/training/model.py)",
     )
     add(
         "--init",
         choices=INITS,
         default=default.init,
         action=_Store,
-        help="initialisation convention (laws: attnlab/studies/recall/model.py)",
+        help="initialisation convention (laws: attnlab/training/model.py)",
     )
     add(
         "--bias",
@@ -204,7 +205,7 @@ def add_recall_flags(
         type=reading_name,
         default=None,
         metavar="NAME",
-        help="a declared reading (attnlab/studies/recall/readings.py) or 'natural': sets "
+        help="a declared reading (attnlab/training/readings.py) or 'natural': sets "
         "--slot, --init, --bias, --d-model and --batch-size",
     )
     parser.set_defaults(given_recall_flags=[])

@@ -6,7 +6,7 @@ unscaled), milestones and final losses; it does not say how a pair becomes a slo
 parameters are initialised, whether projections have biases, the embedding width or the
 batch size. This module declares the family of readings of those choices in one table,
 before any fit result is seen; later stages screen and fit it openly. Each choice's law
-(details: ``attnlab.studies.recall.model``):
+(details: ``attnlab.training.model``):
 
 - slot: concat ``x_i = [E_key[k_i]; E_val[v_i]]`` | sum ``x_i = E_key[k_i] + E_val[v_i]`` |
   separate ``k_i = E_key[k_i] W_K, v_i = E_val[v_i] W_V`` | onehot: one-hot tokens into
@@ -43,15 +43,10 @@ from jax import lax
 
 from attnlab.core.curves import debiased_ema, trailing_mean
 from attnlab.core.temperature import MECHANISMS
-from attnlab.studies.recall.model import INITS, SLOTS
-from attnlab.studies.recall.task import Batch, RecallTask, sample_batch, sample_sequence
-from attnlab.studies.recall.train import (
-    RecallConfig,
-    TrainState,
-    make_model,
-    make_optimizer,
-    seed_keys,
-)
+from attnlab.training.config import RecallConfig, make_model, seed_keys
+from attnlab.training.model import INITS, SLOTS
+from attnlab.training.step import TrainState, make_optimizer
+from attnlab.training.task import Batch, RecallTask, sample_batch, sample_sequence
 
 _SCALED = MECHANISMS["scaled"]
 

@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import find_plateau, first_step_below, trailing_mean
-from attnlab.studies.recall.study import CURVES, SUMMARY
-from attnlab.studies.recall.train import METRICS, RecallConfig, TrainResult
+from attnlab.training.columns import CURVES, SUMMARY
+from attnlab.training.config import RecallConfig
+from attnlab.training.step import METRICS
+from attnlab.training.trainer import TrainResult
 
 #: Smoothed-loss milestones of the article: (column, threshold).
 MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))

@@ -1,0 +1,19 @@
+"""The training engine: the recall task of article 004, its model, a configuration, the step
+and the ``Trainer`` that every training of the suite runs through (04, 05, 09, 10, 12, the
+card and the bench). A study says *what* to train (mechanisms, readings, widths, learning
+rates as lanes); this package says *how*.
+
+==================  ==========================================================================
+``task``            the associative-recall sequences and their keyed data streams
+``model``           the single-head attention model (Flax linen) and its laws
+``config``          ``RecallConfig``, a seed's key streams, the model a configuration builds
+``step``            one training step, readable top to bottom, and a chunk of them in a scan
+``trainer``         ``Run``s as lanes of one compiled program: ``Trainer``, ``train_runs``
+``summary``         training results -> curves and per-seed summary tables (milestones)
+``readings``        the declared readings of the set-up the article leaves unstated
+``flags``           the recall flags every training script shares
+==================  ==========================================================================
+
+This package's ``__init__`` imports nothing, so that a study's declaration can import
+``columns`` without loading JAX; import the module you need.
+"""
