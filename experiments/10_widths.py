@@ -22,15 +22,17 @@ from attnlab.studies.widths.compute import (
     JACOBIAN_CSV,
     LR_CSV,
     SUMMARY_CSV,
+    jacobian_frame,
+)
+from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
+from attnlab.training.sweep import (
     WIDTHS_BASE,
     WidthsConfig,
     curves_frame,
-    jacobian_frame,
     lr_frame,
     run_widths,
     summary_frame,
 )
-from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
 
 DEFAULT = WidthsConfig()
 

@@ -9,12 +9,6 @@ import pandas as pd
 import pytest
 
 from attnlab.studies.article_fit.compute import (
-    ARTICLE_SCALED,
-    CURVES_CSV,
-    NOISE_SE,
-    SCORES_CSV,
-    SCREEN_CSV,
-    SUMMARY_CSV,
     best_reading,
     predicted_readings,
     rank,
@@ -25,13 +19,14 @@ from attnlab.studies.article_fit.compute import (
     score_row,
     seed_numbers,
 )
+from attnlab.studies.article_fit.study import ARTICLE_SCALED, FIRST_CSVS, NOISE_SE
 from attnlab.training.readings import Smoothing
 
 #: No smoothing: a trailing mean over one step is the raw loss.
 RAW = Smoothing("mean1", window=1)
 
 SCRIPT = "09_article_fit"
-CSVS = (SCREEN_CSV, SCORES_CSV, CURVES_CSV, SUMMARY_CSV)
+CSVS = tuple(FIRST_CSVS)
 TINY = [
     "--family-filter", "separate-natural-nobias-d16-b", "--seeds", "2", "--fit-seeds", "2",
     "--milestone-steps", "20", "--finalists", "1", "--run-lengths", "30", "40",
@@ -153,19 +148,19 @@ def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
         assert len(frame), name
         sidecar = json.loads((tiny_run / name).with_suffix(".json").read_text())
         assert sidecar["flags"]["family_filter"] == "separate-natural-nobias-d16-b"
-    screen = pd.read_csv(tiny_run / SCREEN_CSV)
+    screen = pd.read_csv(tiny_run / FIRST_CSVS.screen)
     assert len(screen) == 5 and screen.name.str.contains("separate-natural-nobias-d16-b").all()
-    scores = pd.read_csv(tiny_run / SCORES_CSV)
+    scores = pd.read_csv(tiny_run / FIRST_CSVS.scores)
     assert set(scores["pass"]) == {"2a", "2b"} and (scores["pass"] == "2b").sum() == 1
     assert {"score_se", "gap_se", "within_noise"} <= set(scores.columns)
-    summary = pd.read_csv(tiny_run / SUMMARY_CSV)
+    summary = pd.read_csv(tiny_run / FIRST_CSVS.summary)
     assert set(summary.variant) == {"scaled", "unscaled"} and summary.seed.nunique() == 2
     predicted = predicted_readings(scores)
     assert summary.columns[0] == "reading" and set(summary.reading) == {r for r, _ in predicted}
-    curves = pd.read_csv(tiny_run / CURVES_CSV)
+    curves = pd.read_csv(tiny_run / FIRST_CSVS.curves)
     for reading, length in predicted:
         assert curves[curves.reading == reading].step.max() + 1 == length
-    flags = json.loads((tiny_run / SUMMARY_CSV).with_suffix(".json").read_text())["flags"]
+    flags = json.loads((tiny_run / FIRST_CSVS.summary).with_suffix(".json").read_text())["flags"]
     assert flags["readings"] == dict(predicted) and flags["reading"] == predicted[0][0]
 
 

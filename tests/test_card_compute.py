@@ -27,8 +27,8 @@ from attnlab.core.softmax_sweeps import (
 from attnlab.core.temperature import BUILTINS
 from attnlab.studies.card import compute, verdicts
 from attnlab.studies.card.compute import CardConfig, row_statistics
-from attnlab.studies.widths.compute import WIDTHS_BASE, WidthsConfig
 from attnlab.training.config import RecallConfig
+from attnlab.training.sweep import WIDTHS_BASE, WidthsConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

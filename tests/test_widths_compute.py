@@ -14,7 +14,8 @@ import pytest
 
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.widths import compute as widths
-from attnlab.studies.widths.compute import (
+from attnlab.training import sweep
+from attnlab.training.sweep import (
     WIDTHS_BASE,
     LaneResult,
     WidthsConfig,
@@ -48,8 +49,8 @@ def test_routing_on_hand_made_weights():
 
 def test_asked_slot_finds_the_query():
     keys = jnp.array([[5, 3, 9], [1, 2, 0]])
-    batch = widths.Batch(keys, keys, jnp.array([9, 1]), jnp.array([0, 0]))
-    assert widths.asked_slot(batch).tolist() == [2, 0]
+    batch = sweep.Batch(keys, keys, jnp.array([9, 1]), jnp.array([0, 0]))
+    assert sweep.asked_slot(batch).tolist() == [2, 0]
 
 
 @pytest.mark.parametrize("rho", [-0.5, 0.0, 0.3, 0.9])
@@ -107,7 +108,7 @@ def test_scaled_and_unscaled_identical_at_dk_1(dk1_runs):
     """At d_k = 1 the scale 1/sqrt(1) is exactly 1: the same program, bit for bit."""
     a, b = dk1_runs["scaled"], dk1_runs["unscaled"]
     np.testing.assert_array_equal(a.loss, b.loss)
-    for name in widths.DIAGNOSTICS:
+    for name in sweep.DIAGNOSTICS:
         np.testing.assert_array_equal(a.diagnostics[name], b.diagnostics[name])
     np.testing.assert_array_equal(a.eval_accuracy, b.eval_accuracy)
 
@@ -127,7 +128,7 @@ def test_lanes_match_separate_runs_at_their_learning_rate(dk1_runs):
 
 def test_diverged_lane_is_recorded_not_raised():
     loss = np.array([[3.0, 2.0, np.nan, np.nan], [3.0, 2.0, 1.0, 0.5]], np.float32)
-    diag = {name: np.ones((2, 3), np.float32) for name in widths.DIAGNOSTICS}
+    diag = {name: np.ones((2, 3), np.float32) for name in sweep.DIAGNOSTICS}
     result = LaneResult(8, "unscaled", [1e-3], [0, 1], loss, np.ones(2), np.ones(2), diag,
                         np.array([0, 2, 4]), np.array([0.5, 1.0]))  # fmt: skip
     frame = summary_frame([result], smoothing=1)

@@ -94,6 +94,8 @@ class Output:
       curve_step: a per-step CSV's step column (each seed summarised by its mean over steps).
       spread_floor: the seed_range rule's floor (cells of one seed each).
       quick_flags: the script's flags under ``make verify-quick``; None: not part of it.
+      prediction: for the prediction tables of a fit of the training demo, the fit's name
+        (``"first fit"``): the recall study judges the article's training numbers on them.
     """
 
     script: str
@@ -102,6 +104,7 @@ class Output:
     curve_step: str | None = None
     spread_floor: float = 0.0
     quick_flags: tuple[str, ...] | None = None
+    prediction: str = ""
 
     def __post_init__(self) -> None:
         means = [rule.se for rule in self.columns.values() if rule.kind == "mean"]

@@ -140,3 +140,32 @@ def mark_milestones(ax: plt.Axes, summary: pd.DataFrame, colors: dict[str, str])
                     mew=0.5,
                     zorder=5,
                 )
+
+
+#: The article's milestones: (variant, smoothed-loss threshold, step).
+ARTICLE_MILESTONES = (
+    ("scaled", 1.0, 224),
+    ("unscaled", 1.0, 424),
+    ("scaled", 0.1, 436),
+    ("unscaled", 0.1, 822),
+)
+
+
+def mark_article_milestones(ax: plt.Axes) -> None:
+    """The article's four milestones as diamonds in the variants' colours, with a legend
+    entry."""
+    for variant, threshold, step in ARTICLE_MILESTONES:
+        ax.plot(
+            step,
+            threshold,
+            marker="D",
+            ms=5,
+            color=VARIANT_COLORS[variant],
+            mec="black",
+            mew=0.6,
+            ls="",
+            zorder=6,
+        )
+    ax.plot(
+        [], [], marker="D", ls="", color="0.5", mec="black", mew=0.6, label="article's milestone"
+    )

@@ -41,6 +41,18 @@ STUDIES: tuple[Study, ...] = _discover()
 FIGURES: dict[str, Study] = {fig: study for study in STUDIES for fig in study.figures}
 
 
+def predictions(kind: str = "summary") -> tuple[tuple[str, str], ...]:
+    """``(csv, fit)`` of every declared prediction of the training demo (``Output.prediction``),
+    its per-seed summaries (``kind="summary"``) or its curves (``"curves"``), in declaration
+    order: the recall study judges the article's numbers on each fit's best reading."""
+    return tuple(
+        (csv, output.prediction)
+        for study in STUDIES
+        for csv, output in study.outputs.items()
+        if output.prediction and (output.curve_step is not None) == (kind == "curves")
+    )
+
+
 def made_by(csv_name: str) -> str:
     """The command that makes ``results/<csv_name>``, run from the repository root."""
     for study in STUDIES:

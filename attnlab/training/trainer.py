@@ -350,6 +350,11 @@ class Trainer:
         first = next(i for i, (run, _) in enumerate(self.lanes) if run == r)
         return slice(first, first + len(self.runs[r].config.seed_values))
 
+    def run_metrics(self, r: int) -> dict[str, np.ndarray]:
+        """The metrics of run ``r``'s lanes (its seeds), ``[seeds, steps]`` each."""
+        lanes = self.lane_slice(r)
+        return {k: v[lanes] for k, v in self.metrics.items()}
+
     def eval_accuracy(self) -> np.ndarray:
         """Held-out accuracy of every lane (``eval_size`` sequences of its seed's eval key)."""
         program = _evaluate_program(self.model)

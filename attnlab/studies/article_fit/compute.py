@@ -17,7 +17,13 @@ from attnlab.core.curves import first_step_below
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
-from attnlab.studies.article_fit.study import SCORES
+from attnlab.studies.article_fit.study import (
+    ARTICLE_SCALED,
+    BOOTSTRAP_REPLICATES,
+    NOISE_SE,
+    SCORES,
+    TERMS,
+)
 from attnlab.training.config import RecallConfig
 from attnlab.training.readings import (
     FIRST_SMOOTHING,
@@ -30,29 +36,11 @@ from attnlab.training.readings import (
     reading_config,
     step0_fingerprints,
 )
-from attnlab.training.summary import curves_frame, summary_frame
+from attnlab.training.summary import MILESTONES, curves_frame, summary_frame
 from attnlab.training.trainer import Run, Trainer, TrainResult
 
-#: The article's scaled numbers, the only targets of the fit: (term, value).
-ARTICLE_SCALED: dict[str, float] = {
-    "grad_norm_wq": 0.1085,
-    "step_loss_below_1": 224.0,
-    "step_loss_below_0p1": 436.0,
-    "final_loss": 0.00562,
-}
 #: The smoothed-loss thresholds of the two milestone terms.
-THRESHOLDS: dict[str, float] = {"step_loss_below_1": 1.0, "step_loss_below_0p1": 0.1}
-TERMS: tuple[str, ...] = tuple(ARTICLE_SCALED)
-#: The fit's quality bar: the step-0 norm and both milestones within this fraction of the
-#: article's (the report judges each predicted reading by it).
-QUALITY = 0.20
-#: Screen and fit CSV names.
-SCREEN_CSV = "09_fit_screen.csv"
-SCORES_CSV = "09_fit_scores.csv"
-CURVES_CSV = "09_fit_prediction_curves.csv"
-SUMMARY_CSV = "09_fit_prediction_summary.csv"
-
-#: The CSV's columns, declared with their rules in study.py.
+THRESHOLDS: dict[str, float] = dict(MILESTONES)
 SCORE_COLUMNS = SCORES.column_names
 
 
@@ -161,11 +149,6 @@ def rank(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-#: A reading is within the score's noise of the best of its pass when its score exceeds the
-#: best's by at most this many bootstrap standard errors of the difference.
-NOISE_SE = 2.0
-#: Bootstrap replicates of the fit seeds behind that standard error.
-BOOTSTRAP_REPLICATES = 2000
 #: The bootstrap's key is ``fold_in(key(seed), BOOTSTRAP_STREAM)``, apart from the seeds' own
 #: streams (``seed_keys`` folds in 0, 1 and 2).
 BOOTSTRAP_STREAM = 9
@@ -270,9 +253,8 @@ def train_scaled(
         ]
         trainer = Trainer(runs, metrics=FIT_METRICS)
         trainer.run(until, stop=stop)
-        metrics = trainer.metrics
         for i, run in enumerate(runs):
-            out[run.label] = {k: v[trainer.lane_slice(i)] for k, v in metrics.items()}
+            out[run.label] = trainer.run_metrics(i)
         if on_reading:
             on_reading(len(group))
     return out

@@ -15,20 +15,19 @@ from attnlab.harness.figures import (
     VARIANT_COLORS,
     VARIANT_LABELS,
     band_by_variant,
+    mark_article_milestones,
     save,
 )
+from attnlab.harness.predictions import fit_predictions
 from attnlab.harness.tables import Tables, seeds_text
-from attnlab.studies.article_fit.compute import CURVES_CSV, QUALITY, SCORES_CSV, SCREEN_CSV
-from attnlab.studies.article_fit.second import CURVES_2_CSV, SCORES_2_CSV, SCREEN_2_CSV
-from attnlab.studies.recall.figure import mark_article_milestones
-from attnlab.studies.recall.report import fit_predictions
+from attnlab.studies.article_fit.study import FIRST_CSVS, QUALITY, SECOND_CSVS
 
 ARTICLE_STEP0 = (0.1085, 1.0610)  # scaled, unscaled
 #: Rows of the figure: (title, screen CSV, scores CSV, prediction curves CSV, whether
 #: pass 2a took only the readings within the quality bar).
 ROWS = (
-    ("first family", SCREEN_CSV, SCORES_CSV, CURVES_CSV, False),
-    ("second family", SCREEN_2_CSV, SCORES_2_CSV, CURVES_2_CSV, True),
+    ("first family", FIRST_CSVS.screen, FIRST_CSVS.scores, FIRST_CSVS.curves, False),
+    ("second family", SECOND_CSVS.screen, SECOND_CSVS.scores, SECOND_CSVS.curves, True),
 )
 
 

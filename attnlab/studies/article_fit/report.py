@@ -7,24 +7,17 @@ import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS
 from attnlab.harness.headlines import medians
+from attnlab.harness.predictions import NEAR, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.tables import Tables, fmt, markdown_table, seeds_text
 from attnlab.harness.verdicts import WITHIN
-from attnlab.studies.article_fit.compute import (
+from attnlab.studies.article_fit.study import (
     ARTICLE_SCALED,
     BOOTSTRAP_REPLICATES,
+    FIRST_CSVS,
     NOISE_SE,
     QUALITY,
-    SCORES_CSV,
-    SCREEN_CSV,
+    SECOND_CSVS,
     TERMS,
-)
-from attnlab.studies.article_fit.second import SCORES_2_CSV, SCREEN_2_CSV, SUMMARY_2_CSV
-from attnlab.studies.recall.report import (
-    FIT_SUMMARY_CSV,
-    NEAR,
-    fit_predictions,
-    reading_rows,
-    seen_by_fit,
 )
 from attnlab.training.readings import SMOOTHINGS
 
@@ -125,7 +118,7 @@ def _fit_part(tables: Tables, screen_csv: str, scores_csv: str, summary_csv: str
 
 
 def section(tables: Tables) -> str:
-    first = _fit_part(tables, SCREEN_CSV, SCORES_CSV, FIT_SUMMARY_CSV)
+    first = _fit_part(tables, *FIRST_CSVS[:2], FIRST_CSVS.summary)
     parts = [
         "## The article's set-up, reconstructed (experiment 09)",
         "### The first fit",
@@ -146,11 +139,11 @@ def section(tables: Tables) -> str:
         "number, every ratio and the scaled accuracy.",
         first["predictions"],
     ]
-    if not tables.has(SUMMARY_2_CSV):
+    if not tables.has(SECOND_CSVS.summary):
         return "\n\n".join(
-            [*parts, f"The second fit is left out: run `{tables.made_by(SUMMARY_2_CSV)}`."]
+            [*parts, f"The second fit is left out: run `{tables.made_by(SECOND_CSVS.summary)}`."]
         )
-    second = _fit_part(tables, SCREEN_2_CSV, SCORES_2_CSV, SUMMARY_2_CSV)
+    second = _fit_part(tables, *SECOND_CSVS[:2], SECOND_CSVS.summary)
     smoothings = ", ".join(s.name for s in SMOOTHINGS)
     verdict = (
         "At least one reading within the noise meets the quality bar."
@@ -202,8 +195,8 @@ def _prediction_headline(frame: pd.DataFrame) -> str:
 
 
 HEADLINES = {
-    SCREEN_CSV: _kept_headline,
-    FIT_SUMMARY_CSV: _prediction_headline,
-    SCREEN_2_CSV: _kept_headline,
-    SUMMARY_2_CSV: _prediction_headline,
+    FIRST_CSVS.screen: _kept_headline,
+    FIRST_CSVS.summary: _prediction_headline,
+    SECOND_CSVS.screen: _kept_headline,
+    SECOND_CSVS.summary: _prediction_headline,
 }

@@ -1,7 +1,10 @@
 """Study article_fit, declared: its outputs, their columns and the rules ``make verify``
-compares them by, its figures and its place in the report."""
+compares them by, its figures and its place in the report; the CSV names of both fits and
+the numbers their computation, figure and report share."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from attnlab.harness.declaration import EXACT, KEY, UNCHECKED, Output, Study, close
 from attnlab.training.columns import CURVES, SUMMARY
@@ -10,6 +13,46 @@ SCRIPT = "09_article_fit.py"
 #: The second pass (the second family) runs as its own script, so that ``make`` runs it
 #: beside the first.
 SCRIPT_2 = "12_second_fit.py"
+
+
+class FitCsvs(NamedTuple):
+    """The four CSVs of one fit, one per stage (the prediction has two)."""
+
+    screen: str
+    scores: str
+    curves: str
+    summary: str
+
+
+FIRST_CSVS = FitCsvs(
+    "09_fit_screen.csv",
+    "09_fit_scores.csv",
+    "09_fit_prediction_curves.csv",
+    "09_fit_prediction_summary.csv",
+)
+SECOND_CSVS = FitCsvs(
+    "12_second_fit_screen.csv",
+    "12_second_fit_scores.csv",
+    "12_second_fit_prediction_curves.csv",
+    "12_second_fit_prediction_summary.csv",
+)
+
+#: The article's scaled numbers, the only targets of the fit: (term, value).
+ARTICLE_SCALED: dict[str, float] = {
+    "grad_norm_wq": 0.1085,
+    "step_loss_below_1": 224.0,
+    "step_loss_below_0p1": 436.0,
+    "final_loss": 0.00562,
+}
+TERMS: tuple[str, ...] = tuple(ARTICLE_SCALED)
+#: The fit's quality bar: the step-0 norm and both milestones within this fraction of the
+#: article's (the report judges each predicted reading by it).
+QUALITY = 0.20
+#: A reading is within the score's noise of the best of its pass when its score exceeds the
+#: best's by at most this many bootstrap standard errors of the difference.
+NOISE_SE = 2.0
+#: Bootstrap replicates of the fit seeds behind that standard error.
+BOOTSTRAP_REPLICATES = 2000
 
 SCORES = Output(
     SCRIPT,
@@ -58,22 +101,22 @@ SCREEN = {
     "kept": EXACT,
 }
 
+
+def _outputs(csvs: FitCsvs, script: str, scores: Output, fit: str) -> dict[str, Output]:
+    return {
+        csvs.screen: Output(script, SCREEN),
+        csvs.scores: scores,
+        csvs.curves: Output(script, {"reading": KEY, **CURVES}, curve_step="step", prediction=fit),
+        csvs.summary: Output(script, {"reading": KEY, **SUMMARY}, prediction=fit),
+    }
+
+
 STUDY = Study(
     "article_fit",
     4,
     {
-        "09_fit_screen.csv": Output(SCRIPT, SCREEN),
-        "09_fit_scores.csv": SCORES,
-        "09_fit_prediction_curves.csv": Output(
-            SCRIPT, {"reading": KEY, **CURVES}, curve_step="step"
-        ),
-        "09_fit_prediction_summary.csv": Output(SCRIPT, {"reading": KEY, **SUMMARY}),
-        "12_second_fit_screen.csv": Output(SCRIPT_2, SCREEN),
-        "12_second_fit_scores.csv": SCORES_2,
-        "12_second_fit_prediction_curves.csv": Output(
-            SCRIPT_2, {"reading": KEY, **CURVES}, curve_step="step"
-        ),
-        "12_second_fit_prediction_summary.csv": Output(SCRIPT_2, {"reading": KEY, **SUMMARY}),
+        **_outputs(FIRST_CSVS, SCRIPT, SCORES, "first fit"),
+        **_outputs(SECOND_CSVS, SCRIPT_2, SCORES_2, "second fit"),
     },
     figures=("fig7_article_fit",),
 )

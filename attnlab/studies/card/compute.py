@@ -42,16 +42,10 @@ from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.io import read_csv_checked, sidecar_path
 from attnlab.studies.card.verdicts import Card, verdicts_frame
-from attnlab.studies.widths.compute import (
-    WIDTHS_BASE,
-    WidthsConfig,
-    curves_frame,
-    lr_frame,
-    run_widths,
-)
-from attnlab.studies.widths.compute import summary_frame as widths_summary_frame
 from attnlab.training.config import RecallConfig
 from attnlab.training.summary import summary_frame as recall_summary_frame
+from attnlab.training.sweep import WIDTHS_BASE, WidthsConfig, curves_frame, lr_frame, run_widths
+from attnlab.training.sweep import summary_frame as widths_summary_frame
 from attnlab.training.trainer import Run, train_runs
 
 Progress = Callable[[int], None] | None

@@ -13,41 +13,16 @@ from attnlab.harness.figures import (
     VARIANT_COLORS,
     VARIANT_LABELS,
     band_by_variant,
+    mark_article_milestones,
     mark_milestones,
     save,
 )
+from attnlab.harness.predictions import fit_predictions
 from attnlab.harness.tables import Tables, seeds_text
-from attnlab.studies.recall.report import FIT_CURVES_CSV, fit_predictions
+from attnlab.studies import predictions
 
-#: The article's milestones: (variant, smoothed-loss threshold, step).
-ARTICLE_MILESTONES = (
-    ("scaled", 1.0, 224),
-    ("unscaled", 1.0, 424),
-    ("scaled", 0.1, 436),
-    ("unscaled", 0.1, 822),
-)
 _CURVE_COLUMNS = ["variant", "seed", "step", "smoothed_loss"]
 _SUMMARY_COLUMNS = ["variant", "seed", "step_loss_below_1", "step_loss_below_0p1"]
-
-
-def mark_article_milestones(ax: plt.Axes) -> None:
-    """The article's four milestones as diamonds in the variants' colours, with a legend
-    entry."""
-    for variant, threshold, step in ARTICLE_MILESTONES:
-        ax.plot(
-            step,
-            threshold,
-            marker="D",
-            ms=5,
-            color=VARIANT_COLORS[variant],
-            mec="black",
-            mew=0.6,
-            ls="",
-            zorder=6,
-        )
-    ax.plot(
-        [], [], marker="D", ls="", color="0.5", mec="black", mew=0.6, label="article's milestone"
-    )
 
 
 def _panel(ax: plt.Axes, tables: Tables, curves_csv: str, summary_csv: str, title: str) -> None:
@@ -69,7 +44,8 @@ def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
     (a) 09's fitted reading, (b) 04's reading; the article's milestones marked on both.
     Without 09's CSVs (a run of 04 alone), 04's panel alone."""
     natural = tables.flags("04_recall_summary.csv").get("reading") or "natural"
-    with_fit = tables.has(FIT_CURVES_CSV)
+    (fit_curves, _), (fit_summary, _) = predictions("curves")[0], predictions("summary")[0]
+    with_fit = tables.has(fit_curves)
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(
             1,
@@ -81,8 +57,8 @@ def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
         )
         axes = list(axes[0])
         if with_fit:
-            fitted = fit_predictions(tables)[0]
-            fitted_curves = fit_predictions(tables, FIT_CURVES_CSV)[0].csv
+            fitted = fit_predictions(tables, fit_summary)[0]
+            fitted_curves = fit_predictions(tables, fit_curves)[0].csv
             _panel(axes[0], tables, fitted_curves, fitted.csv, f"(a) fitted: {fitted.reading}")
         _panel(
             axes[-1],

@@ -1,5 +1,5 @@
-"""Experiment 09's second pass (``attnlab.studies.article_fit.second``): its members, its
-cuts, its prediction and the script ``12_second_fit.py`` at tiny settings."""
+"""The fits of experiment 09 (``attnlab.studies.article_fit.fits``), the second's members,
+its cuts, its prediction and the script ``12_second_fit.py`` at tiny settings."""
 
 import json
 
@@ -8,21 +8,9 @@ import pandas as pd
 import pytest
 
 from attnlab.core.references import load_mechanism
-from attnlab.studies.article_fit.compute import (
-    ARTICLE_SCALED,
-    QUALITY,
-    finalist_readings,
-    predict,
-    predicted_readings,
-)
-from attnlab.studies.article_fit.second import (
-    CURVES_2_CSV,
-    SCORES_2_CSV,
-    SCREEN_2_CSV,
-    SUMMARY_2_CSV,
-    get_pair,
-    pass_a_readings,
-)
+from attnlab.studies.article_fit.compute import finalist_readings, predict, predicted_readings
+from attnlab.studies.article_fit.fits import get_pair, pass_a_readings
+from attnlab.studies.article_fit.study import ARTICLE_SCALED, QUALITY, SECOND_CSVS
 from attnlab.training.config import RecallConfig
 from attnlab.training.readings import (
     FAMILY_2,
@@ -35,7 +23,7 @@ from attnlab.training.summary import summary_frame
 from attnlab.training.trainer import Run, train_runs
 
 SCRIPT = "12_second_fit"
-CSVS = (SCREEN_2_CSV, SCORES_2_CSV, CURVES_2_CSV, SUMMARY_2_CSV)
+CSVS = tuple(SECOND_CSVS)
 FILTER = "sum-pytorch-nobias-d24-b"
 TINY = [
     "--family-filter", FILTER, "--seeds", "2", "--pass-a-seeds", "1", "--fit-seeds", "2",
@@ -100,18 +88,18 @@ def tiny_run(tmp_path_factory, load_script, run_main):
 def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     for name in CSVS:
         assert len(pd.read_csv(tiny_run / name)), name
-    screen = pd.read_csv(tiny_run / SCREEN_2_CSV)
+    screen = pd.read_csv(tiny_run / SECOND_CSVS.screen)
     assert len(screen) == 9 and screen.name.str.contains(FILTER).all()
-    scores = pd.read_csv(tiny_run / SCORES_2_CSV)
+    scores = pd.read_csv(tiny_run / SECOND_CSVS.scores)
     trained = len(pass_a_readings(screen))
     assert (scores["pass"] == "2a").sum() == trained * len(SMOOTHINGS)
     assert (scores["pass"] == "2b").sum() == len(SMOOTHINGS)
     assert (scores.reading.str.rpartition("/")[2] == scores.smoothing).all()
-    summary = pd.read_csv(tiny_run / SUMMARY_2_CSV)
+    summary = pd.read_csv(tiny_run / SECOND_CSVS.summary)
     predicted = predicted_readings(scores)
     assert set(summary.reading) == {m for m, _ in predicted}
     assert set(summary.variant) == {"scaled", "unscaled"} and summary.seed.nunique() == 2
-    flags = json.loads((tiny_run / SUMMARY_2_CSV).with_suffix(".json").read_text())["flags"]
+    flags = json.loads((tiny_run / SECOND_CSVS.summary).with_suffix(".json").read_text())["flags"]
     assert flags["readings"] == dict(predicted)
 
 
@@ -120,8 +108,8 @@ def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     [
         (["--fit-seeds", "0"], "--fit-seeds"),
         (["--family-filter", "no-such-reading"], "--family-filter"),
-        (["--stage", "fit"], SCREEN_2_CSV),
-        (["--stage", "predict"], SCORES_2_CSV),
+        (["--stage", "fit"], SECOND_CSVS.screen),
+        (["--stage", "predict"], SECOND_CSVS.scores),
     ],
 )
 def test_bad_flags_exit_2_with_one_line_and_write_nothing(

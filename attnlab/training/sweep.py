@@ -1,0 +1,400 @@
+"""Width and learning-rate sweeps of the recall demo, as lanes of the engine, with
+diagnostics of the attention temperature along training (experiment 10 and the card).
+
+Runs. For every ``d_k`` of ``WidthsConfig.dks`` and every mechanism of ``mechanisms``, the
+recall model of experiment 04 is trained on ``seeds`` seeds; each seed has one
+initialisation key and one data stream, shared by every mechanism at a width (identical
+initialisation and data, as in 04). At each ``d_k`` of ``lr_dks`` the ``lr_mechanisms`` are
+also trained at every learning rate of ``lrs``; at ``drift_dk`` every mechanism of
+``attnlab.core.temperature`` is trained (05's set). One compiled program per (``d_k``,
+mechanism) trains every (learning rate, seed) *lane* at once: the learning rate is a traced
+argument of ``optax.adam``, and the lanes are vmapped.
+
+A lane whose loss turns non-finite is recorded as diverged at that step (``diverged_step``);
+its later numbers are left empty, and the sweep goes on.
+
+Diagnostics, on the seed's held-out sequences (``probe`` of them), at step 0 and every
+``record_every`` steps (``diagnostics``): for queries ``q`` and keys ``k`` as they leave the
+projections (before any normalisation),
+
+- ``q_norm``, ``k_norm``: mean ``|q|`` and ``|k|``;
+- ``logit_std_raw``, ``logit_max_raw``: std over every (sequence, slot) of ``q . k`` and the
+  mean over sequences of the row maximum (for QK-norm, of the cosines ``q^ . k^``);
+- ``logit_std``, ``logit_max``: the same for the logits the softmax sees (after the
+  mechanism's scale, and cap);
+- ``cos_asked``: mean cosine between ``q`` and the key of the slot asked for;
+- ``rho_implied``: experiment 07's law inverted: for coordinates of unit variance and
+  correlation ``rho``, ``E[q . k] = d_k rho``; with ``sigma_q, sigma_k`` the rms coordinates
+  of ``q`` and ``k`` over the probe, ``rho = mean(q . k_asked) / (d_k sigma_q sigma_k)``
+  (``implied_rho``);
+- ``routing_accuracy``: the fraction of sequences whose largest attention weight is on the
+  slot that holds the asked-for key (chance ``1 / pairs``), and ``asked_weight``, the mean
+  weight on that slot (``routing``);
+- ``attn_max_weight``, ``attn_entropy`` (nats): mean max weight and entropy of the rows;
+- ``accuracy``: held-out accuracy of the predicted value (``evaluate``'s, at the end of the
+  run the summary's ``eval_accuracy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from attnlab.core.attention import attention_logits
+from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import load_mechanism
+from attnlab.core.softmax_stats import entropy, max_weight
+from attnlab.core.temperature import MECHANISMS
+from attnlab.training.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
+from attnlab.training.config import RecallConfig
+from attnlab.training.model import MechanismConstants, RecallModel
+from attnlab.training.summary import MILESTONES
+from attnlab.training.task import Batch
+from attnlab.training.trainer import Run, Trainer, group_runs
+
+Progress = Callable[[int], None] | None
+
+DIAGNOSTICS = (
+    "q_norm",
+    "k_norm",
+    "logit_std_raw",
+    "logit_max_raw",
+    "logit_std",
+    "logit_max",
+    "cos_asked",
+    "rho_implied",
+    "routing_accuracy",
+    "asked_weight",
+    "attn_max_weight",
+    "attn_entropy",
+    "accuracy",
+)
+#: The tables' columns, declared with their rules in ``attnlab.training.columns``.
+CURVE_COLUMNS = list(WIDTHS_CURVES)
+SUMMARY_COLUMNS = list(WIDTHS_SUMMARY)
+LR_COLUMNS = list(LR_TRANSFER)
+
+#: The recall set-up of 10: 04's reading (concat slots, natural init, no biases) with
+#: narrower embeddings, a smaller batch and a shorter run, so that 7 widths up to 4096, 4
+#: mechanisms, the learning-rate grid and the drift runs fit ``make reproduce``'s budget.
+WIDTHS_BASE = RecallConfig(
+    d_model=32, batch_size=32, steps=500, seeds=3, eval_size=512, chunk_steps=50
+)
+
+
+@dataclass(frozen=True)
+class WidthsConfig:
+    """What experiment 10 trains (module docstring); ``base`` sets everything else."""
+
+    base: RecallConfig = WIDTHS_BASE
+    dks: tuple[int, ...] = (1, 4, 16, 64, 256, 1024, 4096)
+    mechanisms: tuple[str, ...] = ("scaled", "unscaled", "qk_norm", "inv_d")
+    #: The issue's grid {1e-4 .. 3e-3} and one step beyond, 1e-2: a first run at 600 steps
+    #: put the best rate at 3e-3, the grid's edge, for most cells.
+    lrs: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+    lr_dks: tuple[int, ...] = (64, 256, 1024)
+    lr_mechanisms: tuple[str, ...] = ("scaled", "inv_d")
+    drift_dk: int | None = 256
+    drift_mechanisms: tuple[str, ...] = field(default=tuple(MECHANISMS))
+    record_every: int = 50
+    jacobian_trials: int = 2000
+
+    def __post_init__(self) -> None:
+        for name in ("mechanisms", "lr_mechanisms", "drift_mechanisms"):
+            for reference in getattr(self, name):
+                try:
+                    load_mechanism(reference)
+                except ValueError as err:
+                    raise ValueError(f"WidthsConfig.{name}: {err}") from None
+        if not set(self.lr_dks) <= set(self.dks):
+            raise ValueError("WidthsConfig.lr_dks must be a subset of dks")
+        if self.base.lr not in self.lrs:
+            raise ValueError("WidthsConfig.lrs must include base.lr (the width runs' rate)")
+        if self.record_every < 1 or self.base.steps % self.record_every:
+            raise ValueError("WidthsConfig.record_every must divide base.steps")
+
+    def runs(self) -> list[tuple[int, str, tuple[float, ...]]]:
+        """``(d_k, mechanism, learning rates)`` per compiled program, in sweep order."""
+        out = []
+        for d_k in self.dks:
+            names = list(self.mechanisms)
+            if d_k == self.drift_dk:
+                names += [m for m in self.drift_mechanisms if m not in names]
+            for name in names:
+                sweep = d_k in self.lr_dks and name in self.lr_mechanisms
+                out.append((d_k, name, self.lrs if sweep else (self.base.lr,)))
+        return out
+
+    def total_steps(self) -> int:
+        """Lane-steps of the whole sweep (for the progress bar)."""
+        return sum(len(lrs) for _, _, lrs in self.runs()) * self.base.steps
+
+
+# ----------------------------------------------------------------------------- diagnostics
+
+
+def asked_slot(batch: Batch) -> jax.Array:
+    """Index of the slot holding the asked-for key (keys are distinct within a sequence)."""
+    return jnp.argmax(batch.keys == batch.query[..., None], axis=-1)
+
+
+def routing(weights: jax.Array, slot: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(routing accuracy, mean weight on the asked slot)`` of rows ``weights [N, pairs]``:
+    the fraction of rows whose argmax is ``slot`` and the mean of ``weights[slot]``."""
+    on_slot = jnp.take_along_axis(weights, slot[:, None], axis=-1)[:, 0]
+    return jnp.mean(jnp.argmax(weights, axis=-1) == slot), jnp.mean(on_slot)
+
+
+def implied_rho(qk: jax.Array, d_k: int, sigma_q: jax.Array, sigma_k: jax.Array) -> jax.Array:
+    """Experiment 07's law ``E[q . k] = d_k rho`` (unit-variance coordinates) inverted:
+    ``rho = mean(qk) / (d_k sigma_q sigma_k)`` for products ``qk`` of vectors whose
+    coordinates have rms ``sigma_q`` and ``sigma_k``."""
+    return jnp.mean(qk) / (d_k * sigma_q * sigma_k)
+
+
+def diagnostics(
+    model: RecallModel, params: dict, constants: MechanismConstants, probe: Batch
+) -> dict[str, jax.Array]:
+    """The module docstring's diagnostics of one model on the probe sequences, from the
+    intermediates the model records in its forward pass (``RecallModel``)."""
+    (logits, _), state = model.apply(
+        {"params": params}, probe, constants, mutable=["intermediates"]
+    )
+    sown = {name: values[0] for name, values in state["intermediates"].items()}
+    q, k = sown["q"], sown["k"]  # [N, 1, d_k], [N, pairs, d_k]
+    d_k = q.shape[-1]
+    raw = attention_logits(sown["q_attn"], sown["k_attn"], scale=1.0)[:, 0]  # [N, pairs]
+    z, weights = sown["logits"], sown["weights"]
+    slot = asked_slot(probe)
+    k_asked = jnp.take_along_axis(k, slot[:, None, None], axis=1)[:, 0]  # [N, d_k]
+    qk_asked = jnp.sum(q[:, 0] * k_asked, axis=-1)
+    cos = qk_asked / (jnp.linalg.norm(q[:, 0], axis=-1) * jnp.linalg.norm(k_asked, axis=-1))
+    sigma_q, sigma_k = jnp.sqrt(jnp.mean(q * q)), jnp.sqrt(jnp.mean(k * k))
+    accuracy, on_slot = routing(weights, slot)
+    return {
+        "q_norm": jnp.mean(jnp.linalg.norm(q, axis=-1)),
+        "k_norm": jnp.mean(jnp.linalg.norm(k, axis=-1)),
+        "logit_std_raw": jnp.std(raw),
+        "logit_max_raw": jnp.mean(jnp.max(raw, axis=-1)),
+        "logit_std": jnp.std(z),
+        "logit_max": jnp.mean(jnp.max(z, axis=-1)),
+        "cos_asked": jnp.mean(cos),
+        "rho_implied": implied_rho(qk_asked, d_k, sigma_q, sigma_k),
+        "routing_accuracy": accuracy,
+        "asked_weight": on_slot,
+        "attn_max_weight": jnp.mean(max_weight(weights)),
+        "attn_entropy": jnp.mean(entropy(weights)),
+        "accuracy": jnp.mean(jnp.argmax(logits, -1) == probe.target),
+    }
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@dataclass
+class LaneResult:
+    """One (d_k, mechanism) program: per lane ``[lanes, ...]`` arrays, lanes lr-major."""
+
+    d_k: int
+    mechanism: str
+    lrs: list[float]
+    seeds: list[int]
+    loss: np.ndarray  # [lanes, steps]
+    grad_wq_step0: np.ndarray
+    grad_wk_step0: np.ndarray
+    diagnostics: dict[str, np.ndarray]  # name -> [lanes, records]
+    record_steps: np.ndarray
+    eval_accuracy: np.ndarray
+
+
+#: The per-step metrics the sweep records.
+LANE_METRICS = ("loss", "grad_norm_wq", "grad_norm_wk")
+
+
+def train_width(
+    config: RecallConfig,
+    entries: Sequence[tuple[Mechanism, Sequence[float]]],
+    record_every: int,
+    on_chunk: Progress = None,
+) -> list[LaneResult]:
+    """Train every ``(mechanism, learning rates)`` of ``entries`` on every (learning rate,
+    seed) lane of ``config``, one ``Trainer`` per shared program, in compiled blocks of
+    ``record_every`` steps; ``diagnostics`` on the seed's held-out sequences at step 0 and
+    after every block. Non-finite losses are kept (the lane is diverged), not raised.
+    Results in the order of ``entries``."""
+    config = replace(config, chunk_steps=record_every)
+    runs = [Run(config, mechanism, lr=lr) for mechanism, lrs in entries for lr in lrs]
+    owner = [i for i, (_, lrs) in enumerate(entries) for _ in lrs]
+    lanes: dict[int, list] = {i: [] for i in range(len(entries))}
+    for group in group_runs(runs):
+        trainer = Trainer([runs[i] for i in group], metrics=LANE_METRICS,
+                          diagnostics=diagnostics, on_diverge="record")  # fmt: skip
+        trainer.run(config.steps, on_chunk)
+        records = {k: np.stack([r[k] for r in trainer.records], axis=1) for k in DIAGNOSTICS}
+        for r, i in enumerate(group):
+            lane = trainer.lane_slice(r)
+            lanes[owner[i]].append(
+                (trainer.run_metrics(r), {k: v[lane] for k, v in records.items()})
+            )
+    return [_lane_result(config, mechanism, lrs, lanes[i], record_every)
+            for i, (mechanism, lrs) in enumerate(entries)]  # fmt: skip
+
+
+def _lane_result(config: RecallConfig, mechanism: Mechanism, lrs, parts, record_every: int):
+    """One mechanism's lanes (``parts``: per learning rate, its metrics and records)."""
+    metrics = {k: np.concatenate([m[k] for m, _ in parts]) for k in LANE_METRICS}
+    records = {k: np.concatenate([r[k] for _, r in parts]) for k in DIAGNOSTICS}
+    return LaneResult(
+        d_k=config.d_k,
+        mechanism=mechanism.name,
+        lrs=list(lrs),
+        seeds=config.seed_values,
+        loss=metrics["loss"],
+        grad_wq_step0=metrics["grad_norm_wq"][:, 0],
+        grad_wk_step0=metrics["grad_norm_wk"][:, 0],
+        diagnostics=records,
+        record_steps=np.arange(0, config.steps + 1, record_every),
+        eval_accuracy=records["accuracy"][:, -1],
+    )
+
+
+def train_lanes(
+    config: RecallConfig,
+    mechanism: Mechanism,
+    lrs: Sequence[float],
+    record_every: int,
+    on_chunk: Progress = None,
+) -> LaneResult:
+    """``train_width`` of one mechanism."""
+    return train_width(config, [(mechanism, lrs)], record_every, on_chunk)[0]
+
+
+def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[LaneResult]:
+    """Every program of ``config.runs()``, one width at a time."""
+    runs = config.runs()
+    results = []
+    for d_k in dict.fromkeys(d_k for d_k, _, _ in runs):
+        entries = [(load_mechanism(name), lrs) for dk, name, lrs in runs if dk == d_k]
+        base = replace(config.base, d_k=d_k)
+        results += train_width(base, entries, config.record_every, on_progress)
+    return results
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def first_nonfinite(loss: np.ndarray) -> int | None:
+    """The first step whose loss is NaN or infinite, if any."""
+    bad = np.flatnonzero(~np.isfinite(loss))
+    return int(bad[0]) if bad.size else None
+
+
+def _lanes(result: LaneResult):
+    for i in range(len(result.lrs) * len(result.seeds)):
+        yield i, result.lrs[i // len(result.seeds)], result.seeds[i % len(result.seeds)]
+
+
+def summary_frame(results: Sequence[LaneResult], smoothing: int) -> pd.DataFrame:
+    """One row per lane (``SUMMARY_COLUMNS``); a diverged lane keeps only its step-0
+    numbers and ``diverged_step``."""
+    rows = []
+    for result in results:
+        for i, lr, seed in _lanes(result):
+            loss = result.loss[i]
+            diverged = first_nonfinite(loss)
+            smoothed = trailing_mean(loss, smoothing)
+            d = result.diagnostics
+            row = {
+                "d_k": result.d_k,
+                "mechanism": result.mechanism,
+                "lr": lr,
+                "seed": seed,
+                "grad_wq_step0": float(result.grad_wq_step0[i]),
+                "grad_wk_step0": float(result.grad_wk_step0[i]),
+                "routing_accuracy_step0": float(d["routing_accuracy"][i, 0]),
+                "asked_weight_step0": float(d["asked_weight"][i, 0]),
+                "logit_std_step0": float(d["logit_std"][i, 0]),
+                "diverged_step": diverged,
+            }
+            if diverged is None:
+                row.update(
+                    {
+                        column: first_step_below(smoothed, threshold)
+                        for column, threshold in MILESTONES
+                    }
+                )
+                row.update(
+                    final_loss=float(smoothed[-1]),
+                    eval_accuracy=float(result.eval_accuracy[i]),
+                    routing_accuracy_end=float(d["routing_accuracy"][i, -1]),
+                    asked_weight_end=float(d["asked_weight"][i, -1]),
+                    logit_std_end=float(d["logit_std"][i, -1]),
+                )
+            rows.append(row)
+    frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    for column in ("step_loss_below_1", "step_loss_below_0p1", "diverged_step"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def curves_frame(results: Sequence[LaneResult], smoothing: int) -> pd.DataFrame:
+    """One row per lane and recorded step: the smoothed loss (at that step, or the last
+    step for the end of the run) and the diagnostics."""
+    frames = []
+    for result in results:
+        steps = result.record_steps
+        for i, lr, seed in _lanes(result):
+            smoothed = trailing_mean(result.loss[i], smoothing)
+            data = {
+                "d_k": result.d_k,
+                "mechanism": result.mechanism,
+                "lr": lr,
+                "seed": seed,
+                "step": steps,
+                "smoothed_loss": smoothed[np.minimum(steps, len(smoothed) - 1)],
+            }
+            data.update({k: result.diagnostics[k][i] for k in DIAGNOSTICS})
+            frames.append(pd.DataFrame(data))
+    return pd.concat(frames, ignore_index=True)[CURVE_COLUMNS]
+
+
+def lr_frame(summary: pd.DataFrame, config: WidthsConfig) -> pd.DataFrame:
+    """Per (lr mechanism, lr d_k, lr): medians over seeds of the final loss and the loss-0.1
+    step, and ``best``: the rate with the lowest median final loss at that width (a rate
+    with a diverged seed is never best; ties go to the smaller rate)."""
+    rows = []
+    for reference in config.lr_mechanisms:
+        name = load_mechanism(reference).name
+        for d_k in config.lr_dks:
+            cell = summary[(summary.mechanism == name) & (summary.d_k == d_k)]
+            group = []
+            for lr in config.lrs:
+                runs = cell[cell.lr == lr]
+                diverged = int(runs.diverged_step.notna().sum())
+                group.append(
+                    {
+                        "mechanism": name,
+                        "d_k": d_k,
+                        "lr": lr,
+                        "seeds": len(runs),
+                        "diverged": diverged,
+                        "final_loss_median": float(runs.final_loss.median()),
+                        "step_loss_below_0p1_median": float(
+                            runs.step_loss_below_0p1.astype(float).median()
+                        ),
+                    }
+                )
+            eligible = [
+                g for g in group if g["diverged"] == 0 and np.isfinite(g["final_loss_median"])
+            ]
+            best = min(eligible, key=lambda g: (g["final_loss_median"], g["lr"]), default=None)
+            for g in group:
+                g["best"] = g is best
+            rows += group
+    return pd.DataFrame(rows, columns=LR_COLUMNS)
