@@ -64,6 +64,22 @@ def test_every_output_is_part_of_make_all(prerequisites):
         assert {f"figures/{fig}.png" for fig in study.figures} <= targets
 
 
+def test_a_result_depends_on_no_other_studys_code(prerequisites):
+    """Editing one study (its declaration, compute, figure or report) leaves every other
+    study's results and figures current: only the studies a figure reads (Figure 3 reads
+    09's fit) are shared."""
+    for study in STUDIES:
+        if study.timing:
+            continue
+        mine = {study.name, *study.reads}
+        targets = [f"results/{csv}" for csv in study.csvs]
+        targets += [f"figures/{fig}.png" for fig in study.figures]
+        for target in targets:
+            folders = {p.split("/")[2] for p in prerequisites[target]
+                       if p.startswith("attnlab/studies/") and p.count("/") == 3}  # fmt: skip
+            assert folders <= mine, (target, folders - mine)
+
+
 def test_make_rules_are_current():
     """attnlab/studies/studies.mk is what `make rules` writes from the declarations now."""
     assert RULES_FILE.read_text(encoding="utf-8") == rules_text(STUDIES), "run `make rules`"

@@ -68,16 +68,15 @@ def _direct_imports(path: Path) -> frozenset[Path]:
 
 
 def import_closure(*paths: Path) -> set[str]:
-    """Every package file reachable by imports from ``paths``, repository-relative. The
-    registry imports every study's ``study.py`` by discovery, so they count as imported
-    with it."""
-    registry = STUDIES_DIR / "__init__.py"
+    """Every package file reachable by imports from ``paths``, repository-relative.
+
+    The registry imports every study's ``study.py`` by discovery; those count only where
+    the code imports them by name (a script's own study, a study its figures read): a
+    result depends on its own declaration, not on its neighbours'."""
     seen: set[Path] = set()
     todo = list(paths)
     while todo:
         imported = set(_direct_imports(todo.pop()))
-        if registry in imported:
-            imported |= set(STUDIES_DIR.glob("*/study.py"))
         for path in imported - seen:
             seen.add(path)
             todo.append(path)
@@ -89,9 +88,20 @@ def _figure_module(study: Study) -> list[Path]:
     return [path] if path.is_file() else []
 
 
-def script_prerequisites(script: str) -> set[str]:
-    """What a result of ``experiments/<script>`` depends on: the script and its imports."""
-    return {f"experiments/{script}"} | import_closure(REPO / "experiments" / script)
+def _declarations(studies: Iterable[Study]) -> list[Path]:
+    return [STUDIES_DIR / study.name / "study.py" for study in studies]
+
+
+def _with_imports(*paths: Path) -> set[str]:
+    """``paths`` (repository-relative) and every package file they import."""
+    return {str(p.relative_to(REPO)) for p in paths} | import_closure(*paths)
+
+
+def script_prerequisites(script: str, studies: Iterable[Study] = STUDIES) -> set[str]:
+    """What a result of ``experiments/<script>`` depends on: the script, the declaration of
+    the study it writes for, and their imports."""
+    own = _declarations(s for s in studies if script in s.scripts)
+    return _with_imports(REPO / "experiments" / script, *own)
 
 
 def figure_prerequisites(study: Study, studies: Iterable[Study]) -> set[str]:
@@ -99,10 +109,7 @@ def figure_prerequisites(study: Study, studies: Iterable[Study]) -> set[str]:
     ``figure.py`` and their imports, its CSVs and those of the studies it ``reads``."""
     drawn = [s for s in studies if s.name == study.name or s.name in study.reads]
     figure = _figure_module(study)
-    code = import_closure(REPO / PLOT, *figure) | {
-        PLOT,
-        *(str(p.relative_to(REPO)) for p in figure),
-    }
+    code = _with_imports(REPO / PLOT, *figure, *_declarations(drawn))
     return code | {f"results/{csv}" for s in drawn for csv in s.csvs}
 
 
@@ -126,7 +133,7 @@ def rules_text(studies: Iterable[Study]) -> str:
     """The whole of ``studies.mk`` for ``studies``."""
     made = [s for s in studies if not s.timing]
     scripts = {script for s in made for script in s.scripts}
-    closures = {script: script_prerequisites(script) for script in sorted(scripts)}
+    closures = {script: script_prerequisites(script, made) for script in sorted(scripts)}
     figure_closures = {s.name: figure_prerequisites(s, made) for s in made if s.figures}
     shared = set.intersection(*closures.values(), *figure_closures.values())
     out = [

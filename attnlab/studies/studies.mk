@@ -6,34 +6,31 @@ SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/attention.py
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/prng.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/harness/__init__.py attnlab/harness/cli.py attnlab/harness/declaration.py \
-	attnlab/harness/errors.py attnlab/harness/io.py attnlab/studies/__init__.py \
-	attnlab/studies/article_fit/study.py attnlab/studies/bench/study.py \
-	attnlab/studies/card/study.py attnlab/studies/companion/study.py \
-	attnlab/studies/condensation/study.py attnlab/studies/failure_modes/study.py \
-	attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
-	attnlab/studies/remedies/study.py attnlab/studies/statics/study.py \
-	attnlab/studies/widths/study.py
+	attnlab/harness/errors.py attnlab/harness/io.py attnlab/studies/__init__.py
 
 # ------------------------------------------------------------ statics
 STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
 	results/03_jacobian_norm.csv
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/compute.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/compute.py \
+	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(SHARED) \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/compute.py attnlab/studies/statics/flags.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
+	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/compute.py attnlab/studies/statics/flags.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
+	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 $(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/curves.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/studies/statics/figure.py \
-	results/01_logit_variance.csv results/02_saturation_sweep.csv results/03_jacobian_norm.csv \
-	| $(STAMP)
+	attnlab/studies/statics/study.py results/01_logit_variance.csv \
+	results/02_saturation_sweep.csv results/03_jacobian_norm.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study statics
 
 # ------------------------------------------------------------ recall
@@ -41,14 +38,16 @@ RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
 RECALL_FIGURES := figures/fig3_training.png
 results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	experiments/04_associative_recall.py $(SHARED) attnlab/core/curves.py \
-	attnlab/core/parallel.py attnlab/studies/recall/flags.py attnlab/studies/recall/model.py \
-	attnlab/studies/recall/readings.py attnlab/studies/recall/summary.py \
-	attnlab/studies/recall/task.py attnlab/studies/recall/train.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/studies/recall/study.py attnlab/training/__init__.py \
+	attnlab/training/columns.py attnlab/training/config.py attnlab/training/flags.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
-	attnlab/harness/verdicts.py attnlab/studies/recall/figure.py attnlab/studies/recall/report.py \
-	results/04_recall_curves.csv results/04_recall_summary.csv \
+	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
+	attnlab/harness/verdicts.py attnlab/studies/article_fit/study.py \
+	attnlab/studies/recall/figure.py attnlab/studies/recall/study.py attnlab/training/__init__.py \
+	attnlab/training/columns.py results/04_recall_curves.csv results/04_recall_summary.csv \
 	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
 	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv \
@@ -61,16 +60,18 @@ REMEDIES_CSVS := results/05_remedies_curves.csv results/05_remedies_summary.csv 
 REMEDIES_FIGURES := figures/fig4_remedies.png
 results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_curves.csv \
 	results/05_fold_check.csv results/05_sensitivity.csv &: experiments/05_remedies.py $(SHARED) \
-	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/recall/flags.py \
-	attnlab/studies/recall/model.py attnlab/studies/recall/readings.py \
-	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py attnlab/studies/remedies/__init__.py \
-	attnlab/studies/remedies/compute.py | $(STAMP)
+	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/remedies/__init__.py \
+	attnlab/studies/remedies/compute.py attnlab/studies/remedies/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/model.py attnlab/training/readings.py \
+	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/studies/remedies/figure.py results/05_fold_check.csv \
-	results/05_fold_curves.csv results/05_remedies_curves.csv results/05_remedies_summary.csv \
-	results/05_sensitivity.csv | $(STAMP)
+	attnlab/harness/tables.py attnlab/studies/remedies/figure.py \
+	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	results/05_fold_check.csv results/05_fold_curves.csv results/05_remedies_curves.csv \
+	results/05_remedies_summary.csv results/05_sensitivity.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study remedies
 
 # ------------------------------------------------------------ article_fit
@@ -82,29 +83,28 @@ ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
 	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/recall/flags.py \
-	attnlab/studies/recall/model.py attnlab/studies/recall/readings.py \
-	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py | $(STAMP)
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/model.py attnlab/training/readings.py \
+	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv &: \
 	experiments/12_second_fit.py $(SHARED) attnlab/core/curves.py attnlab/core/parallel.py \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/second.py attnlab/studies/recall/flags.py \
-	attnlab/studies/recall/model.py attnlab/studies/recall/readings.py \
-	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py | $(STAMP)
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/core/curves.py attnlab/core/parallel.py attnlab/harness/figures.py \
-	attnlab/harness/headlines.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/figure.py attnlab/studies/article_fit/second.py \
-	attnlab/studies/recall/figure.py attnlab/studies/recall/model.py \
-	attnlab/studies/recall/readings.py attnlab/studies/recall/report.py \
-	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py results/09_fit_prediction_curves.csv \
+	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
+	attnlab/harness/verdicts.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/figure.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py results/09_fit_prediction_curves.csv \
 	results/09_fit_prediction_summary.csv results/09_fit_scores.csv results/09_fit_screen.csv \
 	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv \
 	results/12_second_fit_scores.csv results/12_second_fit_screen.csv | $(STAMP)
@@ -116,19 +116,20 @@ WIDTHS_CSVS := results/10_widths_summary.csv results/10_widths_curves.csv \
 WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
 results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfer.csv \
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/core/curves.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/recall/flags.py \
-	attnlab/studies/recall/model.py attnlab/studies/recall/readings.py \
-	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/compute.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/compute.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
+	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
+	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/sweep.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
 	attnlab/harness/verdicts.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/figure.py attnlab/studies/widths/report.py results/10_jacobian_n16.csv \
-	results/10_lr_transfer.csv results/10_widths_curves.csv results/10_widths_summary.csv \
-	| $(STAMP)
+	attnlab/studies/widths/figure.py attnlab/studies/widths/report.py \
+	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	results/10_jacobian_n16.csv results/10_lr_transfer.csv results/10_widths_curves.csv \
+	results/10_widths_summary.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study widths
 
 # ------------------------------------------------------------ condensation
@@ -136,12 +137,13 @@ CONDENSATION_CSVS := results/06_condensation.csv
 CONDENSATION_FIGURES := figures/fig5_condensation.png
 results/06_condensation.csv: experiments/06_condensation.py $(SHARED) attnlab/core/parallel.py \
 	attnlab/core/sampling.py attnlab/studies/condensation/__init__.py \
-	attnlab/studies/condensation/compute.py | $(STAMP)
+	attnlab/studies/condensation/compute.py attnlab/studies/condensation/study.py | $(STAMP)
 	$(PY) $<
 $(CONDENSATION_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/parallel.py \
 	attnlab/core/sampling.py attnlab/harness/figures.py attnlab/harness/tables.py \
 	attnlab/studies/condensation/__init__.py attnlab/studies/condensation/compute.py \
-	attnlab/studies/condensation/figure.py results/06_condensation.csv | $(STAMP)
+	attnlab/studies/condensation/figure.py attnlab/studies/condensation/study.py \
+	results/06_condensation.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study condensation
 
 # ------------------------------------------------------------ failure_modes
@@ -151,20 +153,21 @@ FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
 results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv &: experiments/07_failure_modes.py $(SHARED) \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/failure_modes/__init__.py \
-	attnlab/studies/failure_modes/compute.py | $(STAMP)
+	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/study.py | $(STAMP)
 	$(PY) $<
 $(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/parallel.py \
 	attnlab/core/sampling.py attnlab/harness/figures.py attnlab/harness/tables.py \
 	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/compute.py \
-	attnlab/studies/failure_modes/figure.py results/07_failure_modes_correlation.csv \
-	results/07_failure_modes_masks.csv results/07_failure_modes_overflow.csv | $(STAMP)
+	attnlab/studies/failure_modes/figure.py attnlab/studies/failure_modes/study.py \
+	results/07_failure_modes_correlation.csv results/07_failure_modes_masks.csv \
+	results/07_failure_modes_overflow.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study failure_modes
 
 # ------------------------------------------------------------ companion
 COMPANION_CSVS := results/08_companion_claims.csv
 results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/companion/__init__.py \
-	attnlab/studies/companion/compute.py | $(STAMP)
+	attnlab/studies/companion/compute.py attnlab/studies/companion/study.py | $(STAMP)
 	$(PY) $<
 
 # ------------------------------------------------------------ card
@@ -174,17 +177,17 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/curves.py attnlab/core/parallel.py attnlab/core/sampling.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/studies/card/__init__.py \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/report.py \
-	attnlab/studies/card/verdicts.py attnlab/studies/recall/flags.py \
-	attnlab/studies/recall/model.py attnlab/studies/recall/readings.py \
-	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/compute.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/compute.py | $(STAMP)
+	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
+	attnlab/training/columns.py attnlab/training/config.py attnlab/training/flags.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/figure.py \
-	attnlab/studies/card/verdicts.py results/cards/comparison.csv | $(STAMP)
+	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py results/cards/comparison.csv \
+	| $(STAMP)
 	$(PY) experiments/plot_figures.py --study card
 
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \
