@@ -248,11 +248,6 @@ def readme_blocks(results_dir: Path) -> list[str]:
     return blocks
 
 
-def readme_block(results_dir: Path) -> str:
-    """README's generated tally: the summary's table between the markers."""
-    return readme_blocks(results_dir)[0]
-
-
 def replace_block(readme: str, block: str) -> str:
     """``readme`` with the block that opens with ``block``'s first line (its BEGIN marker)
     replaced by ``block``; a DataError when that marker is not there once, followed by

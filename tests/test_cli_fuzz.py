@@ -49,9 +49,8 @@ NOT_A_NUMBER = ["", " ", "abc", "1,5", "1.2.3", "0x10", "1e", "½", "12abc", "--
 NOT_FINITE = ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400"]
 BAD_FLOATS = {
     cli.positive_float: ["0", "-0", "0.0", "-1", "-1e-300", "1e-400", *NOT_FINITE],
-    cli.unit_interval: ["1", "1.0", "-0.1", "-1e-300", "2", *NOT_FINITE],
 }
-FLOAT_OK = {cli.positive_float: lambda x: 0 < x < math.inf, cli.unit_interval: lambda x: 0 <= x < 1}
+FLOAT_OK = {cli.positive_float: lambda x: 0 < x < math.inf}
 
 # Text with any character a command line can hold (no NUL, no lone surrogates).
 ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))

@@ -22,7 +22,7 @@ from attnlab.training.sweep import (
     implied_rho,
     routing,
     summary_frame,
-    train_lanes,
+    train_width,
 )
 
 SCRIPT = "10_widths"
@@ -100,8 +100,10 @@ LRS = (3e-4, 1e-3)
 @pytest.fixture(scope="module")
 def dk1_runs():
     """Scaled and unscaled at d_k = 1, two learning-rate lanes each."""
-    return {m: train_lanes(TINY_DK1, MECHANISMS[m], LRS, record_every=5)
-            for m in ("scaled", "unscaled")}  # fmt: skip
+    scaled, unscaled = train_width(
+        TINY_DK1, [(MECHANISMS[m], LRS) for m in ("scaled", "unscaled")], record_every=5
+    )
+    return {"scaled": scaled, "unscaled": unscaled}
 
 
 def test_scaled_and_unscaled_identical_at_dk_1(dk1_runs):
@@ -117,7 +119,7 @@ def test_lanes_match_separate_runs_at_their_learning_rate(dk1_runs):
     """A lane of a learning-rate sweep is the run at that rate alone: the same step
     function on the same data, vmapped."""
     both = dk1_runs["scaled"]
-    alone = train_lanes(TINY_DK1, MECHANISMS["scaled"], (1e-3,), record_every=5)
+    (alone,) = train_width(TINY_DK1, [(MECHANISMS["scaled"], (1e-3,))], record_every=5)
     # vmapped lanes may differ from a single lane by float32 summation order: the loss is a
     # mean of 8 cross-entropies ~3.5, each a few roundings: (8 + 6) eps relative per step,
     # carried over 10 steps without amplification (stated assumption, as in 04's tests).

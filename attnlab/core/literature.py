@@ -1,6 +1,7 @@
 """Four mechanisms from the literature, written with nothing but the public API of
 ``attnlab`` (the names this file imports are all in ``attnlab.__all__``; a test checks it),
-as a researcher would write their own.
+as a researcher would write their own. They are imported from the modules that define
+them, as code inside the package must (``attnlab/__init__`` imports this file).
 
 =============  ================================================================  ==========
 ``ssmax``      ``p = softmax(s log(n) q.k / sqrt(d))``, ``s`` learned            Nakanishi
@@ -22,7 +23,8 @@ import math
 
 import jax.numpy as jnp
 
-from attnlab import Mechanism, attention_logits, sigmoid_weights, softpick_weights
+from attnlab.core.attention import attention_logits
+from attnlab.core.mechanism import Mechanism, sigmoid_weights, softpick_weights
 
 #: ssmax's initial ``s``: the default of the ``scalable-softmax`` package (PyPI), about
 #: ``1/ln 10``, so that ``s ln n = log10 n`` at step 0: 1.2 at the recall task's n = 16,

@@ -58,12 +58,6 @@ def pad_to_multiple(tree, multiple: int):
     return jax.tree.map(pad, tree), n
 
 
-def unpad(tree, n: int):
-    """The first ``n`` items along the leading axis of every leaf: undoes
-    ``pad_to_multiple``."""
-    return jax.tree.map(lambda x: x[:n], tree)
-
-
 def _global_array(x: jax.Array, sharding: NamedSharding) -> jax.Array:
     """A global array laid out by ``sharding`` from a value every process holds in full;
     unlike ``device_put`` this also works when some devices belong to other hosts."""

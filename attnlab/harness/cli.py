@@ -100,17 +100,6 @@ def positive_float(text: str) -> float:
     return value
 
 
-def unit_interval(text: str) -> float:
-    """An argparse type: a float in [0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not in [0, 1)")
-    return value
-
-
 def new_parser(description: str, timed_by: Sequence[str] = ()) -> OneLineParser:
     """A parser with the script's docstring as description and defaults shown in --help;
     ``timed_by`` (result CSVs, one per part of the run) adds how long the committed

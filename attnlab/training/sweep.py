@@ -264,17 +264,6 @@ def _lane_result(config: RecallConfig, mechanism: Mechanism, lrs, parts, record_
     )
 
 
-def train_lanes(
-    config: RecallConfig,
-    mechanism: Mechanism,
-    lrs: Sequence[float],
-    record_every: int,
-    on_chunk: Progress = None,
-) -> LaneResult:
-    """``train_width`` of one mechanism."""
-    return train_width(config, [(mechanism, lrs)], record_every, on_chunk)[0]
-
-
 def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[LaneResult]:
     """Every program of ``config.runs()``, one width at a time."""
     runs = config.runs()

@@ -27,17 +27,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from attnlab.core.mechanism import Mechanism
-from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
+from attnlab.core.parallel import replicate
 from attnlab.core.references import load_mechanism
 from attnlab.harness.errors import RunError
 from attnlab.training.config import RecallConfig, make_model, seed_keys
+from attnlab.training.lanes import LaneBlock, block_size, host_concatenate, lane_bytes, split_blocks
 from attnlab.training.model import MechanismConstants, RecallModel, program_model
 from attnlab.training.step import (
     METRICS,
@@ -66,9 +66,6 @@ class TrainResult:
     metrics: dict[str, np.ndarray]
     eval_accuracy: np.ndarray
     state: TrainState  # stacked over seeds
-
-
-# ----------------------------------------------------------------------------- the engine
 
 
 @dataclass(frozen=True)
@@ -147,58 +144,6 @@ def _stacked_constants(runs: Sequence[Run]) -> MechanismConstants:
     return {name: np.asarray([v[name] for v in values], np.float32) for name in values[0]}
 
 
-def _host_concatenate(trees: Sequence) -> object:
-    """``trees`` (of one structure) concatenated leaf by leaf along the leading axis, as
-    numpy arrays: stacking and slicing lanes on the host compiles nothing (an eager
-    ``jnp.concatenate`` or slice compiles a program per shape)."""
-    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *trees)
-
-
-class _Lanes(NamedTuple):
-    """One block of lanes as a compiled call takes them, each field ``[block, ...]``."""
-
-    state: TrainState
-    seed_index: jax.Array
-    rates: jax.Array
-    constants: MechanismConstants
-
-
-#: On CPU, the working set one call of the compiled chunk may hold per device (bytes): a
-#: block's parameters, Adam moments and step activations then stay in cache.
-CPU_BLOCK_BYTES = 4 * 2**20
-
-
-def lane_bytes(config: RecallConfig, state: TrainState) -> int:
-    """Float32 bytes one lane touches per step: its parameters and Adam's two moments
-    (``state``, stacked over lanes: one lane's share), and about six ``[B, pairs, d_k]``
-    activations (keys, values and their gradients)."""
-    params = sum(x[0].size for x in jax.tree.leaves(state.params))
-    return 4 * (3 * params + 6 * config.batch_size * config.pairs * config.d_k)
-
-
-def _block_size(lanes: int, lanes_per_call: int | None, per_lane: int) -> int:
-    """Lanes per compiled call, a multiple of the device count. Default: on CPU as many as
-    fit ``CPU_BLOCK_BYTES`` per device (at least one; small models then share each call's
-    kernel launches, large ones keep their state in cache); elsewhere every lane at once.
-    Every block runs through the same compiled program."""
-    n_dev = device_count()
-    if lanes_per_call is None:
-        fit = max(1, CPU_BLOCK_BYTES // per_lane) * n_dev
-        lanes_per_call = fit if jax.default_backend() == "cpu" else lanes
-    return -(-min(lanes_per_call, lanes) // n_dev) * n_dev
-
-
-def _split_blocks(lanes: tuple, n_lanes: int, block: int) -> list[_Lanes]:
-    """``lanes`` (fields ``[n_lanes, ...]``) cut into blocks of ``block`` lanes, the last
-    padded to a full block (every block then runs through one compiled program), each
-    sharded over the devices."""
-    blocks = []
-    for start in range(0, n_lanes, block):
-        part = jax.tree.map(lambda x, start=start: x[start : start + block], lanes)
-        blocks.append(_Lanes(*shard_batch(pad_to_multiple(part, block)[0])))
-    return blocks
-
-
 class Trainer:
     """Trains ``runs`` together, one compiled program for all their lanes.
 
@@ -209,7 +154,7 @@ class Trainer:
     ``probe`` of them) at ``start_step`` and after every chunk (``records``). With
     ``on_diverge="raise"`` a non-finite loss raises ``DivergenceError``; with ``"record"``
     the lane goes on (its later numbers are NaN) and ``diverged_step`` says where.
-    ``lanes_per_call`` lanes are vmapped in one call of the compiled chunk (``_block_size``);
+    ``lanes_per_call`` lanes are vmapped in one call of the compiled chunk (``block_size``);
     blocks of lanes run one after another through the same program.
     """
 
@@ -244,14 +189,14 @@ class Trainer:
         states = [run.state if run.state is not None else initial_state(run.config, run.mechanism)
                   for run in runs]  # fmt: skip
         lanes = (
-            _host_concatenate(states),
+            host_concatenate(states),
             np.asarray([self.seeds.index(seed) for _, seed in self.lanes], np.int32),
             np.asarray([runs[r].rate for r, _ in self.lanes], np.float32),
             _stacked_constants([runs[r] for r, _ in self.lanes]),
         )
         per_lane = lane_bytes(self.config, lanes[0])
-        self.block = _block_size(len(self.lanes), lanes_per_call, per_lane)
-        self._blocks = _split_blocks(lanes, len(self.lanes), self.block)
+        self.block = block_size(len(self.lanes), lanes_per_call, per_lane)
+        self._blocks = split_blocks(lanes, len(self.lanes), self.block)
 
         self.chunks: list[dict[str, np.ndarray]] = []
         self.diverged_step = np.full(len(self.lanes), -1)
@@ -268,7 +213,7 @@ class Trainer:
         """Every seed's held-out set (``held_out_batches``), ``[seeds, eval_size, ...]``."""
         config = replace(self.runs[0].config, seed=self.seeds[0], seeds=1)
         sets = [held_out_batches(replace(config, seed=s)) for s in self.seeds]
-        return replicate(_host_concatenate(sets))
+        return replicate(host_concatenate(sets))
 
     def _record(self) -> None:
         program = _diagnostics_program(self.model, self.diagnostics)
@@ -374,9 +319,9 @@ class Trainer:
 
     def _lanes_of(self, outputs: list):
         """Per-block outputs as numpy arrays ``[lanes, ...]`` (block padding removed)."""
-        return jax.tree.map(lambda x: x[: self.n_lanes], _host_concatenate(outputs))
+        return jax.tree.map(lambda x: x[: self.n_lanes], host_concatenate(outputs))
 
-    def _per_block(self, fn: Callable[[_Lanes], object]):
+    def _per_block(self, fn: Callable[[LaneBlock], object]):
         return self._lanes_of([fn(b) for b in self._blocks])
 
     def results(self) -> list[TrainResult]:
