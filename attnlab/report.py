@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from attnlab import claims
 from attnlab.harness.cli import RESULTS_DIR
 from attnlab.harness.errors import DataError
 from attnlab.harness.io import sidecar_path
@@ -57,8 +56,7 @@ def study_tallies(study: Study, tables: Tables) -> list[Tally]:
     module = importlib.import_module(f"{study.package}.report")
     if hasattr(module, "tallies"):
         return module.tallies(tables)
-    study_claims = getattr(claims, study.claims)
-    return [(study.name, lambda: claim_rows(study_claims, tables, study.checks()))]
+    return [(study.name, lambda: claim_rows(study.claims, tables, study.checks()))]
 
 
 def summary_lines(tables: Tables) -> tuple[list[tuple[str, ...]], list[Dropped]]:
@@ -69,7 +67,7 @@ def summary_lines(tables: Tables) -> tuple[list[tuple[str, ...]], list[Dropped]]
     per_study: list[list[tuple[str, dict[str, int]]]] = []
     dropped: list[Dropped] = []
     for study in STUDIES:
-        if study.claims is None:
+        if not study.claims:
             continue
         present = []
         for label, judge in study_tallies(study, tables):

@@ -14,11 +14,12 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.studies import headline
+from attnlab.studies.recall.study import CURVES_CSV, SUMMARY_CSV
 from attnlab.training.flags import add_recall_flags, recall_config, write_recall_outputs
 from attnlab.training.trainer import train_and_evaluate
 
 #: One result CSV per part of the run: --help says how long they took.
-TIMED_BY = ("04_recall_summary.csv",)
+TIMED_BY = (SUMMARY_CSV,)
 
 
 def build_parser():
@@ -37,7 +38,7 @@ def run(args):
         results = train_and_evaluate(config, bar.update)
     wall = time.perf_counter() - started
     with cli.staged_outputs(out_dir) as stage:
-        write_recall_outputs(results, config, stage, "04_recall", vars(args), wall)
+        write_recall_outputs(results, config, stage, (CURVES_CSV, SUMMARY_CSV), vars(args), wall)
 
 
 main = cli.entry_point(build_parser, run, headline)

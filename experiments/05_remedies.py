@@ -27,6 +27,13 @@ from attnlab.studies.remedies.compute import (
     run_remedies,
     run_sensitivity,
 )
+from attnlab.studies.remedies.study import (
+    CURVES_CSV,
+    FOLD_CHECK_CSV,
+    FOLD_CURVES_CSV,
+    SENSITIVITY_CSV,
+    SUMMARY_CSV,
+)
 from attnlab.training.flags import (
     add_mechanisms_flag,
     add_recall_flags,
@@ -35,7 +42,7 @@ from attnlab.training.flags import (
 )
 
 #: One result CSV per part of the run: --help says how long they took.
-TIMED_BY = ("05_remedies_summary.csv", "05_fold_check.csv", "05_sensitivity.csv")
+TIMED_BY = (SUMMARY_CSV, FOLD_CHECK_CSV, SENSITIVITY_CSV)
 
 
 def build_parser():
@@ -83,10 +90,12 @@ def run(args):
         )
         sensitivity_wall = time.perf_counter() - started
     with cli.staged_outputs(out_dir) as stage:
-        write_recall_outputs(results, config, stage, "05_remedies", flags, remedies_wall)
-        write_result(curves, stage / "05_fold_curves.csv", flags, fold_wall)
-        write_result(check, stage / "05_fold_check.csv", flags, fold_wall)
-        write_result(frame, stage / "05_sensitivity.csv", flags, sensitivity_wall)
+        write_recall_outputs(
+            results, config, stage, (CURVES_CSV, SUMMARY_CSV), flags, remedies_wall
+        )
+        write_result(curves, stage / FOLD_CURVES_CSV, flags, fold_wall)
+        write_result(check, stage / FOLD_CHECK_CSV, flags, fold_wall)
+        write_result(frame, stage / SENSITIVITY_CSV, flags, sensitivity_wall)
 
 
 main = cli.entry_point(build_parser, run, headline)

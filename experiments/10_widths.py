@@ -18,12 +18,9 @@ from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
 from attnlab.studies.widths.compute import (
-    CURVES_CSV,
-    JACOBIAN_CSV,
-    LR_CSV,
-    SUMMARY_CSV,
     jacobian_frame,
 )
+from attnlab.studies.widths.study import CURVES_CSV, JACOBIAN_CSV, LR_CSV, SUMMARY_CSV
 from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
 from attnlab.training.sweep import (
     WIDTHS_BASE,

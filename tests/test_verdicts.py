@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab import claims as claims_module
 from attnlab.claims import (
     ABOUT,
     MEDIAN_FACTOR,
@@ -38,10 +37,13 @@ from attnlab.claims import (
 from attnlab.harness import verdicts
 from attnlab.harness.io import read_csv_checked
 from attnlab.harness.tables import Tables, select
+from attnlab.studies import STUDIES
 from attnlab.studies.companion import report as companion_report
+from attnlab.studies.companion.study import COMPANION_CSV
 from attnlab.studies.condensation import report as condensation_report
 from attnlab.studies.failure_modes import report as failure_report
 from attnlab.studies.statics import report as statics_report
+from attnlab.studies.statics.study import JACOBIAN_CSV, LOGIT_CSV, SATURATION_CSV
 from attnlab.studies.widths import report as widths_report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,18 +52,16 @@ ARTICLES = Path("/work/shared/article")
 ARTICLE_004 = ARTICLES / "004_8a916520041d8e7f.txt"
 ARTICLE_000 = ARTICLES / "000_7dad7dc0feecbf5a.txt"
 
-#: Every claim list of ``attnlab.claims`` (any module-level ``*_CLAIMS`` tuple).
-CLAIM_LISTS: dict[str, tuple[Claim, ...]] = {
-    name: value for name, value in vars(claims_module).items() if name.endswith("_CLAIMS")
-}
-#: The checks each list's report section judges its check claims with.
+#: Every study's claims (``Study.claims``), by study name.
+CLAIM_LISTS: dict[str, tuple[Claim, ...]] = {s.name: s.claims for s in STUDIES if s.claims}
+#: The checks each study's report section judges its check claims with.
 STUDY_CHECKS: dict[str, dict[str, verdicts.Check]] = {
-    "STATIC_CLAIMS": statics_report.CHECKS,
-    "TRAINING_CLAIMS": {},
-    "CONDENSATION_CLAIMS": condensation_report.CHECKS,
-    "COMPANION_CLAIMS": companion_report.CHECKS,
-    "FAILURE_CLAIMS": failure_report.CHECKS,
-    "WIDTHS_CLAIMS": widths_report.CHECKS,
+    "statics": statics_report.CHECKS,
+    "recall": {},
+    "condensation": condensation_report.CHECKS,
+    "companion": companion_report.CHECKS,
+    "failure_modes": failure_report.CHECKS,
+    "widths": widths_report.CHECKS,
 }
 PASSING = {"measured": {verdicts.REPRODUCED, verdicts.WITHIN}, "qualitative": {verdicts.HOLDS}}
 
@@ -90,7 +90,7 @@ class FrameTables(Tables):
 @functools.cache
 def _committed(name: str) -> pd.DataFrame:
     frame = read_csv_checked(RESULTS / name, (), "committed")
-    if name == claims_module.LOGIT_CSV and "rel_error_hp" not in frame.columns:
+    if name == LOGIT_CSV and "rel_error_hp" not in frame.columns:
         # An older 01 CSV without the high-precision columns: the bound claim's perturbation
         # overwrites them, so any values serve as a base.
         frame = frame.assign(rel_error_hp=frame.rel_error, rel_error_hp_se=frame.rel_error_se)
@@ -375,11 +375,11 @@ def test_counts_qualitative():
 
 def test_every_claim_list_has_its_checks():
     assert set(CLAIM_LISTS) >= {
-        "STATIC_CLAIMS",
-        "TRAINING_CLAIMS",
-        "CONDENSATION_CLAIMS",
-        "COMPANION_CLAIMS",
-        "FAILURE_CLAIMS",
+        "statics",
+        "recall",
+        "condensation",
+        "companion",
+        "failure_modes",
     }
     unknown = set(CLAIM_LISTS) - set(STUDY_CHECKS)
     assert not unknown, f"claim lists {unknown}: add their study's CHECKS to STUDY_CHECKS"
@@ -490,7 +490,7 @@ def _three_quarters(low_d_k: int) -> Edit:
     threshold = 0.75 * (1 - ABOUT)
 
     def apply(tables: FrameTables) -> None:
-        frame = tables.get(claims_module.SATURATION_CSV)
+        frame = tables.get(SATURATION_CSV)
         unscaled = frame.variant == "unscaled"
         assert (unscaled & (frame.d_k == low_d_k)).sum() == 1
         frame.loc[unscaled, "max_weight_mean"] = 1.01 * threshold
@@ -504,7 +504,7 @@ def _jacobian_curve(peak: int, last_above: int) -> Edit:
     ``last_above`` (below it from the next grid d_k); ``last_above`` must follow ``peak``."""
 
     def apply(tables: FrameTables) -> None:
-        frame = tables.get(claims_module.JACOBIAN_CSV)
+        frame = tables.get(JACOBIAN_CSV)
         log_d = np.log2(frame.d_k.to_numpy(float))
         above = np.log2(last_above) + 0.5 - log_d  # > 0 up to last_above, < 0 after
         bump = 0.05 * np.maximum(0, 3 - np.abs(log_d - np.log2(peak)))  # peak at ``peak``
@@ -545,7 +545,7 @@ def _saturating_at_dk4(saturated: dict[int, float]) -> Edit:
 
 def _companion_value(quantity: str, value: Callable[[pd.Series], float]) -> Edit:
     def apply(tables: FrameTables) -> None:
-        frame = tables.get(claims_module.COMPANION_CSV)
+        frame = tables.get(COMPANION_CSV)
         rows = frame.index[frame.quantity == quantity]
         assert len(rows) == 1, f"{len(rows)} rows of {quantity!r}"
         _float_column(frame, "value")

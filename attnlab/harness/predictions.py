@@ -7,12 +7,11 @@ predictions.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 
-from attnlab.claims import TRAINING_CLAIMS, Claim, RatioClaim, SeedClaim
+from attnlab.claims import TRAINING_CLAIMS, Claim, RatioClaim, SeedClaim, bind
 from attnlab.harness.tables import Tables
 from attnlab.harness.verdicts import WITHIN, Row, claim_rows, seed_values
 
@@ -63,7 +62,7 @@ def near(claim: Claim, tables: Tables) -> bool | None:
 
 def reading_rows(tables: Tables, csv: str) -> tuple[list[Row], list[bool | None]]:
     """The training claims judged on ``csv``: verdict rows and the ±``NEAR`` flags."""
-    claims = [replace(c, csv=csv) if hasattr(c, "csv") else c for c in TRAINING_CLAIMS]
+    claims = bind(TRAINING_CLAIMS, csv)
     return claim_rows(claims, tables), [near(c, tables) for c in claims]
 
 

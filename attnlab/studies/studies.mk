@@ -12,23 +12,24 @@ SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/attention.py
 STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
 	results/03_jacobian_norm.csv
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
-results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) \
+results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) attnlab/claims.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/compute.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(SHARED) \
+	attnlab/claims.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
+	attnlab/studies/statics/flags.py attnlab/studies/statics/study.py | $(STAMP)
+	$(PY) $<
+results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) attnlab/claims.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
-results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
-	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
-	attnlab/studies/statics/study.py | $(STAMP)
-	$(PY) $<
-$(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/curves.py \
-	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/studies/statics/figure.py \
+$(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/core/curves.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/figure.py \
 	attnlab/studies/statics/study.py results/01_logit_variance.csv \
 	results/02_saturation_sweep.csv results/03_jacobian_norm.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study statics
@@ -37,17 +38,19 @@ $(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/curves.
 RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
 RECALL_FIGURES := figures/fig3_training.png
 results/04_recall_curves.csv results/04_recall_summary.csv &: \
-	experiments/04_associative_recall.py $(SHARED) attnlab/core/curves.py \
-	attnlab/core/parallel.py attnlab/studies/recall/study.py attnlab/training/__init__.py \
-	attnlab/training/columns.py attnlab/training/config.py attnlab/training/flags.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	experiments/04_associative_recall.py $(SHARED) attnlab/claims.py attnlab/core/curves.py \
+	attnlab/core/parallel.py attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
 	attnlab/harness/verdicts.py attnlab/studies/article_fit/study.py \
-	attnlab/studies/recall/figure.py attnlab/studies/recall/study.py attnlab/training/__init__.py \
-	attnlab/training/columns.py results/04_recall_curves.csv results/04_recall_summary.csv \
+	attnlab/studies/recall/__init__.py attnlab/studies/recall/figure.py \
+	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	results/04_recall_curves.csv results/04_recall_summary.csv \
 	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
 	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv \
@@ -63,15 +66,16 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/remedies/__init__.py \
 	attnlab/studies/remedies/compute.py attnlab/studies/remedies/study.py \
 	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/model.py attnlab/training/readings.py \
-	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/studies/remedies/figure.py \
-	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	results/05_fold_check.csv results/05_fold_curves.csv results/05_remedies_curves.csv \
-	results/05_remedies_summary.csv results/05_sensitivity.csv | $(STAMP)
+	attnlab/harness/tables.py attnlab/studies/remedies/__init__.py \
+	attnlab/studies/remedies/figure.py attnlab/studies/remedies/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py results/05_fold_check.csv \
+	results/05_fold_curves.csv results/05_remedies_curves.csv results/05_remedies_summary.csv \
+	results/05_sensitivity.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study remedies
 
 # ------------------------------------------------------------ article_fit
@@ -86,9 +90,9 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
 	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
 	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/model.py attnlab/training/readings.py \
-	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv &: \
@@ -96,9 +100,9 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
 	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
 	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
@@ -115,11 +119,12 @@ WIDTHS_CSVS := results/10_widths_summary.csv results/10_widths_curves.csv \
 	results/10_lr_transfer.csv results/10_jacobian_n16.csv
 WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
 results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfer.csv \
-	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/core/curves.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
-	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
-	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/model.py \
+	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
+	attnlab/core/curves.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_sweeps.py attnlab/studies/widths/__init__.py \
+	attnlab/studies/widths/compute.py attnlab/studies/widths/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
 	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
 	attnlab/training/sweep.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
@@ -135,15 +140,15 @@ $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 # ------------------------------------------------------------ condensation
 CONDENSATION_CSVS := results/06_condensation.csv
 CONDENSATION_FIGURES := figures/fig5_condensation.png
-results/06_condensation.csv: experiments/06_condensation.py $(SHARED) attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/studies/condensation/__init__.py \
+results/06_condensation.csv: experiments/06_condensation.py $(SHARED) attnlab/claims.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/condensation/__init__.py \
 	attnlab/studies/condensation/compute.py attnlab/studies/condensation/study.py | $(STAMP)
 	$(PY) $<
-$(CONDENSATION_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/studies/condensation/__init__.py attnlab/studies/condensation/compute.py \
-	attnlab/studies/condensation/figure.py attnlab/studies/condensation/study.py \
-	results/06_condensation.csv | $(STAMP)
+$(CONDENSATION_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/studies/condensation/__init__.py \
+	attnlab/studies/condensation/compute.py attnlab/studies/condensation/figure.py \
+	attnlab/studies/condensation/study.py results/06_condensation.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study condensation
 
 # ------------------------------------------------------------ failure_modes
@@ -152,22 +157,24 @@ FAILURE_MODES_CSVS := results/07_failure_modes_overflow.csv results/07_failure_m
 FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
 results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv &: experiments/07_failure_modes.py $(SHARED) \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/failure_modes/__init__.py \
-	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/study.py | $(STAMP)
-	$(PY) $<
-$(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/claims.py attnlab/core/parallel.py attnlab/core/sampling.py \
 	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/compute.py \
-	attnlab/studies/failure_modes/figure.py attnlab/studies/failure_modes/study.py \
-	results/07_failure_modes_correlation.csv results/07_failure_modes_masks.csv \
-	results/07_failure_modes_overflow.csv | $(STAMP)
+	attnlab/studies/failure_modes/study.py | $(STAMP)
+	$(PY) $<
+$(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/studies/failure_modes/__init__.py \
+	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/figure.py \
+	attnlab/studies/failure_modes/study.py results/07_failure_modes_correlation.csv \
+	results/07_failure_modes_masks.csv results/07_failure_modes_overflow.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study failure_modes
 
 # ------------------------------------------------------------ companion
 COMPANION_CSVS := results/08_companion_claims.csv
 results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/companion/__init__.py \
-	attnlab/studies/companion/compute.py attnlab/studies/companion/study.py | $(STAMP)
+	attnlab/claims.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/studies/companion/__init__.py attnlab/studies/companion/compute.py \
+	attnlab/studies/companion/study.py | $(STAMP)
 	$(PY) $<
 
 # ------------------------------------------------------------ card
@@ -179,9 +186,9 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/report.py \
 	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
 	attnlab/training/columns.py attnlab/training/config.py attnlab/training/flags.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/readings.py \
+	attnlab/training/step.py attnlab/training/summary.py attnlab/training/sweep.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \

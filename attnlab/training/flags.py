@@ -269,12 +269,13 @@ def write_recall_outputs(
     results: Mapping[str, TrainResult] | Iterable[TrainResult],
     config: RecallConfig,
     out_dir: Path,
-    stem: str,
+    csvs: tuple[str, str],
     flags: Mapping[str, Any],
     wall: float,
 ) -> None:
-    """Write ``<stem>_curves.csv`` and ``<stem>_summary.csv`` with their sidecars;
-    ``wall`` is the run's wall time in seconds."""
+    """Write the curves and the summary into ``out_dir`` as the CSVs ``csvs`` (curves,
+    summary) with their sidecars; ``wall`` is the run's wall time in seconds."""
     runs = list(results.values()) if isinstance(results, Mapping) else list(results)
-    write_result(curves_frame(runs, config), out_dir / f"{stem}_curves.csv", flags, wall)
-    write_result(summary_frame(runs, config), out_dir / f"{stem}_summary.csv", flags, wall)
+    curves_csv, summary_csv = csvs
+    write_result(curves_frame(runs, config), out_dir / curves_csv, flags, wall)
+    write_result(summary_frame(runs, config), out_dir / summary_csv, flags, wall)

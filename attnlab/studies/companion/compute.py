@@ -319,7 +319,7 @@ def run_companion(
 ) -> pd.DataFrame:
     """All three claims as one long table; columns ``COLUMNS``. ``predicted`` is our
     derivation (NaN where there is none); the article's numbers live in
-    ``attnlab.claims.COMPANION_CLAIMS``."""
+    ``attnlab.studies.companion.study.CLAIMS``."""
     stats = row_statistics(config, on_progress)
     rows = top_logit_rows(config, stats) + model_width_rows(config, stats)
     rows += fold_rows(config, fold_measurements(config))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from attnlab.claims import COMPANION_CLAIMS, COMPANION_CSV
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
+from attnlab.studies.companion.study import CLAIMS, COMPANION_CSV
 
 
 def _companion_value(tables: Tables, quantity: str, column: str = "value") -> float:
@@ -48,7 +48,7 @@ CHECKS: dict[str, Check] = {
 
 def section(tables: Tables) -> str:
     """Experiment 08: article 000's numbers by the tolerance rule, and the folding check."""
-    claims = claims_block(claim_rows(COMPANION_CLAIMS, tables, CHECKS))
+    claims = claims_block(claim_rows(CLAIMS, tables, CHECKS))
     frame = tables.get(COMPANION_CSV, ["claim", "quantity", "setting", "value", "sem", "predicted"])
     width = frame[frame.quantity.str.match(r"(logit_std|max_weight|entropy)_(per_head|model)")]
     width_table = markdown_table(
@@ -90,5 +90,5 @@ def section(tables: Tables) -> str:
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "08_companion_claims.csv": lambda f: f"{f.claim.nunique()} claims, {len(f)} quantities",
+    COMPANION_CSV: lambda f: f"{f.claim.nunique()} claims, {len(f)} quantities",
 }

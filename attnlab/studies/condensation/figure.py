@@ -9,6 +9,7 @@ import numpy as np
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, STYLE, VARIANT_COLORS, save
 from attnlab.harness.tables import Tables
+from attnlab.studies.condensation.study import CSV
 
 
 def _log2_edges(centres: np.ndarray) -> np.ndarray:
@@ -42,7 +43,7 @@ def fig5_condensation(tables: Tables, figures_dir: Path) -> list[Path]:
     )
 
     frame = tables.get(
-        "06_condensation.csv",
+        CSV,
         ["n_keys", "d_k", "trials", "max_weight_unscaled_mean", "max_weight_scaled_mean"],
     )
     d_k, n = np.sort(frame.d_k.unique()), np.sort(frame.n_keys.unique())

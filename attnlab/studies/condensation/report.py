@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from attnlab.claims import ABOUT, CONDENSATION_CLAIMS
+from attnlab.claims import ABOUT
 from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
+from attnlab.studies.condensation.study import CLAIMS, CSV
 
-CSV = "06_condensation.csv"
 #: "Saturated": one key holds at least half of the mass on average (as in ``compute``).
 SATURATED = 0.5
 GRID = ["n_keys", "d_k", "threshold_dk", "max_weight_unscaled_mean"]
@@ -59,7 +59,7 @@ def section(tables: Tables) -> str:
         measured_thresholds,
     )
 
-    frame = tables.get("06_condensation.csv", COLUMNS)
+    frame = tables.get(CSV, COLUMNS)
     found = measured_thresholds(frame)
     table = markdown_table(
         [
@@ -94,14 +94,12 @@ def section(tables: Tables) -> str:
             "interpolated linearly in log2 d_k; and the unscaled max weight interpolated at "
             "d_k = 2 ln n (article 004: no saturation while d_k ≲ 2 ln n).",
             table,
-            claims_block(claim_rows(CONDENSATION_CLAIMS, tables, CHECKS)),
+            claims_block(claim_rows(CLAIMS, tables, CHECKS)),
         ]
     )
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "06_condensation.csv": lambda f: medians(
-        f, "n_keys", "threshold_dk", "condensation threshold d_k per n"
-    ),
+    CSV: lambda f: medians(f, "n_keys", "threshold_dk", "condensation threshold d_k per n"),
 }

@@ -3,6 +3,9 @@ compares them by, its figures and its place in the report."""
 
 from __future__ import annotations
 
+import math
+
+from attnlab.claims import CheckClaim, Claim, IdentityClaim
 from attnlab.harness.declaration import BEYOND, EXACT, KEY, SE, UNCHECKED, Output, Study, mean
 
 CONDENSATION = Output(
@@ -22,13 +25,28 @@ CONDENSATION = Output(
     out_flag="--out",
 )
 
+
+CSV = "06_condensation.csv"
+
+SMALL_HEAD = "Keep the head small"
+
+# fmt: off
+CLAIMS: tuple[Claim, ...] = (
+    IdentityClaim(SMALL_HEAD, "2 ln n at n = 256", "about 11 for n = 256 keys", 11, 0, 2 * math.log(256)),
+    CheckClaim(SMALL_HEAD, "unscaled rows unsaturated (max weight < 0.5) while d_k <= 2 ln n", "stay below the softmax condensation threshold ... whenever d_k <~ 2 ln n", "every n", "unsaturated_below_2ln_n"),
+    IdentityClaim(SMALL_HEAD, "n with 2 ln n = 4, e^2", "at d_k = 4, saturation would require attending over fewer than about 7 keys", 7, 0, math.exp(2)),
+    CheckClaim(SMALL_HEAD, "largest n whose d_k = 4 rows saturate (max weight >= 0.5)", "at d_k = 4, saturation would require attending over fewer than about 7 keys", "< 7 (about)", "saturating_n_at_dk4", kind="measured"),
+)
+# fmt: on
+
+
 STUDY = Study(
     "condensation",
     6,
     {
-        "06_condensation.csv": CONDENSATION,
+        CSV: CONDENSATION,
     },
     figures=("fig5_condensation",),
-    claims="CONDENSATION_CLAIMS",
+    claims=CLAIMS,
     part=BEYOND,
 )

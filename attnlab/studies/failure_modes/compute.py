@@ -364,11 +364,6 @@ def run_correlation(
 # --- the experiment -------------------------------------------------------------------------
 
 #: Part -> the CSV of ``results/`` it is written to.
-PART_CSVS: dict[str, str] = {
-    "overflow": "07_failure_modes_overflow.csv",
-    "masks": "07_failure_modes_masks.csv",
-    "correlation": "07_failure_modes_correlation.csv",
-}
 
 
 def run_failure_modes(

@@ -10,6 +10,7 @@ import pandas as pd
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, STYLE, VARIANT_COLORS, save
 from attnlab.harness.tables import Tables
+from attnlab.studies.failure_modes.study import PART_CSVS
 
 #: Softmax implementations of experiment 07 (a) and their colours (float32: the suite's).
 OVERFLOW_COLORS = {
@@ -126,10 +127,6 @@ def _correlation_panel(ax: plt.Axes, corr: pd.DataFrame) -> None:
 def fig6_failure_modes(tables: Tables, figures_dir: Path) -> list[Path]:
     """(a) Softmax error against the largest logit, float16 and float32; (b) what each mask
     fill gives for a fully masked row; (c) moments of correlated ``q . k`` against rho."""
-    from attnlab.studies.failure_modes.compute import (
-        PART_CSVS,  # imports jax: only when this figure is drawn
-    )
-
     overflow = tables.get(
         PART_CSVS["overflow"],
         ["method", "max_logit", "nonfinite_fraction", "tv_error_max"],

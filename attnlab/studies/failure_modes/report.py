@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnlab.claims import ABOUT, FAILURE_CLAIMS
+from attnlab.claims import ABOUT
 from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
+from attnlab.studies.failure_modes.study import (
+    CLAIMS,
+    CORRELATION_CSV,
+    MASKS_CSV,
+    OVERFLOW_CSV,
+    PART_CSVS,
+)
 
-MASKS_CSV = "07_failure_modes_masks.csv"
-OVERFLOW_CSV = "07_failure_modes_overflow.csv"
 MASKS = ["dtype", "fill", "fill_stored", "row", "output_nan", "leaked_mass"]
 
 
@@ -69,7 +74,6 @@ def section(tables: Tables) -> str:
         MASK_COLUMNS,
         MASK_ROWS,
         OVERFLOW_COLUMNS,
-        PART_CSVS,
         REFERENCE_FILL,
         TV_TOLERANCE,
         overflow_thresholds,
@@ -165,20 +169,18 @@ def section(tables: Tables) -> str:
             f"{mean_z.abs().max():.1f} for the mean.",
             corr_table,
             "**Article 000's claims on these boundaries.**",
-            claims_block(claim_rows(FAILURE_CLAIMS, tables, CHECKS)),
+            claims_block(claim_rows(CLAIMS, tables, CHECKS)),
         ]
     )
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "07_failure_modes_overflow.csv": lambda f: medians(
+    OVERFLOW_CSV: lambda f: medians(
         f, "method", "nonfinite_fraction", "fraction of non-finite rows"
     ),
-    "07_failure_modes_masks.csv": lambda f: medians(
-        f, "dtype", "leaked_mass", "mass leaked to masked keys"
-    ),
-    "07_failure_modes_correlation.csv": lambda f: medians(
+    MASKS_CSV: lambda f: medians(f, "dtype", "leaked_mass", "mass leaked to masked keys"),
+    CORRELATION_CSV: lambda f: medians(
         f.assign(all="all"), "all", "std_z", "|measured - predicted| std, in SEs (median)"
     ),
 }

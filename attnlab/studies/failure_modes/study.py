@@ -3,6 +3,7 @@ compares them by, its figures and its place in the report."""
 
 from __future__ import annotations
 
+from attnlab.claims import CheckClaim, Claim
 from attnlab.harness.declaration import (
     BEYOND,
     EXACT,
@@ -69,15 +70,38 @@ CORRELATION = Output(
     quick_flags=QUICK,
 )
 
+
+OVERFLOW_CSV = "07_failure_modes_overflow.csv"
+MASKS_CSV = "07_failure_modes_masks.csv"
+CORRELATION_CSV = "07_failure_modes_correlation.csv"
+#: The CSV of each part of the study.
+PART_CSVS: dict[str, str] = {
+    "overflow": OVERFLOW_CSV,
+    "masks": MASKS_CSV,
+    "correlation": CORRELATION_CSV,
+}
+
+# fmt: off
+FAILURES = "000: failure modes at the boundaries"
+
+CLAIMS: tuple[Claim, ...] = (
+    CheckClaim(FAILURES, "a fully masked row filled with -inf gives NaN", "every logit -inf; the softmax then computes 0/0 and returns NaN", "NaN in every dtype", "minus_inf_fully_masked_nan"),
+    CheckClaim(FAILURES, "-1e9 as mask value in float16", "-10^9 in 16-bit arithmetic ... behaves as -inf anyway", "same as -inf", "float16_minus_1e9_is_minus_inf"),
+    CheckClaim(FAILURES, "-1e9 as mask value in float32: masked weights", "in 32-bit it produces a probability of exactly zero only by underflow", "exactly 0", "float32_minus_1e9_exact_zero"),
+    CheckClaim(FAILURES, "largest logit at which a float16 softmax first overflows", "will overflow for logits above roughly 11", "roughly 11", "float16_overflow_logit", kind="measured"),
+)
+# fmt: on
+
+
 STUDY = Study(
     "failure_modes",
     7,
     {
-        "07_failure_modes_overflow.csv": OVERFLOW,
-        "07_failure_modes_masks.csv": MASKS,
-        "07_failure_modes_correlation.csv": CORRELATION,
+        OVERFLOW_CSV: OVERFLOW,
+        MASKS_CSV: MASKS,
+        CORRELATION_CSV: CORRELATION,
     },
     figures=("fig6_failure_modes",),
-    claims="FAILURE_CLAIMS",
+    claims=CLAIMS,
     part=BEYOND,
 )

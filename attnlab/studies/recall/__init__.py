@@ -1,6 +1,5 @@
-"""Associative recall (experiment 04, Figure 3): article 004, "A Training Demo". The task
-(``task.py``, data), the single-head model (``model.py``) and the training engine every
-training study uses (``train.py``) are kept apart; ``summary.py`` turns curves into
-milestones and plateaus. Judges ``attnlab.claims.TRAINING_CLAIMS``; the set-up and its
-choices are in this folder's README.md.
+"""Associative recall (experiment 04, Figure 3): article 004, "A Training Demo", trained by
+the engine of ``attnlab.training`` under 04's reading of the set-up. Judges
+``attnlab.claims.TRAINING_CLAIMS`` on its summary CSV (``study.py``) beside each fit of
+09; the set-up and its choices are in this folder's README.md.
 """

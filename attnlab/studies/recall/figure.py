@@ -20,6 +20,7 @@ from attnlab.harness.figures import (
 from attnlab.harness.predictions import fit_predictions
 from attnlab.harness.tables import Tables, seeds_text
 from attnlab.studies import predictions
+from attnlab.studies.recall.study import CURVES_CSV, SUMMARY_CSV
 
 _CURVE_COLUMNS = ["variant", "seed", "step", "smoothed_loss"]
 _SUMMARY_COLUMNS = ["variant", "seed", "step_loss_below_1", "step_loss_below_0p1"]
@@ -43,7 +44,7 @@ def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
     """Smoothed training loss against step (log loss axis), median and range over seeds:
     (a) 09's fitted reading, (b) 04's reading; the article's milestones marked on both.
     Without 09's CSVs (a run of 04 alone), 04's panel alone."""
-    natural = tables.flags("04_recall_summary.csv").get("reading") or "natural"
+    natural = tables.flags(SUMMARY_CSV).get("reading") or "natural"
     (fit_curves, _), (fit_summary, _) = predictions("curves")[0], predictions("summary")[0]
     with_fit = tables.has(fit_curves)
     with plt.rc_context(STYLE):
@@ -63,8 +64,8 @@ def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
         _panel(
             axes[-1],
             tables,
-            "04_recall_curves.csv",
-            "04_recall_summary.csv",
+            CURVES_CSV,
+            SUMMARY_CSV,
             f"({'b' if with_fit else 'a'}) 04's reading: {natural}",
         )
         axes[0].set_ylabel("smoothed training loss (nats)")
@@ -74,7 +75,7 @@ def fig3_training(tables: Tables, figures_dir: Path) -> list[Path]:
             axes[0].legend(loc="lower right", ncol=2)
         else:
             axes[0].legend(loc="best")
-        d_k = tables.flags("04_recall_summary.csv").get("dk", 256)
+        d_k = tables.flags(SUMMARY_CSV).get("dk", 256)
         fig.suptitle(rf"Associative recall, $d_k$ = {d_k}", fontsize=8)
         fig.tight_layout()
         return save(fig, figures_dir, "fig3_training")

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from attnlab.claims import MEDIAN_FACTOR, RECALL_SUMMARY_CSV, TRAINING_CLAIMS
+from attnlab.claims import MEDIAN_FACTOR, TRAINING_CLAIMS
 from attnlab.harness.headlines import medians
 from attnlab.harness.predictions import count_line, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import Row, tally
 from attnlab.studies import predictions
+from attnlab.studies.recall.study import SUMMARY_CSV
 
 #: The fits of experiment 09 with a column in the training table: (prediction summary,
 #: how the table names it).
@@ -29,7 +30,7 @@ FITS = predictions("summary")
 
 def natural_name(tables: Tables) -> str:
     """04's reading: ``natural`` unless 04 ran with ``--reading``."""
-    return tables.flags(RECALL_SUMMARY_CSV).get("reading") or "natural"
+    return tables.flags(SUMMARY_CSV).get("reading") or "natural"
 
 
 def fitted_label(tables: Tables, csv: str, fit: str) -> str:
@@ -48,16 +49,16 @@ def tallies(tables: Tables) -> list[tuple[str, Callable[[], list[Row]]]]:
 
     return [
         (f"recall: 04's reading `{natural_name(tables)}`",
-         lambda: reading_rows(tables, RECALL_SUMMARY_CSV)[0]),
+         lambda: reading_rows(tables, SUMMARY_CSV)[0]),
         *((f"recall: {fitted_label(tables, csv, fit)}", best(csv)) for csv, fit in FITS),
     ]  # fmt: skip
 
 
 def section(tables: Tables) -> str:
     natural_reading = natural_name(tables)
-    natural, natural_near = reading_rows(tables, RECALL_SUMMARY_CSV)
-    n_natural = tables.get(RECALL_SUMMARY_CSV, ["seed"]).seed.nunique()
-    natural_steps = tables.flags(RECALL_SUMMARY_CSV).get("steps", "?")
+    natural, natural_near = reading_rows(tables, SUMMARY_CSV)
+    n_natural = tables.get(SUMMARY_CSV, ["seed"]).seed.nunique()
+    natural_steps = tables.flags(SUMMARY_CSV).get("steps", "?")
     header = [
         "Quantity",
         "Source",
@@ -123,7 +124,7 @@ def section(tables: Tables) -> str:
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "04_recall_summary.csv": lambda f: medians(
+    SUMMARY_CSV: lambda f: medians(
         f, "variant", "step_loss_below_1", "median step to smoothed loss 1"
     ),
 }

@@ -3,19 +3,22 @@
 
 from __future__ import annotations
 
+from attnlab.claims import TRAINING_CLAIMS, bind
 from attnlab.harness.declaration import Output, Study
 from attnlab.training.columns import CURVES, SUMMARY
 
 SCRIPT = "04_associative_recall.py"
+CURVES_CSV = "04_recall_curves.csv"
+SUMMARY_CSV = "04_recall_summary.csv"
 
 STUDY = Study(
     "recall",
     2,
     {
-        "04_recall_curves.csv": Output(SCRIPT, CURVES, curve_step="step"),
-        "04_recall_summary.csv": Output(SCRIPT, SUMMARY),
+        CURVES_CSV: Output(SCRIPT, CURVES, curve_step="step"),
+        SUMMARY_CSV: Output(SCRIPT, SUMMARY),
     },
     figures=("fig3_training",),
     reads=("article_fit",),
-    claims="TRAINING_CLAIMS",
+    claims=bind(TRAINING_CLAIMS, SUMMARY_CSV),
 )

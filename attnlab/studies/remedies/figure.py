@@ -10,18 +10,17 @@ from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, save
 from attnlab.harness.tables import Tables, seeds_text
+from attnlab.studies.remedies.study import CURVES_CSV, FOLD_CURVES_CSV, SUMMARY_CSV
 
 
 def fig4_remedies(tables: Tables, figures_dir: Path) -> list[Path]:
     """Remedies: loss curves, milestone steps per mechanism, and the fold continuation."""
-    curves = tables.get("05_remedies_curves.csv", ["variant", "seed", "step", "smoothed_loss"])
+    curves = tables.get(CURVES_CSV, ["variant", "seed", "step", "smoothed_loss"])
     summary = tables.get(
-        "05_remedies_summary.csv",
+        SUMMARY_CSV,
         ["variant", "seed", "step_loss_below_1", "step_loss_below_0p1"],
     )
-    fold = tables.get(
-        "05_fold_curves.csv", ["seed", "step", "smoothed_unfolded", "smoothed_folded"]
-    )
+    fold = tables.get(FOLD_CURVES_CSV, ["seed", "step", "smoothed_unfolded", "smoothed_folded"])
     order = list(dict.fromkeys(summary.variant))
     labels = {m: m for m in order}
     with plt.rc_context(STYLE):

@@ -7,6 +7,7 @@ import pandas as pd
 from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import spread_text
+from attnlab.studies.remedies.study import FOLD_CHECK_CSV, SENSITIVITY_CSV, SUMMARY_CSV
 
 #: A mechanism "matches scaled" when every seed reaches loss 0.1 within this factor of the
 #: scaled run's step on the same seed.
@@ -40,7 +41,7 @@ def mechanism_verdict(summary: pd.DataFrame, name: str) -> str:
 
 def section(tables: Tables) -> str:
     """Experiment 05: the mechanisms side by side, the fold check, the sensitivity grid."""
-    summary = tables.get("05_remedies_summary.csv", ["variant", "seed", "eval_accuracy"])
+    summary = tables.get(SUMMARY_CSV, ["variant", "seed", "eval_accuracy"])
     n_seeds = summary.seed.nunique()
     rows = []
     for name in dict.fromkeys(summary.variant):
@@ -72,7 +73,7 @@ def section(tables: Tables) -> str:
         ],
         rows,
     )
-    check = tables.get("05_fold_check.csv", ["seed", "logit_rel_diff_at_fold"])
+    check = tables.get(FOLD_CHECK_CSV, ["seed", "logit_rel_diff_at_fold"])
     fold = markdown_table(
         [
             "Seed",
@@ -98,7 +99,7 @@ def section(tables: Tables) -> str:
             for r in check.itertuples()
         ],
     )
-    grid = tables.get("05_sensitivity.csv", ["batch_size", "embed_init_std", "seed"])
+    grid = tables.get(SENSITIVITY_CSV, ["batch_size", "embed_init_std", "seed"])
     stds = sorted(grid.embed_init_std.unique())
     cells = []
     for batch_size in sorted(grid.batch_size.unique()):
@@ -134,16 +135,16 @@ def section(tables: Tables) -> str:
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "05_remedies_summary.csv": lambda f: medians(
+    SUMMARY_CSV: lambda f: medians(
         f, "variant", "step_loss_below_1", "median step to smoothed loss 1"
     ),
-    "05_fold_check.csv": lambda f: medians(
+    FOLD_CHECK_CSV: lambda f: medians(
         f.assign(all="all seeds"),
         "all",
         "logit_rel_diff_at_end",
         "folded vs unfolded logits at the end, relative difference",
     ),
-    "05_sensitivity.csv": lambda f: medians(
+    SENSITIVITY_CSV: lambda f: medians(
         f.assign(all="over the grid"),
         "all",
         "ratio_step_loss_below_1",

@@ -16,14 +16,19 @@ from attnlab.harness.declaration import (
 from attnlab.training.columns import CURVES, SUMMARY
 
 SCRIPT = "05_remedies.py"
+CURVES_CSV = "05_remedies_curves.csv"
+SUMMARY_CSV = "05_remedies_summary.csv"
+FOLD_CURVES_CSV = "05_fold_curves.csv"
+FOLD_CHECK_CSV = "05_fold_check.csv"
+SENSITIVITY_CSV = "05_sensitivity.csv"
 
 STUDY = Study(
     "remedies",
     3,
     {
-        "05_remedies_curves.csv": Output(SCRIPT, CURVES, curve_step="step"),
-        "05_remedies_summary.csv": Output(SCRIPT, SUMMARY),
-        "05_fold_curves.csv": Output(
+        CURVES_CSV: Output(SCRIPT, CURVES, curve_step="step"),
+        SUMMARY_CSV: Output(SCRIPT, SUMMARY),
+        FOLD_CURVES_CSV: Output(
             SCRIPT,
             {
                 "seed": KEY,
@@ -37,7 +42,7 @@ STUDY = Study(
             },
             curve_step="step",
         ),
-        "05_fold_check.csv": Output(
+        FOLD_CHECK_CSV: Output(
             SCRIPT,
             {
                 "seed": KEY,
@@ -51,7 +56,7 @@ STUDY = Study(
                 "final_loss_folded": SEED_RANGE,
             },
         ),
-        "05_sensitivity.csv": Output(
+        SENSITIVITY_CSV: Output(
             SCRIPT,
             {
                 "batch_size": KEY,

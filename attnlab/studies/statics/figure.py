@@ -16,12 +16,13 @@ from attnlab.harness.figures import (
     save,
 )
 from attnlab.harness.tables import Tables
+from attnlab.studies.statics.study import JACOBIAN_CSV, SATURATION_CSV
 
 
 def fig1_saturation(tables: Tables, figures_dir: Path) -> list[Path]:
     """Mean max weight and mean entropy against d_k; the uniform ceiling ln n for reference."""
     frame = tables.get(
-        "02_saturation_sweep.csv",
+        SATURATION_CSV,
         [
             "variant",
             "d_k",
@@ -69,7 +70,7 @@ def fig1_saturation(tables: Tables, figures_dir: Path) -> list[Path]:
 def fig2_jacobian_norm(tables: Tables, figures_dir: Path) -> list[Path]:
     """Mean Frobenius norm of the softmax Jacobian against d_k, the crossing marked."""
     frame = tables.get(
-        "03_jacobian_norm.csv",
+        JACOBIAN_CSV,
         ["variant", "d_k", "n_keys", "trials", "jacobian_fro_mean", "jacobian_fro_sem"],
     )
     n, trials = int(frame.n_keys.iloc[0]), int(frame.trials.iloc[0])

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnlab.claims import ABOUT, SATURATION_CSV, STATIC_CLAIMS
+from attnlab.claims import ABOUT
 from attnlab.core.curves import crossing_dk
 from attnlab.harness.headlines import at_row, medians
 from attnlab.harness.tables import Tables
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
+from attnlab.studies.statics.study import CLAIMS, JACOBIAN_CSV, LOGIT_CSV, SATURATION_CSV
 
 
 def _three_quarters(tables: Tables) -> tuple[str, str, bool]:
@@ -21,7 +22,7 @@ def _three_quarters(tables: Tables) -> tuple[str, str, bool]:
 
 
 def _unscaled_minus_scaled(tables: Tables) -> pd.DataFrame:
-    frame = tables.get("03_jacobian_norm.csv", ["variant", "d_k", "jacobian_fro_mean"])
+    frame = tables.get(JACOBIAN_CSV, ["variant", "d_k", "jacobian_fro_mean"])
     wide = frame.pivot(index="d_k", columns="variant", values="jacobian_fro_mean").sort_index()
     return wide
 
@@ -50,7 +51,7 @@ CHECKS: dict[str, Check] = {
 
 
 def section(tables: Tables) -> str:
-    rows = claim_rows(STATIC_CLAIMS, tables, CHECKS)
+    rows = claim_rows(CLAIMS, tables, CHECKS)
     return "\n\n".join(
         [
             "## Static measurements (experiments 01-03)",
@@ -68,16 +69,16 @@ def section(tables: Tables) -> str:
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "01_logit_variance.csv": lambda f: at_row(
+    LOGIT_CSV: lambda f: at_row(
         f, {"d_k": 64}, {"std_measured": "std(q.k)", "std_predicted": "predicted"}, 5
     ),
-    "02_saturation_sweep.csv": lambda f: medians(
+    SATURATION_CSV: lambda f: medians(
         f[(f.d_k == f.d_k.max()) & (f.sampler == "direct")],
         "variant",
         "max_weight_mean",
         f"mean max weight at d_k {f.d_k.max()}",
     ),
-    "03_jacobian_norm.csv": lambda f: medians(
+    JACOBIAN_CSV: lambda f: medians(
         f[(f.d_k == f.d_k.max()) & (f.sampler == "direct")],
         "variant",
         "jacobian_fro_mean",

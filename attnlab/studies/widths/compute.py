@@ -11,11 +11,6 @@ import pandas as pd
 from attnlab.core.softmax_sweeps import SoftmaxSweepConfig, run_jacobian_sweep
 from attnlab.training.sweep import WidthsConfig
 
-SUMMARY_CSV = "10_widths_summary.csv"
-CURVES_CSV = "10_widths_curves.csv"
-LR_CSV = "10_lr_transfer.csv"
-JACOBIAN_CSV = "10_jacobian_n16.csv"
-
 
 def jacobian_frame(config: WidthsConfig) -> pd.DataFrame:
     """Experiment 03's static Jacobian norm at the recall task's row length (``pairs``

@@ -10,7 +10,6 @@ import matplotlib.pyplot as plt
 from attnlab.harness.figures import COLUMN_WIDTH_IN, MECHANISM_COLORS, STYLE, log2_dk_axis, save
 from attnlab.harness.tables import Tables
 from attnlab.studies.widths.report import (
-    CURVES_CSV,
     base_runs,
     best_lrs,
     curves_at,
@@ -18,6 +17,7 @@ from attnlab.studies.widths.report import (
     medians,
     milestone_ratios,
 )
+from attnlab.studies.widths.study import CURVES_CSV, SUMMARY_CSV
 
 
 def fig8_widths(tables: Tables, figures_dir: Path) -> list[Path]:
@@ -64,7 +64,7 @@ def fig8_widths(tables: Tables, figures_dir: Path) -> list[Path]:
         a.set_title("(a) slow-down vs the Jacobian")
         a.legend(loc="upper left", fontsize=6)
 
-        swept = tables.flags("10_widths_summary.csv").get("mechanisms", list(routing.columns))
+        swept = tables.flags(SUMMARY_CSV).get("mechanisms", list(routing.columns))
         for name in [m for m in swept if m in routing.columns]:
             color = MECHANISM_COLORS[name]
             b.plot(routing.index, routing[name], marker="o", color=color, label=f"{name}: routing")

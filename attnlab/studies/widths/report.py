@@ -8,15 +8,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from attnlab.claims import WIDTHS_CLAIMS
 from attnlab.harness.headlines import medians as median_line
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
+from attnlab.studies.widths.study import CLAIMS, CURVES_CSV, JACOBIAN_CSV, LR_CSV, SUMMARY_CSV
 
-SUMMARY_CSV = "10_widths_summary.csv"
-CURVES_CSV = "10_widths_curves.csv"
-LR_CSV = "10_lr_transfer.csv"
-JACOBIAN_CSV = "10_jacobian_n16.csv"
 #: Routing is *frozen* when its accuracy stays within this multiple of chance (1 / pairs).
 FROZEN_MULTIPLE = 2.0
 #: A ratio within this relative distance of 1 counts as "no difference" (sign 0).
@@ -309,7 +305,7 @@ def _drift_table(tables: Tables) -> tuple[str, int | None]:
 
 
 def section(tables: Tables) -> str:
-    rows = claim_rows(WIDTHS_CLAIMS, tables, CHECKS)
+    rows = claim_rows(CLAIMS, tables, CHECKS)
     flags = tables.flags(SUMMARY_CSV)
     drift, drift_dk = _drift_table(tables)
     parts = [
@@ -340,13 +336,13 @@ def section(tables: Tables) -> str:
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "10_widths_summary.csv": lambda f: median_line(
+    SUMMARY_CSV: lambda f: median_line(
         f[f.d_k == f.d_k.max()],
         "mechanism",
         "eval_accuracy",
         f"median held-out accuracy at d_k {f.d_k.max()}",
     ),
-    "10_lr_transfer.csv": lambda f: ", ".join(
+    LR_CSV: lambda f: ", ".join(
         f"{m}: best lr {', '.join(f'{x:g}' for x in g[g.best.astype(bool)].lr)}"
         for m, g in f.groupby("mechanism", sort=False)
     ),
