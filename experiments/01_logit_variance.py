@@ -14,6 +14,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.statics.compute import LogitVarianceConfig, run_logit_variance
+from attnlab.studies.statics.study import LOGIT_CSV
 
 DEFAULT = LogitVarianceConfig()
 
@@ -34,9 +35,7 @@ def plan(args):
     return total, lambda bar: run_logit_variance(config, bar)
 
 
-build_parser, run = cli.table_script(
-    __doc__, "01_logit_variance.csv", "01 logit variance", add_flags, plan
-)
+build_parser, run = cli.table_script(__doc__, LOGIT_CSV, "01 logit variance", add_flags, plan)
 main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ from attnlab.core.softmax_sweeps import run_saturation_sweep
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.statics.flags import sweep_script
+from attnlab.studies.statics.study import SATURATION_CSV
 
 # A lambda, so that the function is looked up when the script runs (tests replace it).
 build_parser, run = sweep_script(
     __doc__,
-    "02_saturation_sweep.csv",
+    SATURATION_CSV,
     "02 saturation",
     lambda config, bar: run_saturation_sweep(config, bar),
 )

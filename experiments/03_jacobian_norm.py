@@ -13,11 +13,12 @@ from attnlab.core.softmax_sweeps import run_jacobian_sweep
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.statics.flags import sweep_script
+from attnlab.studies.statics.study import JACOBIAN_CSV
 
 # A lambda, so that the function is looked up when the script runs (tests replace it).
 build_parser, run = sweep_script(
     __doc__,
-    "03_jacobian_norm.csv",
+    JACOBIAN_CSV,
     "03 jacobian norm",
     lambda config, bar: run_jacobian_sweep(config, bar),
 )

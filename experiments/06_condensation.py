@@ -14,6 +14,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.condensation.compute import CondensationConfig, run_condensation
+from attnlab.studies.condensation.study import CSV
 
 DEFAULT = CondensationConfig()
 
@@ -34,9 +35,7 @@ def plan(args):
     return config.trials, lambda bar: run_condensation(config, bar)
 
 
-build_parser, run = cli.table_script(
-    __doc__, "06_condensation.csv", "06 condensation", add_flags, plan
-)
+build_parser, run = cli.table_script(__doc__, CSV, "06 condensation", add_flags, plan)
 main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":

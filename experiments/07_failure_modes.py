@@ -18,18 +18,18 @@ from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
 from attnlab.studies.failure_modes.compute import (
-    PART_CSVS,
     CorrelationConfig,
     OverflowConfig,
     run_failure_modes,
 )
+from attnlab.studies.failure_modes.study import PART_CSVS
 
 OVERFLOW = OverflowConfig()
 CORRELATION = CorrelationConfig()
 
 
 #: One result CSV per part of the run: --help says how long they took.
-TIMED_BY = ("07_failure_modes_masks.csv",)
+TIMED_BY = (PART_CSVS["masks"],)
 
 
 def build_parser():

@@ -14,6 +14,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.companion.compute import CompanionConfig, run_companion
+from attnlab.studies.companion.study import COMPANION_CSV
 
 DEFAULT = CompanionConfig()
 
@@ -30,9 +31,7 @@ def plan(args):
     return config.trials, lambda bar: run_companion(config, bar)
 
 
-build_parser, run = cli.table_script(
-    __doc__, "08_companion_claims.csv", "08 companion claims", add_flags, plan
-)
+build_parser, run = cli.table_script(__doc__, COMPANION_CSV, "08 companion claims", add_flags, plan)
 main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":

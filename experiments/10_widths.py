@@ -35,7 +35,7 @@ DEFAULT = WidthsConfig()
 
 
 #: One result CSV per part of the run: --help says how long they took.
-TIMED_BY = ("10_widths_summary.csv", "10_jacobian_n16.csv")
+TIMED_BY = (SUMMARY_CSV, JACOBIAN_CSV)
 
 
 def build_parser():

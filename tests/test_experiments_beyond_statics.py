@@ -22,8 +22,8 @@ from attnlab.studies.failure_modes.compute import (
     CORRELATION_COLUMNS,
     MASK_COLUMNS,
     OVERFLOW_COLUMNS,
-    PART_CSVS,
 )
+from attnlab.studies.failure_modes.study import PART_CSVS
 
 #: One float32 rounding, 2^-23: twice the unit roundoff (n EPS bounds n roundings).
 EPS = float(np.finfo(np.float32).eps)

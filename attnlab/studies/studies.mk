@@ -6,7 +6,8 @@ SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/attention.py
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/prng.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/harness/__init__.py attnlab/harness/cli.py attnlab/harness/declaration.py \
-	attnlab/harness/errors.py attnlab/harness/io.py attnlab/studies/__init__.py
+	attnlab/harness/errors.py attnlab/harness/flags.py attnlab/harness/io.py \
+	attnlab/harness/outputs.py attnlab/studies/__init__.py
 
 # ------------------------------------------------------------ statics
 STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \

@@ -45,10 +45,10 @@ from attnlab.core.attention import attention_logits, attention_weights, dot_prod
 from attnlab.core.parallel import chunked_map
 from attnlab.core.sampling import chunk_for, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, max_weight
-from attnlab.studies.companion.study import CLAIMS
+from attnlab.studies.companion.study import TABLE
 
 #: The CSV's columns, declared with their rules in study.py.
-COLUMNS = tuple(CLAIMS.column_names)
+COLUMNS = tuple(TABLE.column_names)
 
 TOP_LOGIT = "top logit"
 MODEL_WIDTH = "model-width divisor"
