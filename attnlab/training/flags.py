@@ -1,4 +1,4 @@
-"""Flags of the recall experiments (04, 05), kept beside their configuration.
+"""Flags of the recall experiments (04, 05, 10, and the fits), kept beside their configuration.
 
 ``--reading NAME`` (a member of ``attnlab.training.readings.FAMILY``, or ``natural``)
 sets the slot, init, bias, d_model and batch size at once. Those five flags may still be
