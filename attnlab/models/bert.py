@@ -85,7 +85,9 @@ def encode(
         + params["embeddings.position_embeddings.weight"][:T]
         + params["embeddings.token_type_embeddings.weight"][0]
     )
-    x = layer_norm(x, params["embeddings.LayerNorm.weight"], params["embeddings.LayerNorm.bias"], eps)
+    x = layer_norm(
+        x, params["embeddings.LayerNorm.weight"], params["embeddings.LayerNorm.bias"], eps
+    )
     trace = []
     for i in range(config.num_hidden_layers):
         p = f"encoder.layer.{i}."

@@ -59,7 +59,9 @@ def parse_config(raw: dict[str, Any], where: str = CONFIG) -> BertConfig:
     architectures = raw.get("architectures") or []
     if raw.get("model_type") != "bert" or any(not a.startswith("Bert") for a in architectures):
         found = raw.get("model_type"), architectures
-        raise CheckpointError(f"{where}: not a BERT-family model (model_type, architectures: {found})")
+        raise CheckpointError(
+            f"{where}: not a BERT-family model (model_type, architectures: {found})"
+        )
     if raw.get("hidden_act", "gelu") != "gelu":
         raise CheckpointError(f"{where}: hidden_act {raw['hidden_act']!r}, only 'gelu' (erf)")
     if raw.get("position_embedding_type", "absolute") != "absolute":
@@ -82,7 +84,7 @@ def parse_config(raw: dict[str, Any], where: str = CONFIG) -> BertConfig:
 def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the encoder reads, by its ``BertModel`` name, with the shape
     ``config`` implies (linear weights are ``[out, in]``, as PyTorch stores them)."""
-    H, I = config.hidden_size, config.intermediate_size
+    H, inner = config.hidden_size, config.intermediate_size
     shapes: dict[str, tuple[int, ...]] = {
         "embeddings.word_embeddings.weight": (config.vocab_size, H),
         "embeddings.position_embeddings.weight": (config.max_position_embeddings, H),
@@ -100,9 +102,9 @@ def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
             f"{p}attention.output.dense.bias": (H,),
             f"{p}attention.output.LayerNorm.weight": (H,),
             f"{p}attention.output.LayerNorm.bias": (H,),
-            f"{p}intermediate.dense.weight": (I, H),
-            f"{p}intermediate.dense.bias": (I,),
-            f"{p}output.dense.weight": (H, I),
+            f"{p}intermediate.dense.weight": (inner, H),
+            f"{p}intermediate.dense.bias": (inner,),
+            f"{p}output.dense.weight": (H, inner),
             f"{p}output.dense.bias": (H,),
             f"{p}output.LayerNorm.weight": (H,),
             f"{p}output.LayerNorm.bias": (H,),

@@ -44,6 +44,7 @@ from attnlab.core.temperature import MECHANISMS
 from attnlab.models.bert import Params, Trace, encode, sentence_embedding
 from attnlab.models.checkpoint import BertConfig, Checkpoint, bert_init
 from attnlab.studies.real_model.study import (
+    COUNTERFACTUALS_CSV,
     DRIFT_ALPHAS,
     FLOAT16_MAX,
     HEADS_CSV,
@@ -52,7 +53,6 @@ from attnlab.studies.real_model.study import (
     QUANTILE_TAGS,
     QUANTILES,
     SATURATED_AT,
-    COUNTERFACTUALS_CSV,
 )
 
 Array = jax.Array
@@ -121,7 +121,9 @@ def text_tokens(checkpoint: Checkpoint, text: str) -> int:
 
 def head_sigma(tensors: dict[str, np.ndarray], config: BertConfig) -> np.ndarray:
     """``[layers, heads]``: the spectral norm of ``W_Q,h^T W_K,h / sqrt(d)``, the matrix
-    ``A_h`` of the head's logits ``z_ij = x_i A_h x_j^T`` (biases aside), in float64."""
+    ``A_h`` of the head's logits ``z_ij = x_i A_h x_j^T`` (biases aside), in float64.
+    With ``W_Q,h^T = Q_q R_q`` and ``W_K,h^T = Q_k R_k`` (QR, orthonormal columns),
+    ``A_h = Q_q (R_q R_k^T) Q_k^T / sqrt(d)`` has the singular values of the d x d core."""
     d, n = config.head_dim, config.num_attention_heads
     out = np.zeros((config.num_hidden_layers, n))
     for i in range(config.num_hidden_layers):
@@ -129,7 +131,8 @@ def head_sigma(tensors: dict[str, np.ndarray], config: BertConfig) -> np.ndarray
         wk = tensors[f"encoder.layer.{i}.attention.self.key.weight"].astype(np.float64)
         for h in range(n):
             rows = slice(h * d, (h + 1) * d)
-            out[i, h] = np.linalg.norm(wq[rows].T @ wk[rows], 2) / math.sqrt(d)
+            r_q, r_k = np.linalg.qr(wq[rows].T, mode="r"), np.linalg.qr(wk[rows].T, mode="r")
+            out[i, h] = np.linalg.norm(r_q @ r_k.T, 2) / math.sqrt(d)
     return out
 
 
@@ -214,7 +217,6 @@ def heads_frame(
     return pd.DataFrame.from_records(records)
 
 
-
 @functools.partial(jax.jit, static_argnums=1)
 def _counterfactual(
     params: Params, config: BertConfig, ids: Array, qk_scale: Array, scale: Array
@@ -293,7 +295,9 @@ def _float16_check(params: Params, config: BertConfig, ids: Array) -> dict[str, 
     return jax.lax.map(one_layer, tuple(trace))
 
 
-def layers_frame(tensors: dict[str, np.ndarray], config: BertConfig, ids: np.ndarray) -> pd.DataFrame:
+def layers_frame(
+    tensors: dict[str, np.ndarray], config: BertConfig, ids: np.ndarray
+) -> pd.DataFrame:
     """One row per layer of the trained model: ``_float16_check`` beside float16's largest
     finite value."""
     params = {name: jnp.asarray(value) for name, value in tensors.items()}
@@ -371,4 +375,3 @@ def provenance(checkpoint: Checkpoint, source: TextSource, config: RealModelConf
         "text_sha256": source.sha256,
         "text_tokens_used": config.tokens,
     }
-

@@ -3,7 +3,7 @@ compares them by, its figures and its place in the report."""
 
 from __future__ import annotations
 
-from attnlab.harness.declaration import EXACT, KEY, UNCHECKED, Output, Study, close
+from attnlab.harness.declaration import EXACT, KEY, Output, Study, close
 
 SCRIPT = "13_real_model.py"
 HEADS_CSV = "13_real_model_heads.csv"
