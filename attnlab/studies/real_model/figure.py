@@ -53,6 +53,7 @@ def _row_length_panel(ax: plt.Axes, heads: pd.DataFrame) -> None:
     ax.set_xticks(T, [str(int(t)) for t in T])
     ax.set_xlabel("row length T (tokens)")
     ax.set_ylabel("max weight (median over rows)")
+    ax.set_ylim(1e-4, 1.5)  # room below the data for the legend
     ax.set_title("(c) Max weight against row length\n(band: range over heads)", fontsize=7.5)
     ax.legend(loc="lower left", fontsize=5.5)
 
@@ -72,10 +73,10 @@ def _drift_panel(ax: plt.Axes, frame: pd.DataFrame) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel(r"logits' factor over the trained model ($\alpha^2$)")
     ax.set_ylabel("cosine; entropy / ln T")
-    ax.set_ylim(-0.03, 1.12)
+    ax.set_ylim(-0.03, 1.55)  # room above the data for the legend
     T = int(frame.row_length.iloc[0])
-    ax.set_title(f"(f) Static drift on the trained weights, T = {T}", fontsize=7.5)
-    ax.legend(loc="lower left", fontsize=5)
+    ax.set_title(f"(f) Static drift, trained weights, T = {T}", fontsize=7.5)
+    ax.legend(loc="upper right", fontsize=5)
 
 
 def fig11_real_model(tables: Tables, figures_dir: Path) -> list[Path]:
@@ -88,24 +89,27 @@ def fig11_real_model(tables: Tables, figures_dir: Path) -> list[Path]:
     std = np.concatenate([trained.logit_std_p50, initial.logit_std_p50])
     std_norm = LogNorm(vmin=std.min(), vmax=std.max())
     with plt.rc_context(STYLE | {"lines.markersize": 3}):
-        fig, axes = plt.subplots(2, 3, figsize=(2 * COLUMN_WIDTH_IN, 4.6))
-        for ax, frame, name in (
-            (axes[0, 0], trained, "trained"),
-            (axes[0, 1], initial, "re-initialised"),
-        ):
-            image = _map(ax, _grid(frame, "logit_std_p50"),
-                         f"({'a' if name == 'trained' else 'b'}) logits' std, {name}, T = {T}",
-                         cmap="viridis", norm=std_norm)  # fmt: skip
-        fig.colorbar(image, ax=axes[0, :2], label="logits' std (median over rows)", shrink=0.9)
-        for ax, frame, name in (
-            (axes[1, 0], trained, "trained"),
-            (axes[1, 1], initial, "re-initialised"),
-        ):
-            image = _map(ax, _grid(frame, "entropy_ratio_p50"),
-                         f"({'d' if name == 'trained' else 'e'}) entropy / ln T, {name}",
-                         cmap="magma", vmin=0.0, vmax=1.0)  # fmt: skip
-        fig.colorbar(image, ax=axes[1, :2], label="entropy / ln T (median over rows)", shrink=0.9)
+        fig, axes = plt.subplots(
+            2, 3, figsize=(2 * COLUMN_WIDTH_IN, 5.0), layout="constrained",
+            gridspec_kw={"width_ratios": [1, 1, 1.25]},
+        )  # fmt: skip
+        maps = (
+            ("logit_std_p50", "viridis", {"norm": std_norm}, "logits' std", "ab"),
+            ("entropy_ratio_p50", "magma", {"vmin": 0.0, "vmax": 1.0}, "entropy / ln T", "de"),
+        )
+        for row, (column, cmap, scale, label, tags) in enumerate(maps):
+            for ax, frame, tag, name in zip(
+                axes[row, :2], (trained, initial), tags, ("trained", "re-initialised"), strict=True
+            ):
+                image = _map(
+                    ax, _grid(frame, column), f"({tag}) {name}, T = {T}", cmap=cmap, **scale
+                )
+            fig.colorbar(image, ax=axes[row, :2], label=f"{label} (median over rows)", shrink=0.9)
         _row_length_panel(axes[0, 2], heads)
         _drift_panel(axes[1, 2], counterfactuals)
-        fig.suptitle("all-MiniLM-L6-v2 on real text: the temperature after training", fontsize=9)
+        fig.suptitle(
+            "all-MiniLM-L6-v2 on real text: logits' std (a, b) and entropy / ln T (d, e) per "
+            "layer and head",
+            fontsize=8.5,
+        )
         return save(fig, figures_dir, "fig11_real_model")
