@@ -58,12 +58,15 @@ def answer(tables: Tables) -> str:
     length = headline_length(tables)
     trained, initial = (_at(heads, m, length) for m in MODELS)
     owners = trained.owner.value_counts()
-    owned = ", ".join(f"{owner} in {n} of {len(trained)} heads" for owner, n in owners.items())
     e = trained.elasticity_1
+    if len(owners) == 1:
+        owned = f"the **{owners.index[0]}** own the temperature in all {len(trained)} heads"
+    else:
+        owned = "owners: " + ", ".join(f"{o} in {n} heads" for o, n in owners.items())
     ratio = trained.logit_std_p50.median() / initial.logit_std_p50.median()
     return (
-        f"Ownership elasticity {e.min():.3f}–{e.max():.3f}: the **{owned}** own the "
-        f"temperature. At T = {length} the median head's logits have std "
+        f"{owned[0].upper()}{owned[1:]} (ownership elasticity {e.min():.3f} to "
+        f"{e.max():.3f}). At T = {length} the median head's logits have std "
         f"{trained.logit_std_p50.median():.2f} (heads {trained.logit_std_p50.min():.2f} – "
         f"{trained.logit_std_p50.max():.2f}), {ratio:.0f}x BERT's initialisation "
         f"({initial.logit_std_p50.median():.2f}) and {trained.logit_std_p50.median():.1f}x "
