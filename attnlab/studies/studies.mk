@@ -198,7 +198,25 @@ $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures
 	| $(STAMP)
 	$(PY) experiments/plot_figures.py --study card
 
+# ------------------------------------------------------------ real_model
+REAL_MODEL_CSVS := results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
+	results/13_real_model_layers.csv
+REAL_MODEL_FIGURES := figures/fig11_real_model.png
+results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
+	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
+	attnlab/core/ownership.py attnlab/models/__init__.py attnlab/models/bert.py \
+	attnlab/models/checkpoint.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/study.py | $(STAMP)
+	$(PY) $<
+$(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
+	attnlab/harness/headlines.py attnlab/harness/tables.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/figure.py attnlab/studies/real_model/report.py \
+	attnlab/studies/real_model/study.py results/13_real_model_counterfactuals.csv \
+	results/13_real_model_heads.csv results/13_real_model_layers.csv | $(STAMP)
+	$(PY) experiments/plot_figures.py --study real_model
+
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \
-	$(CONDENSATION_CSVS) $(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(CARD_CSVS)
+	$(CONDENSATION_CSVS) $(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(CARD_CSVS) $(REAL_MODEL_CSVS)
 FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(ARTICLE_FIT_FIGURES) \
-	$(WIDTHS_FIGURES) $(CONDENSATION_FIGURES) $(FAILURE_MODES_FIGURES) $(CARD_FIGURES)
+	$(WIDTHS_FIGURES) $(CONDENSATION_FIGURES) $(FAILURE_MODES_FIGURES) $(CARD_FIGURES) \
+	$(REAL_MODEL_FIGURES)

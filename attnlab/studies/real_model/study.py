@@ -1,0 +1,100 @@
+"""Study real_model, declared: its outputs, their columns and the rules ``make verify``
+compares them by, its figures and its place in the report."""
+
+from __future__ import annotations
+
+from attnlab.harness.declaration import EXACT, KEY, Output, Study, close
+
+SCRIPT = "13_real_model.py"
+HEADS_CSV = "13_real_model_heads.csv"
+COUNTERFACTUALS_CSV = "13_real_model_counterfactuals.csv"
+LAYERS_CSV = "13_real_model_layers.csv"
+#: The trained checkpoint and the same architecture re-initialised as BERT initialises it.
+MODELS = ("trained", "initial")
+#: Percentiles over rows that summarise each statistic's spread (median in the middle).
+QUANTILES = (0.1, 0.5, 0.9)
+#: A row is saturated when its largest weight is at least this (as in experiment 06).
+SATURATED_AT = 0.5
+#: The card's static drift: q, k -> alpha q, alpha k (1: the model as trained).
+DRIFT_ALPHAS = (1.0, 2**0.5, 2.0, 4.0, 8.0)
+#: float16's largest finite value.
+FLOAT16_MAX = 65504.0
+
+#: The rounding bound of a deterministic float32 forward on another machine: a float32 dot
+#: product of width n errs by at most n u relatively (u = 2^-24; Higham 2002, sec. 3.1);
+#: n = 1536, the widest contraction, gives 9.2e-5 per layer, and six layers add up to
+#: 5.5e-4, rounded up.
+FORWARD_RTOL = 1e-3
+FORWARD = close(FORWARD_RTOL, FORWARD_RTOL)
+#: A share of rows crossing a threshold (max weight 0.5): rows within FORWARD of it may
+#: flip; allowed: 1% of the rows.
+SHARE = close(0.01, 0.0)
+#: float16's machine epsilon: errors of attention from float16 inputs are of its order.
+F16_EPS = 2.0**-10
+#: A statistic of the weights alone, computed in float64.
+WEIGHTS_ONLY = close(0.0, 1e-9)
+
+QUANTILE_TAGS = tuple(f"p{round(100 * q)}" for q in QUANTILES)
+
+
+def _spread(name: str) -> dict:
+    return {f"{name}_{tag}": FORWARD for tag in QUANTILE_TAGS}
+
+
+HEADS = Output(
+    SCRIPT,
+    {
+        "model": KEY,
+        "row_length": KEY,
+        "layer": KEY,
+        "head": KEY,
+        "rows": EXACT,
+        **_spread("logit_std"),
+        **_spread("max_weight"),
+        **_spread("entropy_ratio"),
+        **_spread("jacobian_norm"),
+        "saturated_share": SHARE,
+        **_spread("q_norm"),
+        **_spread("k_norm"),
+        "sigma": WEIGHTS_ONLY,
+        **{f"elasticity_{a:g}": FORWARD for a in (1.0, 2.0, 4.0, 8.0)},
+        "owner": EXACT,
+    },
+)
+
+COUNTERFACTUALS = Output(
+    SCRIPT,
+    {
+        "counterfactual": KEY,
+        "qk_scale": KEY,
+        "logit_factor": EXACT,
+        "row_length": EXACT,
+        "logit_std_median": FORWARD,
+        "max_weight_median": FORWARD,
+        "entropy_ratio_median": FORWARD,
+        "jacobian_norm_median": FORWARD,
+        "saturated_share": SHARE,
+        "cosine_mean": FORWARD,
+        "cosine_min": FORWARD,
+    },
+)
+
+LAYERS = Output(
+    SCRIPT,
+    {
+        "layer": KEY,
+        "row_length": EXACT,
+        "max_abs_qk": FORWARD,
+        "max_abs_logit": FORWARD,
+        "float16_max": EXACT,
+        "float16_error_scaled": close(F16_EPS, 0.0),
+        "float16_error_unscaled": close(F16_EPS, 0.0),
+    },
+)
+
+STUDY = Study(
+    "real_model",
+    11,
+    {HEADS_CSV: HEADS, COUNTERFACTUALS_CSV: COUNTERFACTUALS, LAYERS_CSV: LAYERS},
+    figures=("fig11_real_model",),
+)

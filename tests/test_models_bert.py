@@ -1,0 +1,60 @@
+"""attnlab.models.bert: the packaged model reproduces sentence-transformers' published
+similarities; the drift and the divisor are parameters of the forward, not weight copies."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnlab.models.bert import embed_texts, encode, layer_norm, sentence_embedding
+from attnlab.models.checkpoint import load_checkpoint
+
+#: sentence-transformers' documentation (the quickstart of its README and of
+#: all-MiniLM-L6-v2's model card): mean pooling, cosine similarity.
+SENTENCES = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+PUBLISHED = np.array([[1.0000, 0.6660, 0.1046], [0.6660, 1.0000, 0.1411], [0.1046, 0.1411, 1.0]])
+#: The published values are rounded to 4 decimals (5e-5); the issue's bar is 1e-3.
+BAR = 1e-3
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load_checkpoint()
+
+
+def test_published_similarities(minilm):
+    embeddings = np.asarray(embed_texts(minilm, SENTENCES), np.float64)
+    similarities = embeddings @ embeddings.T
+    assert np.abs(similarities - PUBLISHED).max() <= BAR
+
+
+def test_qk_scale_and_scale_are_forward_parameters():
+    """``qk_scale = a`` multiplies every layer's q and k by a; ``scale = 1`` with
+    ``qk_scale = 1`` equals ``qk_scale = d^(1/4)`` with the default scale (both multiply
+    the first layer's logits by sqrt(d)). Random tiny weights."""
+    from test_models_checkpoint import TINY_CONFIG
+
+    from attnlab.models.checkpoint import bert_init, parse_config
+
+    config = parse_config(TINY_CONFIG | {"vocab_size": 20})
+    params = {k: jnp.asarray(v) * 25 for k, v in bert_init(config, jax.random.key(0)).items()}
+    ids = jnp.arange(12).reshape(2, 6)
+    forward = jax.jit(encode, static_argnums=1)
+    _, base = forward(params, config, ids, qk_scale=1.0)
+    _, drift = forward(params, config, ids, qk_scale=2.0)
+    np.testing.assert_allclose(drift.q[0], 2 * base.q[0], rtol=1e-6)
+    a = config.head_dim**0.25
+    hidden_unscaled, _ = forward(params, config, ids, qk_scale=1.0, scale=1.0)
+    hidden_drift, _ = forward(params, config, ids, qk_scale=a)
+    np.testing.assert_allclose(hidden_unscaled, hidden_drift, atol=1e-4)
+
+
+def test_layer_norm_and_pooling():
+    x = jnp.asarray([[1.0, 2.0, 3.0, 6.0]])
+    y = layer_norm(x, jnp.ones(4), jnp.zeros(4), 1e-12)
+    np.testing.assert_allclose([y.mean(), y.var()], [0.0, 1.0], atol=1e-6)
+    hidden = jnp.asarray([[[3.0, 4.0], [100.0, 0.0]]])
+    u = sentence_embedding(hidden, jnp.asarray([[True, False]]))
+    np.testing.assert_allclose(u, [[0.6, 0.8]], rtol=1e-6)
