@@ -32,9 +32,10 @@ import pandas as pd
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
-from attnlab.studies.card.compute import QUICK, CardConfig, plan_cards, run_cards
+from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
 from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.report import card_markdown, comparison_markdown
+from attnlab.studies.card.store import plan_cards
 from attnlab.studies.recall.flags import mechanism_reference, mechanism_references
 
 CARDS = Path("cards")
@@ -84,7 +85,7 @@ def run(args):
 
     flags = {**vars(args), "card_settings": config.settings()}
     started = time.perf_counter()
-    with cli.progress(plan.work, "11 card", args.quiet) as bar:
+    with cli.progress(total_work(config, plan.computed), "11 card", args.quiet) as bar:
         results = run_cards(config, plan, bar.update)
     wall = time.perf_counter() - started
     command = "python experiments/11_mechanism_card.py " + " ".join(sys.argv[1:])

@@ -430,7 +430,8 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "lr_frame": _frame,
         },
         "11_mechanism_card": {
-            "plan_cards": lambda *a: SimpleNamespace(work=1),
+            "plan_cards": lambda *a: SimpleNamespace(computed=("a",)),
+            "total_work": lambda *a: 1,
             "run_cards": lambda *a: [
                 SimpleNamespace(
                     name=name,
