@@ -243,3 +243,80 @@ def test_a_user_mechanism_runs_through_05_and_10(
     assert {"scaled", "my_scaled"} <= set(widths.mechanism)
     lr = pd.read_csv(out10 / "10_lr_transfer.csv")
     assert set(lr.mechanism) >= {"my_scaled"} and lr.best.any()
+
+
+# --- what only jit or grad finds, and the API's limits: one line each --------------------
+
+
+def _einsum(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k)
+
+
+def _traced_if(q, k):
+    z = _einsum(q, k)
+    if z.max() > 100:  # a Python if on a traced value: fine eagerly, not under jit
+        return z / 10
+    return z
+
+
+def _numpy_inside(q, k):
+    return np.einsum("...qd,...kd->...qk", np.asarray(q), np.asarray(k))
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "match"),
+    [
+        (lambda: Mechanism("traced_if", _traced_if), "jax.jit .*Python control flow .*jnp.where"),
+        (lambda: Mechanism("numpy_inside", _numpy_inside), "jax.jit .*numpy on a traced value"),
+        (
+            lambda: Mechanism("weights_like", lambda q, k: softmax_weights(_einsum(q, k))),
+            "look like weights",
+        ),
+        (
+            lambda: Mechanism("vector", lambda q, k, g: _einsum(q * g, k), params={"g": jnp.ones}),
+            r"params\['g'\] at d_k 16 must be one number.*shape \(16,\)",
+        ),
+        (
+            lambda: Mechanism("extra_argument", lambda q, k, W_Q: W_Q * _einsum(q, k)),
+            "required positional argument: 'W_Q'.*Mechanism.params",
+        ),
+    ],
+)
+def test_what_jit_or_grad_would_raise_is_one_worded_line_naming_the_mechanism(mechanism, match):
+    with pytest.raises(MechanismError) as caught:
+        check_mechanism(mechanism())
+    message = str(caught.value)
+    assert message.startswith("mechanism '") and "\n" not in message
+    assert caught.match(match)
+    assert "Error(" not in message and "Tracer" not in message  # no raw reprs
+
+
+@pytest.mark.parametrize("name", ["W_Q", "b_O", "E_key", "n"])
+@pytest.mark.parametrize("field", ["params", "constants"])
+def test_a_reserved_scalar_name_is_refused(name, field):
+    with pytest.raises(MechanismError, match=f"'{name}' is reserved"):
+        Mechanism("reserved", lambda q, k, **theta: _einsum(q, k), **{field: {name: 1.0}})
+
+
+def test_the_reserved_names_hold_the_models_parameters():
+    from attnlab.core.mechanism import RESERVED_NAMES
+    from attnlab.studies.recall.model import MODEL_PARAMS
+
+    assert set(MODEL_PARAMS) <= RESERVED_NAMES
+
+
+def test_logits_that_are_weights_only_with_other_weights_are_accepted():
+    """The weights-like check is softmax's (it would be applied twice); with weights of
+    the user's own, logits in [0, 1] summing to one are theirs to give."""
+    identity = Mechanism("own", lambda q, k: softmax_weights(_einsum(q, k)), weights=lambda z, m: z)
+    check_mechanism(identity)
+    # q.k / d: non-negative rows are rare but possible; it is their sum that gives weights away
+    check_mechanism(Mechanism("shifted", lambda q, k: jnp.abs(_einsum(q, k))))
+
+
+def test_a_syntax_error_is_worded_with_its_line(tmp_path):
+    path = tmp_path / "syntax.py"
+    path.write_text("def logits(q, k)\n    return q\n", encoding="utf-8")
+    with pytest.raises(MechanismReferenceError) as caught:
+        load_mechanism(f"{path}:logits")
+    assert str(caught.value).endswith("failed: syntax error at line 1: expected ':'")
