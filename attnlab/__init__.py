@@ -29,6 +29,7 @@ from attnlab.core.softmax_stats import (
 )
 
 __all__ = [
+    "card",
     "Mechanism",
     "MechanismError",
     "MechanismReferenceError",
@@ -51,3 +52,13 @@ __all__ = [
     "softcap",
     "softmax_jacobian",
 ]
+
+
+def __getattr__(name: str):
+    """``attnlab.card`` (``attnlab.studies.card.api.card``), imported on first use: it
+    brings in the training engine and matplotlib, which ``import attnlab`` does not need."""
+    if name == "card":
+        from attnlab.studies.card.api import card
+
+        return card
+    raise AttributeError(f"module 'attnlab' has no attribute {name!r}")

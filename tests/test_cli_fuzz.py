@@ -430,7 +430,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "lr_frame": _frame,
         },
         "11_mechanism_card": {
-            "plan_cards": lambda *a: SimpleNamespace(computed=("a",)),
+            "store.plan_cards": lambda *a: SimpleNamespace(targets=("scaled",), computed=()),
             "total_work": lambda *a: 1,
             "run_cards": lambda *a: [
                 SimpleNamespace(
@@ -440,11 +440,11 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
                     verdicts=pd.DataFrame({"mechanism": [name]}),
                     read_from={},
                 )
-                for name in ("a",)  # one card: its writes are ~20 Ctrl-C points
+                for name in ("scaled",)  # one card: its writes are ~20 Ctrl-C points
             ],
-            "draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
-            "card_markdown": lambda *a: "card\n",
-            "comparison_markdown": lambda *a: "comparison\n",
+            "store.draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
+            "store.card_markdown": lambda *a: "card\n",
+            "store.comparison_markdown": lambda *a: "comparison\n",
         },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},

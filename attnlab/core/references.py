@@ -22,11 +22,15 @@ from attnlab.core.mechanism import (
 )
 from attnlab.core.temperature import BUILTINS
 
+#: Mechanism objects already checked, by identity (kept, so that no id is reused).
+_CHECKED: dict[int, Mechanism] = {}
 
-@cache
+
 def _checked(mechanism: Mechanism) -> Mechanism:
-    """``mechanism`` after ``check_mechanism`` (once per mechanism)."""
-    check_mechanism(mechanism)
+    """``mechanism`` itself after ``check_mechanism`` (once per object)."""
+    if _CHECKED.get(id(mechanism)) is not mechanism:
+        check_mechanism(mechanism)
+        _CHECKED[id(mechanism)] = mechanism
     return mechanism
 
 
