@@ -29,6 +29,8 @@ from attnlab.studies.remedies.compute import (
     SENSITIVITY_BATCH_SIZES,
     SENSITIVITY_EMBED_STDS,
     SENSITIVITY_SEEDS,
+    diverged,
+    divergence_note,
     run_fold,
     run_remedies,
     run_sensitivity,
@@ -87,6 +89,7 @@ def run(args):
         write_result(curves, stage / "05_fold_curves.csv", flags, fold_wall)
         write_result(check, stage / "05_fold_check.csv", flags, fold_wall)
         write_result(frame, stage / "05_sensitivity.csv", flags, sensitivity_wall)
+    args.outputs_note = divergence_note(diverged(results), config.d_k)
 
 
 main = cli.entry_point(build_parser, run, headline)
