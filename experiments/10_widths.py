@@ -26,6 +26,7 @@ from attnlab.studies.widths.compute import (
     WIDTHS_BASE,
     WidthsConfig,
     curves_frame,
+    divergence_note,
     jacobian_frame,
     lr_frame,
     run_widths,
@@ -124,6 +125,7 @@ def run(args):
         )
         write_result(lr_frame(summary, config), stage / LR_CSV, flags, train_wall)
         write_result(jacobian, stage / JACOBIAN_CSV, flags, jacobian_wall)
+    args.outputs_note = divergence_note(summary)
 
 
 main = cli.entry_point(build_parser, run, headline)

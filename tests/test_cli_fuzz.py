@@ -504,6 +504,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "summary_frame": _frame,
             "curves_frame": _frame,
             "lr_frame": _frame,
+            "divergence_note": lambda summary: None,
         },
         "11_mechanism_card": {
             "store.plan_cards": lambda *a: SimpleNamespace(targets=("scaled",), computed=()),

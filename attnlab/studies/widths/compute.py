@@ -302,6 +302,21 @@ def first_nonfinite(loss: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
+def divergence_note(summary: pd.DataFrame) -> str | None:
+    """One line naming every (mechanism, d_k, lr) of ``summary_frame``'s rows with a
+    diverged seed (how many, and the first step), or None if none diverged."""
+    bad = summary[summary.diverged_step.notna()]
+    if bad.empty:
+        return None
+    groups = summary.groupby(["mechanism", "d_k", "lr"], sort=False).seed.count()
+    each = [
+        f"{m} at d_k {d}, lr {lr:g}: {len(g)} of {groups[m, d, lr]} seeds (first at step "
+        f"{int(g.diverged_step.min())})"
+        for (m, d, lr), g in bad.groupby(["mechanism", "d_k", "lr"], sort=False)
+    ]
+    return f"(diverged, recorded in diverged_step: {'; '.join(each)})"
+
+
 def _lanes(result: LaneResult):
     for i in range(len(result.lrs) * len(result.seeds)):
         yield i, result.lrs[i // len(result.seeds)], result.seeds[i % len(result.seeds)]
