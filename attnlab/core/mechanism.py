@@ -27,9 +27,23 @@ optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformati
 ``normalize_qk``      L2-normalise q and k before ``logits`` sees them
 ====================  =====================================================================
 
-``check_mechanism`` runs a new mechanism once on random inputs, so a broken one stops with
-an error naming it before any training starts; ``attnlab.core.references`` resolves the
-names a command line gives (a built-in, ``MODULE:NAME``, ``path/to/file.py:NAME``).
+``check_mechanism`` runs a new mechanism on random inputs, eagerly and under ``jax.jit``
+and ``jax.grad``, so a broken one stops with one line naming it before any training
+starts; ``attnlab.core.references`` resolves the names a command line gives (a built-in,
+``MODULE:NAME``, ``path/to/file.py:NAME``).
+
+Limits (what the API cannot express, and what ``check_mechanism`` refuses):
+
+- ``logits`` returns *logits* ``z`` (any real numbers), not weights: ``weights`` turns them
+  into weights. Under softmax weights, logits whose every row is non-negative and sums to
+  one are refused (they would be softmaxed again); to give weights, set ``weights``.
+- ``logits`` sees q and k only: no positions (the recall task's slots are unordered, so
+  ALiBi or RoPE would run and mean nothing), no values, the mask only through ``n=`` and
+  ``weights(z, mask)``; one head, one map per head (no mixtures of maps).
+- Its learned and fixed values are scalars, each one number (or a function of ``d_k``
+  giving one), named neither ``n`` nor like the model's parameters (``RESERVED_NAMES``).
+- It is traced: ``jnp.where`` or ``jax.lax.cond``, not a Python ``if`` on an array;
+  ``jax.numpy``, not numpy.
 """
 
 from __future__ import annotations
@@ -228,7 +242,8 @@ class Mechanism:
     Attributes:
       name: the mechanism's name in CSVs, figures and the card.
       logits: ``logits(q, k, **theta) -> z``; ``theta`` are ``params`` and ``constants`` by
-        name, and ``n=`` if ``row_length``. Logits of float32 inputs must be float32.
+        name, and ``n=`` if ``row_length``. Logits of float32 inputs must be float32, and
+        logits, not weights; traceable by ``jit`` and ``grad`` (the module's *Limits*).
       weights: ``weights(z, mask) -> p``, ``mask`` boolean or None.
       params: learned scalars, ``{name: initial value or function of d_k}``.
       constants: fixed scalars, the same way.
