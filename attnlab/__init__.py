@@ -1,5 +1,7 @@
 """attnlab: reproducible experiments on the 1/sqrt(d_k) factor of dot-product attention."""
 
+import importlib
+
 from attnlab.core.attention import (
     attention_logits,
     attention_weights,
@@ -56,9 +58,9 @@ __all__ = [
 
 def __getattr__(name: str):
     """``attnlab.card`` (``attnlab.studies.card.api.card``), imported on first use: it
-    brings in the training engine and matplotlib, which ``import attnlab`` does not need."""
+    brings in the training engine and matplotlib, which ``import attnlab`` does not need
+    (by module name, so that ``make rules`` does not count the card as a dependency of
+    every result: no script reads ``attnlab.card``)."""
     if name == "card":
-        from attnlab.studies.card.api import card
-
-        return card
+        return importlib.import_module("attnlab.studies.card.api").card
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
