@@ -88,12 +88,11 @@ def test_readme_notebook_example(tmp_path, monkeypatch):
     (tmp_path / "my_attention.py").write_text(_mechanism_code(), encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     calls = []
-    fake = lambda mechanism, **kw: (
-        calls.append((mechanism, kw))
-        or types.SimpleNamespace(  # noqa: E731
-            verdicts=None
-        )
-    )
+
+    def fake(mechanism, **kwargs):
+        calls.append((mechanism, kwargs))
+        return types.SimpleNamespace(verdicts=None)
+
     monkeypatch.setattr(attnlab, "card", fake, raising=False)
     exec(compile(notebook, "notebook", "exec"), {})
     ((mechanism, kwargs),) = calls
