@@ -1,5 +1,7 @@
 """attnlab: reproducible experiments on the 1/sqrt(d_k) factor of dot-product attention."""
 
+import importlib
+
 from attnlab.core.attention import (
     attention_logits,
     attention_weights,
@@ -29,6 +31,7 @@ from attnlab.core.softmax_stats import (
 )
 
 __all__ = [
+    "card",
     "Mechanism",
     "MechanismError",
     "MechanismReferenceError",
@@ -51,3 +54,13 @@ __all__ = [
     "softcap",
     "softmax_jacobian",
 ]
+
+
+def __getattr__(name: str):
+    """``attnlab.card`` (``attnlab.studies.card.api.card``), imported on first use: it
+    brings in the training engine and matplotlib, which ``import attnlab`` does not need
+    (by module name, so that ``make rules`` does not count the card as a dependency of
+    every result: no script reads ``attnlab.card``)."""
+    if name == "card":
+        return importlib.import_module("attnlab.studies.card.api").card
+    raise AttributeError(f"module 'attnlab' has no attribute {name!r}")

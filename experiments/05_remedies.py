@@ -23,6 +23,8 @@ from attnlab.studies.remedies.compute import (
     SENSITIVITY_BATCH_SIZES,
     SENSITIVITY_EMBED_STDS,
     SENSITIVITY_SEEDS,
+    diverged,
+    divergence_note,
     run_fold,
     run_remedies,
     run_sensitivity,
@@ -96,6 +98,7 @@ def run(args):
         write_result(curves, stage / FOLD_CURVES_CSV, flags, fold_wall)
         write_result(check, stage / FOLD_CHECK_CSV, flags, fold_wall)
         write_result(frame, stage / SENSITIVITY_CSV, flags, sensitivity_wall)
+    args.outputs_note = divergence_note(diverged(results), config.d_k)
 
 
 main = cli.entry_point(build_parser, run, headline)

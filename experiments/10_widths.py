@@ -18,6 +18,7 @@ from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
 from attnlab.studies.widths.compute import (
+    divergence_note,
     jacobian_frame,
 )
 from attnlab.studies.widths.study import CURVES_CSV, JACOBIAN_CSV, LR_CSV, SUMMARY_CSV
@@ -123,6 +124,7 @@ def run(args):
         )
         write_result(lr_frame(summary, config), stage / LR_CSV, flags, train_wall)
         write_result(jacobian, stage / JACOBIAN_CSV, flags, jacobian_wall)
+    args.outputs_note = divergence_note(summary)
 
 
 main = cli.entry_point(build_parser, run, headline)

@@ -11,33 +11,33 @@ or an attnlab.Mechanism. For example, a file my_attention.py holding
     def logits(q, k):
         return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
 
-is carded by `python experiments/11_mechanism_card.py --mechanism my_attention.py:logits`.
-Each card is a folder cards/NAME/ in --out-dir (default results/, so results/cards/NAME/)
-with CSVs and sidecars, card.png/.pdf and card.md; with several --mechanism values the
-work is shared and cards/comparison.csv/.md are written beside the cards (its figure:
-python experiments/plot_figures.py fig10_cards --results-dir DIR). `make cards` cards
-every built-in. A baseline that is not itself carded is read from its committed card in
-results/cards/ when that card's settings equal this run's (card.md says so), so a card of
-one mechanism trains only that one. Method: attnlab/studies/card/README.md.
+is carded by `python experiments/11_mechanism_card.py --mechanism my_attention.py:logits`
+into results/cards/user/my_attention.logits/ (git ignores results/cards/user/; the stem
+keeps two files that both define logits apart). Each card is a folder of CSVs and
+sidecars, card.png/.pdf and card.md; with several --mechanism values the work is shared
+and comparison.csv/.md are written beside the cards (its figure: python
+experiments/plot_figures.py fig10_cards --results-dir DIR). The built-ins' committed cards,
+results/cards/NAME/, are written by `make cards` (every built-in at the defaults) or with
+--out-dir; never by a mechanism of yours, whatever its name. A baseline that is not itself
+carded is read from its committed card when it is that built-in and the card's settings
+equal this run's (card.md says so), so a card of one mechanism trains only that one. From
+Python: attnlab.card. Method: attnlab/studies/card/README.md.
 """
 
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
-import pandas as pd
 
+from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
-from attnlab.harness.io import write_result
 from attnlab.studies import headline
-from attnlab.studies.card.compute import QUICK, CardConfig, plan_cards, run_cards
-from attnlab.studies.card.figure import draw_card
-from attnlab.studies.card.report import card_markdown, comparison_markdown
+from attnlab.studies.card import store
+from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
+from attnlab.studies.card.store import CARDS
 from attnlab.training.flags import mechanism_reference, mechanism_references
 
-CARDS = Path("cards")
 DEFAULT_AGAINST = "scaled,unscaled"
 
 
@@ -76,40 +76,33 @@ def build_parser():
 def run(args):
     config = dataclasses.replace(QUICK if args.quick else CardConfig(), seed=args.seed)
     cli.check_seeds(args.seed, config.training.seeds, "--seed")
+    # The built-ins' committed cards are written by `make cards` (every built-in, at the
+    # defaults) or on purpose (--out-dir); any other card at the default place goes to
+    # results/cards/user/, which git ignores (store.card_folder).
+    default_place = args.made_with_defaults and not args.out_dir_given
+    committed = not default_place or set(args.mechanism) == set(BUILTINS)
     out_dir = cli.prepare_out_dir(args)
     try:
-        plan = plan_cards(config, args.mechanism, args.against, cli.RESULTS_DIR / CARDS)
+        plan = store.plan_cards(config, args.mechanism, args.against, cli.RESULTS_DIR / CARDS)
     except ValueError as err:
         raise cli.UsageError(f"--mechanism: {err}") from None
+    if any(store.card_folder(r, committed).parts[1] == store.USER for r in plan.targets):
+        private = out_dir / CARDS / store.USER
+        args.outputs_note = (
+            f"(cards of mechanisms other than `make cards`' built-ins go to {private}/; "
+            f"the committed cards in {out_dir / CARDS}/ are unchanged)"
+            if default_place
+            else f"(cards of your own mechanisms are in {private}/)"
+        )
 
     flags = {**vars(args), "card_settings": config.settings()}
     started = time.perf_counter()
-    with cli.progress(plan.work, "11 card", args.quiet) as bar:
+    with cli.progress(total_work(config, plan.computed), "11 card", args.quiet) as bar:
         results = run_cards(config, plan, bar.update)
     wall = time.perf_counter() - started
     command = "python experiments/11_mechanism_card.py " + " ".join(sys.argv[1:])
-
     with cli.staged_outputs(out_dir) as stage:  # every card or none
-        for result in results:
-            folder = stage / CARDS / result.name
-            folder.mkdir(parents=True)
-            for field in result.card._fields:
-                write_result(getattr(result.card, field), folder / f"{field}.csv", flags, wall)
-            write_result(result.verdicts, folder / "verdicts.csv", flags, wall)
-            draw_card(result.card, result.name, folder)
-            read_from = {b: str(f) for b, f in result.read_from.items()}
-            text = card_markdown(
-                result.card, result.verdicts, result.name, result.reference, command, read_from
-            )
-            (folder / "card.md").write_text(text, encoding="utf-8")
-        if len(results) > 1:
-            comparison = pd.concat(
-                [r.verdicts[r.verdicts.mechanism == r.name] for r in results], ignore_index=True
-            )
-            write_result(comparison, stage / CARDS / "comparison.csv", flags, wall)
-            (stage / CARDS / "comparison.md").write_text(
-                comparison_markdown(comparison), encoding="utf-8"
-            )
+        store.write_cards(results, stage, flags, wall, command, committed)
 
 
 main = cli.entry_point(build_parser, run, headline)

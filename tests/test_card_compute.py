@@ -1,13 +1,12 @@
 """attnlab/studies/card/compute.py: the card's statistics of every built-in against numpy
 float64 (tests/numpy_reference.py), softmax's closed-form Jacobian against autodiff, the
 statics of scaled and unscaled against experiments 02/03, a user's q.k/sqrt(d) against
-the built-in scaled (identical numbers), and the plan's reuse of committed baselines."""
+the built-in scaled (identical numbers)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 import textwrap
 from pathlib import Path
@@ -192,23 +191,3 @@ def test_every_section_has_rows_for_every_mechanism(tiny_card):
     np.testing.assert_allclose(scaled_mass, 1.0, rtol=0, atol=64 * np.finfo(np.float32).eps)
     sigmoid = compute.statics_frame(TINY, ["sigmoid"])
     assert not np.allclose(sigmoid.mass_mean, 1.0, atol=1e-3)  # reported, not assumed
-
-
-def test_the_plan_reads_a_baseline_from_a_committed_card_with_equal_settings(tmp_path):
-    folder = tmp_path / "unscaled"
-    folder.mkdir()
-    for field in compute.Card._fields:
-        (folder / f"{field}.csv").write_text("mechanism\nunscaled\n", encoding="utf-8")
-        sidecar = {"flags": {"card_settings": TINY.settings()}}
-        (folder / f"{field}.json").write_text(json.dumps(sidecar), encoding="utf-8")
-    plan = compute.plan_cards(TINY, ["scaled"], ["scaled", "unscaled"], tmp_path)
-    assert plan.computed == ("scaled",) and plan.reused == {"unscaled": folder}
-    other = dataclasses.replace(TINY, trials=TINY.trials + 1)
-    plan = compute.plan_cards(other, ["scaled"], ["unscaled"], tmp_path)
-    assert plan.computed == ("scaled", "unscaled") and plan.reused == {}
-    plan = compute.plan_cards(TINY, ["unscaled"], ["unscaled"], tmp_path)
-    assert plan.computed == ("unscaled",), "a target is always computed"
-    impostor = tmp_path / "impostor.py"
-    impostor.write_text(USER_FILE.replace("def logits", "def scaled"), encoding="utf-8")
-    with pytest.raises(ValueError, match="share a name"):
-        compute.plan_cards(TINY, ["scaled", f"{impostor}:scaled"], ["unscaled"], tmp_path)

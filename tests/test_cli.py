@@ -200,3 +200,51 @@ def test_staged_outputs_move_subfolders_all_or_none(tmp_path):
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
         "cards", "cards/a", "cards/a/x.csv", "top.csv"
     ]  # fmt: skip
+
+
+# --- a failed or interrupted run leaves no empty run folder; --quiet still says where ---
+
+
+def _entry(fail: BaseException | None, note: str | None = None):
+    """A script whose run makes its run folder (``--steps`` other than the default), then
+    raises ``fail`` or writes one file."""
+
+    def run(args):
+        out = cli.prepare_out_dir(args)
+        if fail is not None:
+            raise fail
+        args.outputs_note = note
+        with cli.staged_outputs(out) as stage:
+            (stage / "x.csv").write_text("x\n1\n")
+
+    return cli.entry_point(_parser, run)
+
+
+@pytest.mark.parametrize(
+    ("fail", "code"),
+    [
+        (cli.UsageError("bad"), 2),
+        (cli.DataError("bad"), 2),
+        (cli.RunError("bad"), 1),
+        (KeyboardInterrupt(), 130),
+    ],
+)
+def test_no_empty_run_folder_is_left_by_any_failure(fail, code, in_tmp_path, capsys):
+    assert _entry(fail)(["--steps", "3"]) == code
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not any((in_tmp_path / "results" / "runs").iterdir())
+
+
+def test_no_empty_run_folder_is_left_by_an_unexpected_exception(in_tmp_path):
+    with pytest.raises(ZeroDivisionError):
+        _entry(ZeroDivisionError("a bug"))(["--steps", "3"])
+    assert not any((in_tmp_path / "results" / "runs").iterdir())
+
+
+def test_quiet_keeps_the_line_that_says_where_outputs_went(in_tmp_path, capsys):
+    assert _entry(None, note="(a note)")(["--steps", "3", "--quiet"]) == 0
+    out = capsys.readouterr().out.replace(os.sep, "/")
+    lines = out.splitlines()
+    assert len(lines) == 2 and "run folder results/runs/" in lines[0] and lines[1] == "(a note)"
+    assert _entry(None)(["--quiet"]) == 0  # the defaults: results/, nothing to say
+    assert capsys.readouterr().out == ""

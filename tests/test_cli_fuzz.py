@@ -93,6 +93,46 @@ BAD_MECHANISM_FILES = {
         "def wrong_dtype(q, k):\n    return dots(q, k).astype(jnp.float16)\n"
         "def nan_weights(q, k):\n    return dots(q, k) * jnp.nan\n"
     ),
+    # What only jit or grad finds, and the API's limits (BROKEN: the words each gives).
+    "traced_if.py": (
+        "import jax.numpy as jnp\n"
+        "def logits(q, k):\n"
+        "    z = jnp.einsum('...qd,...kd->...qk', q, k)\n"
+        "    if z.max() > 100:\n        return z / 10\n"
+        "    return z\n"
+    ),
+    "numpy_inside.py": (
+        "import numpy as np\n"
+        "def logits(q, k):\n"
+        "    return np.einsum('...qd,...kd->...qk', np.asarray(q), np.asarray(k))\n"
+    ),
+    "reserved.py": (
+        "import jax.numpy as jnp, attnlab\n"
+        "logits = attnlab.Mechanism('logits', lambda q, k, W_Q: W_Q * q @ k.swapaxes(-1, -2),\n"
+        "                           params={'W_Q': 1.0})\n"
+    ),
+    "vector.py": (
+        "import jax.numpy as jnp, attnlab\n"
+        "logits = attnlab.Mechanism('logits', lambda q, k, g: (q * g) @ k.swapaxes(-1, -2),\n"
+        "                           params={'g': lambda d: jnp.ones(d)})\n"
+    ),
+    "weights_like.py": (
+        "import jax, jax.numpy as jnp\n"
+        "def logits(q, k):\n"
+        "    return jax.nn.softmax(jnp.einsum('...qd,...kd->...qk', q, k))\n"
+    ),
+    "syntax.py": "def logits(q, k)\n    return q\n",
+}
+
+#: Broken mechanisms (file -> the words their one line gives the cause in).
+BROKEN = {
+    "traced_if.py": "cannot run under jax.jit (as training runs it): it uses Python control flow",
+    "numpy_inside.py": "cannot run under jax.jit (as training runs it): it calls numpy on a traced",
+    "reserved.py": "params: the name 'W_Q' is reserved",
+    "vector.py": "params['g'] at d_k 16 must be one number",
+    "weights_like.py": "its logits look like weights (every row non-negative and summing to one)",
+    "syntax.py": "syntax error at line 1: expected ':'",
+    "mechs.py": "gives non-finite weights at its initial scalars",
 }
 
 
@@ -115,6 +155,7 @@ def _bad_mechanisms(root: Path) -> list[str]:
         f"{root}/mechs.py:wrong_shape",
         f"{root}/mechs.py:wrong_dtype",
         f"{root}/mechs.py:nan_weights",
+        *(f"{root}/{f}:logits" for f in BROKEN if f != "mechs.py"),
     ]
 
 
@@ -354,6 +395,41 @@ def test_cross_flag_checks_exit_2(
     _assert_rejected(module, run_main, capsys, in_tmp_path, argv, [flag])
 
 
+def _mechanism_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if a.type in MECHANISM_TYPES]
+
+
+MECHANISM_SCRIPTS = [n for n in SCRIPTS if n in ("05_remedies", "10_widths", "11_mechanism_card")]
+
+
+def test_every_script_that_takes_a_mechanism_is_covered(load_script):
+    taking = [n for n in SCRIPTS if _mechanism_flags(load_script(n).build_parser())]
+    assert taking == MECHANISM_SCRIPTS == ["05_remedies", "10_widths", "11_mechanism_card"]
+
+
+@pytest.mark.parametrize("file", list(BROKEN))
+@pytest.mark.parametrize("name", MECHANISM_SCRIPTS)
+def test_a_broken_mechanism_is_one_worded_line_in_every_script_that_takes_one(
+    name, file, load_script, run_main, in_tmp_path, capsys, monkeypatch
+):
+    """Each broken case through every mechanism flag of 05, 10 and 11: exit 2, one line
+    naming the flag and the cause in words (no traceback, no raw exception repr), nothing
+    written, no run folder (``_assert_rejected``)."""
+    module = load_script(name)
+    _fake_computation(name, module, monkeypatch, "forbid")
+    parser = module.build_parser()
+    outputs = _prepare(in_tmp_path)
+    attribute = "nan_weights" if file == "mechs.py" else "logits"
+    for action in _mechanism_flags(parser):
+        argv = _argv(parser, outputs, action, [f"{in_tmp_path}/{file}:{attribute}"])
+        _assert_rejected(module, run_main, capsys, in_tmp_path, argv, _names(action))
+        assert run_main(module, argv) == 2
+        err = capsys.readouterr().err
+        assert BROKEN[file] in err, err
+        assert not re.search(r"\w+Error\(", err), err  # no raw reprs
+        assert not (in_tmp_path / "results").exists()
+
+
 # --- Ctrl-C ----------------------------------------------------------------------------
 
 FRAME = pd.DataFrame({"x": [1.0, 2.0]})
@@ -427,9 +503,11 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "summary_frame": _frame,
             "curves_frame": _frame,
             "lr_frame": _frame,
+            "divergence_note": lambda summary: None,
         },
         "11_mechanism_card": {
-            "plan_cards": lambda *a: SimpleNamespace(work=1),
+            "store.plan_cards": lambda *a: SimpleNamespace(targets=("scaled",), computed=()),
+            "total_work": lambda *a: 1,
             "run_cards": lambda *a: [
                 SimpleNamespace(
                     name=name,
@@ -438,11 +516,11 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
                     verdicts=pd.DataFrame({"mechanism": [name]}),
                     read_from={},
                 )
-                for name in ("a",)  # one card: its writes are ~20 Ctrl-C points
+                for name in ("scaled",)  # one card: its writes are ~20 Ctrl-C points
             ],
-            "draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
-            "card_markdown": lambda *a: "card\n",
-            "comparison_markdown": lambda *a: "comparison\n",
+            "store.draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
+            "store.card_markdown": lambda *a: "card\n",
+            "store.comparison_markdown": lambda *a: "comparison\n",
         },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},

@@ -34,7 +34,7 @@ def test_a_users_file_gets_a_card(script, run_main, tmp_path):
     reference = f"{tmp_path}/card_user.py:logits"
     assert run_main(script, ["--mechanism", reference, "--quick", "--quiet",
                              "--out-dir", str(out)]) == 0  # fmt: skip
-    card = out / "cards" / "logits"
+    card = out / "cards" / "user" / "card_user.logits"  # never cards/logits: not a built-in
     assert sorted(p.name for p in card.iterdir() if p.suffix != ".json" and p.suffix != ".pdf") == (
         sorted(CARD_FILES)
     )
@@ -47,7 +47,7 @@ def test_a_users_file_gets_a_card(script, run_main, tmp_path):
         assert rule in text  # every rule is stated in the card
     sidecar = json.loads((card / "statics.json").read_text(encoding="utf-8"))
     assert sidecar["flags"]["card_settings"] == json.loads(json.dumps(TINY.settings()))
-    assert not (out / "cards" / "comparison.csv").exists()
+    assert not any(out.glob("cards/**/comparison.csv"))
 
 
 @pytest.mark.slow  # two card runs; the fast one above covers the script
@@ -60,15 +60,15 @@ def test_several_mechanisms_share_one_comparison_and_reuse_a_committed_baseline(
     assert run_main(script, [*argv, "--out-dir", str(committed)]) == 0
     argv = ["--mechanism", "card_user:logits", f"{tmp_path}/card_user.py:logits"]
     assert run_main(script, [*argv, "--quick", "--quiet", "--out-dir", str(out)]) == 2
-    assert "share a name" in capsys.readouterr().err and not any(out.glob("cards/*"))
+    assert "both named 'logits'" in capsys.readouterr().err and not any(out.glob("cards/*"))
 
     argv = ["--mechanism", "card_user:logits", "sigmoid", "--against", "unscaled"]
     assert run_main(script, [*argv, "--quick", "--quiet", "--out-dir", str(out)]) == 0
-    comparison = pd.read_csv(out / "cards" / "comparison.csv")
+    comparison = pd.read_csv(out / "cards" / "user" / "comparison.csv")
     assert list(dict.fromkeys(comparison.mechanism)) == ["logits", "sigmoid"]
-    text = (out / "cards" / "logits" / "card.md").read_text(encoding="utf-8")
+    text = (out / "cards" / "user" / "card_user.logits" / "card.md").read_text(encoding="utf-8")
     assert f"read from `{committed / 'cards' / 'unscaled'}`" in text
-    ours = pd.read_csv(out / "cards" / "logits" / "statics.csv")
+    ours = pd.read_csv(out / "cards" / "user" / "card_user.logits" / "statics.csv")
     theirs = pd.read_csv(committed / "cards" / "unscaled" / "statics.csv")
     pd.testing.assert_frame_equal(
         ours[ours.mechanism == "unscaled"].reset_index(drop=True),

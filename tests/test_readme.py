@@ -67,11 +67,36 @@ def _readme_commands() -> list[list[str]]:
 
 
 def _mechanism_code() -> str:
-    """The one ``python`` block of *Test your own attention*: ``my_attention.py``."""
-    (code,) = _fenced(
+    """The first ``python`` block of *Test your own attention*: ``my_attention.py``."""
+    code, _notebook = _fenced(
         _section(README.read_text(encoding="utf-8"), "Test your own attention"), "python"
     )
     return code
+
+
+def test_readme_notebook_example(tmp_path, monkeypatch):
+    """The second block, *From a notebook*, in five lines: it cards ``my_attention.py``'s
+    function with ``attnlab.card`` (faked here: its own test is tests/test_card_api.py)."""
+    import types
+
+    import attnlab
+
+    _code, notebook = _fenced(
+        _section(README.read_text(encoding="utf-8"), "Test your own attention"), "python"
+    )
+    assert len(notebook.splitlines()) <= 5
+    (tmp_path / "my_attention.py").write_text(_mechanism_code(), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    calls = []
+
+    def fake(mechanism, **kwargs):
+        calls.append((mechanism, kwargs))
+        return types.SimpleNamespace(verdicts=None)
+
+    monkeypatch.setattr(attnlab, "card", fake, raising=False)
+    exec(compile(notebook, "notebook", "exec"), {})
+    ((mechanism, kwargs),) = calls
+    assert mechanism.__name__ == "logits" and kwargs["out_dir"] == "my_cards"
 
 
 def test_readme_mechanism_example():

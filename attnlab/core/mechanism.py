@@ -27,13 +27,28 @@ optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformati
 ``normalize_qk``      L2-normalise q and k before ``logits`` sees them
 ====================  =====================================================================
 
-``check_mechanism`` runs a new mechanism once on random inputs, so a broken one stops with
-an error naming it before any training starts; ``attnlab.core.references`` resolves the
-names a command line gives (a built-in, ``MODULE:NAME``, ``path/to/file.py:NAME``).
+``check_mechanism`` runs a new mechanism on random inputs, eagerly and under ``jax.jit``
+and ``jax.grad``, so a broken one stops with one line naming it before any training
+starts; ``attnlab.core.references`` resolves the names a command line gives (a built-in,
+``MODULE:NAME``, ``path/to/file.py:NAME``).
+
+Limits (what the API cannot express, and what ``check_mechanism`` refuses):
+
+- ``logits`` returns *logits* ``z`` (any real numbers), not weights: ``weights`` turns them
+  into weights. Under softmax weights, logits whose every row is non-negative and sums to
+  one are refused (they would be softmaxed again); to give weights, set ``weights``.
+- ``logits`` sees q and k only: no positions (the recall task's slots are unordered, so
+  ALiBi or RoPE would run and mean nothing), no values, the mask only through ``n=`` and
+  ``weights(z, mask)``; one head, one map per head (no mixtures of maps).
+- Its learned and fixed values are scalars, each one number (or a function of ``d_k``
+  giving one), named neither ``n`` nor like the model's parameters (``RESERVED_NAMES``).
+- It is traced: ``jnp.where`` or ``jax.lax.cond``, not a Python ``if`` on an array;
+  ``jax.numpy``, not numpy.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -54,6 +69,17 @@ Scalars = tuple[tuple[str, Initial], ...]
 SOFTPICK_EPS = 1e-8
 #: ``epsilon`` inside ``l2_normalize``'s square root.
 L2_EPS = 1e-6
+#: Names a mechanism's scalars cannot take: ``n`` (the row length ``row_length`` passes)
+#: and the recall model's own parameters (``attnlab.training.model.MODEL_PARAMS``),
+#: beside which the learned scalars are stored.
+RESERVED_NAMES = frozenset(
+    {"n", "E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"}
+)
+#: How far a row of logits may be from summing to one and still "look like weights"
+#: (``check_mechanism``): a float32 sum of ``n`` terms in [0, 1] is within ``n`` eps of
+#: the exact sum, and weights of a softmax computed in float32 sum to 1 within a few eps;
+#: 64 eps per key covers both with room.
+WEIGHTS_LIKE_TOLERANCE_PER_KEY = 64 * 2.0**-23
 
 
 class MechanismError(ValueError):
@@ -131,22 +157,82 @@ def row_lengths(mask: ArrayLike | None, n_keys: int) -> Array:
 
 
 def _as_scalars(value: Mapping[str, Initial] | Scalars, what: str) -> Scalars:
+    """``value`` as ``(name, initial)`` pairs; ``what`` names the field in messages."""
     pairs = tuple(value.items()) if isinstance(value, Mapping) else tuple(value)
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
-            raise MechanismError(f"Mechanism.{what} must map names to initial values, got {pair!r}")
+            raise MechanismError(f"{what} must map names to initial values, got {_shown(pair)}")
         name, initial = pair
-        if not name.isidentifier() or name == "n":
-            raise MechanismError(f"Mechanism.{what}: {name!r} is not a usable keyword name")
+        if not name.isidentifier():
+            raise MechanismError(f"{what}: {name!r} is not a usable keyword name")
+        if name in RESERVED_NAMES:
+            raise MechanismError(
+                f"{what}: the name {name!r} is reserved (the row length n and the "
+                "model's own parameters E_key, E_val, W_*, b_*); rename it"
+            )
         if isinstance(initial, bool) or not (callable(initial) or isinstance(initial, int | float)):
             raise MechanismError(
-                f"Mechanism.{what}[{name!r}] must be a number or a function of d_k, got {initial!r}"
+                f"{what}[{name!r}] must be a number or a function of d_k, got {_shown(initial)}"
             )
     return pairs
 
 
-def _value(initial: Initial, d_k: int) -> float:
-    return float(initial(d_k) if callable(initial) else initial)
+def _shown(value: Any) -> str:
+    """``value`` for a message: an array by its shape, anything else by its repr, cut short."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and shape != ():
+        return f"an array of shape {tuple(shape)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _value(initial: Initial, d_k: int, label: str) -> float:
+    value = initial(d_k) if callable(initial) else initial
+    if isinstance(value, bool) or getattr(value, "shape", ()) != () or not _is_number(value):
+        raise MechanismError(
+            f"{label} at d_k {d_k} must be one number (each learned or fixed value is a "
+            f"scalar), got {_shown(value)}"
+        )
+    return float(value)
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def explain(err: BaseException) -> str:
+    """What went wrong, in words, for a one-line error: JAX's tracing errors as the rule
+    they break, a syntax error with its line, anything else as its type and first line."""
+    if isinstance(err, jax.errors.TracerBoolConversionError | jax.errors.ConcretizationTypeError):
+        return (
+            "it uses Python control flow (if, while, and, or, bool()) on a traced value, "
+            "which jit cannot compile; use jnp.where or jax.lax.cond"
+        )
+    if isinstance(err, jax.errors.TracerArrayConversionError):
+        return (
+            "it calls numpy on a traced value (np.* or np.asarray inside the function), "
+            "which jit cannot compile; use jax.numpy"
+        )
+    if isinstance(err, jax.errors.TracerIntegerConversionError):
+        return "it converts a traced value to a Python int, which jit cannot compile"
+    if isinstance(err, MechanismError):
+        return str(err)
+    if isinstance(err, TypeError) and "required positional argument" in str(err):
+        return (
+            f"{err}; a plain function is logits(q, k), and any other argument is a scalar "
+            "declared in Mechanism.params or Mechanism.constants"
+        )
+    if isinstance(err, SyntaxError):
+        where = f" at line {err.lineno}" if err.lineno else ""
+        return f"syntax error{where}: {err.msg}"
+    if isinstance(err, ModuleNotFoundError):
+        return f"module {err.name!r} is not installed" if err.name else str(err)
+    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 @dataclass(frozen=True)
@@ -156,7 +242,8 @@ class Mechanism:
     Attributes:
       name: the mechanism's name in CSVs, figures and the card.
       logits: ``logits(q, k, **theta) -> z``; ``theta`` are ``params`` and ``constants`` by
-        name, and ``n=`` if ``row_length``. Logits of float32 inputs must be float32.
+        name, and ``n=`` if ``row_length``. Logits of float32 inputs must be float32, and
+        logits, not weights; traceable by ``jit`` and ``grad`` (the module's *Limits*).
       weights: ``weights(z, mask) -> p``, ``mask`` boolean or None.
       params: learned scalars, ``{name: initial value or function of d_k}``.
       constants: fixed scalars, the same way.
@@ -181,8 +268,9 @@ class Mechanism:
         for hook in ("logits", "weights"):
             if not callable(getattr(self, hook)):
                 raise MechanismError(f"mechanism {self.name!r}: {hook} must be callable")
-        object.__setattr__(self, "params", _as_scalars(self.params, "params"))
-        object.__setattr__(self, "constants", _as_scalars(self.constants, "constants"))
+        for what in ("params", "constants"):
+            label = f"mechanism {self.name!r}: {what}"
+            object.__setattr__(self, what, _as_scalars(getattr(self, what), label))
         names = [n for n, _ in self.params + self.constants]
         if len(set(names)) != len(names):
             raise MechanismError(f"mechanism {self.name!r}: a scalar name is used twice: {names}")
@@ -195,11 +283,13 @@ class Mechanism:
 
     def param_values(self, d_k: int) -> dict[str, float]:
         """The learned scalars' initial values at head width ``d_k``."""
-        return {name: _value(initial, d_k) for name, initial in self.params}
+        label = f"mechanism {self.name!r}: params"
+        return {n: _value(initial, d_k, f"{label}[{n!r}]") for n, initial in self.params}
 
     def constant_values(self, d_k: int) -> dict[str, float]:
         """The fixed scalars at head width ``d_k``."""
-        return {name: _value(initial, d_k) for name, initial in self.constants}
+        label = f"mechanism {self.name!r}: constants"
+        return {n: _value(initial, d_k, f"{label}[{n!r}]") for n, initial in self.constants}
 
     def initial_theta(self, d_k: int) -> dict[str, float]:
         """Every scalar ``logits`` receives at step 0, at head width ``d_k``."""
@@ -256,16 +346,25 @@ def as_mechanism(obj: Any, name: str | None = None) -> Mechanism:
 
 
 def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
-    """Run ``mechanism`` once on iid N(0, 1) queries and keys ``[2, 3, d_k]``, ``[2, n, d_k]``
-    at its initial scalars; raise ``MechanismError`` naming it if its logits are not
-    ``[2, 3, n]`` float32 or its weights are not ``[2, 3, n]`` and finite."""
+    """Run ``mechanism`` on iid N(0, 1) queries and keys ``[2, 3, d_k]``, ``[2, n, d_k]`` at
+    its initial scalars, eagerly, under ``jax.jit`` and under ``jax.grad`` (as training runs
+    it, the scalars traced), so that whatever would stop a run stops here first. Raise
+    ``MechanismError``, one line naming the mechanism and the cause in words, if
+
+    - its scalars are not numbers at ``d_k`` (each learned or fixed value is one scalar);
+    - its logits are not ``[2, 3, n]`` float32, or, with softmax weights, look like
+      weights (every row non-negative and summing to one: softmax would be applied twice);
+    - its weights are not ``[2, 3, n]`` and finite;
+    - it cannot be traced: Python control flow or numpy on a traced value, or any other
+      error under ``jit`` or ``grad`` (``explain`` words JAX's).
+    """
     kq, kk = jax.random.split(jax.random.key(0))
     q = jax.random.normal(kq, (2, 3, d_k), jnp.float32)
     k = jax.random.normal(kk, (2, n, d_k), jnp.float32)
     label = f"mechanism {mechanism.name!r}"
+    theta = mechanism.initial_theta(d_k)
     try:
-        z = mechanism.scores(*mechanism.prepare(q, k), mechanism.initial_theta(d_k))
-        z = jnp.asarray(z)
+        z = jnp.asarray(mechanism.scores(*mechanism.prepare(q, k), theta))
         if z.shape != (2, 3, n) or z.dtype != jnp.float32:
             raise MechanismError(
                 f"{label}: logits of q [2, 3, {d_k}] and k [2, {n}, {d_k}] (float32) must be "
@@ -275,8 +374,31 @@ def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
     except MechanismError:
         raise
     except Exception as err:
-        raise MechanismError(f"{label} fails on random inputs: {err!r}") from None
+        raise MechanismError(f"{label} fails on random inputs: {explain(err)}") from None
+    row_error = jnp.abs(jnp.sum(z, axis=-1) - 1.0)
+    if (
+        mechanism.weights is softmax_weights
+        and bool(jnp.all(z >= 0))
+        and bool(jnp.all(row_error <= n * WEIGHTS_LIKE_TOLERANCE_PER_KEY))
+    ):
+        raise MechanismError(
+            f"{label}: its logits look like weights (every row non-negative and summing to "
+            "one); logits(q, k) must return the logits z, which softmax turns into weights"
+        )
     if p.shape != (2, 3, n):
         raise MechanismError(f"{label}: weights must have the logits' shape, got {list(p.shape)}")
     if not bool(jnp.all(jnp.isfinite(p))):
         raise MechanismError(f"{label} gives non-finite weights at its initial scalars")
+    traced = {name: jnp.float32(value) for name, value in theta.items()}
+
+    def objective(q: Array, k: Array, theta: dict[str, Array]) -> Array:
+        return jnp.sum(mechanism(q, k, None, theta) ** 2)
+
+    gradient = functools.partial(jax.grad, argnums=(0, 1, 2))
+    for how, transform in (("jax.jit", jax.jit), ("jax.grad", gradient)):
+        try:
+            jax.block_until_ready(transform(objective)(q, k, traced))
+        except Exception as err:
+            raise MechanismError(
+                f"{label} cannot run under {how} (as training runs it): {explain(err)}"
+            ) from None

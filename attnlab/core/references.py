@@ -18,8 +18,25 @@ from attnlab.core.mechanism import (
     MechanismReferenceError,
     as_mechanism,
     check_mechanism,
+    explain,
 )
 from attnlab.core.temperature import BUILTINS
+
+#: Mechanism objects already checked, by identity (kept, so that no id is reused).
+_CHECKED: dict[int, Mechanism] = {}
+
+
+def _checked(mechanism: Mechanism) -> Mechanism:
+    """``mechanism`` itself after ``check_mechanism`` (once per object)."""
+    if _CHECKED.get(id(mechanism)) is not mechanism:
+        check_mechanism(mechanism)
+        _CHECKED[id(mechanism)] = mechanism
+    return mechanism
+
+
+def is_builtin(mechanism: Mechanism) -> bool:
+    """Whether ``mechanism`` is the built-in of its name (the object itself, not a namesake)."""
+    return BUILTINS.get(mechanism.name) is mechanism
 
 
 def _import_file(path: Path):
@@ -33,20 +50,22 @@ def _import_file(path: Path):
         spec.loader.exec_module(module)
     except Exception as err:
         del sys.modules[module_name]
-        raise MechanismReferenceError(f"importing {str(path)!r} failed: {err!r}") from None
+        raise MechanismReferenceError(f"importing {str(path)!r} failed: {explain(err)}") from None
     return module
 
 
-def load_mechanism(reference: str) -> Mechanism:
+def load_mechanism(reference: str | Mechanism) -> Mechanism:
     """The mechanism a reference names: a built-in name (``attnlab.core.temperature``),
     ``MODULE:NAME`` (an importable module) or ``path/to/file.py:NAME``; the object found is
     passed through ``as_mechanism`` and ``check_mechanism``. The same reference (a file's
     by its absolute path) always gives the same object, so its trainings share compiled
-    programs.
+    programs. A ``Mechanism`` is its own reference: it is checked and returned as it is.
 
     Raises ``MechanismReferenceError`` (the reference names no mechanism) or
     ``MechanismError`` (what it names does not work), each with the reason.
     """
+    if isinstance(reference, Mechanism):
+        return _checked(reference)
     if not isinstance(reference, str) or not reference:
         raise MechanismReferenceError(f"{reference!r} is not a mechanism reference")
     where, _, attribute = reference.rpartition(":")
@@ -76,7 +95,9 @@ def _load_mechanism(reference: str) -> Mechanism:
         try:
             module = importlib.import_module(where)
         except Exception as err:
-            raise MechanismReferenceError(f"cannot import module {where!r}: {err!r}") from None
+            raise MechanismReferenceError(
+                f"cannot import module {where!r}: {explain(err)}"
+            ) from None
     if not hasattr(module, attribute):
         raise MechanismReferenceError(f"{where!r} has no attribute {attribute!r}")
     obj = getattr(module, attribute)

@@ -142,7 +142,9 @@ def entry_point(
 ) -> Callable[[list[str] | None], int]:
     """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2.
     On success, one line per file written (``announce_written``; ``headline(csv_name,
-    frame)`` gives a CSV's headline number, ``attnlab.studies.headline``)."""
+    frame)`` gives a CSV's headline number, ``attnlab.studies.headline``). A run folder
+    made for the run is removed again if the run ends with nothing in it (an error,
+    Ctrl-C, an exception of any kind)."""
 
     def main(argv: list[str] | None = None) -> int:
         WRITTEN.clear()
@@ -159,9 +161,6 @@ def entry_point(
             run(args)
         except (UsageError, DataError) as err:
             print(f"{parser.prog}: error: {one_line(str(err))}", file=sys.stderr)
-            if getattr(args, "run_folder", False):
-                with contextlib.suppress(OSError):
-                    args.out_dir.rmdir()  # nothing written: not even an empty run folder
             return 2
         except RunError as err:
             print(f"{parser.prog}: failed: {one_line(str(err))}", file=sys.stderr)
@@ -170,20 +169,32 @@ def entry_point(
             # Outputs are renamed into place only when complete, so nothing partial is left.
             print(f"{parser.prog}: interrupted; nothing written", file=sys.stderr)
             return 130
-        if not getattr(args, "quiet", False):
-            announce_written(getattr(args, "run_folder", False) and args.out_dir, headline)
+        finally:
+            if getattr(args, "run_folder", False):
+                with contextlib.suppress(OSError):
+                    args.out_dir.rmdir()  # an empty run folder goes, whatever ended the run
+        announce_written(
+            getattr(args, "run_folder", False) and args.out_dir,
+            headline,
+            quiet=getattr(args, "quiet", False),
+            note=getattr(args, "outputs_note", None),
+        )
         return 0
 
     return main
 
 
 def announce_written(
-    run_folder: Path | None, headline: Callable[[str, Any], str | None] | None = None
+    run_folder: Path | None,
+    headline: Callable[[str, Any], str | None] | None = None,
+    quiet: bool = False,
+    note: str | None = None,
 ) -> None:
     """One line per file the run wrote (a CSV with its row count and, where ``headline``
-    gives one, its headline number; sidecars left out), and where a run folder was chosen,
-    that it was."""
-    for path in WRITTEN:
+    gives one, its headline number; sidecars left out), unless ``quiet``; then, even if
+    ``quiet``, where the outputs went when it is not where the committed results are: the
+    run folder chosen, and the script's ``note`` (``args.outputs_note``)."""
+    for path in [] if quiet else WRITTEN:
         if path.suffix == ".json" and path.with_suffix(".csv") in WRITTEN:
             continue
         rows = ""
@@ -202,6 +213,8 @@ def announce_written(
             f"(flags other than the committed defaults: written to the run folder {run_folder}/;"
             " results/ is unchanged)"
         )
+    if note:
+        print(note)
 
 
 #: A script's plan: from its flags, the progress total and the computation of its table.

@@ -360,9 +360,11 @@ def train_runs(
     steps: int | None = None,
     start_step: int = 0,
     on_chunk: Callable[[int], None] | None = None,
+    on_diverge: str = "raise",
 ) -> list[TrainResult]:
     """Train every run for ``steps`` steps (its ``config.steps - start_step`` if None), runs
-    that share a program as lanes of one ``Trainer``; results in the order of ``runs``."""
+    that share a program as lanes of one ``Trainer`` (``on_diverge`` as ``Trainer``'s);
+    results in the order of ``runs``."""
     runs = list(runs)
     out: list[TrainResult | None] = [None] * len(runs)
     for group in group_runs(runs):
@@ -372,7 +374,7 @@ def train_runs(
             raise ValueError(f"train: steps must be >= 1, got {length} (start_step {start_step})")
         if any(m.config.steps != members[0].config.steps for m in members) and steps is None:
             raise ValueError("train_runs: runs of one program must train equally long")
-        trainer = Trainer(members, start_step=start_step)
+        trainer = Trainer(members, start_step=start_step, on_diverge=on_diverge)
         trainer.run(start_step + length, on_chunk)
         for i, result in zip(group, trainer.results(), strict=True):
             out[i] = result

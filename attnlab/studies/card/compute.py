@@ -25,7 +25,6 @@ draws, seeds and data, so their rows compare like for like:
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,7 @@ from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
-from attnlab.harness.io import read_csv_checked, sidecar_path
+from attnlab.studies.card.store import CardPlan, read_card
 from attnlab.studies.card.verdicts import Card, verdicts_frame
 from attnlab.training.config import RecallConfig
 from attnlab.training.summary import summary_frame as recall_summary_frame
@@ -375,19 +374,6 @@ def total_work(config: CardConfig, references: Sequence[str]) -> int:
 
 
 @dataclass(frozen=True)
-class CardPlan:
-    """What a card run computes and what it reads: ``targets`` are carded, ``against`` are
-    their baselines; ``computed`` are the references run here, ``reused`` the baselines
-    read from committed cards (name -> folder) because their settings equal the run's."""
-
-    targets: tuple[str, ...]
-    against: tuple[str, ...]
-    computed: tuple[str, ...]
-    reused: dict[str, Path]
-    work: int
-
-
-@dataclass(frozen=True)
 class CardResult:
     """One carded mechanism: its tables and verdicts, with its baselines' rows."""
 
@@ -396,26 +382,6 @@ class CardResult:
     card: Card
     verdicts: pd.DataFrame
     read_from: dict[str, Path]
-
-
-def plan_cards(
-    config: CardConfig, targets: Sequence[str], against: Sequence[str], committed: Path
-) -> CardPlan:
-    """The plan of carding ``targets`` against ``against``. A baseline that is not itself a
-    target is read from ``committed / NAME`` when that card's settings equal ``config``'s.
-    ``ValueError`` when two of the mechanisms share a name."""
-    targets, against = tuple(dict.fromkeys(targets)), tuple(dict.fromkeys(against))
-    everything = list(dict.fromkeys(targets + against))
-    names = [load_mechanism(r).name for r in everything]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two mechanisms share a name among {names}")
-    reused = {}
-    for reference in against:
-        folder = committed / load_mechanism(reference).name
-        if reference not in targets and same_settings(config, card_settings(folder)):
-            reused[load_mechanism(reference).name] = folder
-    computed = tuple(r for r in everything if load_mechanism(r).name not in reused)
-    return CardPlan(targets, against, computed, reused, total_work(config, computed))
 
 
 def run_cards(config: CardConfig, plan: CardPlan, on_progress: Progress = None) -> list[CardResult]:
@@ -433,31 +399,6 @@ def run_cards(config: CardConfig, plan: CardPlan, on_progress: Progress = None) 
         read_from = {b: plan.reused[b] for b in baselines if b in plan.reused}
         results.append(CardResult(name, reference, card, table, read_from))
     return results
-
-
-def read_card(folder: Path, columns_of: Callable[[str], Sequence[str]] = lambda _: ()) -> Card:
-    """The tables of the card in ``folder`` (``DataError`` naming a missing file)."""
-    made_by = "python experiments/11_mechanism_card.py"
-    return Card(
-        *(read_csv_checked(folder / f"{f}.csv", columns_of(f), made_by) for f in Card._fields)
-    )
-
-
-def card_settings(folder: Path) -> dict | None:
-    """The ``card_settings`` recorded in the sidecars of the card in ``folder``, if every
-    table has the same."""
-    found = []
-    for name in Card._fields:
-        path = sidecar_path(folder / f"{name}.csv")
-        if not path.is_file() or not (folder / f"{name}.csv").is_file():
-            return None
-        found.append(json.loads(path.read_text(encoding="utf-8"))["flags"].get("card_settings"))
-    return found[0] if all(f == found[0] for f in found) else None
-
-
-def same_settings(config: CardConfig, recorded: dict | None) -> bool:
-    """Whether ``recorded`` (a sidecar's ``card_settings``) equals ``config.settings()``."""
-    return recorded is not None and recorded == json.loads(json.dumps(config.settings()))
 
 
 def merge_cards(cards: Sequence[Card]) -> Card:

@@ -83,7 +83,8 @@ def _training_lines(training: pd.DataFrame, names: list[str]) -> list[str]:
         "final loss",
         "held-out accuracy",
     ]
-    return _table(header, [[c.replace("nan", "never") for c in r] for r in rows])
+    # a milestone never reached prints as "nan": say "never" (in the numbers, not the name)
+    return _table(header, [[r[0], *(c.replace("nan", "never") for c in r[1:])] for r in rows])
 
 
 def _widths_lines(widths: pd.DataFrame, lr: pd.DataFrame, names: list[str]) -> list[str]:

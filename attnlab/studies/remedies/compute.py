@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,9 +46,49 @@ SENSITIVITY_SEEDS = 1
 
 
 def run_remedies(config: RecallConfig, on_progress: Progress = None) -> list[TrainResult]:
-    """Train every mechanism of ``config`` on its seeds (same init keys and data)."""
+    """Train every mechanism of ``config`` on its seeds (same init keys and data). A seed
+    whose loss turns non-finite is recorded, not raised: its loss is NaN or infinite from
+    that step on (``diverged``) and its held-out accuracy NaN."""
     runs = [Run(config, load_mechanism(name)) for name in config.mechanisms]
-    return train_runs(runs, on_chunk=on_progress)
+    results = train_runs(runs, on_chunk=on_progress, on_diverge="record")
+    for result in results:
+        finite = np.isfinite(result.metrics["loss"]).all(axis=1)
+        result.eval_accuracy = np.where(finite, result.eval_accuracy, np.nan)
+    return results
+
+
+class Divergence(NamedTuple):
+    """A seed of a mechanism whose loss turned non-finite at ``step`` (to ``loss``)."""
+
+    mechanism: str
+    seed: int
+    step: int
+    loss: float
+
+
+def diverged(results: Sequence[TrainResult]) -> list[Divergence]:
+    """Every (mechanism, seed) of ``results`` whose loss turned non-finite, with the step."""
+    found = []
+    for result in results:
+        loss = result.metrics["loss"]
+        for i, seed in enumerate(result.seeds):
+            bad = np.flatnonzero(~np.isfinite(loss[i]))
+            if bad.size:
+                step = int(bad[0])
+                found.append(
+                    Divergence(
+                        result.mechanism, seed, step + result.start_step, float(loss[i, step])
+                    )
+                )
+    return found
+
+
+def divergence_note(found: Sequence[Divergence], d_k: int) -> str | None:
+    """One line naming every divergence of ``found`` (at head width ``d_k``), or None."""
+    if not found:
+        return None
+    each = "; ".join(f"{d.mechanism} seed {d.seed} at step {d.step} (loss {d.loss})" for d in found)
+    return f"(diverged at d_k {d_k}, recorded as non-finite loss from that step on: {each})"
 
 
 def fold_params(params: dict, d_k: int) -> dict:

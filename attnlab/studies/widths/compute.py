@@ -44,3 +44,18 @@ def jacobian_frame(config: WidthsConfig) -> pd.DataFrame:
             "ratio_se": ratio_se.to_numpy(),
         }
     )
+
+
+def divergence_note(summary: pd.DataFrame) -> str | None:
+    """One line naming every (mechanism, d_k, lr) of ``summary_frame``'s rows with a
+    diverged seed (how many, and the first step), or None if none diverged."""
+    bad = summary[summary.diverged_step.notna()]
+    if bad.empty:
+        return None
+    groups = summary.groupby(["mechanism", "d_k", "lr"], sort=False).seed.count()
+    each = [
+        f"{m} at d_k {d}, lr {lr:g}: {len(g)} of {groups[m, d, lr]} seeds (first at step "
+        f"{int(g.diverged_step.min())})"
+        for (m, d, lr), g in bad.groupby(["mechanism", "d_k", "lr"], sort=False)
+    ]
+    return f"(diverged, recorded in diverged_step: {'; '.join(each)})"

@@ -1,0 +1,183 @@
+"""The card's persistence: where cards are written, reading committed cards, and which
+baselines a run may read from them instead of computing (``plan_cards``).
+
+A card is a folder of CSVs (``Card``'s tables), each with a JSON sidecar whose flags record
+the ``card_settings`` it was computed with; two cards with equal settings have equal rows
+for a mechanism they share.
+
+Committed cards belong to the built-ins: ``cards/NAME/`` in ``results/``, written by
+``make cards``. Nothing else writes there or is read from there: a mechanism that is not
+the built-in of its name (the object, not the name: ``references.is_builtin``) is carded
+into ``cards/user/<file-stem>.<name>/`` (``card_folder``), which git ignores, and its rows
+are never reused as a baseline; a card of a built-in made by any other run at the default
+place goes to ``cards/user/NAME/``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import is_builtin, load_mechanism
+from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
+from attnlab.studies.card.figure import draw_card
+from attnlab.studies.card.report import card_markdown, comparison_markdown
+from attnlab.studies.card.verdicts import Card
+
+if TYPE_CHECKING:
+    from attnlab.studies.card.compute import CardConfig, CardResult
+
+#: A mechanism as the card takes it: a reference (``references.load_mechanism``) or itself.
+Reference = str | Mechanism
+#: The cards' folder inside an output folder (``results/cards/``).
+CARDS = Path("cards")
+#: Inside ``CARDS``: every card but the built-ins' committed ones (git ignores it in results/).
+USER = "user"
+
+
+def reference_text(reference: Reference) -> str:
+    """``reference`` as text for a card: itself, or a Mechanism object's name."""
+    if isinstance(reference, Mechanism):
+        return f"{reference.name} (a Mechanism object)"
+    return reference
+
+
+def card_folder(reference: Reference, committed: bool) -> Path:
+    """The folder of ``reference``'s card inside an output folder: ``cards/NAME`` for a
+    built-in when ``committed`` (the run writes the built-ins' cards), else
+    ``cards/user/LABEL``: ``NAME`` for a built-in or a Mechanism object,
+    ``<file-stem>.NAME`` for ``path/to/file.py:NAME`` and ``<module>.NAME`` for
+    ``MODULE:NAME``, so two files that both define ``logits`` keep their own cards."""
+    mechanism = load_mechanism(reference)
+    if is_builtin(mechanism):
+        return CARDS / mechanism.name if committed else CARDS / USER / mechanism.name
+    if isinstance(reference, Mechanism):
+        return CARDS / USER / mechanism.name
+    where = reference.rpartition(":")[0]
+    source = Path(where).stem if where.endswith(".py") else where
+    return CARDS / USER / f"{source}.{mechanism.name}"
+
+
+def comparison_folder(references: Sequence[Reference], committed: bool) -> Path:
+    """Where ``comparison.csv`` of several cards goes: beside the built-ins' committed cards
+    only when every card is one of them, else in ``cards/user/``."""
+    every = all(is_builtin(load_mechanism(r)) for r in references)
+    return CARDS if committed and every else CARDS / USER
+
+
+def write_cards(
+    results: Sequence[CardResult],
+    out_dir: Path,
+    flags: dict,
+    wall: float,
+    command: str,
+    committed: bool,
+) -> list[Path]:
+    """Write every card of ``results`` into ``out_dir`` (``card_folder``'s folders): its
+    tables, ``verdicts.csv`` (each with a sidecar of ``flags`` and ``wall``), ``card.png``/
+    ``.pdf`` and ``card.md`` (naming ``command``); with several, ``comparison.csv``/``.md``
+    (``comparison_folder``). Returns the cards' folders, in order."""
+    folders = []
+    for result in results:
+        folder = out_dir / card_folder(result.reference, committed)
+        folder.mkdir(parents=True)
+        for field in result.card._fields:
+            write_result(getattr(result.card, field), folder / f"{field}.csv", flags, wall)
+        write_result(result.verdicts, folder / "verdicts.csv", flags, wall)
+        draw_card(result.card, result.name, folder)
+        read_from = {b: str(f) for b, f in result.read_from.items()}
+        reference = reference_text(result.reference)
+        text = card_markdown(result.card, result.verdicts, result.name, reference, command,
+                             read_from)  # fmt: skip
+        (folder / "card.md").write_text(text, encoding="utf-8")
+        folders.append(folder)
+    if len(results) > 1:
+        comparison = pd.concat(
+            [r.verdicts[r.verdicts.mechanism == r.name] for r in results], ignore_index=True
+        )
+        where = out_dir / comparison_folder([r.reference for r in results], committed)
+        where.mkdir(parents=True, exist_ok=True)
+        write_result(comparison, where / "comparison.csv", flags, wall)
+        (where / "comparison.md").write_text(comparison_markdown(comparison), encoding="utf-8")
+    return folders
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    """What a card run computes and what it reads: ``targets`` are carded, ``against`` are
+    their baselines; ``computed`` are the references run here, ``reused`` the baselines
+    read from committed cards (name -> folder) because their settings equal the run's."""
+
+    targets: tuple[str, ...]
+    against: tuple[str, ...]
+    computed: tuple[str, ...]
+    reused: dict[str, Path]
+
+
+def plan_cards(
+    config: CardConfig,
+    targets: Sequence[Reference],
+    against: Sequence[Reference],
+    committed: Path,
+) -> CardPlan:
+    """The plan of carding ``targets`` against ``against``. A baseline that is not itself a
+    target is read from ``committed / NAME`` when it is the built-in of that name and that
+    card's settings equal ``config``'s. ``ValueError`` when two of the mechanisms share a
+    name (a card tells its rows apart by name)."""
+    targets, against = tuple(dict.fromkeys(targets)), tuple(dict.fromkeys(against))
+    everything = list(dict.fromkeys(targets + against))
+    names = [load_mechanism(r).name for r in everything]
+    for name in dict.fromkeys(n for n in names if names.count(n) > 1):
+        alike = [r for r, n in zip(everything, names, strict=True) if n == name]
+        advice = (
+            f"rename yours, or leave {name!r} out of --against"
+            if any(r in against and is_builtin(load_mechanism(r)) for r in alike)
+            else "rename one of them"
+        )
+        raise ValueError(
+            f"{' and '.join(repr(reference_text(r)) for r in alike)} are both named {name!r}, "
+            f"and a card tells mechanisms apart by name: {advice}"
+        )
+    reused = {}
+    for reference in against:
+        mechanism = load_mechanism(reference)
+        folder = committed / mechanism.name
+        if (
+            reference not in targets
+            and is_builtin(mechanism)
+            and same_settings(config, card_settings(folder))
+        ):
+            reused[mechanism.name] = folder
+    computed = tuple(r for r in everything if load_mechanism(r).name not in reused)
+    return CardPlan(targets, against, computed, reused)
+
+
+def read_card(folder: Path, columns_of: Callable[[str], Sequence[str]] = lambda _: ()) -> Card:
+    """The tables of the card in ``folder`` (``DataError`` naming a missing file)."""
+    made_by = "python experiments/11_mechanism_card.py"
+    return Card(
+        *(read_csv_checked(folder / f"{f}.csv", columns_of(f), made_by) for f in Card._fields)
+    )
+
+
+def card_settings(folder: Path) -> dict | None:
+    """The ``card_settings`` recorded in the sidecars of the card in ``folder``, if every
+    table has the same."""
+    found = []
+    for name in Card._fields:
+        path = sidecar_path(folder / f"{name}.csv")
+        if not path.is_file() or not (folder / f"{name}.csv").is_file():
+            return None
+        found.append(json.loads(path.read_text(encoding="utf-8"))["flags"].get("card_settings"))
+    return found[0] if all(f == found[0] for f in found) else None
+
+
+def same_settings(config: CardConfig, recorded: dict | None) -> bool:
+    """Whether ``recorded`` (a sidecar's ``card_settings``) equals ``config.settings()``."""
+    return recorded is not None and recorded == json.loads(json.dumps(config.settings()))

@@ -1,0 +1,89 @@
+"""attnlab/studies/card/api.py: ``attnlab.card`` from Python takes a Mechanism or a plain
+function, refuses a broken one before any work, returns pandas objects, and writes the
+same CSVs as experiments/11_mechanism_card.py (byte for byte, one machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import jax.numpy as jnp
+import pandas as pd
+import pytest
+from test_card_compute import TINY, USER_FILE
+
+import attnlab
+from attnlab.core.mechanism import MechanismError
+from attnlab.harness import cli
+from attnlab.studies.card import api, store
+from attnlab.studies.card.verdicts import Card
+
+
+def logits(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
+
+
+def test_attnlab_card_is_the_api():
+    assert attnlab.card is api.card and "card" in attnlab.__all__
+
+
+def test_a_broken_mechanism_is_refused_before_any_work(monkeypatch):
+    monkeypatch.setattr(api, "run_cards", lambda *a: pytest.fail("computed"))
+    with pytest.raises(MechanismError, match="'weights_like': its logits look like weights"):
+        attnlab.card(lambda q, k: jax_softmax(logits(q, k)), name="weights_like")
+
+
+def jax_softmax(z):
+    return attnlab.softmax_weights(z)
+
+
+def test_a_plain_function_is_carded_into_the_user_folder(monkeypatch, tmp_path):
+    """The computation faked: what the API plans, returns and writes."""
+    frame = pd.DataFrame({"mechanism": ["logits"]})
+    seen = {}
+
+    def run_cards(config, plan, on_progress=None):
+        seen["config"], seen["plan"] = config, plan
+        card = Card(*[frame] * len(Card._fields))
+        verdicts = pd.DataFrame({"mechanism": ["logits"], "verdict": ["v"]})
+        return [SimpleNamespace(name="logits", reference=plan.targets[0], card=card,
+                                verdicts=verdicts, read_from={})]  # fmt: skip
+
+    monkeypatch.setattr(api, "run_cards", run_cards)
+    monkeypatch.setattr(api, "card_markdown", lambda *a: "card\n")
+    monkeypatch.setattr(store, "card_markdown", lambda *a: "card\n")
+    monkeypatch.setattr(store, "draw_card", lambda card, name, folder: None)
+    report = attnlab.card(logits, quick=True, seed=3, out_dir=tmp_path, progress=False,
+                          committed=tmp_path / "none")  # fmt: skip
+    assert seen["config"] == api.dataclasses.replace(api.QUICK, seed=3)
+    assert seen["plan"].against == ("scaled", "unscaled")
+    assert isinstance(report.verdicts, pd.DataFrame) and report.tables.statics is frame
+    assert report.folder == tmp_path / "cards" / "user" / "logits"
+    assert (report.folder / "verdicts.csv").read_text() == "mechanism,verdict\nlogits,v\n"
+    assert report.markdown == "card\n"
+
+
+@pytest.mark.slow  # two tiny cards (script and API): every section compiled twice
+def test_the_api_writes_the_scripts_csvs_byte_for_byte(
+    load_script, run_main, monkeypatch, tmp_path
+):
+    script = load_script("11_mechanism_card")
+    monkeypatch.setattr(script, "QUICK", TINY)
+    monkeypatch.setattr(api, "QUICK", TINY)
+    monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "committed")  # no committed cards
+    (tmp_path / "card_user.py").write_text(USER_FILE, encoding="utf-8")
+    by_script, by_api = tmp_path / "script", tmp_path / "api"
+    by_script.mkdir()
+    argv = ["--mechanism", f"{tmp_path}/card_user.py:logits", "--quick", "--quiet"]
+    assert run_main(script, [*argv, "--out-dir", str(by_script)]) == 0
+    report = attnlab.card(logits, quick=True, out_dir=by_api, progress=False,
+                          committed=tmp_path / "committed" / "cards")  # fmt: skip
+    ours = by_script / "cards" / "user" / "card_user.logits"
+    csvs = sorted(p.name for p in ours.glob("*.csv"))
+    assert csvs == sorted(p.name for p in report.folder.glob("*.csv")) and len(csvs) == 9
+    for name in csvs:
+        assert (ours / name).read_bytes() == (report.folder / name).read_bytes(), name
+        frame = pd.read_csv(ours / name)
+        field = Path(name).stem
+        table = report.verdicts if field == "verdicts" else getattr(report.tables, field)
+        assert len(frame) == len(table), name
