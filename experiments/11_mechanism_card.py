@@ -69,7 +69,8 @@ def build_parser():
     )
     cli.add_seed_flag(parser)
     cli.add_out_dir_flag(parser)
-    parser.subject_flags = frozenset({"mechanism"})  # a card of any mechanism is canonical
+    # a card of any mechanism at the defaults is made with the defaults (where it goes: run)
+    parser.subject_flags = frozenset({"mechanism"})
     return parser
 
 
@@ -86,6 +87,7 @@ def run(args):
         plan = store.plan_cards(config, args.mechanism, args.against, cli.RESULTS_DIR / CARDS)
     except ValueError as err:
         raise cli.UsageError(f"--mechanism: {err}") from None
+    flags = {**vars(args), "card_settings": config.settings()}
     if any(store.card_folder(r, committed).parts[1] == store.USER for r in plan.targets):
         private = out_dir / CARDS / store.USER
         args.outputs_note = (
@@ -94,8 +96,6 @@ def run(args):
             if default_place
             else f"(cards of your own mechanisms are in {private}/)"
         )
-
-    flags = {**vars(args), "card_settings": config.settings()}
     started = time.perf_counter()
     with cli.progress(total_work(config, plan.computed), "11 card", args.quiet) as bar:
         results = run_cards(config, plan, bar.update)

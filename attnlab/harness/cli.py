@@ -173,8 +173,9 @@ def entry_point(
             if getattr(args, "run_folder", False):
                 with contextlib.suppress(OSError):
                     args.out_dir.rmdir()  # an empty run folder goes, whatever ended the run
+        used = getattr(args, "run_folder", False) and args.out_dir.is_dir()  # not with --out
         announce_written(
-            getattr(args, "run_folder", False) and args.out_dir,
+            used and args.out_dir,
             headline,
             quiet=getattr(args, "quiet", False),
             note=getattr(args, "outputs_note", None),
