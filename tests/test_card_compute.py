@@ -20,15 +20,15 @@ from numpy_reference import float32_bound, row_reference
 
 from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.temperature import BUILTINS
-from attnlab.studies.card import compute, verdicts
+from attnlab.studies.card import compute
 from attnlab.studies.card.compute import CardConfig, row_statistics
+from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig
 from attnlab.studies.recall.train import RecallConfig
 from attnlab.studies.statics.compute import (
     SoftmaxSweepConfig,
     run_jacobian_sweep,
     run_saturation_sweep,
 )
-from attnlab.studies.widths.compute import WIDTHS_BASE, WidthsConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,20 +51,17 @@ TINY = CardConfig(
         chunk_steps=10,
         mechanisms=("scaled",),
     ),  # fmt: skip
-    widths=WidthsConfig(
+    sweep=SweepConfig(
         base=dataclasses.replace(
-            WIDTHS_BASE, steps=20, seeds=1, eval_size=32, batch_size=8, chunk_steps=10
+            SWEEP_BASE, steps=20, seeds=1, eval_size=32, batch_size=8, chunk_steps=10
         ),  # fmt: skip
         dks=(4, 16),
-        mechanisms=("scaled",),
-        lrs=(3e-4, 1e-3),
         lr_dks=(16,),
-        lr_mechanisms=("scaled",),
-        drift_dk=None,
+        lrs=(1e-3, 1e-2),
         record_every=10,
-        jacobian_trials=16,
     ),
-    drift_dk=16,
+    precision_dks=(16,),
+    precision_sigmas=(1.0, 4.0),
 )
 
 USER_FILE = textwrap.dedent(
@@ -162,12 +159,10 @@ def tiny_card(user_reference) -> compute.Card:
 def test_a_user_function_equal_to_scaled_gives_identical_card_numbers(tiny_card):
     """Every table but precision's max_error: the built-in computes the logits of float16
     inputs in float32 (``attention_logits``), the user's einsum in float16, and the card
-    reports that difference (both finite, both float16-safe)."""
+    reports that difference (tests/test_card_headroom.py: where it overflows)."""
     precision = tiny_card.precision.set_index(["mechanism", "d_k"])
     assert (precision.loc["scaled"].max_error == 0).all()
     assert (precision.loc["logits"].max_error > 0).all()
-    assert (precision.max_error <= verdicts.FLOAT16_TOLERANCE).all()
-    assert precision.finite_float16.all()
     for field in compute.Card._fields:
         table = getattr(tiny_card, field)
         if field == "precision":

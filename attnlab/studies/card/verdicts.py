@@ -114,9 +114,9 @@ def no_saturation(card: Card, name: str) -> Verdict:
 
 def _base_rows(card: Card, name: str) -> pd.DataFrame:
     """The sweep's lanes at the base rate (the one every width was trained at)."""
+    if card.sweep.empty:
+        return card.sweep
     counts = card.sweep.groupby("lr").d_k.nunique()
-    if counts.empty:
-        return card.sweep.iloc[:0]
     rows = _rows(card.sweep, name)
     return rows[rows.lr == counts.idxmax()]
 
@@ -140,7 +140,8 @@ def width_stable_at_init(card: Card, name: str) -> Verdict:
         f"median logit std at step 0 within a factor {WIDTH_FACTOR} per 4x of width "
         "(mup's coordinate check)"
     )
-    medians = _base_rows(card, name).groupby("d_k").logit_std_step0.median().dropna()
+    rows = _base_rows(card, name)
+    medians = rows.groupby("d_k").logit_std_step0.median().dropna() if len(rows) else rows
     if len(medians) < 2 or (medians <= 0).any():
         return Verdict(verdict, rule, "fewer than two widths", None)
     return Verdict(verdict, rule, *_per_4x(medians, WIDTH_FACTOR))
@@ -232,6 +233,8 @@ def trains_as_fast_as_scaled(card: Card, name: str) -> Verdict:
 
 def _elasticity(card: Card, name: str, stage: str, alpha: float) -> float:
     rows = _rows(card.ownership, name)
+    if rows.empty:
+        return np.nan
     rows = rows[(rows.stage == stage) & (rows.alpha == alpha)]
     return float(rows.elasticity_mean.iloc[0]) if not rows.empty else np.nan
 
@@ -296,6 +299,8 @@ def holds_after_drift(card: Card, name: str) -> Verdict:
 def _sweep_widths(card: Card, name: str) -> dict[int, pd.DataFrame]:
     """The mechanism's sweep rows at each width swept over every rate."""
     rows = _rows(card.sweep, name)
+    if rows.empty:
+        return {}
     rates = card.sweep.lr.nunique()
     return {int(d): g for d, g in rows.groupby("d_k") if g.lr.nunique() == rates and rates > 1}
 
