@@ -23,6 +23,7 @@ from attnlab.core.temperature import BUILTINS
 from attnlab.studies.card import compute
 from attnlab.studies.card.compute import CardConfig, row_statistics
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig
+from attnlab.studies.card.verdicts import verdicts_frame
 from attnlab.studies.recall.train import RecallConfig
 from attnlab.studies.statics.compute import (
     SoftmaxSweepConfig,
@@ -207,3 +208,39 @@ def test_the_plan_reads_a_baseline_from_a_committed_card_with_equal_settings(tmp
     impostor.write_text(USER_FILE.replace("def logits", "def scaled"), encoding="utf-8")
     with pytest.raises(ValueError, match="share a name"):
         compute.plan_cards(TINY, ["scaled", f"{impostor}:scaled"], ["unscaled"], tmp_path)
+
+
+FILLED_FILE = textwrap.dedent(
+    """
+    import jax
+    import jax.numpy as jnp
+
+    import attnlab
+
+    def fill_weights(z, mask):
+        # the common hand-written mask: a large negative number, softmax in float16
+        z = jnp.asarray(z, jnp.float16)
+        if mask is not None:
+            z = jnp.where(mask, z, jnp.float16(-1e4))
+        return jax.nn.softmax(z, axis=-1).astype(jnp.float32)
+
+    def logits(q, k):
+        return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
+
+    filled = attnlab.Mechanism("filled", logits, weights=fill_weights)
+    """
+)
+
+
+def test_mask_safety_has_two_sides(tmp_path):
+    """A row with every key masked: the built-in gives zeros; filling masked logits with
+    -1e4 gives that row uniform weights 1/8 on masked keys and a non-zero output."""
+    path = tmp_path / "filled.py"
+    path.write_text(FILLED_FILE, encoding="utf-8")
+    frame = compute.mask_frame(["scaled", f"{path}:filled"])
+    empty = pd.DataFrame({"mechanism": pd.Series([], dtype=str)})
+    table = verdicts_frame(compute.Card(empty, empty, frame, *[empty] * 5), ["scaled", "filled"])
+    safe = table[table.verdict == "mask-safe"].set_index("mechanism")
+    assert safe.passed["scaled"] is True and safe.passed["filled"] is False
+    assert "masked weight 0" in safe.value["filled"] and "empty row 0" in safe.value["filled"]
+    assert frame.set_index("mechanism").masked_weight_max["filled"] == 0.125  # 1/8, exact

@@ -13,7 +13,8 @@ import pytest
 
 from attnlab.core.ownership import ALPHAS
 from attnlab.core.references import load_mechanism
-from attnlab.studies.card.trained import DRIFT_ALPHAS, owner_words, trained_frames
+from attnlab.studies.card.trained import DRIFT_ALPHAS, trained_frames
+from attnlab.studies.card.verdicts import owner_words
 from attnlab.studies.recall.train import RecallConfig, initial_state
 
 CONFIG = RecallConfig(d_k=16, d_model=16, seeds=2, eval_size=32, mechanisms=("scaled",))

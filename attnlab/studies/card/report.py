@@ -10,7 +10,7 @@ import pandas as pd
 
 from attnlab.harness.tables import Tables
 from attnlab.studies.card.headroom import headroom
-from attnlab.studies.card.sweep import sensitivity
+from attnlab.studies.card.sensitivity import sensitivity
 from attnlab.studies.card.verdicts import (
     DRIFT_ALPHA,
     DRIFT_VERDICT,

@@ -14,12 +14,7 @@ the held-out sequences at step 0 and at the end, and the largest ``|z|`` of an a
 logit on them over training (``max_logit``, read every ``record_every`` steps; Wortsman et
 al. 2023's attention-logit growth).
 
-From the sweep (``sensitivity``): Wortsman et al.'s learning-rate sensitivity of a seed,
-
-    S = mean over eta of [ min(l(eta), l0) - l* ],
-
-``l`` the final smoothed loss (``l0`` where the lane diverged), ``l0`` the loss at step 0,
-``l*`` the best final loss over the sweep; mean and SE over seeds.
+Wortsman et al.'s learning-rate sensitivity of the sweep: ``attnlab.studies.card.sensitivity``.
 """
 
 from __future__ import annotations
@@ -35,7 +30,6 @@ import pandas as pd
 
 from attnlab.core.curves import first_step_below, trailing_mean
 from attnlab.core.references import load_mechanism
-from attnlab.core.sampling import mean_and_sem
 from attnlab.studies.recall.model import MechanismConstants, RecallModel
 from attnlab.studies.recall.task import Batch
 from attnlab.studies.recall.train import RecallConfig, Run, Trainer, group_runs
@@ -152,31 +146,3 @@ def _lane_rows(trainer: Trainer, config: RecallConfig) -> list[dict]:
             }
         )
     return rows
-
-
-def sensitivity(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per seed of one (mechanism, d_k)'s sweep ``rows``: ``l0``, ``l_star`` and the
-    sensitivity ``S`` (module docstring); a seed missing a rate is left out."""
-    out = []
-    rates = rows.lr.nunique()
-    for seed, g in rows.groupby("seed"):
-        if len(g) != rates:
-            continue
-        l0 = float(g.loss_step0.iloc[0])
-        final = g.final_loss.to_numpy(float)
-        clipped = np.minimum(np.where(np.isfinite(final), final, l0), l0)
-        l_star = float(np.nanmin(final)) if np.isfinite(final).any() else l0
-        out.append({"seed": seed, "l0": l0, "l_star": l_star,
-                    "sensitivity": float(np.mean(clipped - l_star))})  # fmt: skip
-    return pd.DataFrame(out, columns=["seed", "l0", "l_star", "sensitivity"])
-
-
-def paired_difference(own: pd.DataFrame, other: pd.DataFrame) -> tuple[float, float, int]:
-    """``(mean, SE, seeds)`` over the seeds both have of ``own``'s sensitivity minus
-    ``other``'s (the same seeds share initialisation and data: a paired difference)."""
-    both = own.merge(other, on="seed", suffixes=("", "_other"))
-    diff = (both.sensitivity - both.sensitivity_other).to_numpy()
-    if len(diff) < 2:
-        return (float(diff[0]) if len(diff) else np.nan), np.nan, len(diff)
-    mean, sem = mean_and_sem(diff)
-    return float(mean), float(sem), len(diff)

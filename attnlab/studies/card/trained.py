@@ -7,7 +7,7 @@ sequences (``held_out_batches``), at step 0 and after training:
   the logits' scale ``s`` to ``q, k -> alpha q, alpha k`` (``attnlab.core.ownership``), with
   q and k as they leave the projections and the mechanism's scalars as trained, at every
   ``alpha`` of ``ALPHAS``; 2 where the weights own the temperature, 0 where the mechanism
-  does, falling from 2 under a cap. ``owner_words`` names the owner.
+  does, falling from 2 under a cap (``verdicts.owner_words`` names the owner).
 - *static drift* (``drift_frame``): the trained model with ``W_Q, W_K`` (and ``b_Q, b_K``)
   multiplied by ``alpha`` of ``DRIFT_ALPHAS``, everything else fixed (the weight-norm
   growth of long runs): held-out loss, accuracy, attention entropy (of the normalised row
@@ -30,7 +30,7 @@ import optax
 import pandas as pd
 
 from attnlab.core.mechanism import Mechanism
-from attnlab.core.ownership import ALPHAS, logit_elasticity, owner
+from attnlab.core.ownership import ALPHAS, logit_elasticity
 from attnlab.core.sampling import mean_and_sem
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.studies.recall.model import RecallModel
@@ -150,14 +150,3 @@ def trained_frames(
     ]
     columns = [f"{c}_{s}" for c in DRIFT_READINGS for s in ("mean", "sem")]
     return ownership, pd.DataFrame(drift_rows)[["mechanism", "alpha", "seeds", *columns]]
-
-
-def owner_words(e_start: float, e_drifted: float) -> str:
-    """Who owns the temperature: ``attnlab.core.ownership.owner`` of the trained elasticity
-    at ``alpha = 1`` (``e_start``) names the mechanism; where that says the weights but the
-    elasticity at the largest ``alpha`` (``e_drifted``) no longer does, a cap has taken
-    over (``cap``)."""
-    start = owner(e_start)
-    if start == "weights" and owner(e_drifted) != "weights":
-        return "cap"
-    return start

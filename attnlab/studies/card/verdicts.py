@@ -19,10 +19,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from attnlab.core.ownership import ALPHAS
+from attnlab.core.ownership import ALPHAS, owner
 from attnlab.studies.card.headroom import headroom
-from attnlab.studies.card.sweep import paired_difference, sensitivity
-from attnlab.studies.card.trained import owner_words
+from attnlab.studies.card.sensitivity import paired_difference, sensitivity
 
 #: mup's coordinate-check criterion: the logits' size within this factor over a 4x width.
 WIDTH_FACTOR = 1.2
@@ -103,7 +102,7 @@ def no_saturation(card: Card, name: str) -> Verdict:
         "(N(0, 1) q and k, initial scalars)"
     )
     rows = _rows(card.statics, name)
-    rows = rows[rows.sweep == "d_k"]
+    rows = rows[rows.sweep == "d_k"] if not rows.empty else rows
     if rows.empty:
         return Verdict("does not saturate at initialisation", rule, "no rows", None)
     worst = rows.loc[rows.max_weight_mean.idxmax()]
@@ -237,6 +236,17 @@ def _elasticity(card: Card, name: str, stage: str, alpha: float) -> float:
         return np.nan
     rows = rows[(rows.stage == stage) & (rows.alpha == alpha)]
     return float(rows.elasticity_mean.iloc[0]) if not rows.empty else np.nan
+
+
+def owner_words(e_start: float, e_drifted: float) -> str:
+    """Who owns the temperature: ``attnlab.core.ownership.owner`` of the trained elasticity
+    at ``alpha = 1`` (``e_start``) names the mechanism; where that says the weights but the
+    elasticity at the largest ``alpha`` (``e_drifted``) no longer does, a cap has taken
+    over (``cap``)."""
+    start = owner(e_start)
+    if start == "weights" and owner(e_drifted) != "weights":
+        return "cap"
+    return start
 
 
 def owner_of(card: Card, name: str) -> str | None:
