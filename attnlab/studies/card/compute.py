@@ -245,8 +245,9 @@ def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.Da
 
 
 def training_steps(config: CardConfig, references: Sequence[str]) -> int:
-    """Lane-steps of ``training_frames`` (for the progress bar)."""
-    return len(references) * config.training.seeds * config.training.steps
+    """Run-steps of ``training_frames`` (the progress bar's units: the engine reports steps
+    times runs, a run being every seed of one mechanism)."""
+    return len(references) * config.training.steps
 
 
 def training_frames(
