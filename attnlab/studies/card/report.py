@@ -183,6 +183,12 @@ def _sem(values: pd.Series) -> float:
     return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else np.nan
 
 
+def _median_step(steps: pd.Series) -> str:
+    """The median of milestone steps over seeds, ``never`` where none reached it."""
+    median = steps.astype(float).median()
+    return f"{median:.0f}" if np.isfinite(median) else "never"
+
+
 def _widths_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
     base = sweep.groupby("lr").d_k.nunique().idxmax()
     rows = []
@@ -195,7 +201,7 @@ def _widths_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
             [
                 n,
                 int(d_k),
-                f"{g.step_loss_below_1.astype(float).median():.0f} ({reached}/{len(g)})",
+                f"{_median_step(g.step_loss_below_1)} ({reached}/{len(g)})",
                 f"{g.eval_accuracy.median():.3f}",
                 f"{g.logit_std_step0.median():.3g}",
                 f"{g.logit_std_end.median():.3g}",
