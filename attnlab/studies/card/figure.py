@@ -92,6 +92,7 @@ def _drift_panel(ax: plt.Axes, drift: pd.DataFrame, names: list[str], name) -> N
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
     ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel(r"$\alpha$ (W_Q, W_K multiplied by)")
     ax.set_ylabel("attention entropy (nats)")
     ax.set_title("(e) static drift of the trained model")
@@ -113,6 +114,7 @@ def _lr_panel(ax: plt.Axes, sweep: pd.DataFrame, names: list[str], name) -> None
                 **_style(mechanism, name))  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1e-2)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("learning rate")
     ax.set_ylabel("final loss, capped at step 0's")
     ax.set_title(f"(f) learning-rate sweep, $d_k$ = {int(swept[0])}")
@@ -177,8 +179,8 @@ def fig10_cards(tables: Tables, figures_dir: Path) -> list[Path]:
             ("d_k", "jacobian_fro", r"mean $\|\partial p / \partial z\|_F$", "(b) Jacobian norm"),
             ("n", "max_weight", "mean max weight", "(c) against row length"),
         )
-        for ax, (sweep, column, ylabel, title) in zip(axes, panels, strict=True):
-            _statics(ax, statics, sweep, column, names, name=None)
+        for ax, (axis, column, ylabel, title) in zip(axes[:3], panels, strict=True):
+            _statics(ax, statics, axis, column, names, name=None)
             ax.set_ylabel(ylabel)
             ax.set_title(title)
         _drift_panel(axes[3], drift, names, None)
