@@ -301,6 +301,12 @@ def card_markdown(
     return "\n".join(lines) + "\n"
 
 
+def _owner(value: str) -> str:
+    """The owner named at the start of the owner verdict's value (``weights: e = ...``)."""
+    owner = str(value).split(":")[0]
+    return owner if owner in ("weights", "mechanism", "cap") else "undetermined"
+
+
 def closing_lines(verdicts: pd.DataFrame) -> list[str]:
     """The closing question answered, one line per mechanism of ``verdicts`` (a verdicts
     table or ``cards/comparison.csv``): who owns the temperature, whether it holds after
@@ -308,8 +314,7 @@ def closing_lines(verdicts: pd.DataFrame) -> list[str]:
     lines = []
     for name, g in verdicts.groupby("mechanism", sort=False):
         by = g.set_index("verdict")
-        owner = str(by.value[OWNER_VERDICT]).split(":")[0]
-        owner = owner if owner in ("weights", "mechanism", "cap") else "undetermined"
+        owner = _owner(by.value[OWNER_VERDICT])
 
         def answer(verdict: str, yes: str, no: str, by=by) -> str:
             mark = _mark(by.passed[verdict], by.value[verdict])
@@ -324,15 +329,18 @@ def closing_lines(verdicts: pd.DataFrame) -> list[str]:
     return lines
 
 
-def comparison_markdown(verdicts: pd.DataFrame) -> str:
-    """Every carded mechanism (rows) against every verdict (columns)."""
+def comparison_markdown(verdicts: pd.DataFrame, owner: bool = False) -> str:
+    """Every carded mechanism (rows) against every verdict (columns); ``owner``: a first
+    column naming who owns the temperature (``closing_lines``' owner)."""
     names = list(dict.fromkeys(verdicts.mechanism))
     columns = list(dict.fromkeys(verdicts.verdict))
     rows = []
     for n in names:
         g = verdicts[verdicts.mechanism == n].set_index("verdict")
-        rows.append([n, *(_mark(g.passed[c], g.value[c]) for c in columns)])
-    return "\n".join(_table(["mechanism", *columns], rows)) + "\n"
+        marks = [_mark(g.passed[c], g.value[c]) for c in columns]
+        rows.append([n, _owner(g.value[OWNER_VERDICT]), *marks] if owner else [n, *marks])
+    header = ["mechanism", "owner", *columns] if owner else ["mechanism", *columns]
+    return "\n".join(_table(header, rows)) + "\n"
 
 
 def _comparison(tables: Tables) -> pd.DataFrame:
@@ -370,10 +378,9 @@ def section(tables: Tables) -> str:
 
 
 def readme(tables: Tables) -> str:
-    """README's block: the closing question answered per built-in (``closing_lines``), then
-    every built-in against every verdict (``comparison_markdown``)."""
-    verdicts = _comparison(tables)
-    return "\n".join([*closing_lines(verdicts), "", comparison_markdown(verdicts).rstrip()])
+    """README's block: one line per built-in, who owns its temperature and every verdict
+    (among them: holds after drift, stable at high learning rates)."""
+    return comparison_markdown(_comparison(tables), owner=True).rstrip()
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).
