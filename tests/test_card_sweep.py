@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.harness.io import FLOAT_FORMAT
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_frame
 
 
@@ -27,3 +28,5 @@ def test_a_diverging_rate_is_a_row_not_an_error():
     assert pd.isna(ok.diverged_step) and ok.nonfinite == "" and np.isfinite(ok.final_loss)
     assert bad.diverged_step >= 0 and bad.nonfinite == "loss" and np.isnan(bad.final_loss)
     assert config.total_steps(1) == 2 * 20
+    # rates as the CSV writes them, so a card read back merges with one computed
+    assert list(frame.lr) == [float(FLOAT_FORMAT % lr) for lr in config.lrs]

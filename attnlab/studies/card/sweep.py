@@ -30,6 +30,7 @@ import pandas as pd
 
 from attnlab.core.curves import first_step_below, trailing_mean
 from attnlab.core.references import load_mechanism
+from attnlab.harness.io import FLOAT_FORMAT
 from attnlab.studies.recall.model import MechanismConstants, RecallModel
 from attnlab.studies.recall.task import Batch
 from attnlab.studies.recall.train import RecallConfig, Run, Trainer, group_runs
@@ -108,6 +109,8 @@ def sweep_frame(
             trainer.run(width.steps, on_progress)
             rows += _lane_rows(trainer, width)
     frame = pd.DataFrame(rows)
+    # the rates as the CSV writes them: a baseline read back from its card compares equal
+    frame["lr"] = [float(FLOAT_FORMAT % lr) for lr in frame.lr]
     order = {load_mechanism(r).name: i for i, r in enumerate(references)}
     frame["_rank"] = frame.mechanism.map(order)
     frame = frame.sort_values(["_rank", "d_k", "lr", "seed"], kind="stable")
