@@ -63,6 +63,7 @@ TINY = CardConfig(
     ),
     precision_dks=(16,),
     precision_sigmas=(1.0, 4.0),
+    quick=True,  # it stands in for QUICK in tests/test_experiments_card.py
 )
 
 USER_FILE = textwrap.dedent(
