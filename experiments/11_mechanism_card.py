@@ -1,7 +1,9 @@
 """Experiment 11: the mechanism card. Runs the suite's battery on any attention mechanism
-and says, by stated rules, whether it keeps its temperature across widths, is float16- and
-mask-safe, trains as fast as scaled, transfers its learning rate and holds its temperature
-after the weights drift.
+and says, by stated rules, who owns its temperature (the weights, the mechanism or a cap),
+whether it holds after the weights drift, whether it is stable at high learning rates,
+keeps its temperature across widths, has scaled's float16 headroom, is mask-safe, trains
+as fast as scaled and transfers its learning rate. A run that goes non-finite is a result:
+the card says where (diverged), and a verdict whose premise fails is undetermined.
 
 --mechanism takes a built-in name, MODULE:NAME or path/to/file.py:NAME; NAME is a
 function logits(q, k) (q [..., Tq, d], k [..., Tk, d] -> [..., Tq, Tk]; softmax weights)
@@ -102,7 +104,7 @@ def run(args):
     wall = time.perf_counter() - started
     command = "python experiments/11_mechanism_card.py " + " ".join(sys.argv[1:])
     with cli.staged_outputs(out_dir) as stage:  # every card or none
-        store.write_cards(results, stage, flags, wall, command, committed)
+        store.write_cards(results, stage, flags, wall, command, committed, config.quick)
 
 
 main = cli.entry_point(build_parser, run, headline)

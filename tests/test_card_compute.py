@@ -24,10 +24,11 @@ from attnlab.core.softmax_sweeps import (
     run_saturation_sweep,
 )
 from attnlab.core.temperature import BUILTINS
-from attnlab.studies.card import compute, verdicts
+from attnlab.studies.card import compute
 from attnlab.studies.card.compute import CardConfig, row_statistics
+from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig
+from attnlab.studies.card.verdicts import verdicts_frame
 from attnlab.training.config import RecallConfig
-from attnlab.training.sweep import WIDTHS_BASE, WidthsConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,20 +51,18 @@ TINY = CardConfig(
         chunk_steps=10,
         mechanisms=("scaled",),
     ),  # fmt: skip
-    widths=WidthsConfig(
+    sweep=SweepConfig(
         base=dataclasses.replace(
-            WIDTHS_BASE, steps=20, seeds=1, eval_size=32, batch_size=8, chunk_steps=10
+            SWEEP_BASE, steps=20, seeds=1, eval_size=32, batch_size=8, chunk_steps=10
         ),  # fmt: skip
         dks=(4, 16),
-        mechanisms=("scaled",),
-        lrs=(3e-4, 1e-3),
         lr_dks=(16,),
-        lr_mechanisms=("scaled",),
-        drift_dk=None,
+        lrs=(1e-3, 1e-2),
         record_every=10,
-        jacobian_trials=16,
     ),
-    drift_dk=16,
+    precision_dks=(16,),
+    precision_sigmas=(1.0, 4.0),
+    quick=True,  # it stands in for QUICK in tests/test_experiments_card.py
 )
 
 USER_FILE = textwrap.dedent(
@@ -161,12 +160,10 @@ def tiny_card(user_reference) -> compute.Card:
 def test_a_user_function_equal_to_scaled_gives_identical_card_numbers(tiny_card):
     """Every table but precision's max_error: the built-in computes the logits of float16
     inputs in float32 (``attention_logits``), the user's einsum in float16, and the card
-    reports that difference (both finite, both float16-safe)."""
+    reports that difference (tests/test_card_headroom.py: where it overflows)."""
     precision = tiny_card.precision.set_index(["mechanism", "d_k"])
     assert (precision.loc["scaled"].max_error == 0).all()
     assert (precision.loc["logits"].max_error > 0).all()
-    assert (precision.max_error <= verdicts.FLOAT16_TOLERANCE).all()
-    assert precision.finite_float16.all()
     for field in compute.Card._fields:
         table = getattr(tiny_card, field)
         if field == "precision":
@@ -191,3 +188,39 @@ def test_every_section_has_rows_for_every_mechanism(tiny_card):
     np.testing.assert_allclose(scaled_mass, 1.0, rtol=0, atol=64 * np.finfo(np.float32).eps)
     sigmoid = compute.statics_frame(TINY, ["sigmoid"])
     assert not np.allclose(sigmoid.mass_mean, 1.0, atol=1e-3)  # reported, not assumed
+
+
+FILLED_FILE = textwrap.dedent(
+    """
+    import jax
+    import jax.numpy as jnp
+
+    import attnlab
+
+    def fill_weights(z, mask):
+        # the common hand-written mask: a large negative number, softmax in float16
+        z = jnp.asarray(z, jnp.float16)
+        if mask is not None:
+            z = jnp.where(mask, z, jnp.float16(-1e4))
+        return jax.nn.softmax(z, axis=-1).astype(jnp.float32)
+
+    def logits(q, k):
+        return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
+
+    filled = attnlab.Mechanism("filled", logits, weights=fill_weights)
+    """
+)
+
+
+def test_mask_safety_has_two_sides(tmp_path):
+    """A row with every key masked: the built-in gives zeros; filling masked logits with
+    -1e4 gives that row uniform weights 1/8 on masked keys and a non-zero output."""
+    path = tmp_path / "filled.py"
+    path.write_text(FILLED_FILE, encoding="utf-8")
+    frame = compute.mask_frame(["scaled", f"{path}:filled"])
+    empty = pd.DataFrame({"mechanism": pd.Series([], dtype=str)})
+    table = verdicts_frame(compute.Card(empty, empty, frame, *[empty] * 5), ["scaled", "filled"])
+    safe = table[table.verdict == "mask-safe"].set_index("mechanism")
+    assert safe.passed["scaled"] is True and safe.passed["filled"] is False
+    assert "masked weight 0" in safe.value["filled"] and "empty row 0" in safe.value["filled"]
+    assert frame.set_index("mechanism").masked_weight_max["filled"] == 0.125  # 1/8, exact

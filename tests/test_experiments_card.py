@@ -12,6 +12,7 @@ import pytest
 from test_card_compute import TINY, USER_FILE
 
 from attnlab.harness import cli
+from attnlab.studies.card.report import QUICK_LINE
 from attnlab.studies.card.verdicts import VERDICTS, Card
 
 CARD_FILES = [f"{f}.csv" for f in (*Card._fields, "verdicts")] + ["card.md", "card.png"]
@@ -42,7 +43,7 @@ def test_a_users_file_gets_a_card(script, run_main, tmp_path):
     assert set(verdicts.mechanism) == {"logits", "scaled", "unscaled"}
     assert len(verdicts) == 3 * len(VERDICTS)
     text = (card / "card.md").read_text(encoding="utf-8")
-    assert text.startswith("# Mechanism card: logits")
+    assert text.startswith("# Quick mechanism card: logits\n\n" + QUICK_LINE)
     for rule in verdicts.rule.unique():
         assert rule in text  # every rule is stated in the card
     sidecar = json.loads((card / "statics.json").read_text(encoding="utf-8"))

@@ -182,18 +182,23 @@ results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
 CARD_CSVS := results/cards/comparison.csv
 CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
-	attnlab/core/curves.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/studies/card/__init__.py \
-	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/report.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/verdicts.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/sweep.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/curves.py attnlab/core/ownership.py attnlab/core/parallel.py \
+	attnlab/core/sampling.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
+	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py \
+	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
+	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
+	attnlab/training/columns.py attnlab/training/config.py attnlab/training/flags.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/readings.py \
+	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
-$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
+$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/ownership.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/figure.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py results/cards/comparison.csv \
 	| $(STAMP)
 	$(PY) experiments/plot_figures.py --study card

@@ -90,9 +90,10 @@ def card(
             "card_settings": config.settings(),
         }
         with cli.staged_outputs(out_dir) as stage:
-            store.write_cards([result], stage, flags, wall, command, committed=True)
+            store.write_cards([result], stage, flags, wall, command, True, config.quick)
         written = out_dir / store.card_folder(target, committed=True)
     read_from = {b: str(f) for b, f in result.read_from.items()}
     text = card_markdown(result.card, result.verdicts, result.name,
-                         store.reference_text(target), command, read_from)  # fmt: skip
+                         store.reference_text(target), command, read_from,
+                         config.quick)  # fmt: skip
     return CardReport(result.name, result.card, result.verdicts, text, written)

@@ -13,13 +13,15 @@ draws, seeds and data, so their rows compare like for like:
   weights themselves, by forward-mode autodiff (the closed form ``diag(p) - p p^T`` is
   softmax's, used for ``softmax_weights`` only), up to ``JACOBIAN_MAX_N`` keys (its cost is
   ``n^2`` per row; beyond, the column is left empty).
-- *precision and masks* (``precision_frame``, ``mask_frame``, as experiment 07): float16
-  queries and keys, weights finite? largest error against the same inputs in float32; a
-  row with every key masked, finite output and gradients? masked keys weighted 0?
+- *precision* (``attnlab.studies.card.headroom``): float16 q and k of std 1 to 64, the
+  mechanism's float16 headroom; *masks* (``mask_frame``, as experiment 07): a row with every
+  key masked, finite output and gradients? masked keys weighted 0?
 - *training* (``training_frames``): experiment 04's task and defaults, every mechanism
-  from the same initialisations on the same batches (the one training engine).
-- *widths* (``widths_frames``): experiment 10's sweep at the card's widths, with its
-  learning-rate sweep and drift diagnostics.
+  from the same initialisations on the same batches (the one training engine); a seed that
+  goes non-finite is recorded (``diverged_step``, ``nonfinite``), not raised. The trained
+  models give *ownership* and static *drift* (``attnlab.studies.card.trained``).
+- *sweep* (``attnlab.studies.card.sweep``): learning rates and widths at 10's narrowed
+  reading, every rate a lane of one program.
 """
 
 from __future__ import annotations
@@ -39,20 +41,20 @@ from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
+from attnlab.studies.card.headroom import SIGMAS, precision_frame
 from attnlab.studies.card.store import CardPlan, read_card
+from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_frame
+from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
 from attnlab.training.config import RecallConfig
+from attnlab.training.step import initial_state
 from attnlab.training.summary import summary_frame as recall_summary_frame
-from attnlab.training.sweep import WIDTHS_BASE, WidthsConfig, curves_frame, lr_frame, run_widths
-from attnlab.training.sweep import summary_frame as widths_summary_frame
-from attnlab.training.trainer import Run, train_runs
+from attnlab.training.trainer import Run, Trainer, group_runs
 
 Progress = Callable[[int], None] | None
 
 #: Keys up to which a non-softmax mechanism's Jacobian is computed (``n^2`` per row).
 JACOBIAN_MAX_N = 1024
-#: ``fold_in`` tag of the precision section's draws (disjoint from the statics' trial keys).
-PRECISION_STREAM = 0x1616
 #: Steps between the points of the training curves the card keeps.
 CURVE_EVERY = 10
 #: The statistics of ``statics_frame``, in its column order.
@@ -62,33 +64,24 @@ STATISTICS = ("max_weight", "entropy", "mass", "jacobian_fro", "logit_std")
 @dataclass(frozen=True)
 class CardConfig:
     """What a card measures. Defaults: the settings of experiments 02/03 (2000 trials at
-    256 keys), 06 (keys 16 to 4096 at d_k 64), 04 (training) and 10 (widths, narrowed to
-    four widths and a three-rate sweep at two of them)."""
+    256 keys), 06 (keys 16 to 4096 at d_k 64), 04 (training) and the sweep
+    (``SweepConfig``); float16 headroom at d_k 64 and 1024. ``quick``: a ``--quick`` card
+    (``QUICK``), said so in its first line."""
 
     statics_dks: tuple[int, ...] = (4, 16, 64, 256, 1024)
     statics_ns: tuple[int, ...] = (16, 64, 256, 1024, 4096)
     n_keys: int = 256
     n_dk: int = 64
     trials: int = 2000
+    precision_dks: tuple[int, ...] = (64, 1024)
+    precision_sigmas: tuple[float, ...] = SIGMAS
     precision_trials: int = 100
     seed: int = 0
     training: RecallConfig = field(default_factory=lambda: RecallConfig(mechanisms=("scaled",)))
-    widths: WidthsConfig = field(
-        default_factory=lambda: WidthsConfig(
-            base=WIDTHS_BASE,
-            dks=(16, 64, 256, 1024),
-            mechanisms=("scaled",),
-            lrs=(3e-4, 1e-3, 3e-3),
-            lr_dks=(64, 256),
-            lr_mechanisms=("scaled",),
-            drift_dk=None,
-        )
-    )
-    drift_dk: int = 256
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    quick: bool = False
 
     def __post_init__(self) -> None:
-        if self.drift_dk not in self.widths.dks:
-            raise ValueError("CardConfig.drift_dk must be one of widths.dks")
         if self.n_keys not in self.statics_ns or self.n_dk not in self.statics_dks:
             raise ValueError("CardConfig: n_keys must be in statics_ns, n_dk in statics_dks")
 
@@ -97,30 +90,27 @@ class CardConfig:
         equal settings have equal rows for a mechanism they share."""
         out = dataclasses.asdict(self)
         out["training"].pop("mechanisms")
-        for name in ("mechanisms", "lr_mechanisms", "drift_mechanisms"):
-            out["widths"].pop(name)
+        out["sweep"]["base"].pop("mechanisms")
         return out
 
 
-#: ``--quick``: the same sections at sizes that run in about a minute.
+#: ``--quick``: the same sections at sizes that run in about a minute; too short for most
+#: widths and rates to learn, so the verdicts that need them are undetermined.
 QUICK = CardConfig(
     statics_dks=(4, 16, 64),
     statics_ns=(16, 64, 256),
     n_keys=64,
     n_dk=64,
     trials=200,
+    precision_dks=(64,),
     precision_trials=20,
     training=RecallConfig(steps=300, seeds=2, eval_size=256, mechanisms=("scaled",)),
-    widths=WidthsConfig(
-        base=dataclasses.replace(WIDTHS_BASE, steps=200, seeds=2, eval_size=256),
+    sweep=SweepConfig(
+        base=dataclasses.replace(SWEEP_BASE, steps=200, seeds=2, eval_size=256),
         dks=(16, 64),
-        mechanisms=("scaled",),
-        lrs=(3e-4, 1e-3, 3e-3),
-        lr_dks=(16, 64),
-        lr_mechanisms=("scaled",),
-        drift_dk=None,
+        lr_dks=(64,),
     ),
-    drift_dk=64,
+    quick=True,
 )
 
 
@@ -204,38 +194,7 @@ def statics_trials(config: CardConfig) -> int:
     return config.trials * len({(d, n) for _, d, n in statics_cells(config)})
 
 
-# ----------------------------------------------------------------------------- precision
-
-
-def precision_frame(config: CardConfig, references: Sequence[str]) -> pd.DataFrame:
-    """One row per (mechanism, d_k) of the statics' d_k sweep at ``n_keys`` keys:
-    ``precision_trials`` rows of N(0, 1) queries and keys rounded to float16 and passed
-    through the mechanism in float16 and, the same rounded values, in float32.
-    ``finite_float16``: every float16 weight finite; ``max_error``: the largest
-    ``|p_16 - p_32|`` (NaN where a weight is not finite)."""
-    key = jax.random.fold_in(jax.random.key(config.seed), PRECISION_STREAM)
-    rows = []
-    for d_k in config.statics_dks:
-        kq, kk = jax.random.split(jax.random.fold_in(key, d_k))
-        q = jax.random.normal(kq, (config.precision_trials, 1, d_k)).astype(jnp.float16)
-        k = jax.random.normal(kk, (config.precision_trials, config.n_keys, d_k))
-        k = k.astype(jnp.float16)
-        for reference in references:
-            mechanism = load_mechanism(reference)
-            p16 = np.asarray(jnp.asarray(mechanism(q, k), jnp.float32))
-            p32 = np.asarray(mechanism(q.astype(jnp.float32), k.astype(jnp.float32)))
-            finite = bool(np.isfinite(p16).all())
-            rows.append(
-                {
-                    "mechanism": mechanism.name,
-                    "d_k": d_k,
-                    "n_keys": config.n_keys,
-                    "trials": config.precision_trials,
-                    "finite_float16": finite,
-                    "max_error": float(np.abs(p16 - p32).max()) if finite else np.nan,
-                }
-            )
-    return pd.DataFrame(rows)
+# ----------------------------------------------------------------------------- masks
 
 
 #: The mask of ``mask_frame``: 4 queries over 8 keys; row 0 has no key, row 1 three.
@@ -287,20 +246,33 @@ def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.Da
 
 
 def training_steps(config: CardConfig, references: Sequence[str]) -> int:
-    """Lane-steps of ``training_frames`` (for the progress bar)."""
-    return len(references) * config.training.seeds * config.training.steps
+    """Run-steps of ``training_frames`` (the progress bar's units: the engine reports steps
+    times runs, a run being every seed of one mechanism)."""
+    return len(references) * config.training.steps
 
 
 def training_frames(
     config: CardConfig, references: Sequence[str], on_progress: Progress = None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Experiment 04 for every mechanism, identical initialisations and batches: the
-    per-seed summary (04's columns, ``variant`` named ``mechanism``) and the smoothed loss
-    every ``CURVE_EVERY`` steps (``step, smoothed_loss_median, _min, _max`` over seeds)."""
+    per-seed summary (04's columns, ``variant`` named ``mechanism``, with ``diverged_step``
+    and ``nonfinite``: the first step whose loss is not finite, and what), the smoothed
+    loss every ``CURVE_EVERY`` steps (``step, smoothed_loss_median, _min, _max`` over
+    seeds), and the trained models' ownership and drift (``trained_frames``)."""
     training = dataclasses.replace(config.training, mechanisms=tuple(references))
-    runs = [Run(training, load_mechanism(r)) for r in references]
-    results = train_runs(runs, on_chunk=on_progress)
+    mechanisms = [load_mechanism(r) for r in references]
+    runs = [Run(training, m) for m in mechanisms]
+    results, diverged = [None] * len(runs), [None] * len(runs)
+    for group in group_runs(runs):
+        trainer = Trainer([runs[i] for i in group], on_diverge="record")
+        trainer.run(training.steps, on_progress)
+        for r, (i, result) in enumerate(zip(group, trainer.results(), strict=True)):
+            results[i], diverged[i] = result, trainer.diverged_step[trainer.lane_slice(r)]
     summary = recall_summary_frame(results, training).rename(columns={"variant": "mechanism"})
+    steps = np.concatenate(diverged)
+    summary["diverged_step"] = pd.array([s if s >= 0 else None for s in steps], "Int64")
+    summary["nonfinite"] = np.where(steps >= 0, "loss", "")
+    summary.loc[steps >= 0, "eval_accuracy"] = np.nan
     frames = []
     for result in results:
         smoothed = trailing_mean(result.metrics["loss"], training.smoothing)[:, ::CURVE_EVERY]
@@ -315,36 +287,9 @@ def training_frames(
                 }
             )
         )
-    return summary, pd.concat(frames, ignore_index=True)
-
-
-# ----------------------------------------------------------------------------- widths
-
-
-def widths_config(config: CardConfig, references: Sequence[str]) -> WidthsConfig:
-    refs = tuple(references)
-    return dataclasses.replace(config.widths, mechanisms=refs, lr_mechanisms=refs)
-
-
-def widths_steps(config: CardConfig, references: Sequence[str]) -> int:
-    """Lane-steps of ``widths_frames`` (for the progress bar)."""
-    return widths_config(config, references).total_steps()
-
-
-def widths_frames(
-    config: CardConfig, references: Sequence[str], on_progress: Progress = None
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Experiment 10 at the card's widths: the per-lane summary, the learning-rate table
-    and the drift curves at ``drift_dk`` and the base learning rate (``step``, the logits'
-    std ``logit_std`` and the raw ``q . k`` std ``logit_std_raw``, per seed)."""
-    widths = widths_config(config, references)
-    results = run_widths(widths, on_progress)
-    smoothing = widths.base.smoothing
-    summary = widths_summary_frame(results, smoothing)
-    curves = curves_frame(results, smoothing)
-    drift = curves[(curves.d_k == config.drift_dk) & (curves.lr == widths.base.lr)]
-    drift = drift[["mechanism", "d_k", "seed", "step", "logit_std", "logit_std_raw"]]
-    return summary, lr_frame(summary, widths), drift.reset_index(drop=True)
+    initial = [initial_state(training, m).params for m in mechanisms]
+    ownership, drift = trained_frames(training, mechanisms, initial, results)
+    return summary, pd.concat(frames, ignore_index=True), ownership, drift
 
 
 # ----------------------------------------------------------------------------- cards
@@ -355,11 +300,18 @@ def card_tables(
 ) -> Card:
     """Every section of the card for ``references`` (``Card``'s tables, in its order)."""
     statics = statics_frame(config, references, on_progress)
-    precision = precision_frame(config, references)
+    precision = precision_frame(
+        references,
+        config.precision_dks,
+        config.n_keys,
+        config.precision_trials,
+        config.seed,
+        config.precision_sigmas,
+    )
     masks = mask_frame(references, seed=config.seed)
-    training, training_curves = training_frames(config, references, on_progress)
-    widths, lr, drift = widths_frames(config, references, on_progress)
-    return Card(statics, precision, masks, training, training_curves, widths, lr, drift)
+    training, curves, ownership, drift = training_frames(config, references, on_progress)
+    sweep = sweep_frame(config.sweep, references, on_progress)
+    return Card(statics, precision, masks, training, curves, ownership, drift, sweep)
 
 
 def total_work(config: CardConfig, references: Sequence[str]) -> int:
@@ -369,7 +321,7 @@ def total_work(config: CardConfig, references: Sequence[str]) -> int:
     return (
         statics_trials(config)
         + training_steps(config, references)
-        + widths_steps(config, references)
+        + config.sweep.total_steps(len(references))
     )
 
 

@@ -83,10 +83,47 @@ def _statics(ax: plt.Axes, statics: pd.DataFrame, sweep: str, column: str, names
         ax.set_xlabel(f"keys per row $n$ ($d_k$ = {int(rows.d_k.iloc[0])}, log$_2$ scale)")
 
 
+def _drift_panel(ax: plt.Axes, drift: pd.DataFrame, names: list[str], name) -> None:
+    """Held-out attention entropy of the trained model against the drift multiplier."""
+    for mechanism in names:
+        rows = drift[drift.mechanism == mechanism].sort_values("alpha")
+        ax.plot(rows.alpha, rows.entropy_mean, marker="o", ms=3, label=mechanism,
+                **_style(mechanism, name))  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel(r"$\alpha$ (W_Q, W_K multiplied by)")
+    ax.set_ylabel("attention entropy (nats)")
+    ax.set_title("(e) static drift of the trained model")
+
+
+def _lr_panel(ax: plt.Axes, sweep: pd.DataFrame, names: list[str], name) -> None:
+    """Median over seeds of ``min(final loss, loss at step 0)`` (a diverged lane counts
+    as the loss at step 0) against the learning rate, at the first swept width."""
+    rates = sweep.lr.nunique()
+    swept = [d for d, g in sweep.groupby("d_k") if g.lr.nunique() == rates and rates > 1]
+    if not swept:
+        return
+    at = sweep[sweep.d_k == swept[0]]
+    for mechanism in names:
+        rows = at[at.mechanism == mechanism]
+        clipped = np.minimum(rows.final_loss.fillna(rows.loss_step0), rows.loss_step0)
+        medians = clipped.groupby(rows.lr).median()
+        ax.plot(medians.index, medians.values, marker="o", ms=3, label=mechanism,
+                **_style(mechanism, name))  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1e-2)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("learning rate")
+    ax.set_ylabel("final loss, capped at step 0's")
+    ax.set_title(f"(f) learning-rate sweep, $d_k$ = {int(swept[0])}")
+
+
 def draw_card(card: Card, name: str, out_dir: Path, stem: str = "card") -> list[Path]:
     """Six panels for mechanism ``name`` and its baselines: saturation and Jacobian norm
-    at initialisation against d_k, max weight against n, 04's training loss, the logits'
-    std against width at step 0 and after training, and the drift at the drift width."""
+    at initialisation against d_k, max weight against n, 04's training loss, the trained
+    model's attention entropy under static drift, and the learning-rate sweep."""
     names = _order(card.statics, name)
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(2, 3, figsize=(3 * COLUMN_WIDTH_IN, 2 * 2.3))
@@ -110,28 +147,8 @@ def draw_card(card: Card, name: str, out_dir: Path, stem: str = "card") -> list[
         d.set_ylabel("smoothed loss (median over seeds)")
         d.set_title("(d) training on 04's task")
 
-        widths = card.widths
-        base = widths.groupby("lr").d_k.nunique().idxmax()
-        for mechanism in names:
-            rows = widths[(widths.mechanism == mechanism) & (widths.lr == base)]
-            medians = rows.groupby("d_k")[["logit_std_step0", "logit_std_end"]].median()
-            style = _style(mechanism, name)
-            e.plot(medians.index, medians.logit_std_step0, marker="o", ms=3, ls="--", **style)
-            e.plot(medians.index, medians.logit_std_end, marker="s", ms=3, label=mechanism, **style)
-        _plain_log_y(e)
-        log2_dk_axis(e, np.sort(widths.d_k.unique()))
-        e.set_ylabel("logit std (median)")
-        e.set_title("(e) logit std: step 0 dashed, trained solid")
-
-        for mechanism in names:
-            rows = card.drift[card.drift.mechanism == mechanism]
-            medians = rows.groupby("step").logit_std.median()
-            f.plot(medians.index, medians.values, label=mechanism, **_style(mechanism, name))
-        _plain_log_y(f)
-        f.set_xlabel("training step")
-        f.set_ylabel("logit std (median)")
-        drift_dk = int(card.drift.d_k.iloc[0]) if not card.drift.empty else 0
-        f.set_title(f"(f) drift, $d_k$ = {drift_dk}")
+        _drift_panel(e, card.drift, names, name)
+        _lr_panel(f, card.sweep, names, name)
         handles, labels = a.get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), frameon=False)
         fig.suptitle(f"Mechanism card: {name}", fontsize=10)
@@ -140,26 +157,37 @@ def draw_card(card: Card, name: str, out_dir: Path, stem: str = "card") -> list[
 
 
 def fig10_cards(tables: Tables, figures_dir: Path) -> list[Path]:
-    """Figure 10: every card of ``cards/comparison.csv`` (``make cards``: the built-ins),
-    its statics at initialisation overlaid: max weight and Jacobian norm against d_k, max
-    weight against n. scaled and unscaled are dashed on top: learned_temperature starts
+    """Figure 10: every card of ``cards/comparison.csv`` (``make cards``: the built-ins)
+    overlaid: its statics at initialisation (max weight and Jacobian norm against d_k, max
+    weight against n), the trained model's entropy under static drift and the
+    learning-rate sweep. scaled and unscaled are dashed on top: learned_temperature starts
     as scaled, and folded_init (whose fold acts on W_Q, W_K, not on given q, k) as
     unscaled."""
     names = list(dict.fromkeys(tables.get(COMPARISON_CSV, ["mechanism"]).mechanism))
-    frames = [tables.get(f"cards/{n}/statics.csv", STATICS_COLUMNS) for n in names]
-    statics = pd.concat([f[f.mechanism == n] for f, n in zip(frames, names, strict=True)])
+
+    def own(table: str, columns: list[str]) -> pd.DataFrame:
+        frames = [tables.get(f"cards/{n}/{table}.csv", columns) for n in names]
+        return pd.concat([f[f.mechanism == n] for f, n in zip(frames, names, strict=True)])
+
+    statics = own("statics", STATICS_COLUMNS)
+    drift = own("drift", ["mechanism", "alpha", "entropy_mean"])
+    sweep = own("sweep", ["mechanism", "d_k", "lr", "final_loss", "loss_step0"])
     with plt.rc_context(STYLE):
-        fig, axes = plt.subplots(1, 3, figsize=(3 * COLUMN_WIDTH_IN, 2.7))
+        fig, axes = plt.subplots(1, 5, figsize=(5 * COLUMN_WIDTH_IN, 2.7))
         panels = (
             ("d_k", "max_weight", "mean max weight", "(a) saturation at initialisation"),
             ("d_k", "jacobian_fro", r"mean $\|\partial p / \partial z\|_F$", "(b) Jacobian norm"),
             ("n", "max_weight", "mean max weight", "(c) against row length"),
         )
-        for ax, (sweep, column, ylabel, title) in zip(axes, panels, strict=True):
-            _statics(ax, statics, sweep, column, names, name=None)
+        for ax, (axis, column, ylabel, title) in zip(axes[:3], panels, strict=True):
+            _statics(ax, statics, axis, column, names, name=None)
             ax.set_ylabel(ylabel)
             ax.set_title(title)
+        _drift_panel(axes[3], drift, names, None)
+        axes[3].set_title("(d) static drift of the trained model")
+        _lr_panel(axes[4], sweep, names, None)
+        axes[4].set_title(axes[4].get_title().replace("(f)", "(e)"))
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=6, frameon=False)
+        fig.legend(handles, labels, loc="lower center", ncol=12, frameon=False)
         fig.tight_layout(rect=(0, 0.16, 1, 1))
         return save(fig, figures_dir, "fig10_cards")

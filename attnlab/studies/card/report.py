@@ -9,12 +9,28 @@ import numpy as np
 import pandas as pd
 
 from attnlab.harness.tables import Tables
-from attnlab.studies.card.verdicts import Card
+from attnlab.studies.card.headroom import headroom
+from attnlab.studies.card.sensitivity import sensitivity
+from attnlab.studies.card.verdicts import (
+    DRIFT_ALPHA,
+    DRIFT_VERDICT,
+    HIGH_LR_VERDICT,
+    OWNER_VERDICT,
+    Card,
+)
 
 MARKS = {True: "yes", False: "**no**", None: "undetermined"}
+#: The first line of a ``--quick`` card, after its title.
+QUICK_LINE = (
+    "**Quick card** (`--quick`): fewer trials, seeds, steps and widths than the defaults; "
+    "a verdict whose premise these sizes cannot meet (a width or a rate that learns, two "
+    "swept widths) is *undetermined*. Run without `--quick` for the card."
+)
 
 
-def _mark(passed) -> str:
+def _mark(passed, value: str = "") -> str:
+    if str(value).startswith("diverged"):
+        return "**diverged**"
     if passed is None or (isinstance(passed, float) and np.isnan(passed)):
         return MARKS[None]
     return MARKS[bool(passed)]
@@ -36,7 +52,9 @@ def verdict_lines(verdicts: pd.DataFrame, names: list[str]) -> list[str]:
     rows = []
     for verdict, group in verdicts.groupby("verdict", sort=False):
         by_name = group.set_index("mechanism")
-        cells = [f"{_mark(by_name.passed[n])} ({by_name.value[n]})" for n in names]
+        cells = [
+            f"{_mark(by_name.passed[n], by_name.value[n])} ({by_name.value[n]})" for n in names
+        ]
         rows.append([verdict, *cells, group.rule.iloc[0]])
     return _table(["verdict", *names, "rule"], rows)
 
@@ -73,6 +91,7 @@ def _training_lines(training: pd.DataFrame, names: list[str]) -> list[str]:
                 f"{g.step_loss_below_0p1.astype(float).median():.0f}",
                 f"{g.final_loss.median():.3g}",
                 f"{g.eval_accuracy.median():.3f}",
+                _diverged_text(g),
             ]
         )
     header = [
@@ -82,42 +101,120 @@ def _training_lines(training: pd.DataFrame, names: list[str]) -> list[str]:
         "step to loss 0.1",
         "final loss",
         "held-out accuracy",
+        "diverged",
     ]
     # a milestone never reached prints as "nan": say "never" (in the numbers, not the name)
     return _table(header, [[r[0], *(c.replace("nan", "never") for c in r[1:])] for r in rows])
 
 
-def _widths_lines(widths: pd.DataFrame, lr: pd.DataFrame, names: list[str]) -> list[str]:
-    base = widths.groupby("lr").d_k.nunique().idxmax()
+def _diverged_text(rows: pd.DataFrame) -> str:
+    bad = rows[rows.diverged_step.notna()]
+    return ", ".join(
+        f"seed {int(r.seed)} at step {int(r.diverged_step)} ({r.nonfinite})"
+        for r in bad.itertuples()
+    )
+
+
+def _precision_lines(precision: pd.DataFrame, names: list[str]) -> list[str]:
+    sigmas = sorted(precision.sigma.unique())
     rows = []
-    at_base = widths[widths.lr == base]
-    scaled = at_base[at_base.mechanism == "scaled"].groupby("d_k").step_loss_below_1
-    scaled_steps = scaled.apply(lambda s: s.astype(float).median())
-    for (n, d_k), g in at_base.groupby(["mechanism", "d_k"], sort=False):
-        if n not in names:
+    for (n, d_k), g in precision[precision.mechanism.isin(names)].groupby(
+        ["mechanism", "d_k"], sort=False
+    ):
+        g = g.sort_values("sigma")
+        cells = [
+            f"{e:.1g}" if ok else "non-finite"
+            for ok, e in zip(g.finite_float16.astype(bool), g.max_error, strict=True)
+        ]
+        room, top = headroom(g)
+        rows.append([n, int(d_k), *cells, f"{'≥' if top else ''}{room:g}"])
+    return _table(["mechanism", "d_k", *(f"σ {s:g}" for s in sigmas), "headroom"], rows)
+
+
+def _ownership_lines(ownership: pd.DataFrame, names: list[str]) -> list[str]:
+    alphas = sorted(ownership.alpha.unique())
+    rows = []
+    for (n, stage), g in ownership[ownership.mechanism.isin(names)].groupby(
+        ["mechanism", "stage"], sort=False
+    ):
+        g = g.sort_values("alpha")
+        cells = [_pm(m, e) for m, e in zip(g.elasticity_mean, g.elasticity_sem, strict=True)]
+        rows.append([n, stage, *cells])
+    return _table(["mechanism", "weights", *(f"e at α {a:g}" for a in alphas)], rows)
+
+
+def _drift_lines(drift: pd.DataFrame, names: list[str]) -> list[str]:
+    rows = []
+    for r in drift[drift.mechanism.isin(names)].itertuples():
+        rows.append(
+            [
+                r.mechanism,
+                f"{r.alpha:.3g}",
+                _pm(r.loss_mean, r.loss_sem),
+                _pm(r.accuracy_mean, r.accuracy_sem),
+                _pm(r.entropy_mean, r.entropy_sem),
+                _pm(r.max_weight_mean, r.max_weight_sem),
+            ]
+        )
+    header = ["mechanism", "α", "held-out loss", "accuracy", "entropy (nats)", "max weight"]
+    return _table(header, rows)
+
+
+def _sweep_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
+    rates = sweep.lr.nunique()
+    lines = []
+    for (n, d_k), g in sweep[sweep.mechanism.isin(names)].groupby(["mechanism", "d_k"], sort=False):
+        if g.lr.nunique() != rates:
             continue
-        step = g.step_loss_below_1.astype(float).median()
-        ref = scaled_steps.get(d_k, np.nan)
-        slow = f"{step / ref:.2f}" if np.isfinite(step) and np.isfinite(ref) else "—"
+        s = sensitivity(g)
+        lines.append(
+            f"- {n}, d_k {int(d_k)}: sensitivity {_pm(s.sensitivity.mean(), _sem(s.sensitivity))}"
+            " (mean ± SE over seeds); per rate, median final loss / largest |logit| / "
+            "diverged seeds: "
+            + "; ".join(
+                f"{lr:.3g}: {r.final_loss.median():.3g} / {r.max_logit.median():.3g} / "
+                f"{int(r.diverged_step.notna().sum())}"
+                for lr, r in g.groupby("lr")
+            )
+        )
+    return lines
+
+
+def _sem(values: pd.Series) -> float:
+    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else np.nan
+
+
+def _median_step(steps: pd.Series) -> str:
+    """The median of milestone steps over seeds, ``never`` where none reached it."""
+    median = steps.astype(float).median()
+    return f"{median:.0f}" if np.isfinite(median) else "never"
+
+
+def _widths_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
+    base = sweep.groupby("lr").d_k.nunique().idxmax()
+    rows = []
+    at_base = sweep[sweep.lr == base]
+    for (n, d_k), g in at_base[at_base.mechanism.isin(names)].groupby(
+        ["mechanism", "d_k"], sort=False
+    ):
+        reached = int(g.step_loss_below_1.notna().sum())
         rows.append(
             [
                 n,
                 int(d_k),
+                f"{_median_step(g.step_loss_below_1)} ({reached}/{len(g)})",
                 f"{g.eval_accuracy.median():.3f}",
-                f"{g.routing_accuracy_end.median():.3f}",
-                slow,
                 f"{g.logit_std_step0.median():.3g}",
                 f"{g.logit_std_end.median():.3g}",
+                _diverged_text(g),
             ]
         )
-    header = ["mechanism", "d_k", "accuracy", "routing accuracy", "slow-down vs scaled"]
-    lines = _table([*header, "logit std step 0", "logit std end"], rows)
-    best = lr[lr.best.astype(bool) & lr.mechanism.isin(names)]
-    rates = ", ".join(f"{x:g}" for x in sorted(lr.lr.unique()))
-    lines += ["", f"Best learning rate (of {rates}) per swept width:", ""]
-    for n, g in best.groupby("mechanism", sort=False):
-        lines.append(f"- {n}: " + ", ".join(f"d_k {int(r.d_k)}: {r.lr:g}" for r in g.itertuples()))
-    return lines
+    header = ["mechanism", "d_k", "step to loss 1 (seeds)", "accuracy", "logit std step 0"]
+    return [
+        f"At the base rate {base:g}:",
+        "",
+        *_table([*header, "logit std end", "diverged"], rows),
+    ]
 
 
 def card_markdown(
@@ -127,12 +224,17 @@ def card_markdown(
     reference: str,
     command: str,
     reused: Mapping[str, str],
+    quick: bool = False,
 ) -> str:
     """``card.md`` of mechanism ``name`` (its baselines are the other mechanisms of
-    ``card``'s tables); ``reused``: baseline -> the committed card its rows were read from."""
+    ``card``'s tables); ``reused``: baseline -> the committed card its rows were read from;
+    ``quick``: a ``--quick`` card, said in its first line."""
     names = [name] + [n for n in dict.fromkeys(card.statics.mechanism) if n != name]
-    lines = [
-        f"# Mechanism card: {name}",
+    lines = [f"# Quick mechanism card: {name}" if quick else f"# Mechanism card: {name}", ""]
+    if quick:
+        lines += [QUICK_LINE, ""]
+    lines += [
+        *closing_lines(verdicts[verdicts.mechanism == name]),
         "",
         f"Mechanism `{reference}`, against {', '.join(names[1:]) or 'nothing'}. "
         f"Made by `{command}`; every number below is read from this folder's CSVs.",
@@ -155,15 +257,15 @@ def card_markdown(
         "",
         *_statics_lines(card.statics, name),
         "",
-        "## Precision and masks",
+        "## Float16 headroom and masks",
+        "",
+        "q and k with iid N(0, σ²) entries rounded to float16, through the mechanism in "
+        "float16 and in float32: the largest weight difference per σ; the headroom is the "
+        "largest σ up to which every cell is finite and within 1e-2 (≥: the grid's top).",
+        "",
+        *_precision_lines(card.precision, names),
         "",
     ]
-    precision = card.precision[card.precision.mechanism == name]
-    for r in precision.itertuples():
-        lines.append(
-            f"- float16 at d_k {r.d_k}: finite {bool(r.finite_float16)}, max |p16 - p32| "
-            f"{r.max_error:.2g}"
-        )
     for r in card.masks[card.masks.mechanism == name].itertuples():
         lines.append(
             f"- fully masked row: finite output {bool(r.finite_output)}, finite gradients "
@@ -172,25 +274,79 @@ def card_markdown(
         )
     lines += ["", "## Training (experiment 04's task and defaults)", ""]
     lines += _training_lines(card.training, names)
-    lines += ["", "## Widths (experiment 10's sweep)", ""]
-    lines += _widths_lines(card.widths, card.lr, names)
+    lines += [
+        "",
+        "## Who owns the temperature",
+        "",
+        "Elasticity e = d ln std(z) / d ln α of the logits to q, k → αq, αk, q and k from the "
+        "projections on held-out sequences (mean ± SE over seeds): 2 where the weights own "
+        "the temperature, 0 where the mechanism does, falling from 2 under a cap.",
+        "",
+        *_ownership_lines(card.ownership, names),
+        "",
+        "## Static drift",
+        "",
+        "The trained model with W_Q and W_K multiplied by α, everything else fixed; held-out "
+        "sequences, mean ± SE over seeds.",
+        "",
+        *_drift_lines(card.drift, names),
+        "",
+        "## Learning rates (Wortsman et al. 2023's sensitivity)",
+        "",
+        *_sweep_lines(card.sweep, names),
+        "",
+        "## Widths",
+        "",
+        *_widths_lines(card.sweep, names),
+    ]
     return "\n".join(lines) + "\n"
 
 
-def comparison_markdown(verdicts: pd.DataFrame) -> str:
-    """Every carded mechanism (rows) against every verdict (columns)."""
+def _owner(value: str) -> str:
+    """The owner named at the start of the owner verdict's value (``weights: e = ...``)."""
+    owner = str(value).split(":")[0]
+    return owner if owner in ("weights", "mechanism", "cap") else "undetermined"
+
+
+def closing_lines(verdicts: pd.DataFrame) -> list[str]:
+    """The closing question answered, one line per mechanism of ``verdicts`` (a verdicts
+    table or ``cards/comparison.csv``): who owns the temperature, whether it holds after
+    x4 drift of W_Q and W_K, whether it is stable at high learning rates."""
+    lines = []
+    for name, g in verdicts.groupby("mechanism", sort=False):
+        by = g.set_index("verdict")
+        owner = _owner(by.value[OWNER_VERDICT])
+
+        def answer(verdict: str, yes: str, no: str, by=by) -> str:
+            mark = _mark(by.passed[verdict], by.value[verdict])
+            return {"yes": yes, "**no**": no}.get(mark, f"{mark.strip('*')} ({verdict})")
+
+        drift = answer(DRIFT_VERDICT, "holds", "does **not** hold")
+        lr = answer(HIGH_LR_VERDICT, "stable", "**less** stable than scaled")
+        lines.append(
+            f"- **{name}**: owner **{owner}**; after x{DRIFT_ALPHA:g} drift of W_Q, W_K "
+            f"{drift}; at high learning rates {lr}."
+        )
+    return lines
+
+
+def comparison_markdown(verdicts: pd.DataFrame, owner: bool = False) -> str:
+    """Every carded mechanism (rows) against every verdict (columns); ``owner``: a first
+    column naming who owns the temperature (``closing_lines``' owner)."""
     names = list(dict.fromkeys(verdicts.mechanism))
     columns = list(dict.fromkeys(verdicts.verdict))
     rows = []
     for n in names:
         g = verdicts[verdicts.mechanism == n].set_index("verdict")
-        rows.append([n, *(_mark(g.passed[c]) for c in columns)])
-    return "\n".join(_table(["mechanism", *columns], rows)) + "\n"
+        marks = [_mark(g.passed[c], g.value[c]) for c in columns]
+        rows.append([n, _owner(g.value[OWNER_VERDICT]), *marks] if owner else [n, *marks])
+    header = ["mechanism", "owner", *columns] if owner else ["mechanism", *columns]
+    return "\n".join(_table(header, rows)) + "\n"
 
 
 def _comparison(tables: Tables) -> pd.DataFrame:
     """``cards/comparison.csv``: one row per (mechanism, verdict)."""
-    return tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "passed"])
+    return tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "value", "passed"])
 
 
 def section(tables: Tables) -> str:
@@ -200,12 +356,18 @@ def section(tables: Tables) -> str:
     lines = [
         "## Mechanism cards (experiment 11)",
         "",
-        "The battery of experiments 02-07 and 10 run on every built-in mechanism by "
+        "The battery of experiments 02-07 and 10, a learning-rate sweep and the trained "
+        "model's ownership and drift, run on every built-in mechanism by "
         "`make cards`; a researcher's own runs through the same command "
         "(`python experiments/11_mechanism_card.py --mechanism path/to/file.py:NAME`). Each "
         "mechanism's card, with every number behind these verdicts, is "
         "`results/cards/NAME/card.md`; Figure 10 (`figures/fig10_cards.png`) overlays their "
-        "statics.",
+        "statics and Figure 10 (d) and (e) the drift and learning-rate sweeps.",
+        "",
+        "The closing question (*which mechanism owns the attention temperature, and does it "
+        "still hold after the weights have drifted*), answered from the cards:",
+        "",
+        *closing_lines(verdicts),
         "",
         comparison_markdown(verdicts).rstrip(),
         "",
@@ -217,8 +379,9 @@ def section(tables: Tables) -> str:
 
 
 def readme(tables: Tables) -> str:
-    """README's block: every built-in against every verdict (``comparison_markdown``)."""
-    return comparison_markdown(_comparison(tables)).rstrip()
+    """README's block: one line per built-in, who owns its temperature and every verdict
+    (among them: holds after drift, stable at high learning rates)."""
+    return comparison_markdown(_comparison(tables), owner=True).rstrip()
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).

@@ -78,11 +78,13 @@ def write_cards(
     wall: float,
     command: str,
     committed: bool,
+    quick: bool = False,
 ) -> list[Path]:
     """Write every card of ``results`` into ``out_dir`` (``card_folder``'s folders): its
     tables, ``verdicts.csv`` (each with a sidecar of ``flags`` and ``wall``), ``card.png``/
-    ``.pdf`` and ``card.md`` (naming ``command``); with several, ``comparison.csv``/``.md``
-    (``comparison_folder``). Returns the cards' folders, in order."""
+    ``.pdf`` and ``card.md`` (naming ``command``; ``quick``: a ``--quick`` card, said in its
+    first line); with several, ``comparison.csv``/``.md`` (``comparison_folder``). Returns
+    the cards' folders, in order."""
     folders = []
     for result in results:
         folder = out_dir / card_folder(result.reference, committed)
@@ -94,7 +96,7 @@ def write_cards(
         read_from = {b: str(f) for b, f in result.read_from.items()}
         reference = reference_text(result.reference)
         text = card_markdown(result.card, result.verdicts, result.name, reference, command,
-                             read_from)  # fmt: skip
+                             read_from, quick)  # fmt: skip
         (folder / "card.md").write_text(text, encoding="utf-8")
         folders.append(folder)
     if len(results) > 1:

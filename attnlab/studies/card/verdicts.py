@@ -1,29 +1,53 @@
 """The card's verdicts: each a stated rule over the card's tables that can fail.
 
-A verdict is *yes*, *no*, or *undetermined* (None) where the tables cannot decide it (a
-baseline missing, every seed diverged). Each function takes the card's tables (``Card``)
-and a mechanism's name and returns a ``Verdict``; ``VERDICTS`` lists them in the card's
-order. The thresholds are module constants, so a test can probe both sides of each.
+A verdict is *yes*, *no*, or *undetermined* (None) where the tables cannot decide it: a
+baseline missing, a premise unmet (a width or a baseline that never learned, a best rate at
+the sweep's edge, too few seeds), every seed diverged; its ``value`` then says why. A run
+that went non-finite makes its verdict *no* with a value starting ``diverged``. Each
+function takes the card's tables (``Card``) and a mechanism's name and returns a
+``Verdict``; ``VERDICTS`` lists them in the card's order. The thresholds are module
+constants, so a test can probe both sides of each. *Learned* means every seed reached
+smoothed loss ``LEARNED_LOSS``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from attnlab.core.ownership import ALPHAS, owner
+from attnlab.studies.card.headroom import headroom
+from attnlab.studies.card.sensitivity import paired_difference, sensitivity
+
 #: mup's coordinate-check criterion: the logits' size within this factor over a 4x width.
 WIDTH_FACTOR = 1.2
-#: Largest |p_16 - p_32| a float16-safe mechanism may show (07's total-variation bound).
-FLOAT16_TOLERANCE = 1e-2
+#: The same after training, where the seeds' spread is wider.
+TRAINED_WIDTH_FACTOR = 1.5
 #: "As fast as scaled": the median step to smoothed loss 1 at most this times scaled's.
 SPEED_FACTOR = 1.25
-#: "Holds its temperature": the logits' std at the end within this factor of step 0.
-DRIFT_FACTOR = 2.0
 #: "Does not saturate at initialisation": mean max weight at most this at every d_k.
 SATURATION_MAX_WEIGHT = 0.5
+#: The loss milestone of "learned" (04's first milestone).
+LEARNED_LOSS = 1.0
+#: Static drift: the multiplier of W_Q, W_K the verdict reads, against alpha = 1 ...
+DRIFT_ALPHA = 4.0
+#: ... at which the held-out loss may rise by at most this (nats) ...
+DRIFT_LOSS_RISE = 0.1
+#: ... and the attention entropy change by at most this factor.
+DRIFT_ENTROPY_FACTOR = 2.0
+#: "Stable at high learning rates": sensitivity above scaled's by at most this many SEs of
+#: the paired difference (not significantly more sensitive).
+SENSITIVITY_SES = 2.0
+#: The verdicts that answer the closing question (``report.closing_lines``).
+OWNER_VERDICT = "the mechanism or a cap owns the temperature, not the weights"
+DRIFT_VERDICT = "holds its temperature after the weights drift"
+HIGH_LR_VERDICT = "stable at high learning rates"
+#: "Transfers": the best rates of the swept widths at most this many grid steps apart.
+LR_STEPS = 1
 
 
 class Card(NamedTuple):
@@ -35,9 +59,9 @@ class Card(NamedTuple):
     masks: pd.DataFrame
     training: pd.DataFrame
     training_curves: pd.DataFrame
-    widths: pd.DataFrame
-    lr: pd.DataFrame
+    ownership: pd.DataFrame
     drift: pd.DataFrame
+    sweep: pd.DataFrame
 
 
 class Verdict(NamedTuple):
@@ -56,13 +80,29 @@ def _factor(ratio: float) -> float:
     return float(max(ratio, 1.0 / ratio))
 
 
+def _diverged(rows: pd.DataFrame, where: str = "") -> str | None:
+    """``diverged: seed S at step T (loss non-finite)`` for the first diverged row, if any."""
+    bad = rows[rows.diverged_step.notna()] if "diverged_step" in rows else rows.iloc[:0]
+    if bad.empty:
+        return None
+    r = bad.sort_values("diverged_step").iloc[0]
+    return (
+        f"diverged: {len(bad)} of {len(rows)} runs{where}, first seed {int(r.seed)} at step "
+        f"{int(r.diverged_step)} ({r.nonfinite} non-finite)"
+    )
+
+
+def _learned(rows: pd.DataFrame) -> bool:
+    return not rows.empty and bool(rows.step_loss_below_1.notna().all())
+
+
 def no_saturation(card: Card, name: str) -> Verdict:
     rule = (
         f"mean max weight <= {SATURATION_MAX_WEIGHT} at every d_k of the statics "
         "(N(0, 1) q and k, initial scalars)"
     )
     rows = _rows(card.statics, name)
-    rows = rows[rows.sweep == "d_k"]
+    rows = rows[rows.sweep == "d_k"] if not rows.empty else rows
     if rows.empty:
         return Verdict("does not saturate at initialisation", rule, "no rows", None)
     worst = rows.loc[rows.max_weight_mean.idxmax()]
@@ -71,55 +111,82 @@ def no_saturation(card: Card, name: str) -> Verdict:
     return Verdict("does not saturate at initialisation", rule, value, passed)
 
 
-def _width_factor(card: Card, name: str, column: str) -> tuple[str, bool | None]:
-    rows = _rows(card.widths, name)
-    if rows.empty:
-        return "no rows", None
-    rows = rows[rows.lr.isin(_base_lr(card))]
-    medians = rows.groupby("d_k")[column].median().dropna().sort_index()
-    if len(medians) < 2 or (medians <= 0).any():
-        return "too few widths", None
-    factors = [_factor(b / a) for a, b in zip(medians.values[:-1], medians.values[1:], strict=True)]
-    worst = int(np.argmax(factors))
-    d = medians.index
-    value = f"x{max(factors):.3g} from d_k {d[worst]} to {d[worst + 1]}"
-    return value, bool(max(factors) <= WIDTH_FACTOR)
+def _base_rows(card: Card, name: str) -> pd.DataFrame:
+    """The sweep's lanes at the base rate (the one every width was trained at)."""
+    if card.sweep.empty:
+        return card.sweep
+    counts = card.sweep.groupby("lr").d_k.nunique()
+    rows = _rows(card.sweep, name)
+    return rows[rows.lr == counts.idxmax()]
 
 
-def _base_lr(card: Card) -> list[float]:
-    """The learning rate every width was trained at (the width runs' rate)."""
-    counts = card.widths.groupby("lr").d_k.nunique()
-    return [float(counts.idxmax())] if not counts.empty else []
+def _per_4x(medians: pd.Series, limit: float) -> tuple[str, bool]:
+    """The largest change of ``medians`` (by d_k) between neighbouring widths, as a factor
+    per 4x of width (``f ** (log 4 / log(d2 / d1))``), against ``limit``."""
+    d = medians.index.to_numpy(float)
+    steps = [
+        _factor(b / a) ** (math.log(4) / math.log(d2 / d1))
+        for a, b, d1, d2 in zip(medians.values[:-1], medians.values[1:], d[:-1], d[1:], strict=True)
+    ]
+    worst = int(np.argmax(steps))
+    value = f"x{steps[worst]:.3g} per 4x from d_k {int(d[worst])} to {int(d[worst + 1])}"
+    return value, bool(steps[worst] <= limit)
 
 
 def width_stable_at_init(card: Card, name: str) -> Verdict:
+    verdict = "keeps its temperature across widths at step 0"
     rule = (
-        f"median logit std at step 0 within a factor {WIDTH_FACTOR} between widths 4x apart "
+        f"median logit std at step 0 within a factor {WIDTH_FACTOR} per 4x of width "
         "(mup's coordinate check)"
     )
-    value, passed = _width_factor(card, name, "logit_std_step0")
-    return Verdict("keeps its temperature across widths at step 0", rule, value, passed)
+    rows = _base_rows(card, name)
+    medians = rows.groupby("d_k").logit_std_step0.median().dropna() if len(rows) else rows
+    if len(medians) < 2 or (medians <= 0).any():
+        return Verdict(verdict, rule, "fewer than two widths", None)
+    return Verdict(verdict, rule, *_per_4x(medians, WIDTH_FACTOR))
 
 
 def width_stable_trained(card: Card, name: str) -> Verdict:
-    rule = f"median logit std after training within a factor {WIDTH_FACTOR} between widths 4x apart"
-    value, passed = _width_factor(card, name, "logit_std_end")
-    return Verdict("keeps its temperature across widths after training", rule, value, passed)
-
-
-def float16_safe(card: Card, name: str) -> Verdict:
+    verdict = "keeps its temperature across widths after training"
     rule = (
-        f"float16 inputs give finite weights within {FLOAT16_TOLERANCE} of float32 at every "
-        "d_k of the statics"
+        f"median logit std after training within a factor {TRAINED_WIDTH_FACTOR} per 4x of "
+        "width, over the widths at which it and scaled learned; undetermined with fewer "
+        "than two"
     )
-    rows = _rows(card.precision, name)
-    if rows.empty:
-        return Verdict("float16-safe", rule, "no rows", None)
-    if not rows.finite_float16.all():
-        bad = rows[~rows.finite_float16.astype(bool)].d_k.tolist()
-        return Verdict("float16-safe", rule, f"non-finite at d_k {bad}", False)
-    error = float(rows.max_error.max())
-    return Verdict("float16-safe", rule, f"max error {error:.2g}", error <= FLOAT16_TOLERANCE)
+    own, scaled = _base_rows(card, name), _base_rows(card, "scaled")
+    if own.empty or scaled.empty:
+        return Verdict(verdict, rule, "no rows for it or for scaled", None)
+    usable = [
+        d
+        for d in sorted(own.d_k.unique())
+        if _learned(own[own.d_k == d]) and _learned(scaled[scaled.d_k == d])
+    ]
+    if len(usable) < 2:
+        learned = [int(d) for d in usable]
+        return Verdict(verdict, rule, f"both learned at d_k {learned or 'none'} only", None)
+    medians = own[own.d_k.isin(usable)].groupby("d_k").logit_std_end.median()
+    return Verdict(verdict, rule, *_per_4x(medians, TRAINED_WIDTH_FACTOR))
+
+
+def float16_headroom(card: Card, name: str) -> Verdict:
+    verdict = "float16 headroom at least scaled's"
+    rule = (
+        "the largest std of q's and k's entries (1 to 64) at which float16 weights are finite "
+        "and within 1e-2 of float32, at every width, at least scaled's"
+    )
+    own, scaled = _rows(card.precision, name), _rows(card.precision, "scaled")
+    if own.empty or scaled.empty:
+        return Verdict(verdict, rule, "no rows for it or for scaled", None)
+    parts, passed = [], True
+    for d_k, rows in own.groupby("d_k"):
+        mine, top = headroom(rows)
+        theirs, censored = headroom(scaled[scaled.d_k == d_k])
+        parts.append(
+            f"d_k {int(d_k)}: {'>=' if top else ''}{mine:g} vs scaled's "
+            f"{'>=' if censored else ''}{theirs:g}"
+        )
+        passed &= mine >= theirs
+    return Verdict(verdict, rule, "; ".join(parts), bool(passed))
 
 
 def mask_safe(card: Card, name: str) -> Verdict:
@@ -141,73 +208,188 @@ def mask_safe(card: Card, name: str) -> Verdict:
     return Verdict("mask-safe", rule, "; ".join(failed) or "all four hold", not failed)
 
 
-def _median_step(card: Card, name: str) -> float | None:
-    rows = _rows(card.training, name)
-    steps = rows.step_loss_below_1.astype(float)
-    return None if rows.empty or steps.isna().any() else float(steps.median())
-
-
 def trains_as_fast_as_scaled(card: Card, name: str) -> Verdict:
     rule = (
-        f"every seed reaches smoothed loss 1 (04's task), the median step at most "
-        f"{SPEED_FACTOR}x scaled's"
+        f"every seed reaches smoothed loss {LEARNED_LOSS:g} (04's task), the median step at "
+        f"most {SPEED_FACTOR}x scaled's"
     )
     verdict = "trains as fast as scaled"
-    rows = _rows(card.training, name)
-    if rows.empty or _rows(card.training, "scaled").empty:
+    rows, scaled = _rows(card.training, name), _rows(card.training, "scaled")
+    if rows.empty or scaled.empty:
         return Verdict(verdict, rule, "no rows for it or for scaled", None)
-    own, scaled = _median_step(card, name), _median_step(card, "scaled")
-    if own is None:
+    if diverged := _diverged(rows):
+        return Verdict(verdict, rule, diverged, False)
+    if not _learned(scaled):
+        return Verdict(verdict, rule, "scaled does not learn", None)
+    if not _learned(rows):
         reached = int(rows.step_loss_below_1.notna().sum())
         return Verdict(verdict, rule, f"{reached} of {len(rows)} seeds reach loss 1", False)
-    if scaled is None:
-        return Verdict(verdict, rule, "scaled does not reach loss 1", None)
-    ratio = own / scaled
-    value = f"median step {own:.0f} vs {scaled:.0f} (x{ratio:.2f})"
-    return Verdict(verdict, rule, value, bool(ratio <= SPEED_FACTOR))
+    own = float(rows.step_loss_below_1.astype(float).median())
+    ref = float(scaled.step_loss_below_1.astype(float).median())
+    value = f"median step {own:.0f} vs {ref:.0f} (x{own / ref:.2f})"
+    return Verdict(verdict, rule, value, bool(own / ref <= SPEED_FACTOR))
 
 
-def lr_transfers(card: Card, name: str) -> Verdict:
+def _elasticity(card: Card, name: str, stage: str, alpha: float) -> float:
+    rows = _rows(card.ownership, name)
+    if rows.empty:
+        return np.nan
+    rows = rows[(rows.stage == stage) & (rows.alpha == alpha)]
+    return float(rows.elasticity_mean.iloc[0]) if not rows.empty else np.nan
+
+
+def owner_words(e_start: float, e_drifted: float) -> str:
+    """Who owns the temperature: ``attnlab.core.ownership.owner`` of the trained elasticity
+    at ``alpha = 1`` (``e_start``) names the mechanism; where that says the weights but the
+    elasticity at the largest ``alpha`` (``e_drifted``) no longer does, a cap has taken
+    over (``cap``)."""
+    start = owner(e_start)
+    if start == "weights" and owner(e_drifted) != "weights":
+        return "cap"
+    return start
+
+
+def owner_of(card: Card, name: str) -> str | None:
+    """Who owns the temperature on the trained weights (``owner_words``), None if unknown."""
+    start = _elasticity(card, name, "trained", ALPHAS[0])
+    drifted = _elasticity(card, name, "trained", ALPHAS[-1])
+    if not (np.isfinite(start) and np.isfinite(drifted)):
+        return None
+    return owner_words(start, drifted)
+
+
+def owns_temperature(card: Card, name: str) -> Verdict:
+    verdict = OWNER_VERDICT
     rule = (
-        "the best learning rate (lowest median final loss, 10's rule) is the same at every "
-        "swept width"
+        "elasticity e = d ln std(z) / d ln alpha of the logits to q, k -> alpha q, alpha k on "
+        f"the trained weights: below 1.5 at alpha {ALPHAS[-1]:g} (2: weights; 0: mechanism; "
+        "falling from 2: a cap)"
     )
-    rows = _rows(card.lr, name)
-    best = rows[rows.best.astype(bool)] if not rows.empty else rows
-    if best.empty:
-        return Verdict("learning rate transfers across widths", rule, "no best rate", None)
-    by_width = dict(zip(best.d_k.astype(int), best.lr.astype(float), strict=True))
-    value = ", ".join(f"d_k {d}: {lr:g}" for d, lr in sorted(by_width.items()))
-    passed = len(set(by_width.values())) == 1 and len(by_width) == rows.d_k.nunique()
-    return Verdict("learning rate transfers across widths", rule, value, passed)
+    who = owner_of(card, name)
+    init = _elasticity(card, name, "init", ALPHAS[0])
+    if who is None:
+        reason = _diverged(_rows(card.training, name)) or "no trained weights"
+        return Verdict(verdict, rule, f"{reason}; e = {init:.2f} at init", None)
+    trained = [_elasticity(card, name, "trained", a) for a in (ALPHAS[0], ALPHAS[-1])]
+    value = (
+        f"{who}: e = {init:.2f} at init; trained {trained[0]:.2f} at alpha 1, "
+        f"{trained[1]:.2f} at alpha {ALPHAS[-1]:g}"
+    )
+    return Verdict(verdict, rule, value, who != "weights")
 
 
 def holds_after_drift(card: Card, name: str) -> Verdict:
+    verdict = DRIFT_VERDICT
     rule = (
-        f"median logit std at the end within a factor {DRIFT_FACTOR} of step 0 "
-        "(the drift width, base learning rate)"
+        f"W_Q, W_K of the trained model x{DRIFT_ALPHA:g}: held-out loss up by at most "
+        f"{DRIFT_LOSS_RISE} nats and attention entropy within a factor "
+        f"{DRIFT_ENTROPY_FACTOR} of x1 (04's task, learned)"
     )
-    verdict = "holds its temperature after the weights drift"
     rows = _rows(card.drift, name)
+    training = _rows(card.training, name)
     if rows.empty:
         return Verdict(verdict, rule, "no rows", None)
-    start = rows[rows.step == rows.step.min()].logit_std.median()
-    end = rows[rows.step == rows.step.max()].logit_std.median()
-    if not (np.isfinite(end) and start > 0 and end > 0):
-        return Verdict(verdict, rule, "diverged", False)
-    value = f"{start:.3g} -> {end:.3g} (x{end / start:.2f})"
-    return Verdict(verdict, rule, value, _factor(end / start) <= DRIFT_FACTOR)
+    if diverged := _diverged(training):
+        return Verdict(verdict, rule, diverged, False)
+    if not _learned(training):
+        return Verdict(verdict, rule, "did not learn, nothing to drift", None)
+    one, four = (rows[rows.alpha == a].iloc[0] for a in (1.0, DRIFT_ALPHA))
+    rise = four.loss_mean - one.loss_mean
+    h1, h4 = one.entropy_mean, four.entropy_mean
+    ratio = 1.0 if h1 == h4 else (_factor(h4 / h1) if h1 > 0 and h4 > 0 else math.inf)
+    value = (
+        f"loss {one.loss_mean:.3g} -> {four.loss_mean:.3g} (± {four.loss_sem:.1g}), entropy "
+        f"{h1:.3g} -> {h4:.3g} nats"
+    )
+    return Verdict(
+        verdict, rule, value, bool(rise <= DRIFT_LOSS_RISE and ratio <= DRIFT_ENTROPY_FACTOR)
+    )
+
+
+def _sweep_widths(card: Card, name: str) -> dict[int, pd.DataFrame]:
+    """The mechanism's sweep rows at each width swept over every rate."""
+    rows = _rows(card.sweep, name)
+    if rows.empty:
+        return {}
+    rates = card.sweep.lr.nunique()
+    return {int(d): g for d, g in rows.groupby("d_k") if g.lr.nunique() == rates and rates > 1}
+
+
+def stable_at_high_lr(card: Card, name: str) -> Verdict:
+    verdict = HIGH_LR_VERDICT
+    rule = (
+        "learning-rate sensitivity E_eta[min(l(eta), l0) - l*] (Wortsman et al. 2023) at most "
+        f"scaled's + {SENSITIVITY_SES:g} SE of the paired difference, at every swept width"
+    )
+    own, scaled = _sweep_widths(card, name), _sweep_widths(card, "scaled")
+    if not own or not scaled:
+        return Verdict(verdict, rule, "no learning-rate sweep for it or for scaled", None)
+    parts, passed = [], True
+    for d_k, rows in own.items():
+        if d_k not in scaled:
+            return Verdict(verdict, rule, f"scaled not swept at d_k {d_k}", None)
+        mine, theirs = sensitivity(rows), sensitivity(scaled[d_k])
+        if not (mine.l_star < LEARNED_LOSS).all() or not (theirs.l_star < LEARNED_LOSS).all():
+            return Verdict(verdict, rule, f"no rate learned at d_k {d_k}", None)
+        diff, se, n = paired_difference(mine, theirs)
+        if not np.isfinite(se):
+            return Verdict(verdict, rule, f"{n} seed(s): no standard error", None)
+        top = rows[rows.lr == rows.lr.max()]
+        parts.append(
+            f"d_k {d_k}: {mine.sensitivity.mean():.2f} vs {theirs.sensitivity.mean():.2f} "
+            f"(diff {diff:+.2f} ± {se:.2f}; max logit at top rate {top.max_logit.median():.3g})"
+        )
+        passed &= diff <= SENSITIVITY_SES * se
+    return Verdict(verdict, rule, "; ".join(parts), bool(passed))
+
+
+def best_rates(rows: pd.DataFrame) -> tuple[float | None, bool]:
+    """``(best rate, learned)`` of one width's sweep: the lowest median final loss over
+    seeds (a rate with a diverged seed is never best; ties go to the smaller rate)."""
+    medians = {}
+    for lr, g in rows.groupby("lr"):
+        if g.diverged_step.isna().all():
+            medians[float(lr)] = float(g.final_loss.median())
+    if not medians:
+        return None, False
+    best = min(medians, key=lambda lr: (medians[lr], lr))
+    return best, medians[best] < LEARNED_LOSS
+
+
+def lr_transfers(card: Card, name: str) -> Verdict:
+    verdict = "learning rate transfers across widths"
+    rule = (
+        f"the best rates (lowest median final loss) of the swept widths at most {LR_STEPS} "
+        "grid step(s) apart; undetermined when one is at either end of the sweep"
+    )
+    widths = _sweep_widths(card, name)
+    if len(widths) < 2:
+        return Verdict(verdict, rule, "fewer than two swept widths", None)
+    grid = sorted(card.sweep.lr.unique())
+    best = {}
+    for d_k, rows in widths.items():
+        lr, learned = best_rates(rows)
+        if lr is None or not learned:
+            return Verdict(verdict, rule, f"no rate learned at d_k {d_k}", None)
+        best[d_k] = lr
+    value = ", ".join(f"d_k {d}: {lr:.3g}" for d, lr in sorted(best.items()))
+    if any(lr in (grid[0], grid[-1]) for lr in best.values()):
+        return Verdict(verdict, rule, value + " (at the sweep's edge)", None)
+    index = [grid.index(lr) for lr in best.values()]
+    return Verdict(verdict, rule, value, max(index) - min(index) <= LR_STEPS)
 
 
 VERDICTS: tuple[Callable[[Card, str], Verdict], ...] = (
     no_saturation,
     width_stable_at_init,
     width_stable_trained,
-    float16_safe,
+    float16_headroom,
     mask_safe,
     trains_as_fast_as_scaled,
-    lr_transfers,
+    owns_temperature,
     holds_after_drift,
+    stable_at_high_lr,
+    lr_transfers,
 )
 
 

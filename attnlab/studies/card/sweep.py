@@ -1,0 +1,152 @@
+"""The card's training sweep: learning rates from well below the best to far above it, and
+head widths, on the recall task at a narrowed reading (``SWEEP_BASE``).
+
+At each ``d_k`` of ``SweepConfig.dks`` every mechanism is trained on ``seeds`` seeds at the
+base rate; at each of ``lr_dks`` at every rate of ``lrs`` (factors of sqrt 10, 1e-4 to
+10^-0.5). The rates of a (width, program) are lanes of one compiled program (the engine's
+``Trainer``); a lane that goes non-finite is recorded (``diverged_step``, ``nonfinite``),
+not raised. Each seed has one initialisation and one data stream, shared by every mechanism
+and rate at a width.
+
+Per lane (``sweep_frame``): the loss at step 0 (``loss_step0``, before any update), the
+smoothed loss at the end, the step to smoothed loss 1, held-out accuracy, the logits' std on
+the held-out sequences at step 0 and at the end, and the largest ``|z|`` of an attention
+logit on them over training (``max_logit``, read every ``record_every`` steps; Wortsman et
+al. 2023's attention-logit growth).
+
+Wortsman et al.'s learning-rate sensitivity of the sweep: ``attnlab.studies.card.sensitivity``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.references import load_mechanism
+from attnlab.harness.io import FLOAT_FORMAT
+from attnlab.training.config import RecallConfig
+from attnlab.training.model import MechanismConstants, RecallModel
+from attnlab.training.task import Batch
+from attnlab.training.trainer import Run, Trainer, group_runs
+
+Progress = Callable[[int], None] | None
+
+#: 10's narrowed reading (d_model 32, batch 32, 500 steps) at rate 1e-3, at which scaled
+#: reaches loss 1 at every width of the sweep (at 04's 3e-4 it never does at d_k 16).
+SWEEP_BASE = RecallConfig(
+    d_model=32, batch_size=32, steps=500, seeds=3, eval_size=512, chunk_steps=50, lr=1e-3
+)
+#: 1e-4 to 10^-0.5 by factors of sqrt 10: scaled's best on this task is 1e-3 to 1e-2, so
+#: the sweep reaches 30x and more above it.
+LRS: tuple[float, ...] = tuple(10.0 ** (e / 2) for e in range(-8, 0))
+#: The per-step metric the sweep records.
+LANE_METRICS = ("loss",)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What the sweep trains (module docstring); ``base`` sets everything else."""
+
+    base: RecallConfig = SWEEP_BASE
+    dks: tuple[int, ...] = (16, 64, 256, 1024)
+    lr_dks: tuple[int, ...] = (64, 256)
+    lrs: tuple[float, ...] = LRS
+    record_every: int = 50
+
+    def __post_init__(self) -> None:
+        if not set(self.lr_dks) <= set(self.dks):
+            raise ValueError("SweepConfig.lr_dks must be a subset of dks")
+        if self.base.lr not in self.lrs:
+            raise ValueError("SweepConfig.lrs must include base.lr (the widths' rate)")
+        if self.record_every < 1 or self.base.steps % self.record_every:
+            raise ValueError("SweepConfig.record_every must divide base.steps")
+
+    def rates(self, d_k: int) -> tuple[float, ...]:
+        return self.lrs if d_k in self.lr_dks else (self.base.lr,)
+
+    def total_steps(self, mechanisms: int) -> int:
+        """Run-steps of the sweep for ``mechanisms`` mechanisms (the progress bar's units:
+        the engine reports steps times runs, a run being every seed of one rate)."""
+        return mechanisms * sum(len(self.rates(d)) for d in self.dks) * self.base.steps
+
+
+def diagnostics(
+    model: RecallModel, params: dict, constants: MechanismConstants, probe: Batch
+) -> dict[str, jax.Array]:
+    """On the held-out sequences: the std of the attention logits over every (sequence,
+    slot), their largest ``|z|``, and the accuracy of the predicted value."""
+    (logits, _), state = model.apply(
+        {"params": params}, probe, constants, mutable=["intermediates"]
+    )
+    z = state["intermediates"]["logits"][0]
+    return {
+        "logit_std": jnp.std(z),
+        "max_logit": jnp.max(jnp.abs(z)),
+        "accuracy": jnp.mean(jnp.argmax(logits, -1) == probe.target),
+    }
+
+
+def sweep_frame(
+    config: SweepConfig, references: Sequence[str], on_progress: Progress = None
+) -> pd.DataFrame:
+    """One row per (mechanism, d_k, lr, seed) lane (module docstring)."""
+    base = dataclasses.replace(config.base, chunk_steps=config.record_every)
+    rows = []
+    for d_k in config.dks:
+        width = dataclasses.replace(base, d_k=d_k)
+        runs = [Run(width, load_mechanism(r), lr=lr) for r in references
+                for lr in config.rates(d_k)]  # fmt: skip
+        for group in group_runs(runs):
+            members = [runs[i] for i in group]
+            trainer = Trainer(members, metrics=LANE_METRICS, diagnostics=diagnostics,
+                              on_diverge="record")  # fmt: skip
+            trainer.run(width.steps, on_progress)
+            rows += _lane_rows(trainer, width)
+    frame = pd.DataFrame(rows)
+    # the rates as the CSV writes them: a baseline read back from its card compares equal
+    frame["lr"] = [float(FLOAT_FORMAT % lr) for lr in frame.lr]
+    order = {load_mechanism(r).name: i for i, r in enumerate(references)}
+    frame["_rank"] = frame.mechanism.map(order)
+    frame = frame.sort_values(["_rank", "d_k", "lr", "seed"], kind="stable")
+    frame = frame.drop(columns="_rank").reset_index(drop=True)
+    for column in ("step_loss_below_1", "diverged_step"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def _lane_rows(trainer: Trainer, config: RecallConfig) -> list[dict]:
+    loss = trainer.metrics["loss"]
+    records = {k: np.stack([r[k] for r in trainer.records], axis=1) for k in trainer.records[0]}
+    rows = []
+    for lane, (r, seed) in enumerate(trainer.lanes):
+        run = trainer.runs[r]
+        diverged = int(trainer.diverged_step[lane])
+        smoothed = trailing_mean(loss[lane], config.smoothing)
+        finite = diverged < 0
+        seen = records["max_logit"][lane]
+        max_logit = float(np.nanmax(seen)) if np.isfinite(seen).any() else np.nan
+        rows.append(
+            {
+                "mechanism": run.mechanism.name,
+                "d_k": config.d_k,
+                "lr": run.rate,
+                "seed": seed,
+                "loss_step0": float(loss[lane, 0]),
+                "final_loss": float(smoothed[-1]) if finite else np.nan,
+                "step_loss_below_1": first_step_below(smoothed, 1.0) if finite else None,
+                "eval_accuracy": float(records["accuracy"][lane, -1]) if finite else np.nan,
+                "logit_std_step0": float(records["logit_std"][lane, 0]),
+                "logit_std_end": float(records["logit_std"][lane, -1]) if finite else np.nan,
+                "max_logit": max_logit,
+                "diverged_step": diverged if not finite else None,
+                "nonfinite": "" if finite else "loss",
+            }
+        )
+    return rows
