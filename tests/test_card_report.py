@@ -18,6 +18,7 @@ def test_a_name_holding_nan_is_kept_and_a_missed_milestone_reads_never():
             "step_loss_below_0p1": pd.array([None], dtype="Int64"),
             "final_loss": [2.0],
             "eval_accuracy": [np.nan],
+            "diverged_step": pd.array([None], dtype="Int64"),
         }
     )
     row = _training_lines(training, ["trainnan"])[-1]
