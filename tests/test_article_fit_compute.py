@@ -1,6 +1,7 @@
 """Experiment 09 (article fit): the stage-2 score and the script at tiny settings."""
 
 import json
+import lzma
 import math
 
 import jax
@@ -8,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.harness.io import compact
 from attnlab.studies.article_fit.compute import (
     ARTICLE_SCALED,
     CURVES_CSV,
@@ -163,6 +165,11 @@ def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     predicted = predicted_readings(scores)
     assert summary.columns[0] == "reading" and set(summary.reading) == {r for r, _ in predicted}
     curves = pd.read_csv(tiny_run / CURVES_CSV)
+    # The committed curves were compacted by the writer's own function from the plain CSV:
+    # the file a run writes is that function of the CSV text.
+    raw = lzma.decompress((tiny_run / CURVES_CSV).read_bytes())
+    assert CURVES_CSV.endswith(".csv.xz") and compact(raw) == (tiny_run / CURVES_CSV).read_bytes()
+    assert raw.decode().startswith("reading,variant,seed,step,")
     for reading, length in predicted:
         assert curves[curves.reading == reading].step.max() + 1 == length
     flags = json.loads((tiny_run / SUMMARY_CSV).with_suffix(".json").read_text())["flags"]

@@ -137,7 +137,9 @@ def committed_run_time(csv_names: Sequence[str]) -> str | None:
     ``results/`` (their wall times summed: one CSV per part of the run); None if any is
     missing."""
     seconds, devices = 0.0, set()
-    paths = [(RESULTS_DIR / name).with_suffix(".json") for name in csv_names]
+    from attnlab.harness.io import sidecar_path
+
+    paths = [sidecar_path(RESULTS_DIR / name) for name in csv_names]
     try:
         for path in paths:
             sidecar = json.loads(path.read_text(encoding="utf-8"))
@@ -479,18 +481,21 @@ def announce_written(
     """One line per file the run wrote (a CSV with its row count and, where ``headline``
     gives one, its headline number; sidecars left out), and where a run folder was chosen,
     that it was."""
+    from attnlab.harness.io import is_csv, open_csv_text, sidecar_path
+
+    sidecars = {sidecar_path(p) for p in WRITTEN if is_csv(p)}
     for path in WRITTEN:
-        if path.suffix == ".json" and path.with_suffix(".csv") in WRITTEN:
+        if path in sidecars:
             continue
         rows = ""
-        if path.suffix == ".csv" and headline is not None:
+        if is_csv(path) and headline is not None:
             import pandas as pd
 
             frame = pd.read_csv(path)
             text = headline(path.name, frame)
             rows = f" ({len(frame)} rows)" + (f": {text}" if text else "")
-        elif path.suffix == ".csv":
-            with open(path, encoding="utf-8") as handle:
+        elif is_csv(path):
+            with open_csv_text(path) as handle:
                 rows = f" ({sum(1 for _ in handle) - 1} rows)"
         print(f"wrote {path}{rows}")
     if run_folder:

@@ -49,9 +49,9 @@ $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
 	attnlab/harness/verdicts.py attnlab/studies/recall/figure.py attnlab/studies/recall/report.py \
 	results/04_recall_curves.csv results/04_recall_summary.csv \
-	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv \
+	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv \
+	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv \
 	results/12_second_fit_scores.csv results/12_second_fit_screen.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study recall
 
@@ -75,11 +75,11 @@ $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/fig
 
 # ------------------------------------------------------------ article_fit
 ARTICLE_FIT_CSVS := results/09_fit_screen.csv results/09_fit_scores.csv \
-	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv \
+	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv
+	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv
 ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
-results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv \
+results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
 	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/compute.py attnlab/studies/recall/flags.py \
@@ -88,13 +88,13 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/studies/recall/train.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv &: \
-	experiments/12_second_fit.py $(SHARED) attnlab/core/curves.py attnlab/core/parallel.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/second.py attnlab/studies/recall/flags.py \
-	attnlab/studies/recall/model.py attnlab/studies/recall/readings.py \
-	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py | $(STAMP)
+	results/12_second_fit_prediction_curves.csv.xz \
+	results/12_second_fit_prediction_summary.csv &: experiments/12_second_fit.py $(SHARED) \
+	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/second.py \
+	attnlab/studies/recall/flags.py attnlab/studies/recall/model.py \
+	attnlab/studies/recall/readings.py attnlab/studies/recall/summary.py \
+	attnlab/studies/recall/task.py attnlab/studies/recall/train.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/core/curves.py attnlab/core/parallel.py attnlab/harness/figures.py \
@@ -104,9 +104,9 @@ $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.p
 	attnlab/studies/recall/figure.py attnlab/studies/recall/model.py \
 	attnlab/studies/recall/readings.py attnlab/studies/recall/report.py \
 	attnlab/studies/recall/summary.py attnlab/studies/recall/task.py \
-	attnlab/studies/recall/train.py results/09_fit_prediction_curves.csv \
+	attnlab/studies/recall/train.py results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv results/09_fit_scores.csv results/09_fit_screen.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv \
+	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv \
 	results/12_second_fit_scores.csv results/12_second_fit_screen.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study article_fit
 

@@ -48,7 +48,7 @@ QUALITY = 0.20
 #: Screen and fit CSV names.
 SCREEN_CSV = "09_fit_screen.csv"
 SCORES_CSV = "09_fit_scores.csv"
-CURVES_CSV = "09_fit_prediction_curves.csv"
+CURVES_CSV = "09_fit_prediction_curves.csv.xz"
 SUMMARY_CSV = "09_fit_prediction_summary.csv"
 
 #: The CSV's columns, declared with their rules in study.py.

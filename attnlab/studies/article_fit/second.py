@@ -25,7 +25,7 @@ from attnlab.studies.recall.readings import SMOOTHINGS, Reading, Smoothing, get_
 
 SCREEN_2_CSV = "12_second_fit_screen.csv"
 SCORES_2_CSV = "12_second_fit_scores.csv"
-CURVES_2_CSV = "12_second_fit_prediction_curves.csv"
+CURVES_2_CSV = "12_second_fit_prediction_curves.csv.xz"
 SUMMARY_2_CSV = "12_second_fit_prediction_summary.csv"
 SCORE_2_COLUMNS = SCORES_2.column_names
 

@@ -64,13 +64,13 @@ STUDY = Study(
     {
         "09_fit_screen.csv": Output(SCRIPT, SCREEN),
         "09_fit_scores.csv": SCORES,
-        "09_fit_prediction_curves.csv": Output(
+        "09_fit_prediction_curves.csv.xz": Output(
             SCRIPT, {"reading": KEY, **CURVES}, curve_step="step"
         ),
         "09_fit_prediction_summary.csv": Output(SCRIPT, {"reading": KEY, **SUMMARY}),
         "12_second_fit_screen.csv": Output(SCRIPT_2, SCREEN),
         "12_second_fit_scores.csv": SCORES_2,
-        "12_second_fit_prediction_curves.csv": Output(
+        "12_second_fit_prediction_curves.csv.xz": Output(
             SCRIPT_2, {"reading": KEY, **CURVES}, curve_step="step"
         ),
         "12_second_fit_prediction_summary.csv": Output(SCRIPT_2, {"reading": KEY, **SUMMARY}),

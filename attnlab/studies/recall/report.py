@@ -31,7 +31,7 @@ from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import WITHIN, Row, claim_rows, seed_values, tally
 
 FIT_SUMMARY_CSV = "09_fit_prediction_summary.csv"
-FIT_CURVES_CSV = "09_fit_prediction_curves.csv"
+FIT_CURVES_CSV = "09_fit_prediction_curves.csv.xz"
 FIT_2_SUMMARY_CSV = "12_second_fit_prediction_summary.csv"
 #: The fits of experiment 09 with a column in the training table: (prediction summary,
 #: how the table names it).
