@@ -6,7 +6,6 @@ import functools
 import importlib.util
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -49,19 +48,26 @@ def _run_main(module: ModuleType, argv: Sequence[str | Path]) -> int:
     return 0 if code is None else code
 
 
-#: The budget of one fast test (not marked slow), in CPU seconds of the test process for its
-#: setup, call and teardown (fixtures it is the first to use included): CPU time, not wall
-#: time, so that other processes on a shared machine do not count. Over it, the test fails
+#: The budget of one fast test (not marked slow), in CPU seconds of the test process and the
+#: subprocesses it waited for, over its setup, call and teardown (fixtures it is the first
+#: to use included): CPU time, not wall time, so that other processes on a shared machine
+#: do not count. Over it, the test fails
 #: and asks to be made smaller or marked slow. ``ATTNLAB_FAST_TEST_BUDGET_S`` overrides it
 #: (0: no budget; ``.ci/test-matrix`` sets 0, its configurations compile more slowly).
 FAST_TEST_BUDGET_S = float(os.environ.get("ATTNLAB_FAST_TEST_BUDGET_S", "20"))
 _CPU_SECONDS = pytest.StashKey[float]()
 
 
+def _cpu_seconds() -> float:
+    """User and system CPU time of this process and of its children that have ended."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 def _timed_phase(item: pytest.Item):
-    start = time.process_time()
+    start = _cpu_seconds()
     yield
-    item.stash[_CPU_SECONDS] = item.stash.get(_CPU_SECONDS, 0.0) + time.process_time() - start
+    item.stash[_CPU_SECONDS] = item.stash.get(_CPU_SECONDS, 0.0) + _cpu_seconds() - start
 
 
 @pytest.hookimpl(hookwrapper=True)

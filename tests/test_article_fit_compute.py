@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.harness.io import compact
+from attnlab.harness.io import compact, sidecar_path
 from attnlab.studies.article_fit.compute import (
     ARTICLE_SCALED,
     CURVES_CSV,
@@ -153,7 +153,7 @@ def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     for name in CSVS:
         frame = pd.read_csv(tiny_run / name)
         assert len(frame), name
-        sidecar = json.loads((tiny_run / name).with_suffix(".json").read_text())
+        sidecar = json.loads(sidecar_path(tiny_run / name).read_text())
         assert sidecar["flags"]["family_filter"] == "separate-natural-nobias-d16-b"
     screen = pd.read_csv(tiny_run / SCREEN_CSV)
     assert len(screen) == 5 and screen.name.str.contains("separate-natural-nobias-d16-b").all()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnlab.harness.io import is_csv
+from attnlab.harness.io import is_csv, open_csv_text
 from attnlab.studies import FIGURES, STUDIES, made_by
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,5 +48,6 @@ def test_declared_columns_are_the_committed_headers():
     for study in STUDIES:
         for csv, output in study.outputs.items():
             if output.verified:
-                header = (REPO / "results" / csv).read_text(encoding="utf-8").split("\n")[0]
+                with open_csv_text(REPO / "results" / csv) as handle:
+                    header = handle.readline().rstrip("\n")
                 assert header.split(",") == output.column_names, csv
