@@ -96,6 +96,7 @@ def tiny_run(tmp_path_factory, load_script, run_main):
     return out
 
 
+@pytest.mark.slow  # the script end to end: over 40 s of CPU (the fast tests' budget is 20 s)
 def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     for name in CSVS:
         assert len(pd.read_csv(tiny_run / name)), name
