@@ -71,6 +71,7 @@ def test_finalists_are_distinct_readings_best_first():
     assert finalist_readings(ranked, reading_of, 5) == ["a", "b", "c"]
 
 
+@pytest.mark.slow  # two trainings of a reading: about 20 s of CPU, the fast tests' budget
 def test_prediction_trained_once_equals_separate_runs():
     # One training per reading, summarised at each member's run length, equals a run of
     # that length alone (same initialisation and data: the same computation, chunked the
