@@ -73,8 +73,8 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check attnlab experiments tests
 
 # Two workers: the suite is dominated by XLA compiling small programs, one core each.
-# `make test` (CI) leaves out the tests marked slow, to stay within 5 minutes on 2 cores;
-# `make test-all` runs every test (about 6 minutes there).
+# `make test` (CI) leaves out the tests marked slow, to stay within 4 minutes on 2 cores (no
+# fast test may use over 20 s of CPU: tests/conftest.py); `make test-all` runs every test.
 test: lint
 	$(PY) -m pytest -q -n 2 -m "not slow"
 
@@ -82,7 +82,7 @@ test-all: lint
 	$(PY) -m pytest -q -n 2
 
 # The suite under configurations that change XLA's CPU code paths and the device layout
-# (see .ci/test-matrix); run it before every change to numerics.
+# (see .ci/test-matrix: the fast tests, as `make test`); run it before every change to numerics.
 test-matrix: lint
 	PY=$(PY) bash .ci/test-matrix
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from attnlab.harness.cli import RESULTS_DIR
 from attnlab.harness.errors import DataError
-from attnlab.harness.io import sidecar_path
+from attnlab.harness.io import is_csv, sidecar_path
 from attnlab.harness.tables import Tables, markdown_table, provenance
 from attnlab.harness.verdicts import Row, claim_rows, counts
 from attnlab.studies import STUDIES, Study, made_by
@@ -183,7 +183,7 @@ def build_report(results_dir: Path) -> str:
     if dropped:
         lines = left_out_lines(tables, dropped)
         head += [LEFT_OUT, "\n".join(f"- {line}" for line in lines)]
-    csvs = sorted(p.name for p in Path(results_dir).glob("*.csv"))
+    csvs = sorted(p.name for p in Path(results_dir).iterdir() if is_csv(p.name))
     sections = head + sections + ["## Provenance", provenance(results_dir, csvs)]
     results = {name for study in STUDIES if study.in_report for name in study.csvs}
     stray = not_from_defaults(results_dir, [n for n in csvs if n in results])

@@ -3,7 +3,7 @@
 Screens every declared reading by its step-0 ||grad W_Q|| (no training), fits the
 survivors on the article's scaled run alone, and predicts the unscaled run with the best
 readings (--stage runs one stage; a later stage alone reads the earlier CSVs from
---out-dir). Writes 09_fit_screen.csv, 09_fit_scores.csv, 09_fit_prediction_curves.csv and
+--out-dir). Writes 09_fit_screen.csv, 09_fit_scores.csv, 09_fit_prediction_curves.csv.xz and
 09_fit_prediction_summary.csv, each with a JSON sidecar. Method, score and its noise:
 attnlab/studies/article_fit/README.md.
 """

@@ -7,7 +7,7 @@ pass 2b the best on more seeds to the longest run length), and predicts the unsc
 with every member within the fit's noise (--stage runs one stage; a later stage alone reads
 the earlier CSVs from --out-dir).
 Writes 12_second_fit_screen.csv, 12_second_fit_scores.csv,
-12_second_fit_prediction_curves.csv and 12_second_fit_prediction_summary.csv, each with a
+12_second_fit_prediction_curves.csv.xz and 12_second_fit_prediction_summary.csv, each with a
 JSON sidecar. Method, stages and cuts: attnlab/studies/article_fit/README.md.
 """
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -45,6 +46,59 @@ def _run_main(module: ModuleType, argv: Sequence[str | Path]) -> int:
     except SystemExit as exit_:
         code = exit_.code
     return 0 if code is None else code
+
+
+#: The budget of one fast test (not marked slow), in CPU seconds of the test process and the
+#: subprocesses it waited for, over its setup, call and teardown (fixtures it is the first
+#: to use included): CPU time, not wall time, so that other processes on a shared machine
+#: do not count. Over it, the test fails
+#: and asks to be made smaller or marked slow. ``ATTNLAB_FAST_TEST_BUDGET_S`` overrides it
+#: (0: no budget; ``.ci/test-matrix`` sets 0, its configurations compile more slowly).
+FAST_TEST_BUDGET_S = float(os.environ.get("ATTNLAB_FAST_TEST_BUDGET_S", "20"))
+_CPU_SECONDS = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    """User and system CPU time of this process and of its children that have ended."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _timed_phase(item: pytest.Item):
+    start = _cpu_seconds()
+    yield
+    item.stash[_CPU_SECONDS] = item.stash.get(_CPU_SECONDS, 0.0) + _cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    yield from _timed_phase(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    yield from _timed_phase(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):
+    yield from _timed_phase(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A fast test over ``FAST_TEST_BUDGET_S`` CPU seconds fails at its teardown."""
+    outcome = yield
+    report = outcome.get_result()
+    used = item.stash.get(_CPU_SECONDS, 0.0)
+    over = FAST_TEST_BUDGET_S > 0 and used > FAST_TEST_BUDGET_S
+    if call.when == "teardown" and over and item.get_closest_marker("slow") is None:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} used {used:.1f} s of CPU, over the fast tests' budget of "
+            f"{FAST_TEST_BUDGET_S:g} s (tests/conftest.py): share or shrink its work, or "
+            "mark it @pytest.mark.slow"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,6 +1,7 @@
 """Experiment 09 (article fit): the stage-2 score and the script at tiny settings."""
 
 import json
+import lzma
 import math
 
 import jax
@@ -8,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.harness.io import compact, sidecar_path
 from attnlab.studies.article_fit.compute import (
     best_reading,
     predicted_readings,
@@ -142,11 +144,12 @@ def tiny_run(tmp_path_factory, load_script, run_main):
     return out
 
 
+@pytest.mark.slow  # the script end to end: over 30 s of CPU (the fast tests' budget is 20 s)
 def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     for name in CSVS:
         frame = pd.read_csv(tiny_run / name)
         assert len(frame), name
-        sidecar = json.loads((tiny_run / name).with_suffix(".json").read_text())
+        sidecar = json.loads(sidecar_path(tiny_run / name).read_text())
         assert sidecar["flags"]["family_filter"] == "separate-natural-nobias-d16-b"
     screen = pd.read_csv(tiny_run / FIRST_CSVS.screen)
     assert len(screen) == 5 and screen.name.str.contains("separate-natural-nobias-d16-b").all()
@@ -158,6 +161,12 @@ def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     predicted = predicted_readings(scores)
     assert summary.columns[0] == "reading" and set(summary.reading) == {r for r, _ in predicted}
     curves = pd.read_csv(tiny_run / FIRST_CSVS.curves)
+    # The committed curves were compacted by the writer's own function from the plain CSV:
+    # the file a run writes is that function of the CSV text.
+    written = (tiny_run / FIRST_CSVS.curves).read_bytes()
+    raw = lzma.decompress(written)
+    assert FIRST_CSVS.curves.endswith(".csv.xz") and compact(raw) == written
+    assert raw.decode().startswith("reading,variant,seed,step,")
     for reading, length in predicted:
         assert curves[curves.reading == reading].step.max() + 1 == length
     flags = json.loads((tiny_run / FIRST_CSVS.summary).with_suffix(".json").read_text())["flags"]

@@ -60,6 +60,7 @@ def test_finalists_are_distinct_readings_best_first():
     assert finalist_readings(ranked, reading_of, 5) == ["a", "b", "c"]
 
 
+@pytest.mark.slow  # two trainings of a reading: about 20 s of CPU, the fast tests' budget
 def test_prediction_trained_once_equals_separate_runs():
     # One training per reading, summarised at each member's run length, equals a run of
     # that length alone (same initialisation and data: the same computation, chunked the
@@ -85,6 +86,7 @@ def tiny_run(tmp_path_factory, load_script, run_main):
     return out
 
 
+@pytest.mark.slow  # the script end to end: over 40 s of CPU (the fast tests' budget is 20 s)
 def test_tiny_run_writes_all_four_csvs_with_sidecars(tiny_run):
     for name in CSVS:
         assert len(pd.read_csv(tiny_run / name)), name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import shutil
 import stat
@@ -99,6 +100,43 @@ def test_sidecar_path():
     assert sidecar_path(Path("results/02_saturation_sweep.csv")) == Path(
         "results/02_saturation_sweep.json"
     )
+    assert sidecar_path(Path("results/09_c.csv.xz")) == Path("results/09_c.json")
+
+
+# --- compressed CSVs ------------------------------------------------------------------------
+
+
+def test_a_csv_xz_is_the_compacted_plain_csv_and_reads_back(tmp_path):
+    frame = pd.DataFrame({"step": np.arange(3000), "loss": np.linspace(0, 1, 3000)})
+    write_csv(frame, tmp_path / "c.csv")
+    write_csv(frame, tmp_path / "c.csv.xz")
+    plain = (tmp_path / "c.csv").read_bytes()
+    packed = (tmp_path / "c.csv.xz").read_bytes()
+    assert packed == io.compact(plain) and lzma.decompress(packed) == plain
+    assert len(packed) < len(plain)
+    pd.testing.assert_frame_equal(
+        read_csv_checked(tmp_path / "c.csv.xz", ["step"], "make"),
+        read_csv_checked(tmp_path / "c.csv", ["step"], "make"),
+    )
+    assert io.is_csv(tmp_path / "c.csv.xz") and not io.is_csv(tmp_path / "c.json")
+
+
+def test_compact_stores_a_repeated_curve_once():
+    # Members of one run repeat its curve megabytes apart: within xz's 64 MiB window.
+    rng = np.random.default_rng(0)
+    block = "".join(f"{x:.8g}\n" for x in rng.standard_normal(30_000)).encode()
+    assert len(block) > 2**18  # far beyond gzip's 32 KiB window
+    assert len(io.compact(block * 3)) < 1.01 * len(io.compact(block))
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.99])
+def test_read_csv_checked_truncated_xz_is_one_line(tmp_path, cut):
+    write_csv(pd.DataFrame({"a": np.arange(1000)}), tmp_path / "c.csv.xz")
+    data = (tmp_path / "c.csv.xz").read_bytes()
+    (tmp_path / "c.csv.xz").write_bytes(data[: int(cut * len(data))])
+    with pytest.raises(DataError, match="is malformed") as err:
+        read_csv_checked(tmp_path / "c.csv.xz", ["a"], "make all")
+    assert "\n" not in str(err.value)
 
 
 def test_write_sidecar_content(tmp_path):

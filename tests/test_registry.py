@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnlab.harness.io import is_csv, open_csv_text
 from attnlab.studies import FIGURES, STUDIES, made_by
 
 REPO = Path(__file__).resolve().parents[1]
@@ -12,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_every_result_csv_belongs_to_one_study():
     owners = [csv for study in STUDIES for csv in study.csvs]
     assert len(owners) == len(set(owners))
-    committed = {p.name for p in (REPO / "results").glob("*.csv")}
+    committed = {p.name for p in (REPO / "results").iterdir() if is_csv(p)}
     assert committed <= set(owners), committed - set(owners)
     for csv in owners:
         assert made_by(csv).startswith("python experiments/")
@@ -47,5 +48,6 @@ def test_declared_columns_are_the_committed_headers():
     for study in STUDIES:
         for csv, output in study.outputs.items():
             if output.verified:
-                header = (REPO / "results" / csv).read_text(encoding="utf-8").split("\n")[0]
+                with open_csv_text(REPO / "results" / csv) as handle:
+                    header = handle.readline().rstrip("\n")
                 assert header.split(",") == output.column_names, csv

@@ -428,6 +428,7 @@ def direct_step0_norms() -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in run().items()}
 
 
+@pytest.mark.slow  # every checked reading's direct gradient: over 20 s of CPU
 @pytest.mark.parametrize("slot", list(CHECKED))
 def test_fingerprint_equals_direct_gradient(slot):
     frame = screen().set_index("name")

@@ -13,12 +13,19 @@ The bits are identical, integer arithmetic has no rounding, so every result is u
 only the compiled program differs (fewer, fused kernels). ``rolled_threefry()`` restores
 JAX's CPU lowering inside a ``with`` block (the bench traces its reference step there).
 
+Not under XLA's older CPU emitters (``XLA_FLAGS=--xla_cpu_use_fusion_emitters=false``,
+``legacy_cpu_emitters``): there an unrolled threefry fused into a concatenate (the key
+split inside ``jax.random.gamma``'s rejection loop, as in ``jax.random.chisquare``) gives
+LLVM a kernel it takes minutes to optimise, so ``unroll_threefry_on_cpu`` leaves JAX's
+rolled lowering, which compiles in seconds there.
+
 This reaches into JAX internals (``jax._src``): where they are not as expected, both do
 nothing and say so by their return value, and results stay the same, only slower.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -33,26 +40,49 @@ except (ImportError, AttributeError):
     _mlir = None
 
 
+#: Whether the unrolled lowering is the one registered for the CPU now.
+_unrolled_now = False
+
+
 def _register_cpu_lowering(unrolled: bool) -> bool:
+    global _unrolled_now
     if _mlir is None:
         return False
     _mlir.register_lowering(_PRIMITIVE, _UNROLLED if unrolled else _ROLLED, platform="cpu")
+    _unrolled_now = unrolled
     return True
+
+
+def legacy_cpu_emitters(xla_flags: str | None = None) -> bool:
+    """Whether ``xla_flags`` (default: the environment's ``XLA_FLAGS``) turns XLA's CPU
+    fusion emitters off (``--xla_cpu_use_fusion_emitters=false`` or ``=0``; the last
+    occurrence wins, as in XLA's parser)."""
+    flags = os.environ.get("XLA_FLAGS", "") if xla_flags is None else xla_flags
+    value = None
+    for token in flags.split():
+        name, _, given = token.partition("=")
+        if name == "--xla_cpu_use_fusion_emitters":
+            value = given
+    return value in ("false", "0")
 
 
 def unroll_threefry_on_cpu() -> bool:
     """Lower threefry2x32 unrolled on CPU from now on (programs traced later); returns
-    whether it could (False: JAX's internals differ, JAX's own lowering stays)."""
+    whether it did (False: JAX's internals differ, or ``legacy_cpu_emitters()``; JAX's
+    own lowering stays)."""
+    if legacy_cpu_emitters():
+        return False
     return _register_cpu_lowering(unrolled=True)
 
 
 @contextmanager
 def rolled_threefry() -> Iterator[bool]:
     """Within the block, threefry2x32 lowers on CPU as JAX does by default (a rolled
-    loop); afterwards unrolled. Yields whether the swap took place."""
+    loop); afterwards as before. Yields whether the swap took place."""
+    restore = _unrolled_now
     swapped = _register_cpu_lowering(unrolled=False)
     try:
         yield swapped
     finally:
-        if swapped:
+        if swapped and restore:
             _register_cpu_lowering(unrolled=True)

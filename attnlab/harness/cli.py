@@ -195,18 +195,21 @@ def announce_written(
     gives one, its headline number; sidecars left out), unless ``quiet``; then, even if
     ``quiet``, where the outputs went when it is not where the committed results are: the
     run folder chosen, and the script's ``note`` (``args.outputs_note``)."""
+    from attnlab.harness.io import is_csv, open_csv_text, sidecar_path
+
+    sidecars = {sidecar_path(p) for p in WRITTEN if is_csv(p)}
     for path in [] if quiet else WRITTEN:
-        if path.suffix == ".json" and path.with_suffix(".csv") in WRITTEN:
+        if path in sidecars:
             continue
         rows = ""
-        if path.suffix == ".csv" and headline is not None:
+        if is_csv(path) and headline is not None:
             import pandas as pd
 
             frame = pd.read_csv(path)
             text = headline(path.name, frame)
             rows = f" ({len(frame)} rows)" + (f": {text}" if text else "")
-        elif path.suffix == ".csv":
-            with open(path, encoding="utf-8") as handle:
+        elif is_csv(path):
+            with open_csv_text(path) as handle:
                 rows = f" ({sum(1 for _ in handle) - 1} rows)"
         print(f"wrote {path}{rows}")
     if run_folder:

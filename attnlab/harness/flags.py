@@ -101,7 +101,9 @@ def committed_run_time(csv_names: Sequence[str]) -> str | None:
     ``results/`` (their wall times summed: one CSV per part of the run); None if any is
     missing."""
     seconds, devices = 0.0, set()
-    paths = [(RESULTS_DIR / name).with_suffix(".json") for name in csv_names]
+    from attnlab.harness.io import sidecar_path  # reads pandas: only when --help is built
+
+    paths = [sidecar_path(RESULTS_DIR / name) for name in csv_names]
     try:
         for path in paths:
             sidecar = json.loads(path.read_text(encoding="utf-8"))

@@ -4,11 +4,16 @@ Every CSV ``results/NAME.csv`` has a sidecar ``results/NAME.json`` recording how
 the flags, the seed, package versions, the JAX backend and devices, the git commit and the
 wall time. Files are written to a temporary name in the same directory and renamed, so an
 interrupted run never leaves a half-written file behind.
+
+A CSV named ``NAME.csv.xz`` is written xz-compressed (``compact``; pandas reads it as it
+reads a CSV, ``xz -dk`` gives the plain file): the per-step curves whose members repeat one
+training run, which xz's window stores once. Its sidecar is ``NAME.json`` like any CSV's.
 """
 
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import platform
 import subprocess
@@ -29,15 +34,41 @@ FLOAT_FORMAT = "%.8g"
 #: ``git status`` pathspecs of the code: the whole tree but the generated outputs.
 OUTPUT_PATHSPECS = (":(top,exclude)results", ":(top,exclude)figures")
 PACKAGES = ("attnlab", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "matplotlib")
+#: The suffix of a compressed CSV (see ``compact``).
+COMPRESSED_CSV = ".csv.xz"
+
+
+def is_csv(path: Path | str) -> bool:
+    """Whether ``path`` names a result CSV, plain (``.csv``) or compressed (``.csv.xz``)."""
+    return str(path).endswith((".csv", COMPRESSED_CSV))
+
+
+def compact(data: bytes) -> bytes:
+    """The bytes of a ``.csv.xz``: ``data`` xz-compressed at preset 9 (a 64 MiB window, so
+    a curve repeated a few MB later is stored once), one stream with a CRC64 check; a
+    deterministic function of ``data``, so the same CSV gives the same bytes."""
+    return lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=9)
+
+
+def open_csv_text(path: Path):
+    """A CSV opened for reading as text, decompressing a ``.csv.xz``."""
+    if str(path).endswith(COMPRESSED_CSV):
+        return lzma.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same directory and a rename."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be read
         os.replace(tmp, path)
     except BaseException:
@@ -46,10 +77,10 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """Write ``frame`` atomically with the suite's fixed float format."""
-    atomic_write_text(
-        path, frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n")
-    )
+    """Write ``frame`` atomically with the suite's fixed float format (``compact``ed where
+    ``path`` ends in ``.csv.xz``)."""
+    data = frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n").encode()
+    atomic_write_bytes(path, compact(data) if str(path).endswith(COMPRESSED_CSV) else data)
 
 
 def _git_commit(root: Path | None = None) -> str | None:
@@ -114,8 +145,9 @@ def provenance(flags: Mapping[str, Any], wall_time_s: float) -> dict[str, Any]:
 
 
 def sidecar_path(csv_path: Path) -> Path:
-    """``results/NAME.csv`` -> ``results/NAME.json``."""
-    return Path(csv_path).with_suffix(".json")
+    """``results/NAME.csv`` (or ``NAME.csv.xz``) -> ``results/NAME.json``."""
+    path = Path(csv_path)
+    return path.with_name(path.name.removesuffix(".xz").removesuffix(".csv") + ".json")
 
 
 def write_sidecar(csv_path: Path, flags: Mapping[str, Any], wall_time_s: float) -> None:
@@ -148,6 +180,8 @@ def read_csv_checked(path: Path, columns: Iterable[str], made_by: str) -> pd.Dat
         pd.errors.ParserWarning,
         pd.errors.EmptyDataError,
         UnicodeDecodeError,
+        lzma.LZMAError,  # a damaged .csv.xz
+        EOFError,  # a truncated one
     ) as err:
         reason = " ".join(str(err).split())  # one line, whatever pandas says
         raise DataError(f"{path} is malformed ({reason}); {hint}") from None

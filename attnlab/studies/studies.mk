@@ -52,9 +52,9 @@ $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/studies/recall/__init__.py attnlab/studies/recall/figure.py \
 	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
 	results/04_recall_curves.csv results/04_recall_summary.csv \
-	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv \
+	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv \
+	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv \
 	results/12_second_fit_scores.csv results/12_second_fit_screen.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study recall
 
@@ -81,11 +81,11 @@ $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/fig
 
 # ------------------------------------------------------------ article_fit
 ARTICLE_FIT_CSVS := results/09_fit_screen.csv results/09_fit_scores.csv \
-	results/09_fit_prediction_curves.csv results/09_fit_prediction_summary.csv \
+	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv
+	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv
 ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
-results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv \
+results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
 	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
@@ -96,22 +96,24 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv &: \
-	experiments/12_second_fit.py $(SHARED) attnlab/core/curves.py attnlab/core/parallel.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	results/12_second_fit_prediction_curves.csv.xz \
+	results/12_second_fit_prediction_summary.csv &: experiments/12_second_fit.py $(SHARED) \
+	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
 	attnlab/harness/verdicts.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/figure.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py results/09_fit_prediction_curves.csv \
-	results/09_fit_prediction_summary.csv results/09_fit_scores.csv results/09_fit_screen.csv \
-	results/12_second_fit_prediction_curves.csv results/12_second_fit_prediction_summary.csv \
+	attnlab/training/__init__.py attnlab/training/columns.py \
+	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
+	results/09_fit_scores.csv results/09_fit_screen.csv \
+	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv \
 	results/12_second_fit_scores.csv results/12_second_fit_screen.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study article_fit
 

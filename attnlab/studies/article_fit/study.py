@@ -27,13 +27,13 @@ class FitCsvs(NamedTuple):
 FIRST_CSVS = FitCsvs(
     "09_fit_screen.csv",
     "09_fit_scores.csv",
-    "09_fit_prediction_curves.csv",
+    "09_fit_prediction_curves.csv.xz",
     "09_fit_prediction_summary.csv",
 )
 SECOND_CSVS = FitCsvs(
     "12_second_fit_screen.csv",
     "12_second_fit_scores.csv",
-    "12_second_fit_prediction_curves.csv",
+    "12_second_fit_prediction_curves.csv.xz",
     "12_second_fit_prediction_summary.csv",
 )
 
