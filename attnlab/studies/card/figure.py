@@ -18,10 +18,10 @@ from attnlab.harness.figures import (
     save,
 )
 from attnlab.harness.tables import Tables
+from attnlab.studies.card.study import COMPARISON_CSV
 from attnlab.studies.card.verdicts import Card
 
 #: The comparison every multi-mechanism run writes, relative to its results directory.
-COMPARISON_CSV = "cards/comparison.csv"
 STATICS_COLUMNS = ["mechanism", "sweep", "d_k", "n_keys", "max_weight_mean", "max_weight_sem"]
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from attnlab.harness.tables import Tables
 from attnlab.studies.card.headroom import headroom
 from attnlab.studies.card.sensitivity import sensitivity
+from attnlab.studies.card.study import COMPARISON_CSV
 from attnlab.studies.card.verdicts import (
     DRIFT_ALPHA,
     DRIFT_VERDICT,
@@ -346,7 +347,7 @@ def comparison_markdown(verdicts: pd.DataFrame, owner: bool = False) -> str:
 
 def _comparison(tables: Tables) -> pd.DataFrame:
     """``cards/comparison.csv``: one row per (mechanism, verdict)."""
-    return tables.get("cards/comparison.csv", ["mechanism", "verdict", "rule", "value", "passed"])
+    return tables.get(COMPARISON_CSV, ["mechanism", "verdict", "rule", "value", "passed"])
 
 
 def section(tables: Tables) -> str:
@@ -386,7 +387,7 @@ def readme(tables: Tables) -> str:
 
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
-    "cards/comparison.csv": lambda f: (
+    COMPARISON_CSV: lambda f: (
         ", ".join(
             f"{m} {int(g.passed.astype(float).fillna(0).sum())}/{len(g)}"
             for m, g in f.groupby("mechanism", sort=False)

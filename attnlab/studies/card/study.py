@@ -6,11 +6,14 @@ from __future__ import annotations
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness.declaration import Output, Study
 
+#: Every card of a run side by side (``make cards``: every built-in).
+COMPARISON_CSV = "cards/comparison.csv"
+
 STUDY = Study(
     "card",
     9,
     {
-        "cards/comparison.csv": Output("11_mechanism_card.py"),
+        COMPARISON_CSV: Output("11_mechanism_card.py"),
     },
     figures=("fig10_cards",),
     arguments="--mechanism " + " ".join(BUILTINS),
