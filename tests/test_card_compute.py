@@ -224,3 +224,17 @@ def test_mask_safety_has_two_sides(tmp_path):
     assert safe.passed["scaled"] is True and safe.passed["filled"] is False
     assert "masked weight 0" in safe.value["filled"] and "empty row 0" in safe.value["filled"]
     assert frame.set_index("mechanism").masked_weight_max["filled"] == 0.125  # 1/8, exact
+
+
+def test_the_declaration_names_every_built_in_without_loading_jax():
+    """``make cards`` cards exactly the built-ins; the declaration names them without
+    importing the mechanisms (so a report or figure process loads no JAX through it)."""
+    import subprocess
+    import sys
+
+    from attnlab.studies.card.study import BUILTIN_NAMES
+
+    assert tuple(BUILTINS) == BUILTIN_NAMES
+    code = "import sys, attnlab.studies.card.study; print('jax' in sys.modules)"
+    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert probe.stdout.strip() == "False", probe.stderr

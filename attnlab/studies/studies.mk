@@ -2,9 +2,7 @@
 # declarations, attnlab/studies/*/study.py: do not edit. tests/test_make_rules.py fails
 # when this file is stale.
 
-SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/attention.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/prng.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/prng.py \
 	attnlab/harness/__init__.py attnlab/harness/cli.py attnlab/harness/declaration.py \
 	attnlab/harness/errors.py attnlab/harness/flags.py attnlab/harness/io.py \
 	attnlab/harness/outputs.py attnlab/studies/__init__.py
@@ -14,17 +12,20 @@ STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
 	results/03_jacobian_norm.csv
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) attnlab/claims.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/compute.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(SHARED) \
-	attnlab/claims.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/flags.py attnlab/studies/statics/study.py | $(STAMP)
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
+	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) attnlab/claims.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
@@ -39,12 +40,14 @@ $(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
 RECALL_FIGURES := figures/fig3_training.png
 results/04_recall_curves.csv results/04_recall_summary.csv &: \
-	experiments/04_associative_recall.py $(SHARED) attnlab/claims.py attnlab/core/curves.py \
-	attnlab/core/parallel.py attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	experiments/04_associative_recall.py $(SHARED) attnlab/claims.py attnlab/core/attention.py \
+	attnlab/core/curves.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/parallel.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/studies/recall/__init__.py \
+	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
@@ -64,12 +67,14 @@ REMEDIES_CSVS := results/05_remedies_curves.csv results/05_remedies_summary.csv 
 REMEDIES_FIGURES := figures/fig4_remedies.png
 results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_curves.csv \
 	results/05_fold_check.csv results/05_sensitivity.csv &: experiments/05_remedies.py $(SHARED) \
-	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/remedies/__init__.py \
-	attnlab/studies/remedies/compute.py attnlab/studies/remedies/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
+	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/remedies/__init__.py \
@@ -87,24 +92,28 @@ ARTICLE_FIT_CSVS := results/09_fit_screen.csv results/09_fit_scores.csv \
 ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
-	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
 	results/12_second_fit_prediction_summary.csv &: experiments/12_second_fit.py $(SHARED) \
-	attnlab/core/curves.py attnlab/core/parallel.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
@@ -123,8 +132,10 @@ WIDTHS_CSVS := results/10_widths_summary.csv results/10_widths_curves.csv \
 WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
 results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfer.csv \
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
-	attnlab/core/curves.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_sweeps.py attnlab/studies/widths/__init__.py \
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
 	attnlab/studies/widths/compute.py attnlab/studies/widths/study.py \
 	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
 	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
@@ -144,14 +155,16 @@ $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 CONDENSATION_CSVS := results/06_condensation.csv
 CONDENSATION_FIGURES := figures/fig5_condensation.png
 results/06_condensation.csv: experiments/06_condensation.py $(SHARED) attnlab/claims.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/studies/condensation/__init__.py \
+	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/studies/condensation/__init__.py \
 	attnlab/studies/condensation/compute.py attnlab/studies/condensation/study.py | $(STAMP)
 	$(PY) $<
 $(CONDENSATION_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/studies/condensation/__init__.py \
-	attnlab/studies/condensation/compute.py attnlab/studies/condensation/figure.py \
-	attnlab/studies/condensation/study.py results/06_condensation.csv | $(STAMP)
+	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/studies/condensation/__init__.py attnlab/studies/condensation/compute.py \
+	attnlab/studies/condensation/figure.py attnlab/studies/condensation/study.py \
+	results/06_condensation.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study condensation
 
 # ------------------------------------------------------------ failure_modes
@@ -160,32 +173,35 @@ FAILURE_MODES_CSVS := results/07_failure_modes_overflow.csv results/07_failure_m
 FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
 results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv &: experiments/07_failure_modes.py $(SHARED) \
-	attnlab/claims.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/compute.py \
-	attnlab/studies/failure_modes/study.py | $(STAMP)
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/studies/failure_modes/__init__.py \
+	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/study.py | $(STAMP)
 	$(PY) $<
 $(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/studies/failure_modes/__init__.py \
-	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/figure.py \
-	attnlab/studies/failure_modes/study.py results/07_failure_modes_correlation.csv \
-	results/07_failure_modes_masks.csv results/07_failure_modes_overflow.csv | $(STAMP)
+	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/compute.py \
+	attnlab/studies/failure_modes/figure.py attnlab/studies/failure_modes/study.py \
+	results/07_failure_modes_correlation.csv results/07_failure_modes_masks.csv \
+	results/07_failure_modes_overflow.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study failure_modes
 
 # ------------------------------------------------------------ companion
 COMPANION_CSVS := results/08_companion_claims.csv
 results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
-	attnlab/claims.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/studies/companion/__init__.py attnlab/studies/companion/compute.py \
-	attnlab/studies/companion/study.py | $(STAMP)
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/studies/companion/__init__.py \
+	attnlab/studies/companion/compute.py attnlab/studies/companion/study.py | $(STAMP)
 	$(PY) $<
 
 # ------------------------------------------------------------ card
 CARD_CSVS := results/cards/comparison.csv
 CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
-	attnlab/core/curves.py attnlab/core/ownership.py attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/ownership.py attnlab/core/parallel.py \
+	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/harness/figures.py attnlab/harness/tables.py \
 	attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
 	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
@@ -197,8 +213,10 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
-$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/ownership.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/harness/figures.py \
+$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/attention.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/ownership.py \
+	attnlab/core/parallel.py attnlab/core/references.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py results/cards/comparison.csv \
@@ -211,9 +229,11 @@ REAL_MODEL_CSVS := results/13_real_model_heads.csv results/13_real_model_counter
 REAL_MODEL_FIGURES := figures/fig11_real_model.png
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
-	attnlab/core/ownership.py attnlab/models/__init__.py attnlab/models/bert.py \
-	attnlab/models/checkpoint.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/compute.py attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/ownership.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/checkpoint.py \
+	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/headlines.py attnlab/harness/tables.py attnlab/studies/real_model/__init__.py \
