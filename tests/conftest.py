@@ -101,10 +101,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         )
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _jax_compilation_cache() -> None:
+def pytest_configure(config: pytest.Config) -> None:
     """Configure JAX as every script does (persistent compilation cache, see
-    ``cli.configure_jax``), whatever the test order: identical programs compile once."""
+    ``cli.configure_jax``), whatever the test order: identical programs compile once. Done
+    before any test, so importing JAX is charged to no test's budget."""
     cli.configure_jax()
 
 
