@@ -236,12 +236,10 @@ def train_width(
         trainer = Trainer([runs[i] for i in group], metrics=LANE_METRICS,
                           diagnostics=diagnostics, on_diverge="record")  # fmt: skip
         trainer.run(config.steps, on_chunk)
-        records = {k: np.stack([r[k] for r in trainer.records], axis=1) for k in DIAGNOSTICS}
+        records, by_run = trainer.recorded, trainer.metrics_by_run()
         for r, i in enumerate(group):
             lane = trainer.lane_slice(r)
-            lanes[owner[i]].append(
-                (trainer.run_metrics(r), {k: v[lane] for k, v in records.items()})
-            )
+            lanes[owner[i]].append((by_run[r], {k: v[lane] for k, v in records.items()}))
     return [_lane_result(config, mechanism, lrs, lanes[i], record_every)
             for i, (mechanism, lrs) in enumerate(entries)]  # fmt: skip
 

@@ -295,10 +295,18 @@ class Trainer:
         first = next(i for i, (run, _) in enumerate(self.lanes) if run == r)
         return slice(first, first + len(self.runs[r].config.seed_values))
 
-    def run_metrics(self, r: int) -> dict[str, np.ndarray]:
-        """The metrics of run ``r``'s lanes (its seeds), ``[seeds, steps]`` each."""
-        lanes = self.lane_slice(r)
-        return {k: v[lanes] for k, v in self.metrics.items()}
+    def metrics_by_run(self) -> list[dict[str, np.ndarray]]:
+        """Each run's metrics (its lanes: its seeds), ``[seeds, steps]`` each, in the order
+        of ``runs``; the chunks are joined once for all runs."""
+        metrics = self.metrics
+        return [{k: v[self.lane_slice(r)] for k, v in metrics.items()}
+                for r in range(len(self.runs))]  # fmt: skip
+
+    @property
+    def recorded(self) -> dict[str, np.ndarray]:
+        """Every lane's ``diagnostics`` at every record (``record_steps``), ``[lanes,
+        records]`` each."""
+        return {k: np.stack([r[k] for r in self.records], axis=1) for k in self.records[0]}
 
     def eval_accuracy(self) -> np.ndarray:
         """Held-out accuracy of every lane (``eval_size`` sequences of its seed's eval key)."""
@@ -326,13 +334,13 @@ class Trainer:
 
     def results(self) -> list[TrainResult]:
         """One ``TrainResult`` per run, in the order of ``runs``."""
-        metrics, accuracy = self.metrics, self.eval_accuracy()
+        by_run, accuracy = self.metrics_by_run(), self.eval_accuracy()
         out = []
         for r, run in enumerate(self.runs):
             lanes = self.lane_slice(r)
             out.append(TrainResult(
                 run.label or run.mechanism.name, run.config.seed_values, self.start_step,
-                {k: v[lanes] for k, v in metrics.items()}, accuracy[lanes], self.run_state(r),
+                by_run[r], accuracy[lanes], self.run_state(r),
             ))  # fmt: skip
         return out
 

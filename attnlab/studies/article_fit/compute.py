@@ -253,8 +253,8 @@ def train_scaled(
         ]
         trainer = Trainer(runs, metrics=FIT_METRICS)
         trainer.run(until, stop=stop)
-        for i, run in enumerate(runs):
-            out[run.label] = trainer.run_metrics(i)
+        for run, metrics in zip(runs, trainer.metrics_by_run(), strict=True):
+            out[run.label] = metrics
         if on_reading:
             on_reading(len(group))
     return out

@@ -123,7 +123,7 @@ def sweep_frame(
 
 def _lane_rows(trainer: Trainer, config: RecallConfig) -> list[dict]:
     loss = trainer.metrics["loss"]
-    records = {k: np.stack([r[k] for r in trainer.records], axis=1) for k in trainer.records[0]}
+    records = trainer.recorded
     rows = []
     for lane, (r, seed) in enumerate(trainer.lanes):
         run = trainer.runs[r]
