@@ -2,7 +2,7 @@
 head widths, on the recall task at a narrowed reading (``SWEEP_BASE``).
 
 At each ``d_k`` of ``SweepConfig.dks`` every mechanism is trained on ``seeds`` seeds at the
-base rate; at each of ``lr_dks`` at every rate of ``lrs`` (factors of sqrt 10, 1e-4 to
+base rate; at each of ``lr_dks`` (``LR_DKS``) at every rate of ``lrs`` (factors of sqrt 10, 1e-4 to
 10^-0.5). The rates of a (width, program) are lanes of one compiled program (the engine's
 ``Trainer``); a lane that goes non-finite is recorded (``diverged_step``, ``nonfinite``),
 not raised. Each seed has one initialisation and one data stream, shared by every mechanism
@@ -46,6 +46,12 @@ SWEEP_BASE = RecallConfig(
 #: 1e-4 to 10^-0.5 by factors of sqrt 10: scaled's best on this task is 1e-3 to 1e-2, so
 #: the sweep reaches 30x and more above it.
 LRS: tuple[float, ...] = tuple(10.0 ** (e / 2) for e in range(-8, 0))
+#: The widths swept over every rate: 16x apart, because under Adam the logits' update per
+#: step grows as ``d_k^(1 - s)`` for logits scaled by ``d_k^-s`` (Yang et al. 2022, Tensor
+#: Programs V), so from 16 to 256 unscaled's best rate should move 16x (2.4 steps of sqrt
+#: 10), scaled's 4x and 1/d's not at all; at 64 and 256 alone (4x) no built-in's moved by
+#: more than one step. Declared before the cards were rerun with it.
+LR_DKS: tuple[int, ...] = (16, 64, 256)
 #: The per-step metric the sweep records.
 LANE_METRICS = ("loss",)
 
@@ -56,7 +62,7 @@ class SweepConfig:
 
     base: RecallConfig = SWEEP_BASE
     dks: tuple[int, ...] = (16, 64, 256, 1024)
-    lr_dks: tuple[int, ...] = (64, 256)
+    lr_dks: tuple[int, ...] = LR_DKS
     lrs: tuple[float, ...] = LRS
     record_every: int = 50
 
