@@ -27,6 +27,7 @@ Python: attnlab.card. Method: attnlab/studies/card/README.md.
 """
 
 import dataclasses
+import os
 import sys
 import time
 
@@ -70,6 +71,13 @@ def build_parser():
         help="every section at smaller sizes (fewer trials, steps, seeds and widths)",
     )
     cli.add_seed_flag(parser)
+    cli.add_int_flag(
+        parser,
+        "--jobs",
+        default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
+        help="worker processes computing the card's pieces (sections, training groups, "
+        "widths); the results do not depend on it (default: this machine's cores)",
+    )
     cli.add_out_dir_flag(parser)
     # a card of any mechanism at the defaults is made with the defaults (where it goes: run)
     parser.subject_flags = frozenset({"mechanism"})
@@ -100,7 +108,7 @@ def run(args):
         )
     started = time.perf_counter()
     with cli.progress(total_work(config, plan.computed), "11 card", args.quiet) as bar:
-        results = run_cards(config, plan, bar.update)
+        results = run_cards(config, plan, bar.update, args.jobs)
     wall = time.perf_counter() - started
     command = "python experiments/11_mechanism_card.py " + " ".join(sys.argv[1:])
     with cli.staged_outputs(out_dir) as stage:  # every card or none

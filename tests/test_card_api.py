@@ -42,7 +42,7 @@ def test_a_plain_function_is_carded_into_the_user_folder(monkeypatch, tmp_path):
     frame = pd.DataFrame({"mechanism": ["logits"]})
     seen = {}
 
-    def run_cards(config, plan, on_progress=None):
+    def run_cards(config, plan, on_progress=None, jobs=1):
         seen["config"], seen["plan"] = config, plan
         card = Card(*[frame] * len(Card._fields))
         verdicts = pd.DataFrame({"mechanism": ["logits"], "verdict": ["v"]})

@@ -190,6 +190,29 @@ def test_every_section_has_rows_for_every_mechanism(tiny_card):
     assert not np.allclose(sigmoid.mass_mean, 1.0, atol=1e-3)  # reported, not assumed
 
 
+@pytest.mark.slow  # trains the tiny card again, in two spawned workers
+def test_the_tables_do_not_depend_on_the_workers(tiny_card, user_reference):
+    """Every table byte for byte the same computed by two worker processes as here: each
+    piece (section, training group, width) is the same program on the same inputs."""
+    there = compute.card_tables(TINY, ["scaled", user_reference], jobs=2)
+    for field in compute.Card._fields:
+        here_csv = getattr(tiny_card, field).to_csv(index=False)
+        assert getattr(there, field).to_csv(index=False) == here_csv, field
+
+
+def test_the_pieces_count_every_unit_of_progress_once():
+    references = ["scaled", "unscaled", "qk_norm"]
+    pieces = compute.card_pieces(TINY, references)
+    sweep = TINY.sweep.total_steps(len(references))
+    training = len(references) * TINY.training.steps
+    assert compute.total_work(TINY, references) == sum(p.units for p in pieces)
+    assert sum(p.units for p in pieces) == compute.statics_trials(TINY) + training + sweep
+    # scaled and unscaled share one training program, qk_norm has its own
+    groups = compute.program_groups(TINY.training, references)
+    assert groups == [["scaled", "unscaled"], ["qk_norm"]]
+    assert len(pieces) == 3 + len(groups) * (1 + len(TINY.sweep.dks))
+
+
 FILLED_FILE = textwrap.dedent(
     """
     import jax

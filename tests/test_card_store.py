@@ -179,7 +179,7 @@ def _fake_computation(script, monkeypatch) -> None:
     """The card script with its computation faked: a one-row table per section."""
     frame = pd.DataFrame({"mechanism": ["x"]})
 
-    def run_cards(config, plan, on_progress=None):
+    def run_cards(config, plan, on_progress=None, jobs=1):
         return [
             SimpleNamespace(
                 name=load_mechanism(r).name,

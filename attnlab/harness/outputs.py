@@ -23,10 +23,10 @@ FIGURES_DIR = Path("figures")
 #: Where a run with other than the committed defaults writes unless told otherwise (git
 #: ignores it): ``results/runs/<script>-<time>/``.
 RUNS_DIR = RESULTS_DIR / "runs"
-#: Flags that say where outputs go, which of them to make (09's ``--stage``) or how a run
-#: reports, not what it computes: a run that differs from the defaults only in these still
-#: makes canonical results.
-OUTPUT_FLAGS = frozenset({"out", "out_dir", "quiet", "stage"})
+#: Flags that say where outputs go, which of them to make (09's ``--stage``), how a run
+#: reports or how many processes compute it (the card's ``--jobs``), not what it computes:
+#: a run that differs from the defaults only in these still makes canonical results.
+OUTPUT_FLAGS = frozenset({"out", "out_dir", "quiet", "stage", "jobs"})
 
 
 OUT_DIR_HELP = (

@@ -202,7 +202,7 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/mechanism.py attnlab/core/ownership.py attnlab/core/parallel.py \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
+	attnlab/harness/workers.py attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
 	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \

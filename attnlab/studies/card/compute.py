@@ -41,9 +41,10 @@ from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
+from attnlab.harness.workers import Piece, run_pieces
 from attnlab.studies.card.headroom import SIGMAS, precision_frame
 from attnlab.studies.card.store import CardPlan, read_card
-from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_frame
+from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
 from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
 from attnlab.training.config import RecallConfig
@@ -245,31 +246,47 @@ def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.Da
 # ----------------------------------------------------------------------------- training
 
 
-def training_steps(config: CardConfig, references: Sequence[str]) -> int:
-    """Run-steps of ``training_frames`` (the progress bar's units: the engine reports steps
-    times runs, a run being every seed of one mechanism)."""
-    return len(references) * config.training.steps
+def program_groups(config: RecallConfig, references: Sequence[str]) -> list[list[str]]:
+    """``references`` grouped as the engine trains them under ``config``: mechanisms whose
+    training shares a compiled program (``group_runs``) in one group, groups in order of
+    first member."""
+    runs = [Run(config, load_mechanism(r)) for r in references]
+    return [[references[i] for i in group] for group in group_runs(runs)]
+
+
+def train_group(config: CardConfig, references: Sequence[str], on_progress: Progress = None):
+    """Experiment 04 for ``references``, one program's lanes (``training_groups``): each
+    mechanism's ``TrainResult``, the first non-finite step of each seed (-1: none), and the
+    trained models' ownership and drift tables (``trained_frames``)."""
+    training = dataclasses.replace(config.training, mechanisms=tuple(references))
+    mechanisms = [load_mechanism(r) for r in references]
+    trainer = Trainer([Run(training, m) for m in mechanisms], on_diverge="record")
+    trainer.run(training.steps, on_progress)
+    results = trainer.results()
+    diverged = [trainer.diverged_step[trainer.lane_slice(r)] for r in range(len(mechanisms))]
+    initial = [initial_state(training, m).params for m in mechanisms]
+    ownership, drift = trained_frames(training, mechanisms, initial, results)
+    return results, diverged, ownership, drift
 
 
 def training_frames(
-    config: CardConfig, references: Sequence[str], on_progress: Progress = None
+    config: CardConfig, references: Sequence[str], trained: Sequence[tuple]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Experiment 04 for every mechanism, identical initialisations and batches: the
+    """Experiment 04 for every mechanism, identical initialisations and batches, from the
+    groups ``trained`` (``train_group`` of each of ``training_groups``, in that order): the
     per-seed summary (04's columns, ``variant`` named ``mechanism``, with ``diverged_step``
     and ``nonfinite``: the first step whose loss is not finite, and what), the smoothed
     loss every ``CURVE_EVERY`` steps (``step, smoothed_loss_median, _min, _max`` over
-    seeds), and the trained models' ownership and drift (``trained_frames``)."""
+    seeds), and the trained models' ownership and drift, rows in the order of
+    ``references``."""
     training = dataclasses.replace(config.training, mechanisms=tuple(references))
-    mechanisms = [load_mechanism(r) for r in references]
-    runs = [Run(training, m) for m in mechanisms]
-    results, diverged = [None] * len(runs), [None] * len(runs)
-    for group in group_runs(runs):
-        trainer = Trainer([runs[i] for i in group], on_diverge="record")
-        trainer.run(training.steps, on_progress)
-        for r, (i, result) in enumerate(zip(group, trainer.results(), strict=True)):
-            results[i], diverged[i] = result, trainer.diverged_step[trainer.lane_slice(r)]
+    names = [load_mechanism(r).name for r in references]
+    by_name = {}
+    for results, diverged, _, _ in trained:
+        by_name.update({r.mechanism: (r, d) for r, d in zip(results, diverged, strict=True)})
+    results = [by_name[name][0] for name in names]
     summary = recall_summary_frame(results, training).rename(columns={"variant": "mechanism"})
-    steps = np.concatenate(diverged)
+    steps = np.concatenate([by_name[name][1] for name in names])
     summary["diverged_step"] = pd.array([s if s >= 0 else None for s in steps], "Int64")
     summary["nonfinite"] = np.where(steps >= 0, "loss", "")
     summary.loc[steps >= 0, "eval_accuracy"] = np.nan
@@ -287,20 +304,16 @@ def training_frames(
                 }
             )
         )
-    initial = [initial_state(training, m).params for m in mechanisms]
-    ownership, drift = trained_frames(training, mechanisms, initial, results)
+    ownership = in_order(pd.concat([t[2] for t in trained], ignore_index=True), names)
+    drift = in_order(pd.concat([t[3] for t in trained], ignore_index=True), names)
     return summary, pd.concat(frames, ignore_index=True), ownership, drift
 
 
 # ----------------------------------------------------------------------------- cards
 
 
-def card_tables(
-    config: CardConfig, references: Sequence[str], on_progress: Progress = None
-) -> Card:
-    """Every section of the card for ``references`` (``Card``'s tables, in its order)."""
-    statics = statics_frame(config, references, on_progress)
-    precision = precision_frame(
+def _precision(config: CardConfig, references: Sequence[str], on_progress: Progress = None):
+    return precision_frame(
         references,
         config.precision_dks,
         config.n_keys,
@@ -308,21 +321,67 @@ def card_tables(
         config.seed,
         config.precision_sigmas,
     )
-    masks = mask_frame(references, seed=config.seed)
-    training, curves, ownership, drift = training_frames(config, references, on_progress)
-    sweep = sweep_frame(config.sweep, references, on_progress)
+
+
+def _masks(config: CardConfig, references: Sequence[str], on_progress: Progress = None):
+    return mask_frame(references, seed=config.seed)
+
+
+#: Relative cost of each kind of piece per unit of its work (orders the pieces of
+#: ``card_tables`` across workers, costliest first; the results do not depend on it): a
+#: statics trial; a run-step of 04's training (5 seeds at d_model 256); a run-step of the
+#: sweep (3 seeds at d_model 32) per 64 of width; a mechanism's precision and masks.
+UNIT_COST = {"statics": 1.0, "training": 15.0, "sweep": 2.0, "precision": 3000.0, "masks": 500.0}
+
+
+def card_pieces(config: CardConfig, references: Sequence[str]) -> list[Piece]:
+    """The card's independent pieces: statics, precision and masks of every mechanism; the
+    training of each group of mechanisms sharing a program (``train_group``); each width of
+    the sweep for each such group (``width_rows``)."""
+    trials, n = statics_trials(config), len(references)
+    pieces = [
+        Piece(statics_frame, (config, references), trials, trials * UNIT_COST["statics"]),
+        Piece(_precision, (config, references), 0, n * UNIT_COST["precision"]),
+        Piece(_masks, (config, references), 0, n * UNIT_COST["masks"]),
+    ]
+    training = dataclasses.replace(config.training, mechanisms=tuple(references))
+    for group in program_groups(training, references):
+        units = len(group) * config.training.steps
+        pieces.append(Piece(train_group, (config, group), units, units * UNIT_COST["training"]))
+    for d_k in config.sweep.dks:
+        for group in program_groups(config.sweep.at(d_k), references):
+            units = config.sweep.steps_at(d_k, len(group))
+            cost = units * UNIT_COST["sweep"] * max(1.0, d_k / 64)
+            pieces.append(Piece(width_rows, (config.sweep, group, d_k), units, cost))
+    return pieces
+
+
+def card_tables(
+    config: CardConfig, references: Sequence, on_progress: Progress = None, jobs: int = 1
+) -> Card:
+    """Every section of the card for ``references`` (``Card``'s tables, in its order), its
+    pieces (``card_pieces``) run by ``jobs`` worker processes (``run_pieces``: the tables do
+    not depend on ``jobs``). A ``Mechanism`` object among ``references`` runs here: a
+    worker receives mechanisms as reference strings."""
+    if not all(isinstance(r, str) for r in references):
+        jobs = 1
+    pieces = card_pieces(config, references)
+    results = run_pieces(pieces, jobs, on_progress)
+
+    def of(fn: Callable) -> list:
+        return [r for piece, r in zip(pieces, results, strict=True) if piece.fn is fn]
+
+    (statics,), (precision,), (masks,) = of(statics_frame), of(_precision), of(_masks)
+    training, curves, ownership, drift = training_frames(config, references, of(train_group))
+    sweep = sweep_table([row for rows in of(width_rows) for row in rows], references)
     return Card(statics, precision, masks, training, curves, ownership, drift, sweep)
 
 
 def total_work(config: CardConfig, references: Sequence[str]) -> int:
-    """Progress units of ``card_tables``: statics trials plus training lane-steps."""
+    """Progress units of ``card_tables``: statics trials plus training and sweep run-steps."""
     if not references:
         return 0
-    return (
-        statics_trials(config)
-        + training_steps(config, references)
-        + config.sweep.total_steps(len(references))
-    )
+    return sum(piece.units for piece in card_pieces(config, references))
 
 
 @dataclass(frozen=True)
@@ -336,10 +395,13 @@ class CardResult:
     read_from: dict[str, Path]
 
 
-def run_cards(config: CardConfig, plan: CardPlan, on_progress: Progress = None) -> list[CardResult]:
-    """The cards of ``plan.targets``, each with its baselines' rows and its verdicts."""
+def run_cards(
+    config: CardConfig, plan: CardPlan, on_progress: Progress = None, jobs: int = 1
+) -> list[CardResult]:
+    """The cards of ``plan.targets``, each with its baselines' rows and its verdicts
+    (computed by ``jobs`` workers: ``card_tables``)."""
     cards = [only(read_card(folder), [name]) for name, folder in plan.reused.items()]
-    cards.append(card_tables(config, plan.computed, on_progress))
+    cards.append(card_tables(config, plan.computed, on_progress, jobs))
     tables = merge_cards(cards)
     results = []
     for reference in plan.targets:
@@ -360,13 +422,14 @@ def merge_cards(cards: Sequence[Card]) -> Card:
     )
 
 
+def in_order(frame: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """``frame``'s rows of the mechanisms ``names``, in that order (stable within one)."""
+    order = {n: i for i, n in enumerate(names)}
+    rows = frame[frame.mechanism.isin(names)]
+    rank = rows.mechanism.map(order)
+    return rows.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
+
+
 def only(card: Card, names: Sequence[str]) -> Card:
     """``card``'s rows of the mechanisms ``names``, in that order."""
-    order = {n: i for i, n in enumerate(names)}
-
-    def pick(frame: pd.DataFrame) -> pd.DataFrame:
-        rows = frame[frame.mechanism.isin(names)]
-        rank = rows.mechanism.map(order)
-        return rows.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
-
-    return Card(*(pick(getattr(card, f)) for f in Card._fields))
+    return Card(*(in_order(getattr(card, f), names) for f in Card._fields))

@@ -77,10 +77,18 @@ class SweepConfig:
     def rates(self, d_k: int) -> tuple[float, ...]:
         return self.lrs if d_k in self.lr_dks else (self.base.lr,)
 
+    def at(self, d_k: int) -> RecallConfig:
+        """The training configuration at width ``d_k`` (diagnostics every chunk)."""
+        return dataclasses.replace(self.base, d_k=d_k, chunk_steps=self.record_every)
+
+    def steps_at(self, d_k: int, mechanisms: int) -> int:
+        """Run-steps at width ``d_k`` for ``mechanisms`` mechanisms (the progress bar's
+        units: the engine reports steps times runs, a run being every seed of one rate)."""
+        return mechanisms * len(self.rates(d_k)) * self.base.steps
+
     def total_steps(self, mechanisms: int) -> int:
-        """Run-steps of the sweep for ``mechanisms`` mechanisms (the progress bar's units:
-        the engine reports steps times runs, a run being every seed of one rate)."""
-        return mechanisms * sum(len(self.rates(d)) for d in self.dks) * self.base.steps
+        """Run-steps of the whole sweep (``steps_at`` summed over ``dks``)."""
+        return sum(self.steps_at(d, mechanisms) for d in self.dks)
 
 
 def diagnostics(
@@ -99,23 +107,27 @@ def diagnostics(
     }
 
 
-def sweep_frame(
-    config: SweepConfig, references: Sequence[str], on_progress: Progress = None
-) -> pd.DataFrame:
-    """One row per (mechanism, d_k, lr, seed) lane (module docstring)."""
-    base = dataclasses.replace(config.base, chunk_steps=config.record_every)
+def width_rows(
+    config: SweepConfig, references: Sequence[str], d_k: int, on_progress: Progress = None
+) -> list[dict]:
+    """The lanes of one width of the sweep (``config.rates(d_k)``), a row each."""
+    width = config.at(d_k)
+    runs = [Run(width, load_mechanism(r), lr=lr) for r in references
+            for lr in config.rates(d_k)]  # fmt: skip
     rows = []
-    for d_k in config.dks:
-        width = dataclasses.replace(base, d_k=d_k)
-        runs = [Run(width, load_mechanism(r), lr=lr) for r in references
-                for lr in config.rates(d_k)]  # fmt: skip
-        for group in group_runs(runs):
-            members = [runs[i] for i in group]
-            trainer = Trainer(members, metrics=LANE_METRICS, diagnostics=diagnostics,
-                              on_diverge="record")  # fmt: skip
-            trainer.run(width.steps, on_progress)
-            rows += _lane_rows(trainer, width)
-    frame = pd.DataFrame(rows)
+    for group in group_runs(runs):
+        members = [runs[i] for i in group]
+        trainer = Trainer(members, metrics=LANE_METRICS, diagnostics=diagnostics,
+                          on_diverge="record")  # fmt: skip
+        trainer.run(width.steps, on_progress)
+        rows += _lane_rows(trainer, width)
+    return rows
+
+
+def sweep_table(rows: Sequence[dict], references: Sequence[str]) -> pd.DataFrame:
+    """One row per (mechanism, d_k, lr, seed) lane, in that order, from the rows of every
+    width (``width_rows``)."""
+    frame = pd.DataFrame(list(rows))
     # the rates as the CSV writes them: a baseline read back from its card compares equal
     frame["lr"] = [float(FLOAT_FORMAT % lr) for lr in frame.lr]
     order = {load_mechanism(r).name: i for i, r in enumerate(references)}
@@ -125,6 +137,14 @@ def sweep_frame(
     for column in ("step_loss_below_1", "diverged_step"):
         frame[column] = frame[column].astype("Int64")
     return frame
+
+
+def sweep_frame(
+    config: SweepConfig, references: Sequence[str], on_progress: Progress = None
+) -> pd.DataFrame:
+    """One row per (mechanism, d_k, lr, seed) lane (module docstring)."""
+    rows = [row for d_k in config.dks for row in width_rows(config, references, d_k, on_progress)]
+    return sweep_table(rows, references)
 
 
 def _lane_rows(trainer: Trainer, config: RecallConfig) -> list[dict]:
