@@ -41,7 +41,8 @@ from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
-from attnlab.studies.card.headroom import SIGMAS, precision_frame
+from attnlab.studies.card.headroom import SIGMAS
+from attnlab.studies.card.precision import precision_frame
 from attnlab.studies.card.store import CardPlan, read_card
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_frame
 from attnlab.studies.card.trained import trained_frames

@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import masked_softmax
+from attnlab.core.estimates import mean_and_sem
 from attnlab.core.parallel import chunked_map
-from attnlab.core.sampling import chunk_for, exact_logits, mean_and_sem, trial_keys
+from attnlab.core.sampling import chunk_for, exact_logits, trial_keys
 from attnlab.core.softmax_stats import max_weight
 from attnlab.studies.condensation.study import CONDENSATION
 

@@ -36,8 +36,9 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import masked_softmax
+from attnlab.core.estimates import std_and_se
 from attnlab.core.parallel import chunked_map
-from attnlab.core.sampling import chunk_for, std_and_se
+from attnlab.core.sampling import chunk_for
 from attnlab.studies.failure_modes.study import CORRELATION, MASKS, OVERFLOW
 
 #: The largest finite float16; ``exp(z)`` overflows in float16 for ``z > ln 65504``.
