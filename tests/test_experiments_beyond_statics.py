@@ -17,13 +17,13 @@ import pytest
 from attnlab.harness.tables import Tables
 from attnlab.studies import FIGURES, STUDIES, made_by
 from attnlab.studies.companion.compute import COLUMNS as COMPANION_COLUMNS
-from attnlab.studies.condensation.compute import COLUMNS as CONDENSATION_COLUMNS
-from attnlab.studies.failure_modes.compute import (
+from attnlab.studies.condensation.study import COLUMNS as CONDENSATION_COLUMNS
+from attnlab.studies.failure_modes.study import (
     CORRELATION_COLUMNS,
     MASK_COLUMNS,
     OVERFLOW_COLUMNS,
+    PART_CSVS,
 )
-from attnlab.studies.failure_modes.study import PART_CSVS
 
 #: One float32 rounding, 2^-23: twice the unit roundoff (n EPS bounds n roundings).
 EPS = float(np.finfo(np.float32).eps)

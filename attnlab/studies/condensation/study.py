@@ -27,6 +27,13 @@ CONDENSATION = Output(
 
 
 CSV = "06_condensation.csv"
+#: The CSV's columns, in order (their rules above).
+COLUMNS = tuple(CONDENSATION.column_names)
+
+#: Saturation criterion of the measured threshold: one key holds half of the mass.
+SATURATED_MAX_WEIGHT = 0.5
+#: Departure criterion: unscaled max weight at least this multiple of the scaled one.
+DEPARTURE_RATIO = 2.0
 
 SMALL_HEAD = "Keep the head small"
 

@@ -3,6 +3,8 @@ compares them by, its figures and its place in the report."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from attnlab.claims import CheckClaim, Claim
 from attnlab.harness.declaration import (
     BEYOND,
@@ -79,6 +81,24 @@ PART_CSVS: dict[str, str] = {
     "overflow": OVERFLOW_CSV,
     "masks": MASKS_CSV,
     "correlation": CORRELATION_CSV,
+}
+#: Each CSV's columns, in order (their rules above).
+OVERFLOW_COLUMNS = tuple(OVERFLOW.column_names)
+MASK_COLUMNS = tuple(MASKS.column_names)
+CORRELATION_COLUMNS = tuple(CORRELATION.column_names)
+
+#: The largest finite float16; ``exp(z)`` overflows in float16 for ``z > ln 65504``.
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+FLOAT16_EXP_LIMIT = float(np.log(FLOAT16_MAX))
+#: (a) An implementation's error is "too large" once its total-variation distance from the
+#: float64 softmax of the same float16 logits exceeds this, in any row.
+TV_TOLERANCE = 1e-2
+#: (b) The reference implementation's row label in the fill column.
+REFERENCE_FILL = "masked_softmax"
+#: (b) Row kinds: key ``j`` may be attended iff ``mask[j]``.
+MASK_ROWS: dict[str, np.ndarray] = {
+    "partly masked": np.arange(8) < 5,
+    "fully masked": np.zeros(8, bool),
 }
 
 # fmt: off
