@@ -202,11 +202,3 @@ class Study:
     def figure(self, name: str) -> Callable[[Tables, Path], list[Path]]:
         """The function that draws figure ``name`` (imports matplotlib on first use)."""
         return getattr(importlib.import_module(f"{self.package}.figure"), name)
-
-    def section(self) -> Callable[[Tables], str]:
-        """The function that writes this study's report section."""
-        return importlib.import_module(f"{self.package}.report").section
-
-    def checks(self) -> Mapping[str, Callable[[Tables], tuple[str, str, bool]]]:
-        """The check functions of this study's claims (``report.CHECKS``), if any."""
-        return getattr(importlib.import_module(f"{self.package}.report"), "CHECKS", {})

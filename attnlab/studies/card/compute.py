@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -42,8 +41,9 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.workers import Piece, run_pieces
-from attnlab.studies.card.headroom import SIGMAS, precision_frame
-from attnlab.studies.card.store import CardPlan, read_card
+from attnlab.studies.card.headroom import SIGMAS
+from attnlab.studies.card.precision import precision_frame
+from attnlab.studies.card.store import CardPlan, CardResult, read_card
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
 from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
@@ -379,17 +379,6 @@ def total_work(config: CardConfig, references: Sequence[str]) -> int:
     if not references:
         return 0
     return sum(piece.units for piece in card_pieces(config, references))
-
-
-@dataclass(frozen=True)
-class CardResult:
-    """One carded mechanism: its tables and verdicts, with its baselines' rows."""
-
-    name: str
-    reference: str
-    card: Card
-    verdicts: pd.DataFrame
-    read_from: dict[str, Path]
 
 
 def run_cards(

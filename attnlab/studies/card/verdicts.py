@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from attnlab.core.ownership import ALPHAS, owner
+from attnlab.core.owner import ALPHAS, owner
 from attnlab.studies.card.headroom import headroom
 from attnlab.studies.card.sensitivity import paired_difference, sensitivity
 
