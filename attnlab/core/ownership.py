@@ -29,10 +29,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from attnlab.core.mechanism import Mechanism
-
-# The rule that reads an elasticity, re-exported beside the elasticity it reads.
 from attnlab.core.owner import ALPHAS
-from attnlab.core.owner import owner as owner
 
 Array = jax.Array
 

@@ -31,10 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab.core.attention import masked_softmax
-
-# Re-exported for the studies that summarise their samples from here (numpy only).
-from attnlab.core.estimates import mean_and_sem as mean_and_sem
-from attnlab.core.estimates import std_and_se as std_and_se
 from attnlab.core.parallel import chunked_map
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 

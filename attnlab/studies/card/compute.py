@@ -36,9 +36,10 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import trailing_mean
+from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.references import load_mechanism
-from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
+from attnlab.core.sampling import map_trials, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.workers import Piece, run_pieces
 from attnlab.studies.card.headroom import SIGMAS
