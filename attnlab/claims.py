@@ -43,24 +43,37 @@ ABOUT = 0.10
 
 
 @dataclass(frozen=True)
-class CellClaim:
-    """A number the article measured, and the CSV cell (mean and SEM) that measures ours."""
+class _Quote:
+    """Where a claim stands in the article: its section, what it is about (``quantity``)
+    and the words that state it."""
 
     section: str
     quantity: str
     quote: str
+
+
+@dataclass(frozen=True)
+class _Printed(_Quote):
+    """A claim of a number the article prints with ``decimals`` decimals."""
+
     article: float
     decimals: int
-    csv: str
-    mean_column: str
-    sem_column: str
-    where: dict[str, object] = field(default_factory=dict)
-    kind: Kind = "measured"
 
     @property
     def article_text(self) -> str:
         """The article's number as printed."""
         return f"{self.article:.{self.decimals}f}"
+
+
+@dataclass(frozen=True)
+class CellClaim(_Printed):
+    """A number the article measured, and the CSV cell (mean and SEM) that measures ours."""
+
+    csv: str
+    mean_column: str
+    sem_column: str
+    where: dict[str, object] = field(default_factory=dict)
+    kind: Kind = "measured"
 
     @property
     def half_unit(self) -> float:
@@ -69,14 +82,11 @@ class CellClaim:
 
 
 @dataclass(frozen=True)
-class BoundClaim:
+class BoundClaim(_Quote):
     """ "|x| <= bound on every row with ``low <= by <= high``": ``x`` and its SE in
     ``column``/``se_column`` (the decisive, high-precision estimate) and in
     ``headline``/``headline_se`` (the article's sample size, shown beside it)."""
 
-    section: str
-    quantity: str
-    quote: str
     bound: float
     csv: str
     column: str
@@ -94,35 +104,21 @@ class BoundClaim:
 
 
 @dataclass(frozen=True)
-class SeedClaim:
+class SeedClaim(_Printed):
     """A number from the article's single training run, against our spread over seeds of
     ``column`` for ``variant``."""
 
-    section: str
-    quantity: str
-    quote: str
-    article: float
-    decimals: int
     csv: str
     column: str
     variant: str
     kind: Kind = "measured"
 
-    @property
-    def article_text(self) -> str:
-        return f"{self.article:.{self.decimals}f}"
-
 
 @dataclass(frozen=True)
-class RatioClaim:
+class RatioClaim(_Printed):
     """A ratio ``numerator / denominator / divide_by`` of one column between two variants,
     paired by seed, against the article's number."""
 
-    section: str
-    quantity: str
-    quote: str
-    article: float
-    decimals: int
     csv: str
     column: str
     numerator: str = "unscaled"
@@ -130,38 +126,22 @@ class RatioClaim:
     divide_by: float = 1.0
     kind: Kind = "measured"
 
-    @property
-    def article_text(self) -> str:
-        return f"{self.article:.{self.decimals}f}"
-
 
 @dataclass(frozen=True)
-class CheckClaim:
+class CheckClaim(_Quote):
     """A statement about a curve or a table, judged by the study's ``CHECKS[check]``."""
 
-    section: str
-    quantity: str
-    quote: str
     article: str
     check: str
     kind: Kind = "qualitative"
 
 
 @dataclass(frozen=True)
-class IdentityClaim:
+class IdentityClaim(_Printed):
     """Arithmetic the article states: its number and the exact value of the same formula."""
 
-    section: str
-    quantity: str
-    quote: str
-    article: float
-    decimals: int
     value: float
     kind: Kind = "identity"
-
-    @property
-    def article_text(self) -> str:
-        return f"{self.article:.{self.decimals}f}"
 
 
 Claim = CellClaim | BoundClaim | SeedClaim | RatioClaim | CheckClaim | IdentityClaim

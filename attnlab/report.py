@@ -10,16 +10,16 @@ summary's table is also README's tally, written between ``README_BEGIN`` and
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from attnlab.harness.cli import RESULTS_DIR
 from attnlab.harness.errors import DataError
 from attnlab.harness.io import is_csv, sidecar_path
+from attnlab.harness.study_report import Tally, study_report
 from attnlab.harness.tables import Tables, markdown_table, provenance
-from attnlab.harness.verdicts import Row, claim_rows, counts
+from attnlab.harness.verdicts import claim_rows, counts
 from attnlab.studies import STUDIES, Study, made_by
 
 TITLE = "# Reproduction report"
@@ -42,21 +42,17 @@ README_BEGIN_FORMAT = "<!-- BEGIN GENERATED: {} -->"
 README_BEGIN = README_BEGIN_FORMAT.format("tally")
 README_END = "<!-- END GENERATED -->"
 
-#: One line of the summary: its label and the thunk that judges its claims (it raises a
-#: DataError when their CSVs are absent).
-Tally = tuple[str, Callable[[], list[Row]]]
 #: What was left out of the report: the study, which part, and why (a DataError's text).
 Dropped = tuple[Study, str, str]
 
 
 def study_tallies(study: Study, tables: Tables) -> list[Tally]:
-    """The summary lines of ``study``: its report module's ``tallies(tables)`` where it has
-    one (a study judged under several readings, one line each), else one line judging its
-    claims."""
-    module = importlib.import_module(f"{study.package}.report")
-    if hasattr(module, "tallies"):
-        return module.tallies(tables)
-    return [(study.name, lambda: claim_rows(study.claims, tables, study.checks()))]
+    """The summary lines of ``study``: its report's ``tallies(tables)`` where it has one (a
+    study judged under several readings, one line each), else one line judging its claims."""
+    report = study_report(study)
+    if report.tallies is not None:
+        return report.tallies(tables)
+    return [(study.name, lambda: claim_rows(study.claims, tables, report.checks))]
 
 
 def summary_lines(tables: Tables) -> tuple[list[tuple[str, ...]], list[Dropped]]:
@@ -171,7 +167,7 @@ def build_report(results_dir: Path) -> str:
         if not study.in_report:
             continue
         try:
-            text = study.section()(tables)
+            text = study_report(study).section(tables)
         except DataError as err:
             dropped.append((study, "its section", str(err)))
             continue
@@ -230,19 +226,18 @@ def run_times(results_dir: Path) -> str:
 
 def readme_blocks(results_dir: Path) -> list[str]:
     """README's generated blocks, each between its markers: the summary's tally, each
-    script's run time, then every study's whose report module has ``readme(tables) ->
-    str`` (the cards' comparison)."""
+    script's run time, then every study's whose report module has ``readme`` (the cards'
+    comparison; ``attnlab.harness.study_report``)."""
     tables = tables_for(results_dir)
     table, _ = tally_table(tables)
     blocks = [f"{README_BEGIN}\n{table}\n{README_END}"]
     times = README_BEGIN_FORMAT.format("times")
     blocks.append(f"{times}\n{run_times(results_dir)}\n{README_END}")
     for study in STUDIES:
-        if study.in_report:
-            write = getattr(importlib.import_module(f"{study.package}.report"), "readme", None)
-            if write is not None:
-                begin = README_BEGIN_FORMAT.format(study.name)
-                blocks.append(f"{begin}\n{write(tables)}\n{README_END}")
+        write = study_report(study).readme if study.in_report else None
+        if write is not None:
+            begin = README_BEGIN_FORMAT.format(study.name)
+            blocks.append(f"{begin}\n{write(tables)}\n{README_END}")
     return blocks
 
 

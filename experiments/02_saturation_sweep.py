@@ -18,10 +18,7 @@ from attnlab.studies.statics.study import SATURATION_CSV
 
 # A lambda, so that the function is looked up when the script runs (tests replace it).
 build_parser, run = sweep_script(
-    __doc__,
-    SATURATION_CSV,
-    "02 saturation",
-    lambda config, bar: run_saturation_sweep(config, bar),
+    __doc__, SATURATION_CSV, "02 saturation", lambda config, bar: run_saturation_sweep(config, bar)
 )
 main = cli.entry_point(build_parser, run, headline)
 

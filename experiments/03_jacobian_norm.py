@@ -17,10 +17,7 @@ from attnlab.studies.statics.study import JACOBIAN_CSV
 
 # A lambda, so that the function is looked up when the script runs (tests replace it).
 build_parser, run = sweep_script(
-    __doc__,
-    JACOBIAN_CSV,
-    "03 jacobian norm",
-    lambda config, bar: run_jacobian_sweep(config, bar),
+    __doc__, JACOBIAN_CSV, "03 jacobian norm", lambda config, bar: run_jacobian_sweep(config, bar)
 )
 main = cli.entry_point(build_parser, run, headline)
 

@@ -17,15 +17,7 @@ from attnlab.studies import headline
 from attnlab.studies.article_fit import pipeline
 from attnlab.studies.article_fit.fits import FIRST_FIT
 
-
-def build_parser():
-    return pipeline.build_parser(__doc__, FIRST_FIT)
-
-
-def run(args):
-    pipeline.run(args, FIRST_FIT)
-
-
+build_parser, run = pipeline.script(__doc__, FIRST_FIT)
 main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":

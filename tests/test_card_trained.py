@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from attnlab.core.ownership import ALPHAS
+from attnlab.core.owner import ALPHAS
 from attnlab.core.references import load_mechanism
 from attnlab.studies.card.trained import DRIFT_ALPHAS, trained_frames
 from attnlab.studies.card.verdicts import owner_words

@@ -1,4 +1,5 @@
-"""attnlab.studies.condensation.compute: the (d_k, n) grid of 06 and its measured thresholds.
+"""attnlab.studies.condensation.compute: the (d_k, n) grid of 06 (its thresholds on a known
+table: ``test_condensation_thresholds``).
 
 The grid functions compile one program (gamma sampler included) per grid shape, so every
 test here uses ``DKS``, ``N_KEYS`` and ``TRIALS``, the settings of the end-to-end test.
@@ -13,16 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.core.sampling import mean_and_sem
+from attnlab.core.estimates import mean_and_sem
 from attnlab.studies.condensation.compute import (
-    COLUMNS,
     CondensationConfig,
-    first_crossing,
     max_weight_grid,
-    measured_thresholds,
     run_condensation,
-    threshold_dk,
 )
+from attnlab.studies.condensation.study import COLUMNS
+from attnlab.studies.condensation.thresholds import measured_thresholds
 
 DKS = (1, 4, 16)
 N_KEYS = (4, 16)
@@ -31,9 +30,6 @@ EPS = float(np.finfo(np.float32).eps)
 EPS64 = float(np.finfo(np.float64).eps)
 #: XLA's float32 exp is accurate to a few ulp; we allow 4 eps.
 ULPS = 4
-#: float64 interpolation in log2 d_k: t = (level - v0) / (v1 - v0) from values ~0.1-1
-#: (a few eps64 relative to |level| + |v0|, over |v1 - v0| >= 0.1), then 2^x: < 1e-14.
-INTERP_RTOL = 1e-14
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +40,6 @@ def grid() -> np.ndarray:
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
     return run_condensation(CondensationConfig(dks=DKS, n_keys=N_KEYS, trials=TRIALS, seed=0))
-
-
-def test_threshold_is_two_ln_n():
-    # numpy's and math's float64 log, a few ulp each, then an exact doubling.
-    assert threshold_dk(256) == pytest.approx(2 * math.log(256), rel=8 * EPS64)
-    # Exact: the same float64 operations.
-    np.testing.assert_array_equal(threshold_dk(np.array([4, 4096])), 2 * np.log([4, 4096]))
 
 
 def test_grid_shape_bounds_and_d_k_1(grid):
@@ -85,42 +74,6 @@ def test_table_matches_grid(grid, table):
     # Exact: identical rows at d_k = 1 (above), so every difference is 0.
     assert (d_k_1.gap_mean == 0).all() and (d_k_1.gap_sem == 0).all()
     assert (table[table.d_k > 1].filter(like="_sem") > 0).all().all()
-
-
-def test_first_crossing_interpolates_in_log2():
-    d_k = np.array([1.0, 2.0, 4.0, 8.0])
-    assert first_crossing(d_k, np.array([0.1, 0.2, 0.3, 0.4]), 0.9) == (
-        pytest.approx(np.nan, nan_ok=True),
-        pytest.approx(np.nan, nan_ok=True),
-    )
-    assert first_crossing(d_k, np.array([0.6, 0.7, 0.8, 0.9]), 0.5) == (1.0, 1.0)
-    grid_dk, at = first_crossing(d_k, np.array([0.1, 0.2, 0.4, 0.8]), 0.3)
-    assert grid_dk == 4.0
-    assert at == pytest.approx(2.0**1.5, rel=INTERP_RTOL)
-
-
-def test_measured_thresholds_on_a_known_table():
-    d_k = [1, 2, 4, 8]
-    unscaled = [0.2, 0.3, 0.6, 0.9]
-    frame = pd.DataFrame(
-        {
-            "n_keys": 8,
-            "d_k": d_k,
-            "max_weight_unscaled_mean": unscaled,
-            "max_weight_scaled_mean": [0.2, 0.2, 0.2, 0.2],
-        }
-    )
-    row = measured_thresholds(frame).iloc[0]
-    # numpy's and math's float64 log, a few ulp each, then an exact doubling.
-    assert row.n_keys == 8 and row.threshold_dk == pytest.approx(2 * math.log(8), rel=8 * EPS64)
-    # max weight 0.5 between d_k 2 (0.3) and 4 (0.6): two thirds of the way in log2.
-    assert row.saturation_dk_grid == 4
-    assert row.saturation_dk == pytest.approx(2 ** (1 + 2 / 3), rel=INTERP_RTOL)
-    # 2x scaled = 0.4, first reached between d_k 2 and 4, a third of the way.
-    assert row.departure_dk_grid == 4
-    assert row.departure_dk == pytest.approx(2 ** (1 + 1 / 3), rel=INTERP_RTOL)
-    at = np.interp(np.log2(2 * math.log(8)), np.log2(d_k), unscaled)
-    assert row.max_weight_at_threshold == pytest.approx(at, rel=INTERP_RTOL)
 
 
 def test_measured_thresholds_of_the_grid(table):

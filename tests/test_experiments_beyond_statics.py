@@ -14,16 +14,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.harness.study_report import study_report
 from attnlab.harness.tables import Tables
 from attnlab.studies import FIGURES, STUDIES, made_by
 from attnlab.studies.companion.compute import COLUMNS as COMPANION_COLUMNS
-from attnlab.studies.condensation.compute import COLUMNS as CONDENSATION_COLUMNS
-from attnlab.studies.failure_modes.compute import (
+from attnlab.studies.condensation.study import COLUMNS as CONDENSATION_COLUMNS
+from attnlab.studies.failure_modes.study import (
     CORRELATION_COLUMNS,
     MASK_COLUMNS,
     OVERFLOW_COLUMNS,
+    PART_CSVS,
 )
-from attnlab.studies.failure_modes.study import PART_CSVS
 
 #: One float32 rounding, 2^-23: twice the unit roundoff (n EPS bounds n roundings).
 EPS = float(np.finfo(np.float32).eps)
@@ -127,7 +128,7 @@ def test_figures_and_report_section(outputs, tmp_path):
             paths = study.figure(name)(tables, tmp_path)
             assert [p.name for p in paths] == [f"{name}.png", f"{name}.pdf"]
             assert all(p.stat().st_size > 10_000 for p in paths)
-    text = "\n\n".join(study.section()(tables) for study in beyond)
+    text = "\n\n".join(study_report(study).section(tables) for study in beyond)
     for heading in ("experiment 06", "experiment 07", "experiment 08"):
         assert heading in text
     assert "| 16 | 5.55 |" in text  # the threshold row of n = 16

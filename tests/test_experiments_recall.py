@@ -16,33 +16,17 @@ TINY = [
     "--steps", "30", "--seeds", "2", "--batch-size", "8", "--dk", "16", "--d-model", "16",
     "--eval-size", "64", "--chunk-steps", "10", "--quiet",
 ]  # fmt: skip
+# The CSVs' columns, spelled out here as the contract (the package derives its lists from
+# attnlab/training/columns.py).
 CURVE_COLUMNS = [
-    "variant",
-    "seed",
-    "step",
-    "loss",
-    "smoothed_loss",
-    "accuracy",
-    "grad_norm_wq",
-    "grad_norm_wk",
-    "grad_norm_wv",
-    "attn_entropy",
-    "attn_max_weight",
-]
+    "variant", "seed", "step", "loss", "smoothed_loss", "accuracy",
+    "grad_norm_wq", "grad_norm_wk", "grad_norm_wv", "attn_entropy", "attn_max_weight",
+]  # fmt: skip
 SUMMARY_COLUMNS = [
-    "variant",
-    "seed",
-    "grad_wq_step0",
-    "grad_wk_step0",
-    "step_loss_below_1",
-    "step_loss_below_0p1",
-    "final_loss",
-    "final_attn_entropy",
-    "eval_accuracy",
-    "plateau_start",
-    "plateau_end",
-    "plateau_level",
-]
+    "variant", "seed", "grad_wq_step0", "grad_wk_step0", "step_loss_below_1",
+    "step_loss_below_0p1", "final_loss", "final_attn_entropy", "eval_accuracy",
+    "plateau_start", "plateau_end", "plateau_level",
+]  # fmt: skip
 STEMS = ("04_recall_curves", "04_recall_summary")
 #: One float32 rounding, 2^-23: twice the unit roundoff (n EPS bounds n roundings).
 EPS = float(np.finfo(np.float32).eps)

@@ -11,16 +11,11 @@ import pandas as pd
 import pytest
 
 from attnlab.studies.failure_modes.compute import (
-    CORRELATION_COLUMNS,
-    FLOAT16_EXP_LIMIT,
-    MASK_COLUMNS,
     MASK_DTYPES,
-    OVERFLOW_COLUMNS,
     CorrelationConfig,
     OverflowConfig,
     correlated_products,
     overflow_rows,
-    overflow_thresholds,
     predicted_logit_moments,
     run_correlation,
     run_masks,
@@ -29,6 +24,13 @@ from attnlab.studies.failure_modes.compute import (
     stored_value,
     total_variation,
 )
+from attnlab.studies.failure_modes.study import (
+    CORRELATION_COLUMNS,
+    FLOAT16_EXP_LIMIT,
+    MASK_COLUMNS,
+    OVERFLOW_COLUMNS,
+)
+from attnlab.studies.failure_modes.thresholds import overflow_thresholds
 
 #: The correlation settings of the end-to-end test (one compiled program for both).
 CORRELATION = CorrelationConfig(dks=(4, 16), samples=2000, seed=0)

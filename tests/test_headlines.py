@@ -3,7 +3,6 @@ CSVs and gives a line with a number on the committed results; the helpers' forma
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pandas as pd
 import pytest
 
 from attnlab.harness.headlines import at_row, medians
+from attnlab.harness.study_report import study_report
 from attnlab.studies import STUDIES, headline
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -19,7 +19,7 @@ REPORTED = [s for s in STUDIES if s.in_report]
 
 @pytest.mark.parametrize("study", REPORTED, ids=lambda s: s.name)
 def test_every_headline_names_its_csv_and_reads_a_number(study):
-    headlines = getattr(importlib.import_module(f"{study.package}.report"), "HEADLINES", {})
+    headlines = study_report(study).headlines
     assert headlines, f"{study.name}: no HEADLINES"
     for csv, _ in headlines.items():
         assert csv in study.outputs, csv

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab.core.ownership import logit_elasticity, logit_scale, owner
+from attnlab.core.owner import owner
+from attnlab.core.ownership import logit_elasticity, logit_scale
 from attnlab.core.temperature import BUILTINS
 
 D_K, N = 32, 16

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab.core.ownership import ALPHAS
+from attnlab.core.owner import ALPHAS
 from attnlab.models.checkpoint import load_checkpoint
 from attnlab.studies.real_model import compute
 from attnlab.studies.real_model.study import QUANTILES, SATURATED_AT

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnlab.harness.io import is_csv, open_csv_text
+from attnlab.harness.study_report import study_report
 from attnlab.studies import FIGURES, STUDIES, made_by
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,7 +26,7 @@ def test_scripts_figures_and_sections_exist():
         for script in study.scripts:
             assert (REPO / "experiments" / script).is_file(), script
         if study.in_report:
-            assert callable(study.section())
+            assert callable(study_report(study).section)
     for name, study in FIGURES.items():
         assert callable(study.figure(name))
         assert (REPO / "figures" / f"{name}.png").is_file()

@@ -12,17 +12,22 @@ from attnlab.core.temperature import BUILTINS, MECHANISMS, qk_norm_initial_gain
 D_KS = [1, 4, 16, 64, 256]
 
 
+#: What each mechanism changes relative to unscaled attention, in the built-ins' order:
+#: name: (logits, learned, fixed, qk_init_exponent, normalize_qk).
+ATTRIBUTES = {
+    "scaled": (scaled_logits, (), ("scale",), 0.0, False),
+    "unscaled": (scaled_logits, (), ("scale",), 0.0, False),
+    "folded_init": (scaled_logits, (), ("scale",), -0.25, False),
+    "qk_norm": (scaled_logits, ("scale",), (), 0.0, True),
+    "learned_temperature": (scaled_logits, ("scale",), (), 0.0, False),
+    "inv_d": (scaled_logits, (), ("scale",), 0.0, False),
+    "softcap30": (capped_logits, (), ("scale", "cap"), 0.0, False),
+    "softcap50": (capped_logits, (), ("scale", "cap"), 0.0, False),
+}
+
+
 def test_mechanism_names_and_keys():
-    assert list(MECHANISMS) == [
-        "scaled",
-        "unscaled",
-        "folded_init",
-        "qk_norm",
-        "learned_temperature",
-        "inv_d",
-        "softcap30",
-        "softcap50",
-    ]
+    assert list(MECHANISMS) == list(ATTRIBUTES)
     assert list(BUILTINS) == list(MECHANISMS) + ["ssmax", "sigmoid", "softpick", "cosine_tau"]
     assert BUILTINS == {**MECHANISMS, **LITERATURE}
     for name, mech in BUILTINS.items():
@@ -32,17 +37,6 @@ def test_mechanism_names_and_keys():
 
 def test_mechanism_attributes():
     """What each mechanism changes relative to unscaled attention, and nothing else."""
-    expected = {
-        #  name: (logits, learned, fixed, qk_init_exponent, normalize_qk)
-        "scaled": (scaled_logits, (), ("scale",), 0.0, False),
-        "unscaled": (scaled_logits, (), ("scale",), 0.0, False),
-        "folded_init": (scaled_logits, (), ("scale",), -0.25, False),
-        "qk_norm": (scaled_logits, ("scale",), (), 0.0, True),
-        "learned_temperature": (scaled_logits, ("scale",), (), 0.0, False),
-        "inv_d": (scaled_logits, (), ("scale",), 0.0, False),
-        "softcap30": (capped_logits, (), ("scale", "cap"), 0.0, False),
-        "softcap50": (capped_logits, (), ("scale", "cap"), 0.0, False),
-    }
     got = {
         name: (
             m.logits,
@@ -53,7 +47,7 @@ def test_mechanism_attributes():
         )
         for name, m in MECHANISMS.items()
     }
-    assert got == expected
+    assert got == ATTRIBUTES
     for m in MECHANISMS.values():
         assert m.weights is softmax_weights and not m.row_length
 

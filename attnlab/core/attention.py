@@ -108,16 +108,8 @@ def attention_weights(
     scale: ArrayLike | None = None,
     logit_cap: float | None = None,
 ) -> Array:
-    """Attention weights ``softmax(scale * q k^T)`` in float32, shape ``[..., Tq, Tk]``.
-
-    Args:
-      q: queries ``[..., Tq, d_k]``.
-      k: keys ``[..., Tk, d_k]``.
-      mask: optional boolean, broadcastable to ``[..., Tq, Tk]``, True where a query may
-        attend. Fully masked rows give all-zero weights.
-      scale: logit multiplier; None is ``1/sqrt(d_k)``, 1.0 is unscaled attention.
-      logit_cap: if given, logits are soft-capped by ``cap * tanh(z / cap)``.
-    """
+    """The weights ``softmax(scale * q k^T)`` of ``dot_product_attention`` (whose arguments
+    these are) in float32, shape ``[..., Tq, Tk]``; a fully masked row is all zeros."""
     return masked_softmax(attention_logits(q, k, scale=scale, logit_cap=logit_cap), mask)
 
 

@@ -16,7 +16,8 @@ the weights own the temperature. It is 0 where the mechanism normalises q and k 
 cosine attention): the mechanism owns it. A soft-cap ``z = cap tanh(q.k / cap)`` starts at 2
 and falls towards 0 as ``alpha`` drives the logits into the cap: the cap takes over.
 
-``e`` is computed by forward-mode autodiff in ``ln alpha``, exact to float32 rounding.
+``e`` is computed by forward-mode autodiff in ``ln alpha``, exact to float32 rounding; who
+owns the temperature is read from it by ``attnlab.core.owner`` (no JAX).
 """
 
 from __future__ import annotations
@@ -28,15 +29,9 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from attnlab.core.mechanism import Mechanism
+from attnlab.core.owner import ALPHAS
 
 Array = jax.Array
-
-#: The multipliers of q and k at which the card and experiment 13 read the elasticity.
-ALPHAS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
-#: Elasticity at or above which the weights own the temperature (2 for bilinear logits),
-#: and at or below which the mechanism does (0 for normalised q and k); between, a cap.
-WEIGHTS_OWN_AT = 1.5
-MECHANISM_OWNS_AT = 0.5
 
 
 def logit_scale(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
@@ -75,13 +70,3 @@ def logit_elasticity(
         return jax.jvp(log_scale, (jnp.log(jnp.float32(alpha)),), (jnp.float32(1.0),))[1]
 
     return jnp.stack([one(a) for a in alphas])
-
-
-def owner(elasticity: float) -> str:
-    """Who owns the temperature, in words, from an elasticity: ``weights`` (>=
-    ``WEIGHTS_OWN_AT``), ``mechanism`` (<= ``MECHANISM_OWNS_AT``), else ``cap``."""
-    if elasticity >= WEIGHTS_OWN_AT:
-        return "weights"
-    if elasticity <= MECHANISM_OWNS_AT:
-        return "mechanism"
-    return "cap"

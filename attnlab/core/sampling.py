@@ -188,26 +188,3 @@ def softmax_row_statistics(
     elements = n_keys * (1 if exact else d_k) + len(variants) * n_keys
     stats = np.moveaxis(map_trials(one, items, elements, on_chunk), 0, 1)  # [V, trials, 3]
     return RowStatistics(tuple(variants), stats[..., 0], stats[..., 1], stats[..., 2])
-
-
-def mean_and_sem(x: np.ndarray, axis: int = -1) -> tuple[np.ndarray, np.ndarray]:
-    """Sample mean and its standard error ``s / sqrt(N)`` (``s`` with ddof=1), in float64."""
-    x = np.asarray(x, np.float64)
-    n = x.shape[axis]
-    return x.mean(axis=axis), x.std(axis=axis, ddof=1) / np.sqrt(n)
-
-
-def std_and_se(x: np.ndarray) -> tuple[float, float]:
-    """Sample standard deviation and its standard error, in float64.
-
-    ``s = sqrt(m2)`` with central moments ``m_k = mean((x - mean x)^k)``; by the delta method
-    ``se(s) = sqrt((m4 - m2^2) / N) / (2 s)``, which uses the sample kurtosis and so holds
-    for the heavy-tailed product of two normals (excess kurtosis 6/d_k), not only for
-    Gaussian data.
-    """
-    x = np.asarray(x, np.float64)
-    centred = x - x.mean()
-    m2 = np.mean(centred**2)
-    m4 = np.mean(centred**4)
-    s = float(np.sqrt(m2))
-    return s, float(np.sqrt((m4 - m2**2) / x.size) / (2 * s))

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import jax
 import pandas as pd
 
-from attnlab.core.sampling import Sampler, mean_and_sem, softmax_row_statistics
+from attnlab.core.estimates import mean_and_sem
+from attnlab.core.sampling import Sampler, softmax_row_statistics
 
 #: d_k = 1, 2, 4, ..., 1024: the article's sweep.
 DEFAULT_DKS: tuple[int, ...] = tuple(2**i for i in range(11))

@@ -11,7 +11,7 @@ stated in ``attnlab.verify``):
 
 * :data:`KEY`: identifies a row; rows are matched by their key columns.
 * ``mean(se)``: a Monte-Carlo mean whose standard error is column ``se`` (itself
-  declared :data:`SE`).
+  declared :data:`SE`; ``mean_with_se`` declares the pair).
 * :data:`EXACT`: equal values. ``close(atol, rtol)``: ``|a - b| <= atol + rtol |b|``.
 * :data:`SEED_RANGE`: per-seed training results, compared with the committed seeds'
   widened range; :data:`CHAOTIC`: the same, "never" (NaN) left out.
@@ -52,6 +52,11 @@ KEY, SE, EXACT, SEED_RANGE, CHAOTIC, UNCHECKED = (
 def mean(se: str) -> Rule:
     """A Monte-Carlo mean whose standard error is column ``se``."""
     return Rule("mean", se=se)
+
+
+def mean_with_se(column: str, se: str) -> dict[str, Rule]:
+    """The two columns of one Monte-Carlo estimate: ``{column: mean(se), se: SE}``."""
+    return {column: mean(se), se: SE}
 
 
 def close(atol: float, rtol: float) -> Rule:
@@ -197,11 +202,3 @@ class Study:
     def figure(self, name: str) -> Callable[[Tables, Path], list[Path]]:
         """The function that draws figure ``name`` (imports matplotlib on first use)."""
         return getattr(importlib.import_module(f"{self.package}.figure"), name)
-
-    def section(self) -> Callable[[Tables], str]:
-        """The function that writes this study's report section."""
-        return importlib.import_module(f"{self.package}.report").section
-
-    def checks(self) -> Mapping[str, Callable[[Tables], tuple[str, str, bool]]]:
-        """The check functions of this study's claims (``report.CHECKS``), if any."""
-        return getattr(importlib.import_module(f"{self.package}.report"), "CHECKS", {})

@@ -122,11 +122,14 @@ def band_by_variant(
         ax.plot(steps, wide.median(axis=1), color=colors[variant], label=labels[variant])
 
 
-def mark_milestones(ax: plt.Axes, summary: pd.DataFrame, colors: dict[str, str]) -> None:
-    """Dashed lines at the loss milestones; a marker at each variant's median step, where at
-    least half of its seeds reach the milestone (the report's *on k of n seeds* rule)."""
+def mark_milestones(ax: plt.Axes, summary: pd.DataFrame | None, colors: dict[str, str]) -> None:
+    """Dashed lines at the loss milestones; with a ``summary``, a marker at each variant's
+    median step, where at least half of its seeds reach the milestone (the report's *on k
+    of n seeds* rule)."""
     for threshold, column in ((1.0, "step_loss_below_1"), (0.1, "step_loss_below_0p1")):
         ax.axhline(threshold, color="0.5", ls="--", lw=0.8)
+        if summary is None:
+            continue
         for variant, group in summary.groupby("variant", sort=False):
             steps = group[column].dropna()
             if len(steps) and 2 * len(steps) >= len(group):
@@ -169,3 +172,26 @@ def mark_article_milestones(ax: plt.Axes) -> None:
     ax.plot(
         [], [], marker="D", ls="", color="0.5", mec="black", mew=0.6, label="article's milestone"
     )
+
+
+def smoothed_loss_panel(ax: plt.Axes, curves: pd.DataFrame, summary: pd.DataFrame | None) -> None:
+    """Each variant's smoothed training loss over seeds (``band_by_variant``) on a log loss
+    axis against training step, the loss milestones (``mark_milestones``: with a
+    ``summary``, our median steps and their legend entry) and the article's
+    (``mark_article_milestones``)."""
+    band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
+    mark_milestones(ax, summary, VARIANT_COLORS)
+    mark_article_milestones(ax)
+    if summary is not None:
+        ax.plot(
+            [],
+            [],
+            marker="v",
+            ls="",
+            color="0.5",
+            mec="black",
+            mew=0.5,
+            label="our median milestone",
+        )
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnlab.harness.declaration import Study
+from attnlab.harness.study_report import study_report
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,7 +68,7 @@ def headline(csv_name: str, frame: pd.DataFrame) -> str | None:
     for study in STUDIES:
         names = [n for n in study.outputs if csv_name in (n, Path(n).name)]
         if names and study.in_report:
-            headlines = getattr(importlib.import_module(f"{study.package}.report"), "HEADLINES", {})
+            headlines = study_report(study).headlines
             if names[0] in headlines:
                 return headlines[names[0]](frame) or None
     return None

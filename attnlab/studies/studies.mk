@@ -5,27 +5,27 @@
 SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/prng.py \
 	attnlab/harness/__init__.py attnlab/harness/cli.py attnlab/harness/declaration.py \
 	attnlab/harness/errors.py attnlab/harness/flags.py attnlab/harness/io.py \
-	attnlab/harness/outputs.py attnlab/studies/__init__.py
+	attnlab/harness/outputs.py attnlab/harness/study_report.py attnlab/studies/__init__.py
 
 # ------------------------------------------------------------ statics
 STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
 	results/03_jacobian_norm.csv
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/compute.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(SHARED) \
-	attnlab/claims.py attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
-	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
-	attnlab/studies/statics/study.py | $(STAMP)
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
+	attnlab/studies/statics/flags.py attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
@@ -132,10 +132,10 @@ WIDTHS_CSVS := results/10_widths_summary.csv results/10_widths_curves.csv \
 WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
 results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfer.csv \
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
-	attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/parallel.py \
+	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/softmax_sweeps.py attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
 	attnlab/studies/widths/compute.py attnlab/studies/widths/study.py \
 	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
 	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
@@ -155,16 +155,15 @@ $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 CONDENSATION_CSVS := results/06_condensation.csv
 CONDENSATION_FIGURES := figures/fig5_condensation.png
 results/06_condensation.csv: experiments/06_condensation.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/studies/condensation/__init__.py \
-	attnlab/studies/condensation/compute.py attnlab/studies/condensation/study.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/studies/condensation/__init__.py attnlab/studies/condensation/compute.py \
+	attnlab/studies/condensation/study.py attnlab/studies/condensation/thresholds.py | $(STAMP)
 	$(PY) $<
 $(CONDENSATION_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/studies/condensation/__init__.py attnlab/studies/condensation/compute.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/studies/condensation/__init__.py \
 	attnlab/studies/condensation/figure.py attnlab/studies/condensation/study.py \
-	results/06_condensation.csv | $(STAMP)
+	attnlab/studies/condensation/thresholds.py results/06_condensation.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study condensation
 
 # ------------------------------------------------------------ failure_modes
@@ -173,51 +172,51 @@ FAILURE_MODES_CSVS := results/07_failure_modes_overflow.csv results/07_failure_m
 FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
 results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv &: experiments/07_failure_modes.py $(SHARED) \
-	attnlab/claims.py attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/studies/failure_modes/__init__.py \
-	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/study.py | $(STAMP)
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/compute.py \
+	attnlab/studies/failure_modes/study.py | $(STAMP)
 	$(PY) $<
 $(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/compute.py \
-	attnlab/studies/failure_modes/figure.py attnlab/studies/failure_modes/study.py \
-	results/07_failure_modes_correlation.csv results/07_failure_modes_masks.csv \
-	results/07_failure_modes_overflow.csv | $(STAMP)
+	attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/figure.py \
+	attnlab/studies/failure_modes/study.py results/07_failure_modes_correlation.csv \
+	results/07_failure_modes_masks.csv results/07_failure_modes_overflow.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study failure_modes
 
 # ------------------------------------------------------------ companion
 COMPANION_CSVS := results/08_companion_claims.csv
 results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
-	attnlab/claims.py attnlab/core/attention.py attnlab/core/parallel.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/studies/companion/__init__.py \
-	attnlab/studies/companion/compute.py attnlab/studies/companion/study.py | $(STAMP)
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/studies/companion/__init__.py attnlab/studies/companion/compute.py \
+	attnlab/studies/companion/study.py | $(STAMP)
 	$(PY) $<
 
 # ------------------------------------------------------------ card
 CARD_CSVS := results/cards/comparison.csv
 CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/ownership.py attnlab/core/parallel.py \
-	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/harness/workers.py attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
+	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/references.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
 	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py \
-	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
-	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
-	attnlab/training/columns.py attnlab/training/config.py attnlab/training/flags.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/readings.py \
-	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
+	attnlab/studies/card/precision.py attnlab/studies/card/report.py \
+	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
+	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
+	attnlab/studies/card/verdicts.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
 	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
-$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/attention.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/ownership.py \
-	attnlab/core/parallel.py attnlab/core/references.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/figure.py \
+$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/estimates.py \
+	attnlab/core/owner.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py results/cards/comparison.csv \
 	| $(STAMP)
@@ -230,10 +229,10 @@ REAL_MODEL_FIGURES := figures/fig11_real_model.png
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/ownership.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/checkpoint.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/core/owner.py attnlab/core/ownership.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/models/__init__.py attnlab/models/bert.py \
+	attnlab/models/checkpoint.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/headlines.py attnlab/harness/tables.py attnlab/studies/real_model/__init__.py \

@@ -5,7 +5,7 @@ the width sweep (10's, the card's)."""
 
 from __future__ import annotations
 
-from attnlab.harness.declaration import CHAOTIC, EXACT, KEY, SEED_RANGE, UNCHECKED
+from attnlab.harness.declaration import CHAOTIC, EXACT, KEY, SEED_RANGE, UNCHECKED, Output
 
 #: One row per (variant, seed, step): per-seed curves, compared by their mean over steps.
 CURVES = {
@@ -21,15 +21,18 @@ CURVES = {
     "attn_entropy": SEED_RANGE,
     "attn_max_weight": SEED_RANGE,
 }
+#: The per-run numbers both summaries open with: step-0 gradient norms, loss milestones and
+#: the final smoothed loss.
+_MILESTONES = dict.fromkeys(
+    ("grad_wq_step0", "grad_wk_step0", "step_loss_below_1", "step_loss_below_0p1", "final_loss"),
+    SEED_RANGE,
+)
+
 #: One row per (variant, seed); whether a run stalls on a plateau is chaotic for unscaled.
 SUMMARY = {
     "variant": KEY,
     "seed": KEY,
-    "grad_wq_step0": SEED_RANGE,
-    "grad_wk_step0": SEED_RANGE,
-    "step_loss_below_1": SEED_RANGE,
-    "step_loss_below_0p1": SEED_RANGE,
-    "final_loss": SEED_RANGE,
+    **_MILESTONES,
     "final_attn_entropy": SEED_RANGE,
     "eval_accuracy": SEED_RANGE,
     "plateau_start": CHAOTIC,
@@ -37,17 +40,24 @@ SUMMARY = {
     "plateau_level": CHAOTIC,
 }
 
+
+def training_outputs(script: str, curves_csv: str, summary_csv: str) -> dict[str, Output]:
+    """The two tables ``script`` writes when it trains the recall model the common way:
+    ``curves_csv`` (``CURVES``, compared by the mean over steps) and ``summary_csv``
+    (``SUMMARY``)."""
+    return {
+        curves_csv: Output(script, CURVES, curve_step="step"),
+        summary_csv: Output(script, SUMMARY),
+    }
+
+
 #: The width sweep (``attnlab.training.sweep``): one row per lane (d_k, mechanism, lr, seed).
 WIDTHS_SUMMARY = {
     "d_k": KEY,
     "mechanism": KEY,
     "lr": KEY,
     "seed": KEY,
-    "grad_wq_step0": SEED_RANGE,
-    "grad_wk_step0": SEED_RANGE,
-    "step_loss_below_1": SEED_RANGE,
-    "step_loss_below_0p1": SEED_RANGE,
-    "final_loss": SEED_RANGE,
+    **_MILESTONES,
     "eval_accuracy": SEED_RANGE,
     "routing_accuracy_step0": SEED_RANGE,
     "routing_accuracy_end": SEED_RANGE,

@@ -137,13 +137,17 @@ def add_recall_flags(
     out ``--dk`` (for a script that sweeps widths; ``recall_config`` then takes ``d_k``)."""
     default = RecallConfig() if default is None else default
     add = parser.add_argument
+
+    def add_reading_flag(flag: str, **kwargs: Any) -> None:
+        """A flag ``--reading`` also sets (``READING_FLAGS``), recorded as typed."""
+        action = _StoreBool if flag == "--bias" else _Store
+        add(flag, default=getattr(default, READING_FLAGS[flag]), action=action, **kwargs)
+
     if head_width:
         cli.add_int_flag(parser, "--dk", default.d_k, "head width d_k")
-    add(
+    add_reading_flag(
         "--d-model",
         type=cli.positive_int,
-        default=default.d_model,
-        action=_Store,
         help="embedding width of one token (unused by --slot onehot)",
     )
     cli.add_int_flag(
@@ -154,13 +158,7 @@ def add_recall_flags(
         parser, "--value-tokens", default.n_value_tokens, "size of the value vocabulary", 2
     )
     cli.add_int_flag(parser, "--steps", default.steps, "training steps")
-    add(
-        "--batch-size",
-        type=cli.positive_int,
-        default=default.batch_size,
-        action=_Store,
-        help="sequences per step",
-    )
+    add_reading_flag("--batch-size", type=cli.positive_int, help="sequences per step")
     add("--lr", type=cli.positive_float, default=default.lr, help="Adam learning rate")
     cli.add_int_flag(parser, "--seeds", default.seeds, "how many seeds")
     cli.add_seed_flag(parser, default.seed, help="the first seed")
@@ -180,26 +178,15 @@ def add_recall_flags(
         default.chunk_steps,
         "steps per compiled chunk (progress and divergence checks between chunks)",
     )
-    add(
+    add_reading_flag(
         "--slot",
         choices=SLOTS,
-        default=default.slot,
-        action=_Store,
         help="how a key-value pair becomes a slot (laws: attnlab/training/model.py)",
     )
-    add(
-        "--init",
-        choices=INITS,
-        default=default.init,
-        action=_Store,
-        help="initialisation convention (laws: attnlab/training/model.py)",
+    add_reading_flag(
+        "--init", choices=INITS, help="initialisation convention (laws: attnlab/training/model.py)"
     )
-    add(
-        "--bias",
-        default=default.bias,
-        action=_StoreBool,
-        help="biases on the Q, K, V projections and the readout",
-    )
+    add_reading_flag("--bias", help="biases on the Q, K, V projections and the readout")
     add(
         "--reading",
         type=reading_name,

@@ -56,7 +56,7 @@ from attnlab.training.config import RecallConfig
 from attnlab.training.model import MechanismConstants, RecallModel
 from attnlab.training.summary import MILESTONES
 from attnlab.training.task import Batch
-from attnlab.training.trainer import Run, Trainer, group_runs
+from attnlab.training.trainer import Diagnostics, Run, Trainer, TrainResult, group_runs
 
 Progress = Callable[[int], None] | None
 
@@ -197,22 +197,6 @@ def diagnostics(
 # ----------------------------------------------------------------------------- training
 
 
-@dataclass
-class LaneResult:
-    """One (d_k, mechanism) program: per lane ``[lanes, ...]`` arrays, lanes lr-major."""
-
-    d_k: int
-    mechanism: str
-    lrs: list[float]
-    seeds: list[int]
-    loss: np.ndarray  # [lanes, steps]
-    grad_wq_step0: np.ndarray
-    grad_wk_step0: np.ndarray
-    diagnostics: dict[str, np.ndarray]  # name -> [lanes, records]
-    record_steps: np.ndarray
-    eval_accuracy: np.ndarray
-
-
 #: The per-step metrics the sweep records.
 LANE_METRICS = ("loss", "grad_norm_wq", "grad_norm_wk")
 
@@ -222,48 +206,30 @@ def train_width(
     entries: Sequence[tuple[Mechanism, Sequence[float]]],
     record_every: int,
     on_chunk: Progress = None,
-) -> list[LaneResult]:
+    diagnose: Diagnostics = diagnostics,
+    metrics: tuple[str, ...] = LANE_METRICS,
+) -> list[TrainResult]:
     """Train every ``(mechanism, learning rates)`` of ``entries`` on every (learning rate,
     seed) lane of ``config``, one ``Trainer`` per shared program, in compiled blocks of
-    ``record_every`` steps; ``diagnostics`` on the seed's held-out sequences at step 0 and
-    after every block. Non-finite losses are kept (the lane is diverged), not raised.
-    Results in the order of ``entries``."""
+    ``record_every`` steps, recording the per-step ``metrics``; ``diagnose`` (default: the
+    module docstring's ``diagnostics``) on the seed's held-out sequences at step 0 and after
+    every block. Non-finite losses are kept (the lane is diverged), not raised. One
+    ``TrainResult`` per (mechanism, rate), in the order of ``entries`` and their rates; its
+    ``eval_accuracy`` is left NaN (the diagnostics' records hold the held-out accuracy)."""
     config = replace(config, chunk_steps=record_every)
     runs = [Run(config, mechanism, lr=lr) for mechanism, lrs in entries for lr in lrs]
-    owner = [i for i, (_, lrs) in enumerate(entries) for _ in lrs]
-    lanes: dict[int, list] = {i: [] for i in range(len(entries))}
+    results: list[TrainResult | None] = [None] * len(runs)
     for group in group_runs(runs):
-        trainer = Trainer([runs[i] for i in group], metrics=LANE_METRICS,
-                          diagnostics=diagnostics, on_diverge="record")  # fmt: skip
+        trainer = Trainer([runs[i] for i in group], metrics=metrics, diagnostics=diagnose,
+                          on_diverge="record")  # fmt: skip
         trainer.run(config.steps, on_chunk)
-        records, by_run = trainer.recorded, trainer.metrics_by_run()
-        for r, i in enumerate(group):
-            lane = trainer.lane_slice(r)
-            lanes[owner[i]].append((by_run[r], {k: v[lane] for k, v in records.items()}))
-    return [_lane_result(config, mechanism, lrs, lanes[i], record_every)
-            for i, (mechanism, lrs) in enumerate(entries)]  # fmt: skip
+        for i, result in zip(group, trainer.results(evaluate=False), strict=True):
+            results[i] = result
+    return results
 
 
-def _lane_result(config: RecallConfig, mechanism: Mechanism, lrs, parts, record_every: int):
-    """One mechanism's lanes (``parts``: per learning rate, its metrics and records)."""
-    metrics = {k: np.concatenate([m[k] for m, _ in parts]) for k in LANE_METRICS}
-    records = {k: np.concatenate([r[k] for _, r in parts]) for k in DIAGNOSTICS}
-    return LaneResult(
-        d_k=config.d_k,
-        mechanism=mechanism.name,
-        lrs=list(lrs),
-        seeds=config.seed_values,
-        loss=metrics["loss"],
-        grad_wq_step0=metrics["grad_norm_wq"][:, 0],
-        grad_wk_step0=metrics["grad_norm_wk"][:, 0],
-        diagnostics=records,
-        record_steps=np.arange(0, config.steps + 1, record_every),
-        eval_accuracy=records["accuracy"][:, -1],
-    )
-
-
-def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[LaneResult]:
-    """Every program of ``config.runs()``, one width at a time."""
+def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[TrainResult]:
+    """Every run of ``config.runs()`` (a mechanism at a rate), one width at a time."""
     runs = config.runs()
     results = []
     for d_k in dict.fromkeys(d_k for d_k, _, _ in runs):
@@ -282,28 +248,23 @@ def first_nonfinite(loss: np.ndarray) -> int | None:
     return int(bad[0]) if bad.size else None
 
 
-def _lanes(result: LaneResult):
-    for i in range(len(result.lrs) * len(result.seeds)):
-        yield i, result.lrs[i // len(result.seeds)], result.seeds[i % len(result.seeds)]
-
-
-def summary_frame(results: Sequence[LaneResult], smoothing: int) -> pd.DataFrame:
+def summary_frame(results: Sequence[TrainResult], smoothing: int) -> pd.DataFrame:
     """One row per lane (``SUMMARY_COLUMNS``); a diverged lane keeps only its step-0
     numbers and ``diverged_step``."""
     rows = []
     for result in results:
-        for i, lr, seed in _lanes(result):
-            loss = result.loss[i]
+        d = result.records
+        for i, seed in enumerate(result.seeds):
+            loss = result.metrics["loss"][i]
             diverged = first_nonfinite(loss)
             smoothed = trailing_mean(loss, smoothing)
-            d = result.diagnostics
             row = {
                 "d_k": result.d_k,
                 "mechanism": result.mechanism,
-                "lr": lr,
+                "lr": result.lr,
                 "seed": seed,
-                "grad_wq_step0": float(result.grad_wq_step0[i]),
-                "grad_wk_step0": float(result.grad_wk_step0[i]),
+                "grad_wq_step0": float(result.metrics["grad_norm_wq"][i, 0]),
+                "grad_wk_step0": float(result.metrics["grad_norm_wk"][i, 0]),
                 "routing_accuracy_step0": float(d["routing_accuracy"][i, 0]),
                 "asked_weight_step0": float(d["asked_weight"][i, 0]),
                 "logit_std_step0": float(d["logit_std"][i, 0]),
@@ -318,7 +279,7 @@ def summary_frame(results: Sequence[LaneResult], smoothing: int) -> pd.DataFrame
                 )
                 row.update(
                     final_loss=float(smoothed[-1]),
-                    eval_accuracy=float(result.eval_accuracy[i]),
+                    eval_accuracy=float(d["accuracy"][i, -1]),
                     routing_accuracy_end=float(d["routing_accuracy"][i, -1]),
                     asked_weight_end=float(d["asked_weight"][i, -1]),
                     logit_std_end=float(d["logit_std"][i, -1]),
@@ -330,23 +291,23 @@ def summary_frame(results: Sequence[LaneResult], smoothing: int) -> pd.DataFrame
     return frame
 
 
-def curves_frame(results: Sequence[LaneResult], smoothing: int) -> pd.DataFrame:
+def curves_frame(results: Sequence[TrainResult], smoothing: int) -> pd.DataFrame:
     """One row per lane and recorded step: the smoothed loss (at that step, or the last
     step for the end of the run) and the diagnostics."""
     frames = []
     for result in results:
         steps = result.record_steps
-        for i, lr, seed in _lanes(result):
-            smoothed = trailing_mean(result.loss[i], smoothing)
+        for i, seed in enumerate(result.seeds):
+            smoothed = trailing_mean(result.metrics["loss"][i], smoothing)
             data = {
                 "d_k": result.d_k,
                 "mechanism": result.mechanism,
-                "lr": lr,
+                "lr": result.lr,
                 "seed": seed,
                 "step": steps,
                 "smoothed_loss": smoothed[np.minimum(steps, len(smoothed) - 1)],
             }
-            data.update({k: result.diagnostics[k][i] for k in DIAGNOSTICS})
+            data.update({k: result.records[k][i] for k in DIAGNOSTICS})
             frames.append(pd.DataFrame(data))
     return pd.concat(frames, ignore_index=True)[CURVE_COLUMNS]
 

@@ -58,7 +58,11 @@ class DivergenceError(RunError):
 
 @dataclass
 class TrainResult:
-    """A mechanism trained on every seed: per-step metrics ``[seeds, steps]`` and more."""
+    """One run (a mechanism at one learning rate) trained on every seed: per-step
+    ``metrics`` ``[seeds, steps]`` from ``start_step``, held-out accuracy ``[seeds]`` (NaN
+    where not evaluated), the final ``state`` stacked over seeds, the first step whose loss
+    went non-finite per seed (``diverged_step``, -1: none), and the ``diagnostics`` records
+    ``[seeds, records]`` taken at ``record_steps`` (empty without diagnostics)."""
 
     mechanism: str
     seeds: list[int]
@@ -66,6 +70,11 @@ class TrainResult:
     metrics: dict[str, np.ndarray]
     eval_accuracy: np.ndarray
     state: TrainState  # stacked over seeds
+    d_k: int = 0
+    lr: float = 0.0
+    diverged_step: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    records: dict[str, np.ndarray] = field(default_factory=dict)
+    record_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
 
 
 @dataclass(frozen=True)
@@ -332,15 +341,20 @@ class Trainer:
     def _per_block(self, fn: Callable[[LaneBlock], object]):
         return self._lanes_of([fn(b) for b in self._blocks])
 
-    def results(self) -> list[TrainResult]:
-        """One ``TrainResult`` per run, in the order of ``runs``."""
-        by_run, accuracy = self.metrics_by_run(), self.eval_accuracy()
+    def results(self, evaluate: bool = True) -> list[TrainResult]:
+        """One ``TrainResult`` per run, in the order of ``runs``; held-out accuracy by
+        ``eval_accuracy`` if ``evaluate`` (NaN otherwise: a sweep reads its diagnostics')."""
+        by_run = self.metrics_by_run()
+        accuracy = self.eval_accuracy() if evaluate else np.full(self.n_lanes, np.nan)
+        records = self.recorded if self.records else {}
         out = []
         for r, run in enumerate(self.runs):
             lanes = self.lane_slice(r)
             out.append(TrainResult(
                 run.label or run.mechanism.name, run.config.seed_values, self.start_step,
-                by_run[r], accuracy[lanes], self.run_state(r),
+                by_run[r], accuracy[lanes], self.run_state(r), run.config.d_k, run.rate,
+                self.diverged_step[lanes], {k: v[lanes] for k, v in records.items()},
+                np.asarray(self.record_steps),
             ))  # fmt: skip
         return out
 

@@ -13,10 +13,8 @@ from attnlab.harness.figures import (
     COLUMN_WIDTH_IN,
     STYLE,
     VARIANT_COLORS,
-    VARIANT_LABELS,
-    band_by_variant,
-    mark_article_milestones,
     save,
+    smoothed_loss_panel,
 )
 from attnlab.harness.predictions import fit_predictions
 from attnlab.harness.tables import Tables, seeds_text
@@ -55,12 +53,7 @@ def _screen_panel(ax: plt.Axes, screen: pd.DataFrame, family: str, bar: bool) ->
 
 def _curves_panel(ax: plt.Axes, curves: pd.DataFrame, reading: str) -> None:
     """The best reading's smoothed loss, both variants, with the article's milestones."""
-    band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
-    for threshold in (1.0, 0.1):
-        ax.axhline(threshold, color="0.5", ls="--", lw=0.8)
-    mark_article_milestones(ax)
-    ax.set_yscale("log")
-    ax.set_xlabel("training step")
+    smoothed_loss_panel(ax, curves, None)
     ax.set_ylabel("smoothed training loss (nats)")
     ax.set_title(f"{reading} ({seeds_text(curves.seed.nunique())})", fontsize=6)
     ax.legend(loc="upper right")  # above the late, low curves

@@ -1,5 +1,6 @@
 """The stages of a fit of the training demo's unstated set-up, for either fit
-(``attnlab.studies.article_fit.fits``): its parser and its run.
+(``attnlab.studies.article_fit.fits``): its parser and its run, and ``script``, which
+makes both for 09's and 12's scripts.
 
 Stage 1 screens every reading of the fit's family by its step-0 ``||grad W_Q||`` (no
 training); stage 2 fits the candidates on the article's scaled run alone (``compute.fit``:
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -141,3 +143,10 @@ def run(args: argparse.Namespace, spec: Fit) -> None:
             write(summary, csvs.summary, wall, extra)
     if not args.quiet:
         print(f"{label}: wrote {', '.join(written)} into {out_dir}", file=sys.stderr)
+
+
+def script(
+    doc: str | None, spec: Fit
+) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], None]]:
+    """``(build_parser, run)`` of the script of the fit ``spec`` (``cli.entry_point``'s)."""
+    return (lambda: build_parser(doc, spec)), (lambda args: run(args, spec))

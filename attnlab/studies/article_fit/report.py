@@ -19,7 +19,6 @@ from attnlab.studies.article_fit.study import (
     SECOND_CSVS,
     TERMS,
 )
-from attnlab.training.readings import SMOOTHINGS
 
 #: The fit's quality bar: these scaled numbers within this fraction of the article.
 QUALITY_TERMS = ("grad_norm_wq", "step_loss_below_1", "step_loss_below_0p1")
@@ -144,7 +143,7 @@ def section(tables: Tables) -> str:
             [*parts, f"The second fit is left out: run `{tables.made_by(SECOND_CSVS.summary)}`."]
         )
     second = _fit_part(tables, *SECOND_CSVS[:2], SECOND_CSVS.summary)
-    smoothings = ", ".join(s.name for s in SMOOTHINGS)
+    smoothings = _smoothings(tables.get(SECOND_CSVS.scores, ["smoothing"]))
     verdict = (
         "At least one reading within the noise meets the quality bar."
         if second["met"]
@@ -156,7 +155,8 @@ def section(tables: Tables) -> str:
         "### The second fit (a denser family, declared before its results)",
         f"The second family (`FAMILY_2` in `attnlab/training/readings.py`) has "
         f"{second['screened']} readings (batch size and d_model in steps of about √2) and "
-        f"{len(SMOOTHINGS)} smoothings of the loss the milestones are read from ({smoothings}: "
+        f"{len(smoothings)} smoothings of the loss the milestones are read from "
+        f"({', '.join(smoothings)}: "
         "trailing means over that many steps and TensorBoard's debiased exponential moving "
         "averages of that weight); a member is `<reading>/<smoothing>`. The cascade: the "
         f"screen kept {second['kept']} readings (factor 1.5, as the first fit); pass 2a "
@@ -176,6 +176,17 @@ def section(tables: Tables) -> str:
         second["predictions"],
     ]
     return "\n\n".join(parts)
+
+
+def _smoothings(scores: pd.DataFrame) -> list[str]:
+    """The smoothings a fit scored (``mean<window>``, ``ema<weight>``), in the order of
+    ``attnlab.training.readings.SMOOTHINGS``: trailing means, then moving averages, each
+    by its window or weight."""
+    names = scores.smoothing.unique().tolist()
+    return sorted(
+        names,
+        key=lambda n: (n.startswith("ema"), float(n.removeprefix("mean").removeprefix("ema"))),
+    )
 
 
 def _gap(row: pd.Series, scores: pd.DataFrame) -> str:

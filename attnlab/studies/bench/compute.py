@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import dot_product_attention
-from attnlab.core.sampling import mean_and_sem, softmax_row_statistics
+from attnlab.core.estimates import mean_and_sem
+from attnlab.core.sampling import softmax_row_statistics
 from attnlab.harness.cli import REPO_ROOT
 from attnlab.harness.errors import RunError
 from attnlab.studies.bench.baselines import numpy_row_statistics, reference_attention

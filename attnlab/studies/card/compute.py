@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -37,13 +36,15 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import trailing_mean
+from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.references import load_mechanism
-from attnlab.core.sampling import map_trials, mean_and_sem, trial_keys
+from attnlab.core.sampling import map_trials, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.workers import Piece, run_pieces
-from attnlab.studies.card.headroom import SIGMAS, precision_frame
-from attnlab.studies.card.store import CardPlan, read_card
+from attnlab.studies.card.headroom import SIGMAS
+from attnlab.studies.card.precision import precision_frame
+from attnlab.studies.card.store import CardPlan, CardResult, read_card
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
 from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
@@ -255,25 +256,24 @@ def program_groups(config: RecallConfig, references: Sequence[str]) -> list[list
 
 
 def train_group(config: CardConfig, references: Sequence[str], on_progress: Progress = None):
-    """Experiment 04 for ``references``, one program's lanes (``training_groups``): each
-    mechanism's ``TrainResult``, the first non-finite step of each seed (-1: none), and the
-    trained models' ownership and drift tables (``trained_frames``)."""
+    """Experiment 04 for ``references``, one program's lanes (``program_groups``): each
+    mechanism's ``TrainResult`` and the trained models' ownership and drift tables
+    (``trained_frames``)."""
     training = dataclasses.replace(config.training, mechanisms=tuple(references))
     mechanisms = [load_mechanism(r) for r in references]
     trainer = Trainer([Run(training, m) for m in mechanisms], on_diverge="record")
     trainer.run(training.steps, on_progress)
     results = trainer.results()
-    diverged = [trainer.diverged_step[trainer.lane_slice(r)] for r in range(len(mechanisms))]
     initial = [initial_state(training, m).params for m in mechanisms]
     ownership, drift = trained_frames(training, mechanisms, initial, results)
-    return results, diverged, ownership, drift
+    return results, ownership, drift
 
 
 def training_frames(
     config: CardConfig, references: Sequence[str], trained: Sequence[tuple]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Experiment 04 for every mechanism, identical initialisations and batches, from the
-    groups ``trained`` (``train_group`` of each of ``training_groups``, in that order): the
+    groups ``trained`` (``train_group`` of each of ``program_groups``, in that order): the
     per-seed summary (04's columns, ``variant`` named ``mechanism``, with ``diverged_step``
     and ``nonfinite``: the first step whose loss is not finite, and what), the smoothed
     loss every ``CURVE_EVERY`` steps (``step, smoothed_loss_median, _min, _max`` over
@@ -281,12 +281,10 @@ def training_frames(
     ``references``."""
     training = dataclasses.replace(config.training, mechanisms=tuple(references))
     names = [load_mechanism(r).name for r in references]
-    by_name = {}
-    for results, diverged, _, _ in trained:
-        by_name.update({r.mechanism: (r, d) for r, d in zip(results, diverged, strict=True)})
-    results = [by_name[name][0] for name in names]
+    by_name = {result.mechanism: result for results, _, _ in trained for result in results}
+    results = [by_name[name] for name in names]
     summary = recall_summary_frame(results, training).rename(columns={"variant": "mechanism"})
-    steps = np.concatenate([by_name[name][1] for name in names])
+    steps = np.concatenate([result.diverged_step for result in results])
     summary["diverged_step"] = pd.array([s if s >= 0 else None for s in steps], "Int64")
     summary["nonfinite"] = np.where(steps >= 0, "loss", "")
     summary.loc[steps >= 0, "eval_accuracy"] = np.nan
@@ -304,8 +302,8 @@ def training_frames(
                 }
             )
         )
-    ownership = in_order(pd.concat([t[2] for t in trained], ignore_index=True), names)
-    drift = in_order(pd.concat([t[3] for t in trained], ignore_index=True), names)
+    ownership = in_order(pd.concat([t[1] for t in trained], ignore_index=True), names)
+    drift = in_order(pd.concat([t[2] for t in trained], ignore_index=True), names)
     return summary, pd.concat(frames, ignore_index=True), ownership, drift
 
 
@@ -382,17 +380,6 @@ def total_work(config: CardConfig, references: Sequence[str]) -> int:
     if not references:
         return 0
     return sum(piece.units for piece in card_pieces(config, references))
-
-
-@dataclass(frozen=True)
-class CardResult:
-    """One carded mechanism: its tables and verdicts, with its baselines' rows."""
-
-    name: str
-    reference: str
-    card: Card
-    verdicts: pd.DataFrame
-    read_from: dict[str, Path]
 
 
 def run_cards(

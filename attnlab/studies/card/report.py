@@ -116,13 +116,19 @@ def _diverged_text(rows: pd.DataFrame) -> str:
     )
 
 
+def _swept(
+    frame: pd.DataFrame, names: list[str], by: str, swept: str
+) -> tuple[list, list[tuple[str, object, pd.DataFrame]]]:
+    """The sorted values of column ``swept``, and ``(mechanism, value of by, rows sorted by
+    swept)`` per group of ``names``' rows of ``frame``, in the table's order."""
+    groups = frame[frame.mechanism.isin(names)].groupby(["mechanism", by], sort=False)
+    return sorted(frame[swept].unique()), [(n, k, g.sort_values(swept)) for (n, k), g in groups]
+
+
 def _precision_lines(precision: pd.DataFrame, names: list[str]) -> list[str]:
-    sigmas = sorted(precision.sigma.unique())
+    sigmas, groups = _swept(precision, names, "d_k", "sigma")
     rows = []
-    for (n, d_k), g in precision[precision.mechanism.isin(names)].groupby(
-        ["mechanism", "d_k"], sort=False
-    ):
-        g = g.sort_values("sigma")
+    for n, d_k, g in groups:
         cells = [
             f"{e:.1g}" if ok else "non-finite"
             for ok, e in zip(g.finite_float16.astype(bool), g.max_error, strict=True)
@@ -133,14 +139,8 @@ def _precision_lines(precision: pd.DataFrame, names: list[str]) -> list[str]:
 
 
 def _ownership_lines(ownership: pd.DataFrame, names: list[str]) -> list[str]:
-    alphas = sorted(ownership.alpha.unique())
-    rows = []
-    for (n, stage), g in ownership[ownership.mechanism.isin(names)].groupby(
-        ["mechanism", "stage"], sort=False
-    ):
-        g = g.sort_values("alpha")
-        cells = [_pm(m, e) for m, e in zip(g.elasticity_mean, g.elasticity_sem, strict=True)]
-        rows.append([n, stage, *cells])
+    alphas, groups = _swept(ownership, names, "stage", "alpha")
+    rows = [[n, stage, *map(_pm, g.elasticity_mean, g.elasticity_sem)] for n, stage, g in groups]
     return _table(["mechanism", "weights", *(f"e at α {a:g}" for a in alphas)], rows)
 
 

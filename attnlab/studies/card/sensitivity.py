@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from attnlab.core.sampling import mean_and_sem
+from attnlab.core.estimates import mean_and_sem
 
 
 def sensitivity(rows: pd.DataFrame) -> pd.DataFrame:

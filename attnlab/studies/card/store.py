@@ -1,5 +1,6 @@
-"""The card's persistence: where cards are written, reading committed cards, and which
-baselines a run may read from them instead of computing (``plan_cards``).
+"""The card's persistence: what a card run gives (``CardResult``), where cards are written,
+reading committed cards, and which baselines a run may read from them instead of computing
+(``plan_cards``).
 
 A card is a folder of CSVs (``Card``'s tables), each with a JSON sidecar whose flags record
 the ``card_settings`` it was computed with; two cards with equal settings have equal rows
@@ -19,7 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pandas as pd
 
@@ -30,15 +31,31 @@ from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.report import card_markdown, comparison_markdown
 from attnlab.studies.card.verdicts import Card
 
-if TYPE_CHECKING:
-    from attnlab.studies.card.compute import CardConfig, CardResult
-
 #: A mechanism as the card takes it: a reference (``references.load_mechanism``) or itself.
 Reference = str | Mechanism
 #: The cards' folder inside an output folder (``results/cards/``).
 CARDS = Path("cards")
 #: Inside ``CARDS``: every card but the built-ins' committed ones (git ignores it in results/).
 USER = "user"
+
+
+class CardSettings(Protocol):
+    """What the store reads of a card's configuration (``compute.CardConfig``)."""
+
+    def settings(self) -> dict:
+        """Everything that decides a card's numbers but the mechanisms."""
+        ...
+
+
+@dataclass(frozen=True)
+class CardResult:
+    """One carded mechanism: its tables and verdicts, with its baselines' rows."""
+
+    name: str
+    reference: str
+    card: Card
+    verdicts: pd.DataFrame
+    read_from: dict[str, Path]
 
 
 def reference_text(reference: Reference) -> str:
@@ -123,7 +140,7 @@ class CardPlan:
 
 
 def plan_cards(
-    config: CardConfig,
+    config: CardSettings,
     targets: Sequence[Reference],
     against: Sequence[Reference],
     committed: Path,
@@ -180,6 +197,6 @@ def card_settings(folder: Path) -> dict | None:
     return found[0] if all(f == found[0] for f in found) else None
 
 
-def same_settings(config: CardConfig, recorded: dict | None) -> bool:
+def same_settings(config: CardSettings, recorded: dict | None) -> bool:
     """Whether ``recorded`` (a sidecar's ``card_settings``) equals ``config.settings()``."""
     return recorded is not None and recorded == json.loads(json.dumps(config.settings()))

@@ -33,8 +33,9 @@ from attnlab.core.references import load_mechanism
 from attnlab.harness.io import FLOAT_FORMAT
 from attnlab.training.config import RecallConfig
 from attnlab.training.model import MechanismConstants, RecallModel
+from attnlab.training.sweep import train_width
 from attnlab.training.task import Batch
-from attnlab.training.trainer import Run, Trainer, group_runs
+from attnlab.training.trainer import TrainResult
 
 Progress = Callable[[int], None] | None
 
@@ -112,16 +113,10 @@ def width_rows(
 ) -> list[dict]:
     """The lanes of one width of the sweep (``config.rates(d_k)``), a row each."""
     width = config.at(d_k)
-    runs = [Run(width, load_mechanism(r), lr=lr) for r in references
-            for lr in config.rates(d_k)]  # fmt: skip
-    rows = []
-    for group in group_runs(runs):
-        members = [runs[i] for i in group]
-        trainer = Trainer(members, metrics=LANE_METRICS, diagnostics=diagnostics,
-                          on_diverge="record")  # fmt: skip
-        trainer.run(width.steps, on_progress)
-        rows += _lane_rows(trainer, width)
-    return rows
+    entries = [(load_mechanism(r), config.rates(d_k)) for r in references]
+    results = train_width(width, entries, config.record_every, on_progress, diagnostics,
+                          LANE_METRICS)  # fmt: skip
+    return [row for result in results for row in _lane_rows(result, width)]
 
 
 def sweep_table(rows: Sequence[dict], references: Sequence[str]) -> pd.DataFrame:
@@ -147,29 +142,28 @@ def sweep_frame(
     return sweep_table(rows, references)
 
 
-def _lane_rows(trainer: Trainer, config: RecallConfig) -> list[dict]:
-    loss = trainer.metrics["loss"]
-    records = trainer.recorded
+def _lane_rows(result: TrainResult, config: RecallConfig) -> list[dict]:
+    """One row per seed of one (mechanism, rate) run."""
     rows = []
-    for lane, (r, seed) in enumerate(trainer.lanes):
-        run = trainer.runs[r]
-        diverged = int(trainer.diverged_step[lane])
-        smoothed = trailing_mean(loss[lane], config.smoothing)
+    for i, seed in enumerate(result.seeds):
+        loss, records = result.metrics["loss"][i], {k: v[i] for k, v in result.records.items()}
+        diverged = int(result.diverged_step[i])
+        smoothed = trailing_mean(loss, config.smoothing)
         finite = diverged < 0
-        seen = records["max_logit"][lane]
+        seen = records["max_logit"]
         max_logit = float(np.nanmax(seen)) if np.isfinite(seen).any() else np.nan
         rows.append(
             {
-                "mechanism": run.mechanism.name,
+                "mechanism": result.mechanism,
                 "d_k": config.d_k,
-                "lr": run.rate,
+                "lr": result.lr,
                 "seed": seed,
-                "loss_step0": float(loss[lane, 0]),
+                "loss_step0": float(loss[0]),
                 "final_loss": float(smoothed[-1]) if finite else np.nan,
                 "step_loss_below_1": first_step_below(smoothed, 1.0) if finite else None,
-                "eval_accuracy": float(records["accuracy"][lane, -1]) if finite else np.nan,
-                "logit_std_step0": float(records["logit_std"][lane, 0]),
-                "logit_std_end": float(records["logit_std"][lane, -1]) if finite else np.nan,
+                "eval_accuracy": float(records["accuracy"][-1]) if finite else np.nan,
+                "logit_std_step0": float(records["logit_std"][0]),
+                "logit_std_end": float(records["logit_std"][-1]) if finite else np.nan,
                 "max_logit": max_logit,
                 "diverged_step": diverged if not finite else None,
                 "nonfinite": "" if finite else "loss",

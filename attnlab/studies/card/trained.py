@@ -29,9 +29,10 @@ import numpy as np
 import optax
 import pandas as pd
 
+from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism
-from attnlab.core.ownership import ALPHAS, logit_elasticity
-from attnlab.core.sampling import mean_and_sem
+from attnlab.core.owner import ALPHAS
+from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.training.config import RecallConfig, make_model
 from attnlab.training.model import RecallModel

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from attnlab.core.ownership import ALPHAS, owner
+from attnlab.core.owner import ALPHAS, owner
 from attnlab.studies.card.headroom import headroom
 from attnlab.studies.card.sensitivity import paired_difference, sensitivity
 
@@ -239,7 +239,7 @@ def _elasticity(card: Card, name: str, stage: str, alpha: float) -> float:
 
 
 def owner_words(e_start: float, e_drifted: float) -> str:
-    """Who owns the temperature: ``attnlab.core.ownership.owner`` of the trained elasticity
+    """Who owns the temperature: ``attnlab.core.owner.owner`` of the trained elasticity
     at ``alpha = 1`` (``e_start``) names the mechanism; where that says the weights but the
     elasticity at the largest ``alpha`` (``e_drifted``) no longer does, a cap has taken
     over (``cap``)."""

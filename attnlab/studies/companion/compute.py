@@ -42,8 +42,9 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import attention_logits, attention_weights, dot_product_attention
+from attnlab.core.estimates import mean_and_sem
 from attnlab.core.parallel import chunked_map
-from attnlab.core.sampling import chunk_for, mean_and_sem, trial_keys
+from attnlab.core.sampling import chunk_for, trial_keys
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.studies.companion.study import TABLE
 

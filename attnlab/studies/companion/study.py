@@ -1,5 +1,6 @@
-"""Study companion, declared: its outputs, their columns and the rules ``make verify``
-compares them by, its figures and its place in the report."""
+"""Study companion (experiment 08): the numbers of article 000, the companion article,
+measured. Declared here: its one CSV (a row per claim and quantity) with the rule
+``make verify`` compares each column by, the claims it judges and its place in the report."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 
 from attnlab.claims import CellClaim, CheckClaim, Claim, IdentityClaim
 from attnlab.harness.declaration import BEYOND, EXACT, KEY, SE, Output, Study, mean
+
+COMPANION_CSV = "08_companion_claims.csv"
 
 TABLE = Output(
     "08_companion_claims.py",
@@ -21,8 +24,6 @@ TABLE = Output(
     out_flag="--out",
 )
 
-
-COMPANION_CSV = "08_companion_claims.csv"
 
 TOP_LOGIT = "000: the top logit"
 MODEL_WIDTH = "000: per-head vs model width"

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import patheffects
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, STYLE, VARIANT_COLORS, save
 from attnlab.harness.tables import Tables
-from attnlab.studies.condensation.study import CSV
+from attnlab.studies.condensation.study import CSV, DEPARTURE_RATIO, SATURATED_MAX_WEIGHT
+from attnlab.studies.condensation.thresholds import measured_thresholds, threshold_dk
 
 
 def _log2_edges(centres: np.ndarray) -> np.ndarray:
@@ -33,15 +35,6 @@ def fig5_condensation(tables: Tables, figures_dir: Path) -> list[Path]:
     """(a) Heatmap over (d_k, n) of the mean max weight of unscaled attention, with the
     condensation threshold d_k = 2 ln n and the measured saturation points; (b) the
     measured thresholds against n beside 2 ln n."""
-    from matplotlib import patheffects
-
-    from attnlab.studies.condensation.compute import (  # imports jax: only when drawn
-        DEPARTURE_RATIO,
-        SATURATED_MAX_WEIGHT,
-        measured_thresholds,
-        threshold_dk,
-    )
-
     frame = tables.get(
         CSV,
         ["n_keys", "d_k", "trials", "max_weight_unscaled_mean", "max_weight_scaled_mean"],

@@ -6,10 +6,15 @@ from attnlab.claims import ABOUT
 from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
-from attnlab.studies.condensation.study import CLAIMS, CSV
+from attnlab.studies.condensation.study import (
+    CLAIMS,
+    COLUMNS,
+    CSV,
+    DEPARTURE_RATIO,
+    SATURATED_MAX_WEIGHT,
+)
+from attnlab.studies.condensation.thresholds import measured_thresholds
 
-#: "Saturated": one key holds at least half of the mass on average (as in ``compute``).
-SATURATED = 0.5
 GRID = ["n_keys", "d_k", "threshold_dk", "max_weight_unscaled_mean"]
 
 
@@ -17,7 +22,7 @@ def _unsaturated_below_threshold(tables: Tables) -> tuple[str, str, bool]:
     """Every grid cell with ``d_k <= 2 ln n`` has unscaled mean max weight below 1/2."""
     frame = tables.get(CSV, GRID)
     below = frame[frame.d_k <= frame.threshold_dk]
-    saturated = below[below.max_weight_unscaled_mean >= SATURATED]
+    saturated = below[below.max_weight_unscaled_mean >= SATURATED_MAX_WEIGHT]
     if saturated.empty:
         return f"all {len(below)} cells below 2 ln n unsaturated", "", True
     worst = ", ".join(
@@ -31,7 +36,7 @@ def _unsaturated_below_threshold(tables: Tables) -> tuple[str, str, bool]:
 def _saturating_n_at_dk4(tables: Tables) -> tuple[str, str, bool]:
     """The largest grid n at which d_k = 4 rows saturate, against "fewer than about 7"."""
     frame = tables.get(CSV, GRID)
-    at4 = frame[(frame.d_k == 4) & (frame.max_weight_unscaled_mean >= SATURATED)]
+    at4 = frame[(frame.d_k == 4) & (frame.max_weight_unscaled_mean >= SATURATED_MAX_WEIGHT)]
     if at4.empty:
         return "no n saturates at d_k = 4", "", True
     n = int(at4.n_keys.max())
@@ -52,13 +57,6 @@ CHECKS: dict[str, Check] = {
 
 def section(tables: Tables) -> str:
     """Experiment 06: measured thresholds of unscaled attention against ``2 ln n``."""
-    from attnlab.studies.condensation.compute import (  # imports jax: only when built
-        COLUMNS,
-        DEPARTURE_RATIO,
-        SATURATED_MAX_WEIGHT,
-        measured_thresholds,
-    )
-
     frame = tables.get(CSV, COLUMNS)
     found = measured_thresholds(frame)
     table = markdown_table(

@@ -1,5 +1,7 @@
-"""Study condensation, declared: its outputs, their columns and the rules ``make verify``
-compares them by, its figures and its place in the report."""
+"""Study condensation (experiment 06): where unscaled attention condenses onto one key,
+over a grid of head widths d_k and row lengths n. Declared here: its CSV with the rule
+``make verify`` compares each column by, the criteria its figure and report share, its
+claims, figure and place in the report."""
 
 from __future__ import annotations
 
@@ -7,6 +9,12 @@ import math
 
 from attnlab.claims import CheckClaim, Claim, IdentityClaim
 from attnlab.harness.declaration import BEYOND, EXACT, KEY, SE, UNCHECKED, Output, Study, mean
+
+CSV = "06_condensation.csv"
+#: Saturation criterion of the measured threshold: one key holds half of the mass.
+SATURATED_MAX_WEIGHT = 0.5
+#: Departure criterion: unscaled max weight at least this multiple of the scaled one.
+DEPARTURE_RATIO = 2.0
 
 CONDENSATION = Output(
     "06_condensation.py",
@@ -25,8 +33,8 @@ CONDENSATION = Output(
     out_flag="--out",
 )
 
-
-CSV = "06_condensation.csv"
+#: The CSV's columns, in order (their rules above).
+COLUMNS = tuple(CONDENSATION.column_names)
 
 SMALL_HEAD = "Keep the head small"
 

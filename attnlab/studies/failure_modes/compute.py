@@ -36,13 +36,16 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import masked_softmax
+from attnlab.core.estimates import std_and_se
 from attnlab.core.parallel import chunked_map
-from attnlab.core.sampling import chunk_for, std_and_se
-from attnlab.studies.failure_modes.study import CORRELATION, MASKS, OVERFLOW
-
-#: The largest finite float16; ``exp(z)`` overflows in float16 for ``z > ln 65504``.
-FLOAT16_MAX = float(np.finfo(np.float16).max)
-FLOAT16_EXP_LIMIT = float(np.log(FLOAT16_MAX))
+from attnlab.core.sampling import chunk_for
+from attnlab.studies.failure_modes.study import (
+    CORRELATION_COLUMNS,
+    MASK_COLUMNS,
+    MASK_ROWS,
+    OVERFLOW_COLUMNS,
+    REFERENCE_FILL,
+)
 
 # --- (a) float16 overflow -------------------------------------------------------------------
 
@@ -52,12 +55,6 @@ OVERFLOW_METHODS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "float16, max subtracted": lambda z: softmax_in_dtype(z, jnp.float16, subtract_max=True),
     "float32 upcast (masked_softmax)": lambda z: masked_softmax(z.astype(jnp.float32)),
 }
-#: An implementation's error is "too large" once its total-variation distance from the
-#: float64 softmax of the same float16 logits exceeds this, in any row.
-TV_TOLERANCE = 1e-2
-
-#: The CSV's columns, declared with their rules in study.py.
-OVERFLOW_COLUMNS = tuple(OVERFLOW.column_names)
 
 
 @dataclass(frozen=True)
@@ -144,31 +141,6 @@ def run_overflow(config: OverflowConfig) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(OVERFLOW_COLUMNS))
 
 
-def overflow_thresholds(frame: pd.DataFrame, tolerance: float = TV_TOLERANCE) -> pd.DataFrame:
-    """Per method: the first max logit with a non-finite weight in some row, the first with
-    an all-zero row, and the first with a total-variation error above ``tolerance``
-    (non-finite counts); NaN if never. Also the worst error while every row is finite."""
-    rows = []
-    for method, group in frame.groupby("method", sort=False):
-        group = group.sort_values("max_logit")
-        nonfinite = group.max_logit[group.nonfinite_fraction > 0]
-        zero_rows = group.max_logit[group.zero_row_fraction > 0]
-        too_large = group.max_logit[group.tv_error_max > tolerance]
-        rows.append(
-            {
-                "method": method,
-                "first_nonfinite": float(nonfinite.iloc[0]) if len(nonfinite) else np.nan,
-                "first_zero_row": float(zero_rows.iloc[0]) if len(zero_rows) else np.nan,
-                "first_error_above_tol": float(too_large.iloc[0]) if len(too_large) else np.nan,
-                "max_tv_error_before_overflow": float(
-                    group.tv_error_max[group.nonfinite_fraction == 0].max()
-                ),
-                "sweep_max": float(group.max_logit.max()),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 # --- (b) mask fill values -------------------------------------------------------------------
 
 MASK_DTYPES: dict[str, jnp.dtype] = {
@@ -182,16 +154,6 @@ MASK_FILLS: dict[str, Callable[[jnp.dtype], float]] = {
     "-1e9": lambda dtype: -1e9,
     "finfo.min": lambda dtype: float(jnp.finfo(dtype).min),
 }
-#: The reference implementation's row label in the fill column.
-REFERENCE_FILL = "masked_softmax"
-#: Row kinds: key ``j`` may be attended iff ``mask[j]``.
-MASK_ROWS: dict[str, np.ndarray] = {
-    "partly masked": np.arange(8) < 5,
-    "fully masked": np.zeros(8, bool),
-}
-
-#: The CSV's columns, declared with their rules in study.py.
-MASK_COLUMNS = tuple(MASKS.column_names)
 
 
 def stored_value(value: float, dtype: jnp.dtype) -> float:
@@ -278,9 +240,6 @@ def run_masks(seed: int = 0) -> pd.DataFrame:
 
 # --- (c) correlated queries and keys --------------------------------------------------------
 
-#: The CSV's columns, declared with their rules in study.py.
-CORRELATION_COLUMNS = tuple(CORRELATION.column_names)
-
 
 @dataclass(frozen=True)
 class CorrelationConfig:
@@ -362,8 +321,6 @@ def run_correlation(
 
 
 # --- the experiment -------------------------------------------------------------------------
-
-#: Part -> the CSV of ``results/`` it is written to.
 
 
 def run_failure_modes(

@@ -10,7 +10,7 @@ import pandas as pd
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, STYLE, VARIANT_COLORS, save
 from attnlab.harness.tables import Tables
-from attnlab.studies.failure_modes.study import PART_CSVS
+from attnlab.studies.failure_modes.study import FLOAT16_EXP_LIMIT, PART_CSVS, TV_TOLERANCE
 
 #: Softmax implementations of experiment 07 (a) and their colours (float32: the suite's).
 OVERFLOW_COLORS = {
@@ -36,8 +36,6 @@ def _mask_outcome(row: pd.Series) -> str:
 
 
 def _overflow_panel(ax: plt.Axes, overflow: pd.DataFrame) -> None:
-    from attnlab.studies.failure_modes.compute import FLOAT16_EXP_LIMIT, TV_TOLERANCE  # imports jax
-
     for method, group in overflow.groupby("method", sort=False):
         finite = group[group.nonfinite_fraction == 0].sort_values("max_logit")
         ax.plot(finite.max_logit, finite.tv_error_max, color=OVERFLOW_COLORS[method], label=method)

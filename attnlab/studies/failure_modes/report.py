@@ -10,11 +10,19 @@ from attnlab.harness.tables import Tables, markdown_table, num
 from attnlab.harness.verdicts import Check, claim_rows, claims_block
 from attnlab.studies.failure_modes.study import (
     CLAIMS,
+    CORRELATION_COLUMNS,
     CORRELATION_CSV,
+    FLOAT16_EXP_LIMIT,
+    MASK_COLUMNS,
+    MASK_ROWS,
     MASKS_CSV,
+    OVERFLOW_COLUMNS,
     OVERFLOW_CSV,
     PART_CSVS,
+    REFERENCE_FILL,
+    TV_TOLERANCE,
 )
+from attnlab.studies.failure_modes.thresholds import overflow_thresholds
 
 MASKS = ["dtype", "fill", "fill_stored", "row", "output_nan", "leaked_mass"]
 
@@ -49,8 +57,6 @@ def _float32_exact_zero(tables: Tables) -> tuple[str, str, bool]:
 def _float16_overflow(tables: Tables) -> tuple[str, str, bool]:
     """The first largest logit at which a float16 softmax (no max subtraction) is not
     finite, against "roughly 11"."""
-    from attnlab.studies.failure_modes.compute import overflow_thresholds  # imports jax
-
     frame = tables.get(OVERFLOW_CSV, ["method", "max_logit", "nonfinite_fraction"])
     first = float(overflow_thresholds(frame).set_index("method").loc["float16", "first_nonfinite"])
     ours = f"first non-finite at s = {num(first, 4)}"
@@ -68,17 +74,6 @@ CHECKS: dict[str, Check] = {
 
 def section(tables: Tables) -> str:
     """Experiment 07: float16 overflow thresholds, the mask table, correlated logits."""
-    from attnlab.studies.failure_modes.compute import (  # imports jax: only when built
-        CORRELATION_COLUMNS,
-        FLOAT16_EXP_LIMIT,
-        MASK_COLUMNS,
-        MASK_ROWS,
-        OVERFLOW_COLUMNS,
-        REFERENCE_FILL,
-        TV_TOLERANCE,
-        overflow_thresholds,
-    )
-
     overflow = tables.get(PART_CSVS["overflow"], OVERFLOW_COLUMNS)
     found = overflow_thresholds(overflow)
     overflow_table = markdown_table(

@@ -3,6 +3,8 @@ compares them by, its figures and its place in the report."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from attnlab.claims import CheckClaim, Claim
 from attnlab.harness.declaration import (
     BEYOND,
@@ -11,6 +13,7 @@ from attnlab.harness.declaration import (
     SE,
     UNCHECKED,
     Output,
+    Rule,
     Study,
     close,
     mean,
@@ -22,8 +25,14 @@ F16_EPS, BF16_EPS = 2.0**-10, 2.0**-7
 QUICK = ("--samples", "10000")
 SCRIPT = "07_failure_modes.py"
 
-OVERFLOW = Output(
-    SCRIPT,
+
+def _part(columns: dict[str, Rule]) -> Output:
+    """The CSV of one part of the script, its columns in order; every part is regenerated
+    by ``make verify-quick`` (with ``QUICK``)."""
+    return Output(SCRIPT, columns, quick_flags=QUICK)
+
+
+OVERFLOW = _part(
     {
         "method": KEY,
         "max_logit": KEY,
@@ -33,12 +42,10 @@ OVERFLOW = Output(
         "zero_row_fraction": close(4 / 256, 0.0),  # 4 of 256 rows
         "tv_error_max": close(F16_EPS, 0.0),
         "tv_error_mean": close(F16_EPS, 0.0),
-    },
-    quick_flags=QUICK,
+    }
 )
 
-MASKS = Output(
-    SCRIPT,
+MASKS = _part(
     {
         "dtype": KEY,
         "fill": KEY,
@@ -49,12 +56,10 @@ MASKS = Output(
         "row_sum": close(BF16_EPS, 0.0),
         "leaked_mass": EXACT,
         "max_abs_error": close(BF16_EPS, 0.0),
-    },
-    quick_flags=QUICK,
+    }
 )
 
-CORRELATION = Output(
-    SCRIPT,
+CORRELATION = _part(
     {
         "d_k": KEY,
         "rho": KEY,
@@ -66,8 +71,7 @@ CORRELATION = Output(
         "std_se": SE,
         "std_predicted": EXACT,
         "std_z": UNCHECKED,
-    },
-    quick_flags=QUICK,
+    }
 )
 
 
@@ -79,6 +83,24 @@ PART_CSVS: dict[str, str] = {
     "overflow": OVERFLOW_CSV,
     "masks": MASKS_CSV,
     "correlation": CORRELATION_CSV,
+}
+#: Each CSV's columns, in order (their rules above).
+OVERFLOW_COLUMNS = tuple(OVERFLOW.column_names)
+MASK_COLUMNS = tuple(MASKS.column_names)
+CORRELATION_COLUMNS = tuple(CORRELATION.column_names)
+
+#: The largest finite float16; ``exp(z)`` overflows in float16 for ``z > ln 65504``.
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+FLOAT16_EXP_LIMIT = float(np.log(FLOAT16_MAX))
+#: (a) An implementation's error is "too large" once its total-variation distance from the
+#: float64 softmax of the same float16 logits exceeds this, in any row.
+TV_TOLERANCE = 1e-2
+#: (b) The reference implementation's row label in the fill column.
+REFERENCE_FILL = "masked_softmax"
+#: (b) Row kinds: key ``j`` may be attended iff ``mask[j]``.
+MASK_ROWS: dict[str, np.ndarray] = {
+    "partly masked": np.arange(8) < 5,
+    "fully masked": np.zeros(8, bool),
 }
 
 # fmt: off

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import attention_logits, dot_product_attention, masked_softmax
-from attnlab.core.ownership import ALPHAS, logit_elasticity, owner
+from attnlab.core.owner import ALPHAS, owner
+from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.models.bert import Params, Trace, encode, sentence_embedding

@@ -10,12 +10,8 @@ import matplotlib.pyplot as plt
 from attnlab.harness.figures import (
     COLUMN_WIDTH_IN,
     STYLE,
-    VARIANT_COLORS,
-    VARIANT_LABELS,
-    band_by_variant,
-    mark_article_milestones,
-    mark_milestones,
     save,
+    smoothed_loss_panel,
 )
 from attnlab.harness.predictions import fit_predictions
 from attnlab.harness.tables import Tables, seeds_text
@@ -29,14 +25,7 @@ _SUMMARY_COLUMNS = ["variant", "seed", "step_loss_below_1", "step_loss_below_0p1
 def _panel(ax: plt.Axes, tables: Tables, curves_csv: str, summary_csv: str, title: str) -> None:
     curves = tables.get(curves_csv, _CURVE_COLUMNS)
     summary = tables.get(summary_csv, _SUMMARY_COLUMNS)
-    band_by_variant(ax, curves, "smoothed_loss", VARIANT_COLORS, VARIANT_LABELS)
-    mark_milestones(ax, summary, VARIANT_COLORS)
-    mark_article_milestones(ax)
-    ax.plot(
-        [], [], marker="v", ls="", color="0.5", mec="black", mew=0.5, label="our median milestone"
-    )
-    ax.set_yscale("log")
-    ax.set_xlabel("training step")
+    smoothed_loss_panel(ax, curves, summary)
     ax.set_title(f"{title}, {seeds_text(curves.seed.nunique())}: median, range", fontsize=7)
 
 

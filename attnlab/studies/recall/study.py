@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from attnlab.claims import TRAINING_CLAIMS, bind
-from attnlab.harness.declaration import Output, Study
-from attnlab.training.columns import CURVES, SUMMARY
+from attnlab.harness.declaration import Study
+from attnlab.training.columns import training_outputs
 
 SCRIPT = "04_associative_recall.py"
 CURVES_CSV = "04_recall_curves.csv"
@@ -14,10 +14,7 @@ SUMMARY_CSV = "04_recall_summary.csv"
 STUDY = Study(
     "recall",
     2,
-    {
-        CURVES_CSV: Output(SCRIPT, CURVES, curve_step="step"),
-        SUMMARY_CSV: Output(SCRIPT, SUMMARY),
-    },
+    training_outputs(SCRIPT, CURVES_CSV, SUMMARY_CSV),
     figures=("fig3_training",),
     reads=("article_fit",),
     claims=bind(TRAINING_CLAIMS, SUMMARY_CSV),

@@ -13,7 +13,7 @@ from attnlab.harness.declaration import (
     Study,
     close,
 )
-from attnlab.training.columns import CURVES, SUMMARY
+from attnlab.training.columns import training_outputs
 
 SCRIPT = "05_remedies.py"
 CURVES_CSV = "05_remedies_curves.csv"
@@ -26,8 +26,7 @@ STUDY = Study(
     "remedies",
     3,
     {
-        CURVES_CSV: Output(SCRIPT, CURVES, curve_step="step"),
-        SUMMARY_CSV: Output(SCRIPT, SUMMARY),
+        **training_outputs(SCRIPT, CURVES_CSV, SUMMARY_CSV),
         FOLD_CURVES_CSV: Output(
             SCRIPT,
             {

@@ -14,7 +14,8 @@ import jax
 import numpy as np
 import pandas as pd
 
-from attnlab.core.sampling import dot_product_samples, exact_dot_product_samples, std_and_se
+from attnlab.core.estimates import std_and_se
+from attnlab.core.sampling import dot_product_samples, exact_dot_product_samples
 from attnlab.core.softmax_sweeps import DEFAULT_DKS, Progress
 
 #: ``fold_in`` tag of the high-precision stream of experiment 01 (disjoint from the

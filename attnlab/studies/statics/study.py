@@ -1,12 +1,14 @@
-"""Study statics, declared: its outputs, their columns and the rules ``make verify``
-compares them by, its figures and its place in the report."""
+"""Study statics (experiments 01-03), declared: the tables of the logit variance, the
+softmax saturation and the Jacobian norm against d_k, the rules ``make verify`` compares
+their columns by, and the claims of article 004's variance, saturation and gradient
+arguments they judge."""
 
 from __future__ import annotations
 
 import math
 
 from attnlab.claims import BoundClaim, CellClaim, CheckClaim, Claim, IdentityClaim
-from attnlab.harness.declaration import EXACT, KEY, SE, UNCHECKED, Output, Study, mean
+from attnlab.harness.declaration import EXACT, KEY, UNCHECKED, Output, Study, mean_with_se
 
 LOGIT_CSV = "01_logit_variance.csv"
 SATURATION_CSV = "02_saturation_sweep.csv"
@@ -56,6 +58,16 @@ CLAIMS: tuple[Claim, ...] = (
 )
 # fmt: on
 
+
+def _sweep(script: str, *statistics: str) -> Output:
+    """The table of 02 or 03 (``attnlab.core.softmax_sweeps``): per (variant, d_k), the
+    mean ``<statistic>_mean`` and its SEM ``<statistic>_sem`` of each statistic."""
+    columns = {"variant": KEY, "d_k": KEY, "n_keys": KEY, "trials": UNCHECKED, "sampler": KEY}
+    for statistic in statistics:
+        columns |= mean_with_se(f"{statistic}_mean", f"{statistic}_sem")
+    return Output(script, columns, out_flag="--out", quick_flags=("--trials", "500"))
+
+
 STUDY = Study(
     "statics",
     1,
@@ -65,52 +77,19 @@ STUDY = Study(
             {
                 "d_k": KEY,
                 "samples": UNCHECKED,
-                "std_measured": mean("std_se"),
-                "std_se": SE,
+                **mean_with_se("std_measured", "std_se"),
                 "std_predicted": EXACT,
-                "rel_error": mean("rel_error_se"),
-                "rel_error_se": SE,
-                "std_scaled": mean("std_scaled_se"),
-                "std_scaled_se": SE,
+                **mean_with_se("rel_error", "rel_error_se"),
+                **mean_with_se("std_scaled", "std_scaled_se"),
                 "hp_samples": UNCHECKED,
-                "std_hp": mean("std_hp_se"),
-                "std_hp_se": SE,
-                "rel_error_hp": mean("rel_error_hp_se"),
-                "rel_error_hp_se": SE,
+                **mean_with_se("std_hp", "std_hp_se"),
+                **mean_with_se("rel_error_hp", "rel_error_hp_se"),
             },
             out_flag="--out",
             quick_flags=("--samples", "20000", "--hp-samples", "200000"),
         ),
-        SATURATION_CSV: Output(
-            "02_saturation_sweep.py",
-            {
-                "variant": KEY,
-                "d_k": KEY,
-                "n_keys": KEY,
-                "trials": UNCHECKED,
-                "sampler": KEY,
-                "max_weight_mean": mean("max_weight_sem"),
-                "max_weight_sem": SE,
-                "entropy_mean": mean("entropy_sem"),
-                "entropy_sem": SE,
-            },
-            out_flag="--out",
-            quick_flags=("--trials", "500"),
-        ),
-        JACOBIAN_CSV: Output(
-            "03_jacobian_norm.py",
-            {
-                "variant": KEY,
-                "d_k": KEY,
-                "n_keys": KEY,
-                "trials": UNCHECKED,
-                "sampler": KEY,
-                "jacobian_fro_mean": mean("jacobian_fro_sem"),
-                "jacobian_fro_sem": SE,
-            },
-            out_flag="--out",
-            quick_flags=("--trials", "500"),
-        ),
+        SATURATION_CSV: _sweep("02_saturation_sweep.py", "max_weight", "entropy"),
+        JACOBIAN_CSV: _sweep("03_jacobian_norm.py", "jacobian_fro"),
     },
     figures=("fig1_saturation", "fig2_jacobian_norm"),
     claims=CLAIMS,

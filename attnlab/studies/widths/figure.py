@@ -32,22 +32,12 @@ def fig8_widths(tables: Tables, figures_dir: Path) -> list[Path]:
         fig, (a, b, c) = plt.subplots(1, 3, figsize=(3 * COLUMN_WIDTH_IN, 2.8))
         judged = ratios.reached_scaled >= 0.5
         bound = judged & (ratios.reached_unscaled < 0.5)
-        a.plot(
-            d_k[judged],
-            ratios.slowdown[judged],
-            marker="o",
-            color="black",
-            label="training: loss-1.0 step, unscaled / scaled",
-        )
-        a.plot(
-            d_k[bound],
-            ratios.slowdown[bound],
-            marker="^",
-            ls="",
-            color="black",
-            ms=7,
-            label="lower bound (unscaled never reaches 1.0)",
-        )
+        slowdown = {  # where scaled reaches loss 1.0; ^ where unscaled never does (a bound)
+            "training: loss-1.0 step, unscaled / scaled": (judged, {"marker": "o"}),
+            "lower bound (unscaled never reaches 1.0)": (bound, {"marker": "^", "ls": "", "ms": 7}),
+        }
+        for label, (shown, style) in slowdown.items():
+            a.plot(d_k[shown], ratios.slowdown[shown], color="black", label=label, **style)
         a.plot(
             d_k,
             ratios.jacobian,

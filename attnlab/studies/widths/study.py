@@ -4,7 +4,7 @@ compares them by, its figures and its place in the report."""
 from __future__ import annotations
 
 from attnlab.claims import CheckClaim, Claim
-from attnlab.harness.declaration import EXACT, KEY, SE, UNCHECKED, Output, Study, mean
+from attnlab.harness.declaration import EXACT, KEY, UNCHECKED, Output, Study, mean_with_se
 from attnlab.training.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
 
 SCRIPT = "10_widths.py"
@@ -30,10 +30,8 @@ JACOBIAN_N16 = Output(
         "d_k": KEY,
         "n_keys": EXACT,
         "trials": UNCHECKED,
-        "jacobian_scaled_mean": mean("jacobian_scaled_sem"),
-        "jacobian_scaled_sem": SE,
-        "jacobian_unscaled_mean": mean("jacobian_unscaled_sem"),
-        "jacobian_unscaled_sem": SE,
+        **mean_with_se("jacobian_scaled_mean", "jacobian_scaled_sem"),
+        **mean_with_se("jacobian_unscaled_mean", "jacobian_unscaled_sem"),
         "ratio_unscaled_scaled": UNCHECKED,
         "ratio_se": UNCHECKED,
     },

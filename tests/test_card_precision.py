@@ -1,0 +1,48 @@
+"""attnlab/studies/card/precision.py: the float16 cells, read as headroom, on both sides.
+The built-in scaled computes float16 logits in float32 (``attention_logits``) and never
+overflows; a user's ``q . k`` in float16 overflows once ``sigma^2 sqrt(d_k)`` times a few
+standard deviations passes 65,504; qk_norm's ``|q|^2`` in float16 overflows near
+``sigma^2 d_k = 65,504``."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from attnlab.studies.card.headroom import headroom
+from attnlab.studies.card.precision import precision_frame
+
+#: Three of the card's sigmas (the test's cost is one program per sigma and mechanism).
+GRID = (1.0, 8.0, 64.0)
+
+FLOAT16_IN_FLOAT16 = """
+import jax.numpy as jnp
+
+def logits(q, k):
+    return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
+"""
+
+
+@pytest.fixture(scope="module")
+def frame(tmp_path_factory) -> pd.DataFrame:
+    path = tmp_path_factory.mktemp("f16") / "half_logits.py"
+    path.write_text(FLOAT16_IN_FLOAT16, encoding="utf-8")
+    references = ["scaled", "qk_norm", f"{path}:logits"]
+    return precision_frame(references, (1024,), 8, 2, 0, GRID)
+
+
+def test_scaled_keeps_float16_to_the_grid_top(frame):
+    rows = frame[frame.mechanism == "scaled"]
+    assert list(rows.sigma) == list(GRID)
+    assert (rows.max_error == 0).all()  # the same rounded inputs, float32 logits: exact
+    assert headroom(rows) == (GRID[-1], True)
+
+
+def test_float16_logits_and_float16_norms_run_out(frame):
+    """At sigma 64 and d_k 1024, q . k has std 64^2 sqrt(1024) = 131,072 > 65,504: the
+    user's float16 einsum is not finite; |q|^2 ~ 64^2 1024 overflows qk_norm's normaliser
+    from sigma 8 on (8^2 1024 = 65,536)."""
+    user, _ = headroom(frame[frame.mechanism == "logits"])
+    assert user < GRID[-1]
+    norm, censored = headroom(frame[frame.mechanism == "qk_norm"])
+    assert norm <= 8 and not censored
