@@ -30,3 +30,10 @@ def test_a_diverging_rate_is_a_row_not_an_error():
     assert config.total_steps(1) == 2 * 20
     # rates as the CSV writes them, so a card read back merges with one computed
     assert list(frame.lr) == [float(FLOAT_FORMAT % lr) for lr in config.lrs]
+
+
+def test_the_sweeps_grid_is_checked_as_10s():
+    """The same checks as experiment 10's sweep (``training.sweep.check_grid``), named by
+    the card's class."""
+    with pytest.raises(ValueError, match="SweepConfig.lr_dks must be a subset of dks"):
+        SweepConfig(dks=(16,), lr_dks=(64,))

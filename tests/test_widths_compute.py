@@ -169,3 +169,17 @@ def test_script_outputs_are_consistent(two_runs):
     a = at1[at1.mechanism == "scaled"].drop(columns="mechanism").reset_index(drop=True)
     b = at1[at1.mechanism == "unscaled"].drop(columns="mechanism").reset_index(drop=True)
     assert a.equals(b)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"lr_dks": (8,)}, "WidthsConfig.lr_dks must be a subset of dks"),
+        ({"lrs": (1e-2,)}, "WidthsConfig.lrs must include base.lr"),
+        ({"record_every": 7}, "WidthsConfig.record_every must divide base.steps"),
+    ],
+)
+def test_a_sweeps_grid_is_checked(change, message):
+    """``check_grid``, which the card's ``SweepConfig`` shares (tests/test_card_sweep.py)."""
+    with pytest.raises(ValueError, match=message):
+        WidthsConfig(**{"dks": (4, 16), "lr_dks": (16,), **change})

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -88,6 +89,20 @@ WIDTHS_BASE = RecallConfig(
 )
 
 
+def check_grid(config: Any) -> None:
+    """The checks a sweep's configuration (``base``, ``dks``, ``lr_dks``, ``lrs``,
+    ``record_every``) makes: the rates are swept at some of the widths, the widths' own rate
+    ``base.lr`` is one of the rates, and the diagnostics' interval divides the run. A
+    ``ValueError`` names the configuration's class and field."""
+    name = type(config).__name__
+    if not set(config.lr_dks) <= set(config.dks):
+        raise ValueError(f"{name}.lr_dks must be a subset of dks")
+    if config.base.lr not in config.lrs:
+        raise ValueError(f"{name}.lrs must include base.lr (the rate of every width)")
+    if config.record_every < 1 or config.base.steps % config.record_every:
+        raise ValueError(f"{name}.record_every must divide base.steps")
+
+
 @dataclass(frozen=True)
 class WidthsConfig:
     """What experiment 10 trains (module docstring); ``base`` sets everything else."""
@@ -112,12 +127,7 @@ class WidthsConfig:
                     load_mechanism(reference)
                 except ValueError as err:
                     raise ValueError(f"WidthsConfig.{name}: {err}") from None
-        if not set(self.lr_dks) <= set(self.dks):
-            raise ValueError("WidthsConfig.lr_dks must be a subset of dks")
-        if self.base.lr not in self.lrs:
-            raise ValueError("WidthsConfig.lrs must include base.lr (the width runs' rate)")
-        if self.record_every < 1 or self.base.steps % self.record_every:
-            raise ValueError("WidthsConfig.record_every must divide base.steps")
+        check_grid(self)
 
     def runs(self) -> list[tuple[int, str, tuple[float, ...]]]:
         """``(d_k, mechanism, learning rates)`` per compiled program, in sweep order."""

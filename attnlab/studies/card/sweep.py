@@ -33,7 +33,7 @@ from attnlab.core.references import load_mechanism
 from attnlab.harness.io import FLOAT_FORMAT
 from attnlab.training.config import RecallConfig
 from attnlab.training.model import MechanismConstants, RecallModel
-from attnlab.training.sweep import train_width
+from attnlab.training.sweep import check_grid, train_width
 from attnlab.training.task import Batch
 from attnlab.training.trainer import TrainResult
 
@@ -68,12 +68,7 @@ class SweepConfig:
     record_every: int = 50
 
     def __post_init__(self) -> None:
-        if not set(self.lr_dks) <= set(self.dks):
-            raise ValueError("SweepConfig.lr_dks must be a subset of dks")
-        if self.base.lr not in self.lrs:
-            raise ValueError("SweepConfig.lrs must include base.lr (the widths' rate)")
-        if self.record_every < 1 or self.base.steps % self.record_every:
-            raise ValueError("SweepConfig.record_every must divide base.steps")
+        check_grid(self)
 
     def rates(self, d_k: int) -> tuple[float, ...]:
         return self.lrs if d_k in self.lr_dks else (self.base.lr,)
