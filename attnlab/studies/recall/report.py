@@ -18,6 +18,7 @@ from collections.abc import Callable
 from attnlab.claims import MEDIAN_FACTOR, TRAINING_CLAIMS
 from attnlab.harness.headlines import medians
 from attnlab.harness.predictions import count_line, fit_predictions, reading_rows, seen_by_fit
+from attnlab.harness.study_report import Tally
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import Row, tally
 from attnlab.studies import predictions
@@ -40,7 +41,7 @@ def fitted_label(tables: Tables, csv: str, fit: str) -> str:
     return f"09's {fit} `{name}`" if name else f"09's {fit}"
 
 
-def tallies(tables: Tables) -> list[tuple[str, Callable[[], list[Row]]]]:
+def tallies(tables: Tables) -> list[Tally]:
     """The report summary's lines of this study: the training claims judged under 04's
     reading and under the best reading of each fit of 09, each its own line."""
 
