@@ -376,7 +376,9 @@ def lr_transfers(card: Card, name: str) -> Verdict:
     if any(lr in (grid[0], grid[-1]) for lr in best.values()):
         return Verdict(verdict, rule, value + " (at the sweep's edge)", None)
     index = [grid.index(lr) for lr in best.values()]
-    return Verdict(verdict, rule, value, max(index) - min(index) <= LR_STEPS)
+    steps = max(index) - min(index)
+    value += f" ({steps} grid step{'s' * (steps != 1)} of x{grid[1] / grid[0]:.3g} apart)"
+    return Verdict(verdict, rule, value, steps <= LR_STEPS)
 
 
 VERDICTS: tuple[Callable[[Card, str], Verdict], ...] = (
