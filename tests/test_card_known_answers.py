@@ -61,13 +61,9 @@ def test_every_prediction_agrees_or_its_disagreement_is_explained():
 
 
 #: Verdicts with one answer for all twelve built-ins, and why (the issue's bar allows only a
-#: safety verdict that a committed fixture fails; the second is a miss, reported).
+#: safety verdict that a committed fixture fails).
 UNIFORM = {
     "mask-safe": "safety: tests/test_card_compute.py's float16 -1e4 fill fails it",
-    "learning rate transfers across widths": (
-        "a miss: swept at d_k 16, 64 and 256 (16x apart, declared before the rerun), every "
-        "built-in's best rates still lie within one sqrt(10) step of each other (sweep.csv)"
-    ),
 }
 
 
