@@ -71,6 +71,17 @@ class Verdict(NamedTuple):
     passed: bool | None
 
 
+class Rule(NamedTuple):
+    """A verdict's name and its stated rule, as the card prints them; ``says`` gives its
+    answer for one mechanism (``passed`` None: undetermined, ``value`` says why)."""
+
+    verdict: str
+    rule: str
+
+    def says(self, value: str, passed: bool | None) -> Verdict:
+        return Verdict(self.verdict, self.rule, value, passed)
+
+
 def _rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     return frame[frame.mechanism == name]
 
@@ -96,19 +107,22 @@ def _learned(rows: pd.DataFrame) -> bool:
     return not rows.empty and bool(rows.step_loss_below_1.notna().all())
 
 
+NO_SATURATION = Rule(
+    "does not saturate at initialisation",
+    f"mean max weight <= {SATURATION_MAX_WEIGHT} at every d_k of the statics "
+    "(N(0, 1) q and k, initial scalars)",
+)
+
+
 def no_saturation(card: Card, name: str) -> Verdict:
-    rule = (
-        f"mean max weight <= {SATURATION_MAX_WEIGHT} at every d_k of the statics "
-        "(N(0, 1) q and k, initial scalars)"
-    )
     rows = _rows(card.statics, name)
     rows = rows[rows.sweep == "d_k"] if not rows.empty else rows
     if rows.empty:
-        return Verdict("does not saturate at initialisation", rule, "no rows", None)
+        return NO_SATURATION.says("no rows", None)
     worst = rows.loc[rows.max_weight_mean.idxmax()]
     value = f"{worst.max_weight_mean:.3g} at d_k {int(worst.d_k)}"
     passed = bool(rows.max_weight_mean.max() <= SATURATION_MAX_WEIGHT)
-    return Verdict("does not saturate at initialisation", rule, value, passed)
+    return NO_SATURATION.says(value, passed)
 
 
 def _base_rows(card: Card, name: str) -> pd.DataFrame:
@@ -133,29 +147,33 @@ def _per_4x(medians: pd.Series, limit: float) -> tuple[str, bool]:
     return value, bool(steps[worst] <= limit)
 
 
+WIDTHS_AT_INIT = Rule(
+    "keeps its temperature across widths at step 0",
+    f"median logit std at step 0 within a factor {WIDTH_FACTOR} per 4x of width "
+    "(mup's coordinate check)",
+)
+
+
 def width_stable_at_init(card: Card, name: str) -> Verdict:
-    verdict = "keeps its temperature across widths at step 0"
-    rule = (
-        f"median logit std at step 0 within a factor {WIDTH_FACTOR} per 4x of width "
-        "(mup's coordinate check)"
-    )
     rows = _base_rows(card, name)
     medians = rows.groupby("d_k").logit_std_step0.median().dropna() if len(rows) else rows
     if len(medians) < 2 or (medians <= 0).any():
-        return Verdict(verdict, rule, "fewer than two widths", None)
-    return Verdict(verdict, rule, *_per_4x(medians, WIDTH_FACTOR))
+        return WIDTHS_AT_INIT.says("fewer than two widths", None)
+    return WIDTHS_AT_INIT.says(*_per_4x(medians, WIDTH_FACTOR))
+
+
+WIDTHS_TRAINED = Rule(
+    "keeps its temperature across widths after training",
+    f"median logit std after training within a factor {TRAINED_WIDTH_FACTOR} per 4x of "
+    "width, over the widths at which it and scaled learned; undetermined with fewer "
+    "than two",
+)
 
 
 def width_stable_trained(card: Card, name: str) -> Verdict:
-    verdict = "keeps its temperature across widths after training"
-    rule = (
-        f"median logit std after training within a factor {TRAINED_WIDTH_FACTOR} per 4x of "
-        "width, over the widths at which it and scaled learned; undetermined with fewer "
-        "than two"
-    )
     own, scaled = _base_rows(card, name), _base_rows(card, "scaled")
     if own.empty or scaled.empty:
-        return Verdict(verdict, rule, "no rows for it or for scaled", None)
+        return WIDTHS_TRAINED.says("no rows for it or for scaled", None)
     usable = [
         d
         for d in sorted(own.d_k.unique())
@@ -163,20 +181,22 @@ def width_stable_trained(card: Card, name: str) -> Verdict:
     ]
     if len(usable) < 2:
         learned = [int(d) for d in usable]
-        return Verdict(verdict, rule, f"both learned at d_k {learned or 'none'} only", None)
+        return WIDTHS_TRAINED.says(f"both learned at d_k {learned or 'none'} only", None)
     medians = own[own.d_k.isin(usable)].groupby("d_k").logit_std_end.median()
-    return Verdict(verdict, rule, *_per_4x(medians, TRAINED_WIDTH_FACTOR))
+    return WIDTHS_TRAINED.says(*_per_4x(medians, TRAINED_WIDTH_FACTOR))
+
+
+FLOAT16 = Rule(
+    "float16 headroom at least scaled's",
+    "the largest std of q's and k's entries (1 to 64) at which float16 weights are finite "
+    "and within 1e-2 of float32, at every width, at least scaled's",
+)
 
 
 def float16_headroom(card: Card, name: str) -> Verdict:
-    verdict = "float16 headroom at least scaled's"
-    rule = (
-        "the largest std of q's and k's entries (1 to 64) at which float16 weights are finite "
-        "and within 1e-2 of float32, at every width, at least scaled's"
-    )
     own, scaled = _rows(card.precision, name), _rows(card.precision, "scaled")
     if own.empty or scaled.empty:
-        return Verdict(verdict, rule, "no rows for it or for scaled", None)
+        return FLOAT16.says("no rows for it or for scaled", None)
     parts, passed = [], True
     for d_k, rows in own.groupby("d_k"):
         mine, top = headroom(rows)
@@ -186,17 +206,20 @@ def float16_headroom(card: Card, name: str) -> Verdict:
             f"{'>=' if censored else ''}{theirs:g}"
         )
         passed &= mine >= theirs
-    return Verdict(verdict, rule, "; ".join(parts), bool(passed))
+    return FLOAT16.says("; ".join(parts), bool(passed))
+
+
+MASK_SAFE = Rule(
+    "mask-safe",
+    "with a fully masked row: finite output and gradients, weight 0 on masked keys, "
+    "zero output on the empty row",
+)
 
 
 def mask_safe(card: Card, name: str) -> Verdict:
-    rule = (
-        "with a fully masked row: finite output and gradients, weight 0 on masked keys, "
-        "zero output on the empty row"
-    )
     rows = _rows(card.masks, name)
     if rows.empty:
-        return Verdict("mask-safe", rule, "no rows", None)
+        return MASK_SAFE.says("no rows", None)
     row = rows.iloc[0]
     checks = {
         "finite output": bool(row.finite_output),
@@ -205,29 +228,31 @@ def mask_safe(card: Card, name: str) -> Verdict:
         "empty row 0": row.dead_row_max == 0,
     }
     failed = [k for k, ok in checks.items() if not ok]
-    return Verdict("mask-safe", rule, "; ".join(failed) or "all four hold", not failed)
+    return MASK_SAFE.says("; ".join(failed) or "all four hold", not failed)
+
+
+AS_FAST = Rule(
+    "trains as fast as scaled",
+    f"every seed reaches smoothed loss {LEARNED_LOSS:g} (04's task), the median step at "
+    f"most {SPEED_FACTOR}x scaled's",
+)
 
 
 def trains_as_fast_as_scaled(card: Card, name: str) -> Verdict:
-    rule = (
-        f"every seed reaches smoothed loss {LEARNED_LOSS:g} (04's task), the median step at "
-        f"most {SPEED_FACTOR}x scaled's"
-    )
-    verdict = "trains as fast as scaled"
     rows, scaled = _rows(card.training, name), _rows(card.training, "scaled")
     if rows.empty or scaled.empty:
-        return Verdict(verdict, rule, "no rows for it or for scaled", None)
+        return AS_FAST.says("no rows for it or for scaled", None)
     if diverged := _diverged(rows):
-        return Verdict(verdict, rule, diverged, False)
+        return AS_FAST.says(diverged, False)
     if not _learned(scaled):
-        return Verdict(verdict, rule, "scaled does not learn", None)
+        return AS_FAST.says("scaled does not learn", None)
     if not _learned(rows):
         reached = int(rows.step_loss_below_1.notna().sum())
-        return Verdict(verdict, rule, f"{reached} of {len(rows)} seeds reach loss 1", False)
+        return AS_FAST.says(f"{reached} of {len(rows)} seeds reach loss 1", False)
     own = float(rows.step_loss_below_1.astype(float).median())
     ref = float(scaled.step_loss_below_1.astype(float).median())
     value = f"median step {own:.0f} vs {ref:.0f} (x{own / ref:.2f})"
-    return Verdict(verdict, rule, value, bool(own / ref <= SPEED_FACTOR))
+    return AS_FAST.says(value, bool(own / ref <= SPEED_FACTOR))
 
 
 def _elasticity(card: Card, name: str, stage: str, alpha: float) -> float:
@@ -258,41 +283,45 @@ def owner_of(card: Card, name: str) -> str | None:
     return owner_words(start, drifted)
 
 
+OWNER = Rule(
+    OWNER_VERDICT,
+    "elasticity e = d ln std(z) / d ln alpha of the logits to q, k -> alpha q, alpha k on "
+    f"the trained weights: below 1.5 at alpha {ALPHAS[-1]:g} (2: weights; 0: mechanism; "
+    "falling from 2: a cap)",
+)
+
+
 def owns_temperature(card: Card, name: str) -> Verdict:
-    verdict = OWNER_VERDICT
-    rule = (
-        "elasticity e = d ln std(z) / d ln alpha of the logits to q, k -> alpha q, alpha k on "
-        f"the trained weights: below 1.5 at alpha {ALPHAS[-1]:g} (2: weights; 0: mechanism; "
-        "falling from 2: a cap)"
-    )
     who = owner_of(card, name)
     init = _elasticity(card, name, "init", ALPHAS[0])
     if who is None:
         reason = _diverged(_rows(card.training, name)) or "no trained weights"
-        return Verdict(verdict, rule, f"{reason}; e = {init:.2f} at init", None)
+        return OWNER.says(f"{reason}; e = {init:.2f} at init", None)
     trained = [_elasticity(card, name, "trained", a) for a in (ALPHAS[0], ALPHAS[-1])]
     value = (
         f"{who}: e = {init:.2f} at init; trained {trained[0]:.2f} at alpha 1, "
         f"{trained[1]:.2f} at alpha {ALPHAS[-1]:g}"
     )
-    return Verdict(verdict, rule, value, who != "weights")
+    return OWNER.says(value, who != "weights")
+
+
+DRIFT = Rule(
+    DRIFT_VERDICT,
+    f"W_Q, W_K of the trained model x{DRIFT_ALPHA:g}: held-out loss up by at most "
+    f"{DRIFT_LOSS_RISE} nats and attention entropy within a factor "
+    f"{DRIFT_ENTROPY_FACTOR} of x1 (04's task, learned)",
+)
 
 
 def holds_after_drift(card: Card, name: str) -> Verdict:
-    verdict = DRIFT_VERDICT
-    rule = (
-        f"W_Q, W_K of the trained model x{DRIFT_ALPHA:g}: held-out loss up by at most "
-        f"{DRIFT_LOSS_RISE} nats and attention entropy within a factor "
-        f"{DRIFT_ENTROPY_FACTOR} of x1 (04's task, learned)"
-    )
     rows = _rows(card.drift, name)
     training = _rows(card.training, name)
     if rows.empty:
-        return Verdict(verdict, rule, "no rows", None)
+        return DRIFT.says("no rows", None)
     if diverged := _diverged(training):
-        return Verdict(verdict, rule, diverged, False)
+        return DRIFT.says(diverged, False)
     if not _learned(training):
-        return Verdict(verdict, rule, "did not learn, nothing to drift", None)
+        return DRIFT.says("did not learn, nothing to drift", None)
     one, four = (rows[rows.alpha == a].iloc[0] for a in (1.0, DRIFT_ALPHA))
     rise = four.loss_mean - one.loss_mean
     h1, h4 = one.entropy_mean, four.entropy_mean
@@ -301,9 +330,7 @@ def holds_after_drift(card: Card, name: str) -> Verdict:
         f"loss {one.loss_mean:.3g} -> {four.loss_mean:.3g} (± {four.loss_sem:.1g}), entropy "
         f"{h1:.3g} -> {h4:.3g} nats"
     )
-    return Verdict(
-        verdict, rule, value, bool(rise <= DRIFT_LOSS_RISE and ratio <= DRIFT_ENTROPY_FACTOR)
-    )
+    return DRIFT.says(value, bool(rise <= DRIFT_LOSS_RISE and ratio <= DRIFT_ENTROPY_FACTOR))
 
 
 def _sweep_widths(card: Card, name: str) -> dict[int, pd.DataFrame]:
@@ -315,32 +342,34 @@ def _sweep_widths(card: Card, name: str) -> dict[int, pd.DataFrame]:
     return {int(d): g for d, g in rows.groupby("d_k") if g.lr.nunique() == rates and rates > 1}
 
 
+HIGH_LR = Rule(
+    HIGH_LR_VERDICT,
+    "learning-rate sensitivity E_eta[min(l(eta), l0) - l*] (Wortsman et al. 2023) at most "
+    f"scaled's + {SENSITIVITY_SES:g} SE of the paired difference, at every swept width",
+)
+
+
 def stable_at_high_lr(card: Card, name: str) -> Verdict:
-    verdict = HIGH_LR_VERDICT
-    rule = (
-        "learning-rate sensitivity E_eta[min(l(eta), l0) - l*] (Wortsman et al. 2023) at most "
-        f"scaled's + {SENSITIVITY_SES:g} SE of the paired difference, at every swept width"
-    )
     own, scaled = _sweep_widths(card, name), _sweep_widths(card, "scaled")
     if not own or not scaled:
-        return Verdict(verdict, rule, "no learning-rate sweep for it or for scaled", None)
+        return HIGH_LR.says("no learning-rate sweep for it or for scaled", None)
     parts, passed = [], True
     for d_k, rows in own.items():
         if d_k not in scaled:
-            return Verdict(verdict, rule, f"scaled not swept at d_k {d_k}", None)
+            return HIGH_LR.says(f"scaled not swept at d_k {d_k}", None)
         mine, theirs = sensitivity(rows), sensitivity(scaled[d_k])
         if not (mine.l_star < LEARNED_LOSS).all() or not (theirs.l_star < LEARNED_LOSS).all():
-            return Verdict(verdict, rule, f"no rate learned at d_k {d_k}", None)
+            return HIGH_LR.says(f"no rate learned at d_k {d_k}", None)
         diff, se, n = paired_difference(mine, theirs)
         if not np.isfinite(se):
-            return Verdict(verdict, rule, f"{n} seed(s): no standard error", None)
+            return HIGH_LR.says(f"{n} seed(s): no standard error", None)
         top = rows[rows.lr == rows.lr.max()]
         parts.append(
             f"d_k {d_k}: {mine.sensitivity.mean():.2f} vs {theirs.sensitivity.mean():.2f} "
             f"(diff {diff:+.2f} ± {se:.2f}; max logit at top rate {top.max_logit.median():.3g})"
         )
         passed &= diff <= SENSITIVITY_SES * se
-    return Verdict(verdict, rule, "; ".join(parts), bool(passed))
+    return HIGH_LR.says("; ".join(parts), bool(passed))
 
 
 def best_rates(rows: pd.DataFrame) -> tuple[float | None, bool]:
@@ -356,29 +385,31 @@ def best_rates(rows: pd.DataFrame) -> tuple[float | None, bool]:
     return best, medians[best] < LEARNED_LOSS
 
 
+LR_TRANSFER = Rule(
+    "learning rate transfers across widths",
+    f"the best rates (lowest median final loss) of the swept widths at most {LR_STEPS} "
+    "grid step(s) apart; undetermined when one is at either end of the sweep",
+)
+
+
 def lr_transfers(card: Card, name: str) -> Verdict:
-    verdict = "learning rate transfers across widths"
-    rule = (
-        f"the best rates (lowest median final loss) of the swept widths at most {LR_STEPS} "
-        "grid step(s) apart; undetermined when one is at either end of the sweep"
-    )
     widths = _sweep_widths(card, name)
     if len(widths) < 2:
-        return Verdict(verdict, rule, "fewer than two swept widths", None)
+        return LR_TRANSFER.says("fewer than two swept widths", None)
     grid = sorted(card.sweep.lr.unique())
     best = {}
     for d_k, rows in widths.items():
         lr, learned = best_rates(rows)
         if lr is None or not learned:
-            return Verdict(verdict, rule, f"no rate learned at d_k {d_k}", None)
+            return LR_TRANSFER.says(f"no rate learned at d_k {d_k}", None)
         best[d_k] = lr
     value = ", ".join(f"d_k {d}: {lr:.3g}" for d, lr in sorted(best.items()))
     if any(lr in (grid[0], grid[-1]) for lr in best.values()):
-        return Verdict(verdict, rule, value + " (at the sweep's edge)", None)
+        return LR_TRANSFER.says(value + " (at the sweep's edge)", None)
     index = [grid.index(lr) for lr in best.values()]
     steps = max(index) - min(index)
     value += f" ({steps} grid step{'s' * (steps != 1)} of x{grid[1] / grid[0]:.3g} apart)"
-    return Verdict(verdict, rule, value, steps <= LR_STEPS)
+    return LR_TRANSFER.says(value, steps <= LR_STEPS)
 
 
 VERDICTS: tuple[Callable[[Card, str], Verdict], ...] = (
