@@ -203,7 +203,7 @@ def test_the_tables_do_not_depend_on_the_workers(tiny_card, user_reference):
 def test_the_pieces_count_every_unit_of_progress_once():
     references = ["scaled", "unscaled", "qk_norm"]
     pieces = compute.card_pieces(TINY, references)
-    sweep = TINY.sweep.total_steps(len(references))
+    sweep = sum(TINY.sweep.steps_at(d, len(references)) for d in TINY.sweep.dks)
     training = len(references) * TINY.training.steps
     assert compute.total_work(TINY, references) == sum(p.units for p in pieces)
     assert sum(p.units for p in pieces) == compute.statics_trials(TINY) + training + sweep

@@ -8,10 +8,11 @@ program (the engine's ``Trainer``); a lane that goes non-finite is recorded
 (``diverged_step``, ``nonfinite``), not raised. Each seed has one initialisation and one
 data stream, shared by every mechanism and rate at a width.
 
-Per lane (``sweep_frame``): the loss at step 0 (``loss_step0``, before any update), the
-smoothed loss at the end, the step to smoothed loss 1, held-out accuracy, the logits' std on
-the held-out sequences at step 0 and at the end, and the largest ``|z|`` of an attention
-logit on them over training (``max_logit``, read every ``record_every`` steps; Wortsman et
+Per lane (``width_rows``, one width at a time; ``sweep_table`` joins the widths): the loss
+at step 0 (``loss_step0``, before any update), the smoothed loss at the end, the step to
+smoothed loss 1, held-out accuracy, the logits' std on the held-out sequences at step 0 and
+at the end, and the largest ``|z|`` of an attention logit on them over training
+(``max_logit``, read every ``record_every`` steps; Wortsman et
 al. 2023's attention-logit growth).
 
 Wortsman et al.'s learning-rate sensitivity of the sweep: ``attnlab.studies.card.sensitivity``.
@@ -85,10 +86,6 @@ class SweepConfig:
         units: the engine reports steps times runs, a run being every seed of one rate)."""
         return mechanisms * len(self.rates(d_k)) * self.base.steps
 
-    def total_steps(self, mechanisms: int) -> int:
-        """Run-steps of the whole sweep (``steps_at`` summed over ``dks``)."""
-        return sum(self.steps_at(d, mechanisms) for d in self.dks)
-
 
 def diagnostics(
     model: RecallModel, params: dict, constants: MechanismConstants, probe: Batch
@@ -130,14 +127,6 @@ def sweep_table(rows: Sequence[dict], references: Sequence[str]) -> pd.DataFrame
     for column in ("step_loss_below_1", "diverged_step"):
         frame[column] = frame[column].astype("Int64")
     return frame
-
-
-def sweep_frame(
-    config: SweepConfig, references: Sequence[str], on_progress: Progress = None
-) -> pd.DataFrame:
-    """One row per (mechanism, d_k, lr, seed) lane (module docstring)."""
-    rows = [row for d_k in config.dks for row in width_rows(config, references, d_k, on_progress)]
-    return sweep_table(rows, references)
 
 
 def _lane_rows(result: TrainResult, config: RecallConfig) -> list[dict]:
