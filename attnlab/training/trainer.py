@@ -324,11 +324,6 @@ class Trainer:
         return self._per_block(lambda b: program(b.state.params, b.seed_index, b.constants,
                                                  held_out))  # fmt: skip
 
-    def run_state(self, r: int) -> TrainState:
-        """The state of run ``r``, stacked over its seeds (to continue it elsewhere)."""
-        lanes = self.lane_slice(r)
-        return jax.tree.map(lambda x: x[lanes], self.state)
-
     @property
     def state(self) -> TrainState:
         """Every lane's state, ``[lanes, ...]``."""
@@ -347,12 +342,14 @@ class Trainer:
         by_run = self.metrics_by_run()
         accuracy = self.eval_accuracy() if evaluate else np.full(self.n_lanes, np.nan)
         records = self.recorded if self.records else {}
+        state = self.state  # every lane's, joined once: each run takes its seeds' lanes
         out = []
         for r, run in enumerate(self.runs):
             lanes = self.lane_slice(r)
             out.append(TrainResult(
                 run.label or run.mechanism.name, run.config.seed_values, self.start_step,
-                by_run[r], accuracy[lanes], self.run_state(r), run.config.d_k, run.rate,
+                by_run[r], accuracy[lanes], jax.tree.map(lambda x, s=lanes: x[s], state),
+                run.config.d_k, run.rate,
                 self.diverged_step[lanes], {k: v[lanes] for k, v in records.items()},
                 np.asarray(self.record_steps),
             ))  # fmt: skip
