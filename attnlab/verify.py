@@ -97,9 +97,15 @@ SPECS: dict[str, CsvSpec] = {
 }
 
 
-def selected(quick: bool) -> list[str]:
-    """The CSVs a run checks: all, or with ``quick`` the statics and failure modes."""
-    return [name for name, spec in SPECS.items() if not quick or spec.quick_flags is not None]
+def selected(quick: bool, only: Iterable[str] | None = None) -> list[str]:
+    """The CSVs a run checks: all, or with ``quick`` the statics and failure modes; with
+    ``only``, those of them named there."""
+    named = None if only is None else set(only)
+    return [
+        name
+        for name, spec in SPECS.items()
+        if (not quick or spec.quick_flags is not None) and (named is None or name in named)
+    ]
 
 
 @dataclass(frozen=True)

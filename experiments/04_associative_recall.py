@@ -37,7 +37,7 @@ def run(args):
     with cli.progress(total, "04 recall", args.quiet, unit="step") as bar:
         results = train_and_evaluate(config, bar.update)
     wall = time.perf_counter() - started
-    with cli.staged_outputs(out_dir) as stage:
+    with cli.staged_outputs(out_dir, args.written) as stage:
         write_recall_outputs(results, config, stage, (CURVES_CSV, SUMMARY_CSV), vars(args), wall)
 
 

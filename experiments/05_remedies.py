@@ -91,7 +91,7 @@ def run(args):
             sensitivity, args.sensitivity_batch_sizes, args.sensitivity_embed_stds, bar.update
         )
         sensitivity_wall = time.perf_counter() - started
-    with cli.staged_outputs(out_dir) as stage:
+    with cli.staged_outputs(out_dir, args.written) as stage:
         write_recall_outputs(
             results, config, stage, (CURVES_CSV, SUMMARY_CSV), flags, remedies_wall
         )

@@ -52,7 +52,7 @@ def run(args):
     with cli.progress(correlation.samples, "07 failure modes", args.quiet) as bar:
         frames = run_failure_modes(overflow, correlation, bar.update)
     wall = time.perf_counter() - started
-    with cli.staged_outputs(out_dir) as stage:
+    with cli.staged_outputs(out_dir, args.written) as stage:
         for part, frame in frames.items():
             write_result(frame, stage / PART_CSVS[part], vars(args), wall)
 

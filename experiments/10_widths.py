@@ -117,7 +117,7 @@ def run(args):
     jacobian = jacobian_frame(config)
     jacobian_wall = time.perf_counter() - started
     summary = summary_frame(results, config.base.smoothing)
-    with cli.staged_outputs(out_dir) as stage:
+    with cli.staged_outputs(out_dir, args.written) as stage:
         write_result(summary, stage / SUMMARY_CSV, flags, train_wall)
         write_result(
             curves_frame(results, config.base.smoothing), stage / CURVES_CSV, flags, train_wall

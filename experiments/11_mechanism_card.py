@@ -111,7 +111,7 @@ def run(args):
         results = run_cards(config, plan, bar.update, args.jobs)
     wall = time.perf_counter() - started
     command = "python experiments/11_mechanism_card.py " + " ".join(sys.argv[1:])
-    with cli.staged_outputs(out_dir) as stage:  # every card or none
+    with cli.staged_outputs(out_dir, args.written) as stage:  # every card or none
         store.write_cards(results, stage, flags, wall, command, committed, config.quick)
 
 

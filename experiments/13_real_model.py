@@ -101,7 +101,7 @@ def run(args):
         frames = run_real_model(config, checkpoint, source.text, bar.update)
     wall = time.perf_counter() - started
     flags = {**vars(args), **provenance(checkpoint, source, config, args.checkpoint is None)}
-    with cli.staged_outputs(out_dir) as stage:
+    with cli.staged_outputs(out_dir, args.written) as stage:
         for name, frame in frames.items():
             write_result(frame, stage / name, flags, wall)
 

@@ -59,7 +59,7 @@ def run(args):
     with cli.progress(groups(args.reproduce), "bench", args.quiet, unit="group") as bar:
         frame = run_bench(config, bar.update, reproduce_command=reproduce)
     table = bench_markdown(frame)
-    with cli.staged_outputs(out.parent) as stage:
+    with cli.staged_outputs(out.parent, args.written) as stage:
         write_result(frame, stage / out.name, vars(args), time.perf_counter() - started)
         atomic_write_text(stage / out.with_suffix(".md").name, table)
     print(table, end="")

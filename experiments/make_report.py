@@ -40,10 +40,10 @@ def run(args):
             readme = replace_block(readme, block)
         readme = "" if readme == old else readme
     atomic_write_text(out, text)
-    cli.WRITTEN.append(out)
+    args.written.append(out)
     if readme:
         atomic_write_text(README, readme)
-        cli.WRITTEN.append(README)
+        args.written.append(README)
     for line in missing:
         print(f"left out {line}", file=sys.stderr)
 

@@ -44,7 +44,7 @@ def run(args):
     tables = Tables(args.results_dir, made_by)
     names = args.figures or [n for n, s in FIGURES.items() if args.study in (None, s.name)]
     skipped = []
-    with cli.staged_outputs(args.figures_dir) as stage:
+    with cli.staged_outputs(args.figures_dir, args.written) as stage:
         for name in names:
             try:
                 FIGURES[name].figure(name)(tables, stage)

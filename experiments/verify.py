@@ -5,8 +5,10 @@ CSVs already there) and compares each with the committed one in --reference-dir,
 by column, with tolerances that hold across machines: Monte-Carlo means within 4 sqrt(2)
 combined standard errors, per-seed training results within the committed seed range
 widened by its spread, verdicts and identities exactly (rules: attnlab/verify.py).
-Prints one line per CSV, `agrees` or `differs` with its worst column; exits 1 if any
-differs. --quick checks only 01-03 (fewer trials) and 07, in under a minute.
+Prints one line per CSV, `agrees` or `differs` with its worst column, and the tally last.
+The exit status is the verdict: 0 every CSV agrees, 1 some CSV differs (one line on stderr
+naming them) or a script failed while regenerating, 2 bad input (one line naming the flag).
+--quick checks only 01-03 (fewer trials) and 07, in under a minute.
 """
 
 import sys
@@ -26,6 +28,13 @@ def build_parser():
         "--quick",
         action="store_true",
         help="only the statics (01-03, with fewer trials) and the failure modes (07)",
+    )
+    parser.add_argument(
+        "--csv",
+        action="append",
+        metavar="NAME",
+        default=None,
+        help="check only this result CSV (repeatable; e.g. 02_saturation_sweep.csv)",
     )
     parser.add_argument(
         "--results-dir",
@@ -52,7 +61,10 @@ def run(args):
     ):
         if path is not None and not path.is_dir():
             raise cli.UsageError(f"{flag}: {path} is not an existing directory")
-    names = verify.selected(args.quick)
+    unknown = sorted(set(args.csv or ()) - set(verify.SPECS))
+    if unknown:
+        raise cli.UsageError(f"--csv: {', '.join(unknown)} is not a result CSV of make verify")
+    names = verify.selected(args.quick, args.csv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="attnlab-verify-") as tmp:
         results_dir = args.results_dir
@@ -65,8 +77,7 @@ def run(args):
     differ = [v.name for v in verdicts if not v.agrees]
     print(
         f"{len(verdicts) - len(differ)} of {len(verdicts)} CSVs agree with {args.reference_dir} "
-        f"({time.perf_counter() - started:.0f} s)",
-        file=sys.stderr,
+        f"({time.perf_counter() - started:.0f} s)"
     )
     if differ:
         raise cli.RunError(f"{', '.join(differ)} differ from {args.reference_dir}")

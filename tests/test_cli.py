@@ -215,7 +215,7 @@ def _entry(fail: BaseException | None, note: str | None = None):
         if fail is not None:
             raise fail
         args.outputs_note = note
-        with cli.staged_outputs(out) as stage:
+        with cli.staged_outputs(out, args.written) as stage:
             (stage / "x.csv").write_text("x\n1\n")
 
     return cli.entry_point(_parser, run)
@@ -249,3 +249,44 @@ def test_quiet_keeps_the_line_that_says_where_outputs_went(in_tmp_path, capsys):
     assert len(lines) == 2 and "run folder results/runs/" in lines[0] and lines[1] == "(a note)"
     assert _entry(None)(["--quiet"]) == 0  # the defaults: results/, nothing to say
     assert capsys.readouterr().out == ""
+
+
+# --- what a run wrote is its own: a run inside another announces only its files ---------
+
+
+def test_a_run_nested_in_another_announces_only_its_own_files(tmp_path, capsys):
+    """The outer run writes one file, runs an inner script in-process (as make verify does)
+    whose file it then deletes, and writes a second: each announces only its own files,
+    and the outer one no file that no longer exists (with a module-level record shared
+    by both runs, the outer announced the inner's deleted file and crashed)."""
+    inner_dir, outer_dir = tmp_path / "inner", tmp_path / "outer"
+    inner_dir.mkdir()
+    outer_dir.mkdir()
+
+    def inner_run(args):
+        with cli.staged_outputs(args.out_dir, args.written) as stage:
+            (stage / "inner.csv").write_text("x\n1\n2\n")
+
+    inner = cli.entry_point(_parser, inner_run)
+
+    def outer_run(args):
+        with cli.staged_outputs(args.out_dir, args.written) as stage:
+            (stage / "first.csv").write_text("x\n1\n")
+        assert inner(["--out-dir", str(inner_dir)]) == 0
+        (inner_dir / "inner.csv").unlink()
+        with cli.staged_outputs(args.out_dir, args.written) as stage:
+            (stage / "second.csv").write_text("x\n1\n")
+
+    assert cli.entry_point(_parser, outer_run)(["--out-dir", str(outer_dir)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {inner_dir / 'inner.csv'} (2 rows)",
+        f"wrote {outer_dir / 'first.csv'} (1 rows)",
+        f"wrote {outer_dir / 'second.csv'} (1 rows)",
+    ]
+
+
+def test_announce_written_skips_files_that_are_gone(tmp_path, capsys):
+    kept, gone = tmp_path / "kept.csv", tmp_path / "gone.csv"
+    kept.write_text("x\n1\n")
+    cli.announce_written([gone, kept])
+    assert capsys.readouterr().out == f"wrote {kept} (1 rows)\n"

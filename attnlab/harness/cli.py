@@ -45,7 +45,6 @@ from attnlab.harness.outputs import (
     REPO_ROOT,
     RESULTS_DIR,
     RUNS_DIR,
-    WRITTEN,
     add_out_dir_flag,
     add_quiet_flag,
     add_results_dir_flag,
@@ -67,7 +66,6 @@ __all__ = [
     "REPO_ROOT",
     "RESULTS_DIR",
     "RUNS_DIR",
-    "WRITTEN",
     "DataError",
     "RunError",
     "UsageError",
@@ -141,13 +139,17 @@ def entry_point(
     headline: Callable[[str, Any], str | None] | None = None,
 ) -> Callable[[list[str] | None], int]:
     """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2.
-    On success, one line per file written (``announce_written``; ``headline(csv_name,
+    On success, one line per file the run wrote (``announce_written``; ``headline(csv_name,
     frame)`` gives a CSV's headline number, ``attnlab.studies.headline``). A run folder
     made for the run is removed again if the run ends with nothing in it (an error,
-    Ctrl-C, an exception of any kind)."""
+    Ctrl-C, an exception of any kind).
+
+    What a run wrote is its own: ``args.written``, a new list per call of ``main``, which
+    the script passes to ``staged_outputs`` (or appends to), so a run started inside
+    another (``make verify`` runs the scripts in-process) announces only its own files,
+    and its caller none of them."""
 
     def main(argv: list[str] | None = None) -> int:
-        WRITTEN.clear()
         if threading.current_thread() is threading.main_thread():
             # experiments/_interrupt.py exits on Ctrl-C while a script imports; from here
             # on it is a KeyboardInterrupt, handled below.
@@ -155,6 +157,7 @@ def entry_point(
         parser = build_parser()
         group_flags(parser)
         args = parser.parse_args(argv)
+        args.written = []
         resolve_out_dir(parser, args)
         try:
             configure_jax()
@@ -175,6 +178,7 @@ def entry_point(
                     args.out_dir.rmdir()  # an empty run folder goes, whatever ended the run
         used = getattr(args, "run_folder", False) and args.out_dir.is_dir()  # not with --out
         announce_written(
+            args.written,
             used and args.out_dir,
             headline,
             quiet=getattr(args, "quiet", False),
@@ -186,19 +190,22 @@ def entry_point(
 
 
 def announce_written(
-    run_folder: Path | None,
+    written: list[Path],
+    run_folder: Path | None = None,
     headline: Callable[[str, Any], str | None] | None = None,
     quiet: bool = False,
     note: str | None = None,
 ) -> None:
-    """One line per file the run wrote (a CSV with its row count and, where ``headline``
-    gives one, its headline number; sidecars left out), unless ``quiet``; then, even if
-    ``quiet``, where the outputs went when it is not where the committed results are: the
-    run folder chosen, and the script's ``note`` (``args.outputs_note``)."""
+    """One line per file of ``written`` (the run's own record) that still exists (a CSV
+    with its row count and, where ``headline`` gives one, its headline number; sidecars
+    left out), unless ``quiet``; then, even if ``quiet``, where the outputs went when it is
+    not where the committed results are: the run folder chosen, and the script's ``note``
+    (``args.outputs_note``)."""
     from attnlab.harness.io import is_csv, open_csv_text, sidecar_path
 
-    sidecars = {sidecar_path(p) for p in WRITTEN if is_csv(p)}
-    for path in [] if quiet else WRITTEN:
+    present = [p for p in written if p.is_file()]  # a caller may have removed its files
+    sidecars = {sidecar_path(p) for p in present if is_csv(p)}
+    for path in [] if quiet else present:
         if path in sidecars:
             continue
         rows = ""
@@ -265,5 +272,5 @@ def run_table(
     start = time.perf_counter()
     with progress(total, desc, args.quiet) as bar:
         frame = compute(bar.update)
-    with staged_outputs(out.parent) as stage:
+    with staged_outputs(out.parent, args.written) as stage:
         write_result(frame, stage / out.name, vars(args), time.perf_counter() - start)

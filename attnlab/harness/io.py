@@ -126,7 +126,7 @@ def provenance(flags: Mapping[str, Any], wall_time_s: float) -> dict[str, Any]:
     wall time."""
     import jax
 
-    meta = ("made_with_defaults", "run_folder", "out_dir_given")
+    meta = ("made_with_defaults", "run_folder", "out_dir_given", "written")
     return {
         "flags": {
             k: (str(v) if isinstance(v, Path) else v) for k, v in flags.items() if k not in meta

@@ -137,19 +137,16 @@ def prepare_out_dir(args: argparse.Namespace) -> Path:
     return check_dir_writable(args.out_dir, "--out-dir", create=getattr(args, "run_folder", False))
 
 
-#: The files the running script has written (``staged_outputs`` appends; ``entry_point``
-#: resets it per run and prints it at the end).
-WRITTEN: list[Path] = []
-
-
 @contextlib.contextmanager
-def staged_outputs(directory: Path) -> Iterator[Path]:
+def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterator[Path]:
     """All outputs or none: yield a new hidden directory inside ``directory`` to write into;
     when the block ends normally its files are moved into ``directory`` (files in
-    subdirectories of the stage to the same subdirectories, made where missing), and when
-    it raises (Ctrl-C, a bad CSV, a failed run) they are deleted, so no run leaves part of
-    its outputs. If moving fails (a full disk, a file in the way), the files already moved
-    go back and the stage is kept: a RunError says where the computed outputs are."""
+    subdirectories of the stage to the same subdirectories, made where missing) and their
+    final paths appended to ``record`` (a script passes its run's ``args.written``, which
+    ``cli.entry_point`` announces), and when it raises (Ctrl-C, a bad CSV, a failed run)
+    they are deleted, so no run leaves part of its outputs. If moving fails (a full disk, a
+    file in the way), the files already moved go back and the stage is kept: a RunError
+    says where the computed outputs are."""
     directory = Path(directory)
     stage = Path(tempfile.mkdtemp(dir=directory, prefix=".staging-"))
     keep = False
@@ -166,7 +163,8 @@ def staged_outputs(directory: Path) -> Iterator[Path]:
                         made.append(directory / parent)
                 os.replace(path, target)
                 moved.append((path, target))
-            WRITTEN.extend(target for _, target in moved)
+            if record is not None:
+                record.extend(target for _, target in moved)
         except BaseException as err:
             for path, target in reversed(moved):
                 with contextlib.suppress(OSError):

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, spec: Fit) -> None:
     flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()}
     written: list[str] = []
     label = spec.number
-    with cli.staged_outputs(out_dir) as stage:
+    with cli.staged_outputs(out_dir, args.written) as stage:
 
         def write(frame: pd.DataFrame, name: str, wall: float, extra=None) -> None:
             write_result(frame, stage / name, {**flags, **(extra or {})}, wall)
