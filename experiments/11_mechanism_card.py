@@ -33,13 +33,13 @@ import time
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
+from attnlab.core.references import mechanism_reference, mechanism_references
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.card import store
 from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
 from attnlab.studies.card.store import CARDS
-from attnlab.training.flags import mechanism_reference, mechanism_references
 
 DEFAULT_AGAINST = "scaled,unscaled"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
+from attnlab.core.text import read_text
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.models.checkpoint import CheckpointError, load_checkpoint
@@ -27,7 +28,6 @@ from attnlab.studies.real_model.compute import (
     RealModelConfig,
     progress_steps,
     provenance,
-    read_text,
     run_real_model,
     text_tokens,
 )

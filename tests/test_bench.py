@@ -19,6 +19,7 @@ from attnlab.harness.errors import RunError
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, time_reproduce
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
+from attnlab.studies.bench.lm_step import bench_lm_step, lm_step_flops
 from attnlab.studies.bench.report import bench_markdown
 from attnlab.studies.bench.step import PARTS, bench_recall_step, recall_step_flops, step_programs
 from attnlab.studies.bench.timing import interleaved_median_seconds
@@ -26,6 +27,7 @@ from attnlab.training import model as recall_model
 from attnlab.training.config import RecallConfig, make_model
 from attnlab.training.step import init_params, loss_and_aux
 from attnlab.training.task import sample_batch
+from attnlab.training.tasks.lm import LMConfig
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +202,7 @@ def test_time_reproduce_raises_on_failure(tmp_path):
 
 
 def test_make_reproduce_row_only_when_asked(monkeypatch):
-    groups = ("bench_statics", "bench_attention", "bench_recall_step")
+    groups = ("bench_statics", "bench_attention", "bench_recall_step", "bench_lm_step")
     for group in groups:
         monkeypatch.setattr(compute, group, lambda *_: [])
     monkeypatch.setattr(compute, "measure_peak", lambda *_: (1.0, 1.0))
@@ -245,3 +247,24 @@ def test_interleaved_timing_runs_round_robin():
     seconds = interleaved_median_seconds(fns, 3)
     assert calls == ["a", "b"] + ["a", "b"] * 3
     assert set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
+
+
+def test_lm_step_rows():
+    """The LM rows at QUICK's tiny sizes: the speed-up is the ratio of the two timings, the
+    detail reports the losses' gap and the tokens per second, and peak_fraction is FLOPs /
+    seconds / peak."""
+    peak = 1e12
+    rows = {r["name"]: r for r in bench_lm_step(QUICK, peak)}
+    assert sorted(rows) == ["lm_step_peak_fraction", "lm_step_vs_reference"]
+    ref, peak_row = rows["lm_step_vs_reference"], rows["lm_step_peak_fraction"]
+    assert ref["speedup"] == ref["baseline_seconds"] / ref["ours_seconds"] > 0
+    step = ref["ours_seconds"] / QUICK.lm.steps
+    assert peak_row["ours_seconds"] == step
+    assert peak_row["peak_fraction"] == lm_step_flops(QUICK.lm) / step / peak
+    assert "tokens/s" in peak_row["detail"] and "losses" in ref["detail"]
+
+
+def test_lm_step_flops_counts_the_matmuls():
+    """One layer, d 16, T 8, batch 2: 2 (12 d^2 + 256 d) + 4 T d per token, times 3 B T."""
+    lm = LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=2, steps=2, warmup=0)
+    assert lm_step_flops(lm) == 3 * 2 * 8 * (2 * (12 * 256 + 256 * 16) + 4 * 8 * 16)

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import attnlab.core.references
 import attnlab.harness.io
 import attnlab.training.flags
 from attnlab.harness import cli
@@ -162,8 +163,8 @@ def _bad_mechanisms(root: Path) -> list[str]:
 
 
 MECHANISM_TYPES = (
-    attnlab.training.flags.mechanism_reference,
-    attnlab.training.flags.mechanism_references,
+    attnlab.core.references.mechanism_reference,
+    attnlab.core.references.mechanism_references,
 )
 
 
@@ -404,12 +405,13 @@ def _mechanism_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [a for a in parser._actions if a.type in MECHANISM_TYPES]
 
 
-MECHANISM_SCRIPTS = [n for n in SCRIPTS if n in ("05_remedies", "10_widths", "11_mechanism_card")]
+TAKING = ("05_remedies", "10_widths", "11_mechanism_card", "14_lm_proxy")
+MECHANISM_SCRIPTS = [n for n in SCRIPTS if n in TAKING]
 
 
 def test_every_script_that_takes_a_mechanism_is_covered(load_script):
     taking = [n for n in SCRIPTS if _mechanism_flags(load_script(n).build_parser())]
-    assert taking == MECHANISM_SCRIPTS == ["05_remedies", "10_widths", "11_mechanism_card"]
+    assert taking == MECHANISM_SCRIPTS == list(TAKING)
 
 
 @pytest.mark.parametrize("file", list(BROKEN))
@@ -417,7 +419,7 @@ def test_every_script_that_takes_a_mechanism_is_covered(load_script):
 def test_a_broken_mechanism_is_one_worded_line_in_every_script_that_takes_one(
     name, file, load_script, run_main, in_tmp_path, capsys, monkeypatch
 ):
-    """Each broken case through every mechanism flag of 05, 10 and 11: exit 2, one line
+    """Each broken case through every mechanism flag of 05, 10, 11 and 14: exit 2, one line
     naming the flag and the cause in words (no traceback, no raw exception repr), nothing
     written, no run folder (``_assert_rejected``)."""
     module = load_script(name)
@@ -531,10 +533,15 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "run_real_model": lambda *a: {"13_real_model_heads.csv": FRAME},
             "text_tokens": lambda *a: 10**9,
         },
+        "14_lm_proxy": {
+            "pieces": lambda *a: [],
+            "run_pieces": lambda *a: [],
+            "tables": lambda *a: (FRAME, FRAME, FRAME),
+        },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},
         "plot_figures": {},
-        "verify": {"verify.selected": lambda quick: [], "verify.regenerate": lambda *a: None},
+        "verify": {"verify.selected": lambda quick, only: [], "verify.regenerate": lambda *a: None},
     }.get(name)
     assert fakes is not None, f"{name}: add fakes of its computation to _fake_computation"
     for i, (attr, fake) in enumerate(fakes.items()):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from attnlab.core.owner import ALPHAS
+from attnlab.core.text import stdlib_prose
 from attnlab.models.checkpoint import load_checkpoint
 from attnlab.studies.real_model import compute
 from attnlab.studies.real_model.study import QUANTILES, SATURATED_AT
@@ -116,7 +117,7 @@ def bounds(q: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def checked_layer(minilm):
-    text = compute.stdlib_prose()
+    text = stdlib_prose()
     ids = compute.text_rows(minilm, text, ROWS * (T - 2), T)
     q, k = reference_qk(minilm, ids, LAYER)
     params = {name: jnp.asarray(value) for name, value in minilm.tensors.items()}
@@ -173,8 +174,8 @@ def test_sigma_against_the_eigenvalues_of_the_gram_product(minilm):
 
 
 def test_default_text_and_rows(minilm):
-    text = compute.stdlib_prose()
-    assert text == compute.stdlib_prose()
+    text = stdlib_prose()
+    assert text == stdlib_prose()
     assert compute.text_tokens(minilm, text) >= 5000
     rows = compute.text_rows(minilm, text, 300, 32)
     assert rows.shape == (10, 32)  # 300 // 30

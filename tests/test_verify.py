@@ -252,8 +252,9 @@ def test_committed_results_agree_with_themselves(load_script, run_main, capsys):
     assert (
         run_main(load_script("verify"), ["--results-dir", RESULTS, "--reference-dir", RESULTS]) == 0
     )
-    lines = capsys.readouterr().out.splitlines()
+    *lines, tally = capsys.readouterr().out.splitlines()
     assert len(lines) == len(SPECS) and all(" agrees " in line for line in lines)
+    assert tally.startswith(f"{len(SPECS)} of {len(SPECS)} CSVs agree")
 
 
 def _move_by_se(f: pd.DataFrame) -> pd.DataFrame:
@@ -305,7 +306,9 @@ def test_quick_exits_1_naming_the_csv_and_column(load_script, run_main, tmp_path
     out, err = capsys.readouterr()
     [line] = [line for line in out.splitlines() if "differs" in line]
     assert line.startswith("03_jacobian_norm.csv") and "jacobian_fro_mean: 7.07 SE" in line
-    assert len(out.splitlines()) == 6 and "03_jacobian_norm.csv differ" in err
+    *verdicts, tally = out.splitlines()
+    assert len(verdicts) == 6 and tally.startswith("5 of 6 CSVs agree")
+    assert "03_jacobian_norm.csv differ" in err
 
 
 def test_a_missing_result_differs_and_names_the_command(tmp_path):

@@ -7,6 +7,7 @@ and checks what it finds (``attnlab.core.mechanism.check_mechanism``).
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from attnlab.core.mechanism import (
     Mechanism,
+    MechanismError,
     MechanismReferenceError,
     as_mechanism,
     check_mechanism,
@@ -108,3 +110,21 @@ def _load_mechanism(reference: str) -> Mechanism:
     mechanism = as_mechanism(obj, name=attribute)
     check_mechanism(mechanism)
     return mechanism
+
+
+def mechanism_reference(text: str) -> str:
+    """An argparse type: a reference ``load_mechanism`` resolves (a built-in name,
+    ``MODULE:NAME`` or ``path/to/file.py:NAME``) to a mechanism that runs; else the reason."""
+    try:
+        load_mechanism(text)
+    except (MechanismReferenceError, MechanismError) as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def mechanism_references(text: str) -> list[str]:
+    """An argparse type: comma-separated references, each a ``mechanism_reference``."""
+    parts = text.split(",")
+    if any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of mechanisms")
+    return [mechanism_reference(p) for p in parts]

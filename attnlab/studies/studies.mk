@@ -208,10 +208,9 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
 	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
 	attnlab/studies/card/verdicts.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/step.py attnlab/training/summary.py attnlab/training/sweep.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/estimates.py \
@@ -230,8 +229,8 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
 	attnlab/core/owner.py attnlab/core/ownership.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/models/__init__.py attnlab/models/bert.py \
-	attnlab/models/checkpoint.py attnlab/studies/real_model/__init__.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/models/__init__.py \
+	attnlab/models/bert.py attnlab/models/checkpoint.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/compute.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
@@ -241,8 +240,29 @@ $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/f
 	results/13_real_model_heads.csv results/13_real_model_layers.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study real_model
 
+# ------------------------------------------------------------ lm_proxy
+LM_PROXY_CSVS := results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv
+LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
+results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
+	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/parallel.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/workers.py \
+	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/studies/lm_proxy/compute.py attnlab/studies/lm_proxy/study.py \
+	attnlab/training/__init__.py attnlab/training/optim.py attnlab/training/tasks/__init__.py \
+	attnlab/training/tasks/lm.py | $(STAMP)
+	$(PY) $<
+$(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/studies/lm_proxy/answers.py attnlab/studies/lm_proxy/figure.py \
+	attnlab/studies/lm_proxy/report.py attnlab/studies/lm_proxy/study.py results/14_lm_curves.csv \
+	results/14_lm_ownership.csv results/14_lm_sweep.csv | $(STAMP)
+	$(PY) experiments/plot_figures.py --study lm_proxy
+
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \
-	$(CONDENSATION_CSVS) $(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(CARD_CSVS) $(REAL_MODEL_CSVS)
+	$(CONDENSATION_CSVS) $(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(CARD_CSVS) $(REAL_MODEL_CSVS) \
+	$(LM_PROXY_CSVS)
 FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(ARTICLE_FIT_FIGURES) \
 	$(WIDTHS_FIGURES) $(CONDENSATION_FIGURES) $(FAILURE_MODES_FIGURES) $(CARD_FIGURES) \
-	$(REAL_MODEL_FIGURES)
+	$(REAL_MODEL_FIGURES) $(LM_PROXY_FIGURES)

@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnlab.core.mechanism import MechanismError, MechanismReferenceError
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import mechanism_reference
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
@@ -86,24 +85,6 @@ def substring_of(family: Sequence[Reading]) -> Callable[[str], str]:
 
 #: ``substring_of`` the first family (experiment 09's first pass).
 family_substring = substring_of(FAMILY)
-
-
-def mechanism_reference(text: str) -> str:
-    """An argparse type: a reference ``load_mechanism`` resolves (a built-in name,
-    ``MODULE:NAME`` or ``path/to/file.py:NAME``) to a mechanism that runs; else the reason."""
-    try:
-        load_mechanism(text)
-    except (MechanismReferenceError, MechanismError) as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
-
-
-def mechanism_references(text: str) -> list[str]:
-    """An argparse type: comma-separated references, each a ``mechanism_reference``."""
-    parts = text.split(",")
-    if any(not p for p in parts):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of mechanisms")
-    return [mechanism_reference(p) for p in parts]
 
 
 def add_mechanisms_flag(

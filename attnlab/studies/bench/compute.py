@@ -28,6 +28,7 @@ from attnlab.studies.bench.config import (
     make_row,
     timing_note,
 )
+from attnlab.studies.bench.lm_step import bench_lm_step
 from attnlab.studies.bench.step import bench_recall_step
 from attnlab.studies.bench.timing import interleaved_median_seconds, measure_peak
 
@@ -206,6 +207,7 @@ def run_bench(
         lambda: bench_statics(config, peak),
         lambda: bench_attention(config),
         lambda: bench_recall_step(config, peak),
+        lambda: bench_lm_step(config, peak),
     ]
     if reproduce_command is not None:
         groups.append(lambda: [time_reproduce(reproduce_command)])
@@ -217,4 +219,4 @@ def run_bench(
 
 def groups(reproduce: bool) -> int:
     """How many times ``run_bench`` calls ``on_group``."""
-    return 4 + reproduce
+    return 5 + reproduce

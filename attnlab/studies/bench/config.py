@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnlab.training.config import RecallConfig
+from attnlab.training.tasks.lm import LMConfig
 
 #: The columns of ``results/bench.csv``; empty cells where a column does not apply.
 COLUMNS = ("name", "ours_seconds", "baseline_seconds", "speedup", "peak_fraction", "detail")
@@ -25,6 +26,8 @@ ROW_NAMES = (
     "profile_step_forward_backward",
     "profile_step_adam",
     "profile_step_full",
+    "lm_step_vs_reference",
+    "lm_step_peak_fraction",
 )
 #: The row ``run_bench`` produces only when asked for (``--reproduce``), last.
 OPTIONAL_ROW_NAMES = ("make_reproduce_seconds",)
@@ -62,6 +65,8 @@ class BenchConfig:
     )
     #: The recall step timed: 04's sizes, one seed, chunks of 50 steps.
     recall: RecallConfig = field(default=RecallConfig(steps=50, seeds=1, chunk_steps=50))
+    #: The language-model step timed: experiment 14's set-up at its widest d_model, 20 steps.
+    lm: LMConfig = field(default=LMConfig(d_model=128, steps=20, warmup=2))
     peak_size: int = 2048
     #: Fast calls are repeated within one timing until it lasts this long.
     min_timing_seconds: float = 0.2
@@ -76,6 +81,7 @@ QUICK = BenchConfig(
     recall=RecallConfig(
         d_k=8, d_model=8, batch_size=4, steps=2, seeds=1, chunk_steps=2, eval_size=8
     ),
+    lm=LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=2, steps=2, warmup=0),
     peak_size=128,
     min_timing_seconds=0.0,
 )

@@ -25,12 +25,9 @@ attention computed from float16 q, k, v.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +39,7 @@ from attnlab.core.owner import ALPHAS, owner
 from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import MECHANISMS
+from attnlab.core.text import TextSource
 from attnlab.models.bert import Params, Trace, encode, sentence_embedding
 from attnlab.models.checkpoint import PACKAGE_DIST, BertConfig, Checkpoint, bert_init
 from attnlab.studies.real_model.study import (
@@ -57,9 +55,6 @@ from attnlab.studies.real_model.study import (
 )
 
 Array = jax.Array
-#: The default text: CPython's ``pydoc_data.topics``, the Language Reference as ``help()``
-#: shows it, its prose paragraphs only (``stdlib_prose``).
-STDLIB_SOURCE = "pydoc_data.topics (CPython standard library), prose paragraphs"
 #: The elasticity is read on this many rows of text per length: for logits bilinear in
 #: q and k it is 2 on any rows (``attnlab.core.ownership``), so more rows only cost time.
 ELASTICITY_ROWS = 4
@@ -80,25 +75,6 @@ class RealModelConfig:
     tokens: int = 5120
     counterfactual_length: int = 128
     seed: int = 0
-
-
-def stdlib_prose() -> str:
-    """English prose from Python's standard library: every paragraph of
-    ``pydoc_data.topics`` (the Language Reference text ``help()`` shows) that is not
-    indented (code, lists, tables), has at least 20 words and ends with a full stop, in
-    the topics' sorted order, each once, joined by blank lines."""
-    from pydoc_data.topics import topics
-
-    paragraphs = []
-    for name in sorted(topics):
-        for block in re.split(r"\n\s*\n", topics[name]):
-            lines = block.splitlines()
-            if not lines or any(line.startswith(" ") for line in lines):
-                continue
-            text = " ".join(line.strip() for line in lines)
-            if len(text.split()) >= 20 and text.endswith("."):
-                paragraphs.append(text)
-    return "\n\n".join(dict.fromkeys(paragraphs))
 
 
 def text_rows(checkpoint: Checkpoint, text: str, tokens: int, length: int) -> np.ndarray:
@@ -315,24 +291,6 @@ def layers_frame(
             "float16_error_unscaled": out["float16_error_unscaled"].astype(float),
         }
     )
-
-
-@dataclass(frozen=True)
-class TextSource:
-    """The text a run reads: its words, where it came from and its checksum."""
-
-    text: str
-    source: str
-    sha256: str
-
-
-def read_text(path: Path | None) -> TextSource:
-    """``path``'s UTF-8 text, or the standard library's prose (``stdlib_prose``) if None."""
-    if path is None:
-        text, source = stdlib_prose(), STDLIB_SOURCE
-    else:
-        text, source = Path(path).read_text(encoding="utf-8"), str(path)
-    return TextSource(text, source, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
 def run_real_model(

@@ -1,0 +1,284 @@
+"""The language-model task, readable top to bottom: byte-level next-token prediction on a
+text, its configuration, data, loss, step and the lanes of a learning-rate sweep.
+
+Data: the text's bytes, split once: the first ``1 - held_out`` of them train, the rest are
+held out. A training batch at step ``t`` of a seed is ``batch_size`` windows of
+``seq_len + 1`` bytes at offsets drawn from ``fold_in(data_key(seed), t)``, so every
+mechanism and rate of a seed sees the same batches in the same order. The held-out loss is
+the mean next-byte cross-entropy (nats per byte) over ``eval_windows`` windows at evenly
+spaced offsets of the held-out part, with the standard error over windows.
+
+Training: ``CausalLM`` (``attnlab.models.causal_lm``), AdamW with warmup and cosine decay,
+clipping and rate-independent weight decay (``attnlab.training.optim``), loss
+``CE + z_loss_weight * z_loss``. A *lane* is one (learning rate, seed); the lanes of one
+mechanism and width are vmapped through one compiled program (the rate and the
+mechanism's constants traced), steps run in ``lax.scan`` chunks of ``chunk_steps``, and
+every step records the loss and, per layer, the largest attention logit, the attention
+entropy and the mean q and k norms. A lane whose loss turns non-finite is recorded
+(``diverged_step``), never raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
+from attnlab.models.causal_lm import POSITIONS, CausalLM, program_lm
+from attnlab.training.optim import adamw_independent, z_loss
+
+#: What every step records per lane: the loss, then each ``LayerStats`` field per layer.
+STEP_METRICS = ("loss", "max_logit", "entropy", "q_norm", "k_norm")
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """One width of the language-model sweep. Defaults: a small-scale proxy in the manner
+    of Wortsman et al. 2023, sized for two CPU cores (this study's README)."""
+
+    d_model: int = 64
+    d_head: int = 16
+    n_layers: int = 2
+    seq_len: int = 64
+    batch_size: int = 16
+    steps: int = 500
+    warmup: int = 50
+    weight_decay: float = 1e-4
+    clip: float = 1.0
+    z_loss_weight: float = 1e-4
+    eval_windows: int = 128
+    held_out: float = 0.1
+    chunk_steps: int = 100
+    positions: str = "learned"
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "d_head", "n_layers", "seq_len", "batch_size", "steps",
+                     "eval_windows", "chunk_steps"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LMConfig.{name} must be an integer >= 1, got {value!r}")
+        if self.d_model % self.d_head or self.d_head % 2:
+            raise ValueError(
+                f"LMConfig: d_model {self.d_model} must be a multiple of d_head {self.d_head},"
+                " which must be even"
+            )
+        for name in ("clip", "weight_decay", "z_loss_weight"):
+            value = getattr(self, name)
+            bound = "> 0" if name == "clip" else ">= 0"
+            low_ok = value > 0 if name == "clip" else value >= 0
+            if isinstance(value, bool) or not (np.isfinite(value) and low_ok):
+                raise ValueError(f"LMConfig.{name} must be a finite number {bound}, got {value!r}")
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int):
+            raise ValueError(f"LMConfig.warmup must be an integer, got {self.warmup!r}")
+        if not 0 <= self.warmup < self.steps:
+            raise ValueError(f"LMConfig.warmup must be in [0, steps), got {self.warmup}")
+        if not 0 < self.held_out < 1:
+            raise ValueError(f"LMConfig.held_out must be in (0, 1), got {self.held_out}")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"LMConfig.positions must be one of {POSITIONS}")
+
+    @property
+    def n_heads(self) -> int:
+        return self.d_model // self.d_head
+
+    def model(self, mechanism: Mechanism) -> CausalLM:
+        return CausalLM(mechanism, self.d_model, self.n_layers, self.n_heads, self.seq_len,
+                        self.positions)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- data
+
+
+class Split(NamedTuple):
+    """A text's bytes: the training part and the held-out windows ``[eval_windows, T+1]``."""
+
+    train: np.ndarray
+    held_out: np.ndarray
+
+
+def split_text(tokens: np.ndarray, config: LMConfig) -> Split:
+    """The fixed split of the module docstring; a ``ValueError`` if either part is shorter
+    than one window."""
+    tokens = np.asarray(tokens, np.int32)
+    cut = int(len(tokens) * (1 - config.held_out))
+    train, rest = tokens[:cut], tokens[cut:]
+    window = config.seq_len + 1
+    if len(train) < window or len(rest) < window:
+        raise ValueError(
+            f"the text has {len(tokens)} bytes; its training and held-out parts must each "
+            f"hold a window of seq_len + 1 = {window} bytes"
+        )
+    starts = np.linspace(0, len(rest) - window, config.eval_windows).round().astype(int)
+    return Split(train, np.stack([rest[s : s + window] for s in starts]))
+
+
+def sample_windows(key: jax.Array, train: jax.Array, batch_size: int, length: int) -> jax.Array:
+    """``batch_size`` windows ``[batch_size, length]`` of ``train`` at offsets drawn from
+    ``key`` uniformly over every whole window."""
+    starts = jax.random.randint(key, (batch_size,), 0, train.shape[0] - length + 1)
+    return jax.vmap(lambda s: jax.lax.dynamic_slice(train, (s,), (length,)))(starts)
+
+
+def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
+    """A seed's initialisation and data keys (disjoint by ``fold_in``)."""
+    root = jax.random.key(seed)
+    return jax.random.fold_in(root, 0), jax.random.fold_in(root, 1)
+
+
+# ------------------------------------------------------------------------------- loss
+
+
+def cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:
+    """Per-window mean next-byte cross-entropy ``[...]`` (nats per byte)."""
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+    return jnp.mean(losses, axis=-1)
+
+
+def loss_fn(model: CausalLM, params, windows: jax.Array, constants, z_weight: float):
+    """``CE + z_weight z_loss`` of ``windows`` ``[B, T+1]``, with the CE and the stats."""
+    logits, stats = model.apply({"params": params}, windows[:, :-1], constants)
+    ce = jnp.mean(cross_entropy(logits, windows[:, 1:]))
+    return ce + z_weight * z_loss(logits), (ce, stats)
+
+
+def held_out_loss(model: CausalLM, params, windows: jax.Array, constants) -> jax.Array:
+    """Per-window held-out cross-entropy ``[eval_windows]``."""
+    logits, _ = model.apply({"params": params}, windows[:, :-1], constants)
+    return cross_entropy(logits, windows[:, 1:])
+
+
+# ------------------------------------------------------------------------------- step
+
+
+class LaneState(NamedTuple):
+    """A lane's parameters, optimiser state and data key (raw ``key_data``, so that lanes
+    stack and shard as plain arrays)."""
+
+    params: dict
+    opt_state: optax.OptState
+    data_key: jax.Array
+
+
+def _optimizer(config: LMConfig, lr) -> optax.GradientTransformation:
+    return adamw_independent(lr, config.steps, config.warmup, config.weight_decay, config.clip)
+
+
+def train_step(model: CausalLM, config: LMConfig, state: LaneState, step, train, lr, constants):
+    """One step of one lane; its metrics (``STEP_METRICS``) taken before the update."""
+    key = jax.random.fold_in(jax.random.wrap_key_data(state.data_key), step)
+    windows = sample_windows(key, train,
+                             config.batch_size, config.seq_len + 1)  # fmt: skip
+    grad_fn = jax.value_and_grad(loss_fn, argnums=1, has_aux=True)
+    (_, (ce, stats)), grads = grad_fn(model, state.params, windows, constants,
+                                      config.z_loss_weight)  # fmt: skip
+    optimizer = _optimizer(config, lr)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {"loss": ce, **stats._asdict()}
+    return LaneState(params, opt_state, state.data_key), metrics
+
+
+@cache
+def chunk_program(model: CausalLM, config: LMConfig):
+    """``(state, steps, train, lr, constants) -> (state, metrics)``: ``train_step`` over the
+    chunk's ``steps`` (``lax.scan``), vmapped over lanes (state, lr and constants per lane;
+    ``train`` the training bytes every lane reads)."""
+
+    def chunk(state, steps, train, lr, constants):
+        def body(s, step):
+            return train_step(model, config, s, step, train, lr, constants)
+
+        return jax.lax.scan(body, state, steps)
+
+    return jax.jit(jax.vmap(chunk, in_axes=(0, None, None, 0, 0)))
+
+
+@cache
+def init_program(model: CausalLM, config: LMConfig):
+    """``(init keys, data keys) -> LaneState``, vmapped over lanes."""
+    dummy = jnp.zeros((1, config.seq_len), jnp.int32)
+
+    def init(key, data_key):
+        params = model.init(key, dummy)["params"]
+        opt_state = _optimizer(config, 1.0).init(params)
+        return LaneState(params, opt_state, jax.random.key_data(data_key))
+
+    return jax.jit(jax.vmap(init))
+
+
+@cache
+def _eval_program(model: CausalLM):
+    return jax.jit(jax.vmap(lambda p, w, c: held_out_loss(model, p, w, c), in_axes=(0, None, 0)))
+
+
+# ------------------------------------------------------------------------------- lanes
+
+
+@dataclass
+class SweepResult:
+    """Every lane of one mechanism at one width: ``lrs`` and ``seeds`` ``[lanes]``,
+    per-step metrics ``[lanes, steps]`` (``loss``) or ``[lanes, steps, n_layers]``, the
+    held-out loss per window at step 0 and at the end ``[lanes, eval_windows]``, the
+    first non-finite step (-1: none) and the final parameters (stacked over lanes)."""
+
+    mechanism: str
+    config: LMConfig
+    lrs: np.ndarray
+    seeds: np.ndarray
+    metrics: dict[str, np.ndarray]
+    initial_loss: np.ndarray
+    final_loss: np.ndarray
+    diverged_step: np.ndarray
+    params: dict
+
+
+def train_lanes(
+    config: LMConfig,
+    mechanism: Mechanism,
+    lrs: list[float],
+    seeds: list[int],
+    split: Split,
+    on_chunk=None,
+) -> SweepResult:
+    """Train ``mechanism`` at every (rate, seed) of ``lrs x seeds`` as lanes of one
+    compiled program (lanes rate-major), padded to a multiple of the device count and
+    sharded over the devices. ``on_chunk(steps x lanes)`` after each chunk."""
+    lanes = [(lr, seed) for lr in lrs for seed in seeds]
+    n = len(lanes)
+    model = config.model(mechanism)
+    program = program_lm(model)
+    keys = [seed_keys(seed) for _, seed in lanes]
+    state = init_program(model, config)(jnp.stack([k for k, _ in keys]),
+                                         jnp.stack([d for _, d in keys]))  # fmt: skip
+    constants = mechanism.constant_values(config.d_head)
+    lane_constants = {k: np.full(n, v, np.float32) for k, v in constants.items()}
+    rates = np.asarray([lr for lr, _ in lanes], np.float32)
+    lanes_tree = jax.tree.map(np.asarray, (state, rates, lane_constants))
+    state, rates, lane_constants = shard_batch(pad_to_multiple(lanes_tree, device_count())[0])
+    train, held_out = replicate((split.train, split.held_out))
+    evaluate = _eval_program(program)
+    initial = evaluate(state.params, held_out, lane_constants)
+    chunk = chunk_program(program, config)
+    chunks = []
+    for start in range(0, config.steps, config.chunk_steps):
+        steps = jnp.arange(start, min(start + config.chunk_steps, config.steps))
+        state, metrics = chunk(state, steps, train, rates, lane_constants)
+        chunks.append(jax.tree.map(np.asarray, metrics))
+        if on_chunk is not None:
+            on_chunk(len(steps) * n)
+    metrics = {k: np.concatenate([c[k] for c in chunks], axis=1)[:n] for k in STEP_METRICS}
+    final = evaluate(state.params, held_out, lane_constants)
+    bad = ~np.isfinite(metrics["loss"])
+    diverged = np.where(bad.any(axis=1), bad.argmax(axis=1), -1)
+    return SweepResult(
+        mechanism.name, config, np.asarray([lr for lr, _ in lanes]),
+        np.asarray([s for _, s in lanes]), metrics, np.asarray(initial)[:n],
+        np.asarray(final)[:n], diverged, jax.tree.map(lambda x: np.asarray(x)[:n], state.params),
+    )  # fmt: skip

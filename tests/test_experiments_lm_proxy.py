@@ -1,0 +1,86 @@
+"""experiments/14_lm_proxy.py end to end at tiny sizes: a user's mechanism file gets its row
+of the sweep and its owner, the tables do not depend on the number of workers, the same
+flags give byte-identical CSVs, and bad input is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
+
+CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
+#: A mechanism of one's own, as a researcher would write it (cosine logits times 4: its
+#: temperature is the mechanism's, so its owner must read "mechanism").
+USER_FILE = """\
+import jax.numpy as jnp
+
+def logits(q, k):
+    q = q / jnp.sqrt(jnp.sum(q * q, -1, keepdims=True) + 1e-6)
+    k = k / jnp.sqrt(jnp.sum(k * k, -1, keepdims=True) + 1e-6)
+    return 4.0 * jnp.einsum("...qd,...kd->...qk", q, k)
+"""
+#: d_model 32 (2 heads), two rates of which the second is 10x the first, 4 steps.
+TINY = ["--widths", "32", "--one-width-mechanisms", "--lrs", "1e-3", "1e-2",
+        "--steps", "4", "--quiet"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def script(load_script):
+    return load_script("14_lm_proxy")
+
+
+def _run(script, run_main, out, *flags):
+    out.mkdir(exist_ok=True)
+    return run_main(script, [*TINY, *flags, "--out-dir", str(out)])
+
+
+def test_a_users_mechanism_gets_its_rows_and_its_owner(script, run_main, tmp_path):
+    (tmp_path / "my_attention.py").write_text(USER_FILE, encoding="utf-8")
+    reference = f"{tmp_path}/my_attention.py:logits"
+    out = tmp_path / "out"
+    assert _run(script, run_main, out, "--mechanisms", reference, "--jobs", "1") == 0
+    sweep = pd.read_csv(out / SWEEP_CSV)
+    assert set(sweep.mechanism) == {"logits"}
+    assert sorted(sweep.lr) == [1e-3, 1e-2]
+    assert (sweep.diverged_step == -1).all()
+    ownership = pd.read_csv(out / OWNERSHIP_CSV)
+    assert set(ownership.owner) == {"mechanism"}  # cosine logits: elasticity 0
+    best = ownership[ownership.weights == "best"]
+    assert len(best) == 2 * 2  # 2 layers, 2 heads
+    drifted = ownership[ownership.weights == "drifted"]  # 10x the best, if on the grid
+    assert len(drifted) == (4 if best.lr.iloc[0] == 1e-3 else 0)
+    sidecar = json.loads((out / SWEEP_CSV).with_suffix(".json").read_text())
+    assert len(sidecar["flags"]["text_sha256"]) == 64
+
+
+@pytest.mark.slow  # two runs of two workers each, then one
+def test_tables_do_not_depend_on_the_workers_and_repeat_byte_for_byte(script, run_main, tmp_path):
+    flags = ("--mechanisms", "scaled", "qk_norm")
+    assert _run(script, run_main, tmp_path / "one", *flags, "--jobs", "1") == 0
+    assert _run(script, run_main, tmp_path / "two", *flags, "--jobs", "2") == 0
+    for name in CSVS:
+        one = (tmp_path / "one" / name).read_bytes()
+        assert one == (tmp_path / "two" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--widths", "40"], "--widths"),
+        (["--mechanisms", "no_such_mechanism"], "--mechanisms"),
+        (["--lrs", "-1"], "--lrs"),
+        (["--steps", "1"], "--steps"),
+        (["--text", "/nonexistent/text.txt"], "--text"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    script, run_main, tmp_path, capsys, flags, named
+):
+    out = tmp_path / "out"
+    assert _run(script, run_main, out, *flags) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err and "Traceback" not in err
+    assert not any(out.iterdir())

@@ -1,0 +1,273 @@
+"""attnlab.training.tasks.lm: the configuration's checks, the fixed split and the batch
+windows, the loss's known answer, and ``train_lanes`` on a tiny model: shapes, the same
+initialisation for every rate of a seed, determinism, lanes independent of each other (and
+of the chunking), and a diverging lane recorded at its first non-finite step."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnlab.core.temperature import BUILTINS
+from attnlab.core.text import byte_tokens, read_text
+from attnlab.training.tasks.lm import (
+    STEP_METRICS,
+    LMConfig,
+    cross_entropy,
+    sample_windows,
+    seed_keys,
+    split_text,
+    train_lanes,
+)
+
+EPS = float(np.finfo(np.float32).eps)  # 2^-23
+VOCAB = 256
+TINY = LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=4, steps=6, warmup=1,
+                chunk_steps=3, eval_windows=4)  # fmt: skip
+#: Rates: two that train, and one so large that the lane must diverge (see
+#: ``test_a_diverging_lane_is_recorded_at_its_first_non_finite_step``). Lanes are
+#: rate-major: (1e-3, 0), (1e-3, 1), (1e-2, 0), ...
+LRS = [1e-3, 1e-2, 1e10]
+SEEDS = [0, 1]
+HUGE = 2
+#: Terms of the longest float32 reductions behind one loss: a logsumexp over V = 256 bytes,
+#: the mean over B T = 32 positions, the MLP's 4 d = 64-term products, and 16 for the
+#: element-wise operations in between. Two programs that differ only in how XLA orders
+#: those reductions (vmapped over another number of lanes) give losses within
+#: FORWARD_TERMS eps relative of each other at step 0 ...
+FORWARD_TERMS = VOCAB + 4 * 8 + 4 * 16 + 16
+#: ... and, each of the 6 steps adding at most that again through the gradient, which
+#: Adam's ratio m / sqrt(v) at most doubles, within 6 x 4 x FORWARD_TERMS eps (about 1e-3
+#: relative) at every step of training.
+LANE_RTOL = TINY.steps * 4 * FORWARD_TERMS * EPS
+
+
+@functools.cache
+def split():
+    return split_text(byte_tokens(read_text(None).text[:3000]), TINY)
+
+
+@functools.cache
+def sweep():
+    """The tiny sweep (3 rates x 2 seeds of ``scaled``) and the chunk sizes it reported."""
+    reported = []
+    result = train_lanes(TINY, BUILTINS["scaled"], LRS, SEEDS, split(), on_chunk=reported.append)
+    return result, reported
+
+
+def lane(lr: float, seed: int) -> int:
+    return LRS.index(lr) * len(SEEDS) + SEEDS.index(seed)
+
+
+# ------------------------------------------------------------------------ configuration
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"d_model": 0},
+        {"d_model": True},
+        {"d_model": 16.0},
+        {"n_layers": -1},
+        {"seq_len": 0},
+        {"batch_size": 0},
+        {"eval_windows": 0},
+        {"chunk_steps": 0},
+        {"d_model": 40, "d_head": 16},  # not a multiple
+        {"d_model": 18, "d_head": 3},  # odd head width
+        {"warmup": 6},  # == steps
+        {"warmup": -1},
+        {"held_out": 0.0},
+        {"held_out": 1.0},
+        {"positions": "alibi"},
+        {"warmup": 1.5},
+        {"clip": 0.0},
+        {"clip": -1.0},
+        {"weight_decay": -5.0},
+        {"z_loss_weight": -1.0},
+        {"weight_decay": float("nan")},
+    ],
+    ids=repr,
+)
+def test_config_rejects_bad_fields(bad):
+    with pytest.raises(ValueError):
+        dataclasses.replace(TINY, **bad)
+
+
+def test_config_defaults_and_heads():
+    assert LMConfig().n_heads == 4
+    assert TINY.n_heads == 2
+    model = TINY.model(BUILTINS["scaled"])
+    assert (model.d_model, model.n_layers, model.n_heads, model.max_length) == (16, 1, 2, 8)
+
+
+# ------------------------------------------------------------------------------- data
+
+
+def test_split_text_train_first_and_held_out_windows_last():
+    """Train is the first 90% of the tokens; the held-out windows, ``eval_windows`` of
+    ``seq_len + 1`` contiguous tokens each, lie in the last 10%, the first at its start and
+    the last at its end (evenly spaced). Tokens 0..999, so a window's values are its
+    offsets."""
+    config = dataclasses.replace(TINY, eval_windows=5)
+    tokens = np.arange(1000)
+    train, held_out = split_text(tokens, config)
+    np.testing.assert_array_equal(train, tokens[:900])
+    assert held_out.shape == (5, config.seq_len + 1)
+    for window in held_out:
+        np.testing.assert_array_equal(window, np.arange(window[0], window[0] + 9))
+    assert held_out[0, 0] == 900 and held_out[-1, -1] == 999
+    starts = held_out[:, 0]
+    assert np.all(np.diff(starts) > 0) and np.ptp(np.diff(starts)) <= 1
+    quarter = split_text(tokens, dataclasses.replace(config, held_out=0.25))
+    assert len(quarter.train) == 750 and quarter.held_out.min() >= 750
+
+
+@pytest.mark.parametrize("held_out", [0.1, 0.9], ids=["held-out-too-short", "train-too-short"])
+def test_split_text_rejects_a_text_too_short(held_out):
+    """50 tokens: with 10% held out, 5 held-out tokens cannot hold a window of 9; with 90%
+    held out, neither can 5 training tokens."""
+    with pytest.raises(ValueError, match="window"):
+        split_text(np.arange(50), dataclasses.replace(TINY, held_out=held_out))
+
+
+def test_sample_windows_are_contiguous_slices_at_uniform_offsets():
+    """Training tokens 0..11 and windows of 4: every window is ``[s, s + 4)``, and the
+    9 offsets 0..8 are drawn alike (each count within 5 standard errors of n / 9, SE =
+    sqrt(n p (1 - p))), so neither the first nor the last whole window is left out."""
+    n, length = 4000, 4
+    train = jnp.arange(12, dtype=jnp.int32)
+    windows = np.asarray(sample_windows(jax.random.key(5), train, n, length))
+    assert windows.shape == (n, length)
+    starts = windows[:, 0]
+    np.testing.assert_array_equal(windows, starts[:, None] + np.arange(length))
+    counts = np.bincount(starts, minlength=9)
+    assert len(counts) == 9
+    p = 1 / 9
+    assert np.all(np.abs(counts - n * p) <= 5 * math.sqrt(n * p * (1 - p)))
+
+
+def test_seed_keys_are_deterministic_and_disjoint():
+    init, data = seed_keys(3)
+    again = seed_keys(3)
+    assert np.array_equal(jax.random.key_data(init), jax.random.key_data(again[0]))
+    assert not np.array_equal(jax.random.key_data(init), jax.random.key_data(data))
+    assert not np.array_equal(jax.random.key_data(data), jax.random.key_data(seed_keys(4)[1]))
+
+
+def test_cross_entropy_of_uniform_logits_is_ln_256():
+    """Equal logits: every byte has probability 1/256, CE = ln 256 nats for any targets
+    (float32 logsumexp of 256 terms: within (256 + 4) eps relative)."""
+    ce = cross_entropy(jnp.zeros((3, 5, VOCAB)), jnp.arange(15).reshape(3, 5))
+    assert ce.shape == (3,)
+    np.testing.assert_allclose(ce, math.log(VOCAB), rtol=(VOCAB + 4) * EPS)
+
+
+# ------------------------------------------------------------------------------ lanes
+
+
+def test_train_lanes_shapes_and_lane_order():
+    """Lanes rate-major; per-step metrics ``[lanes, steps]`` and ``[lanes, steps, layers]``,
+    held-out losses ``[lanes, eval_windows]``, parameters stacked over lanes; one report
+    per chunk of ``steps x lanes``."""
+    result, reported = sweep()
+    n = len(LRS) * len(SEEDS)
+    assert result.mechanism == "scaled" and result.config == TINY
+    np.testing.assert_array_equal(result.lrs, np.repeat(LRS, len(SEEDS)))
+    np.testing.assert_array_equal(result.seeds, np.tile(SEEDS, len(LRS)))
+    assert set(result.metrics) == set(STEP_METRICS)
+    assert result.metrics["loss"].shape == (n, TINY.steps)
+    for name in STEP_METRICS[1:]:
+        assert result.metrics[name].shape == (n, TINY.steps, TINY.n_layers)
+    assert result.initial_loss.shape == result.final_loss.shape == (n, TINY.eval_windows)
+    assert result.diverged_step.shape == (n,)
+    assert all(leaf.shape[0] == n for leaf in jax.tree.leaves(result.params))
+    assert reported == [3 * n, 3 * n]
+
+
+def test_every_rate_of_a_seed_starts_from_the_same_model():
+    """Same seed, same initialisation: the held-out loss before training and the step-0
+    training loss (taken before the first update, on the same batch) agree across rates
+    within FORWARD_TERMS eps; another seed gives another model. At initialisation the
+    logits have std 0.02 |LN(x)| = 0.02 sqrt(d) = 0.08 =: sigma, so the loss is ln 256 up
+    to the target's logit (|.| <= 5 sigma) and sigma^2 / 2: within 5 sigma + sigma^2."""
+    result, _ = sweep()
+    step0 = result.metrics["loss"][:, 0]
+    for seed in SEEDS:
+        rows = [lane(lr, seed) for lr in LRS]
+        for values in (result.initial_loss, step0):
+            same = np.broadcast_to(values[rows[0]], values[rows].shape)
+            np.testing.assert_allclose(values[rows], same, rtol=FORWARD_TERMS * EPS)
+    assert not np.allclose(result.initial_loss[lane(1e-3, 0)], result.initial_loss[lane(1e-3, 1)])
+    sigma = 0.02 * math.sqrt(TINY.d_model)
+    assert np.all(np.abs(result.initial_loss - math.log(VOCAB)) <= 5 * sigma + sigma**2)
+
+
+def test_trainable_lanes_stay_finite_and_learn():
+    """The rates 1e-3 and 1e-2 never diverge (-1), every metric is finite, and at 1e-2
+    six steps lower the held-out loss."""
+    result, _ = sweep()
+    for lr in LRS[:HUGE]:
+        for seed in SEEDS:
+            row = lane(lr, seed)
+            assert result.diverged_step[row] == -1
+            for name in STEP_METRICS:
+                assert np.all(np.isfinite(result.metrics[name][row])), (lr, seed, name)
+            assert np.all(np.isfinite(result.final_loss[row]))
+    for seed in SEEDS:
+        row = lane(1e-2, seed)
+        assert result.final_loss[row].mean() < result.initial_loss[row].mean()
+
+
+def test_a_diverging_lane_is_recorded_at_its_first_non_finite_step():
+    """At rate 1e10 Adam's first step moves every weight with a gradient by about 1e10
+    (|u| = 1 at step 1 whatever the clipping, Adam being scale-invariant), so at step 1 the
+    LN scale and W_Q, W_K are ~1e10 and q.k ~ 1e40 overflows float32 (3.4e38): the loss
+    is finite at step 0 and non-finite from step 1, and ``diverged_step`` says 1. (The
+    lanes vmapped beside it stay finite: ``test_trainable_lanes_stay_finite_and_learn``.)"""
+    result, _ = sweep()
+    for seed in SEEDS:
+        row = lane(LRS[HUGE], seed)
+        loss = result.metrics["loss"][row]
+        first_bad = int(np.argmax(~np.isfinite(loss)))
+        assert np.isfinite(loss[0]) and not np.isfinite(loss[first_bad])
+        assert np.all(np.isfinite(loss[:first_bad]))
+        assert result.diverged_step[row] == first_bad == 1
+
+
+def test_train_lanes_is_deterministic():
+    """The same call twice gives the same bytes: metrics, held-out losses, parameters."""
+    result, _ = sweep()
+    again = train_lanes(TINY, BUILTINS["scaled"], LRS, SEEDS, split())
+    for name in STEP_METRICS:
+        assert result.metrics[name].tobytes() == again.metrics[name].tobytes(), name
+    assert result.initial_loss.tobytes() == again.initial_loss.tobytes()
+    assert result.final_loss.tobytes() == again.final_loss.tobytes()
+    np.testing.assert_array_equal(result.diverged_step, again.diverged_step)
+    for a, b in zip(jax.tree.leaves(result.params), jax.tree.leaves(again.params), strict=True):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_lane_equals_its_own_solo_run():
+    """The lane (1e-2, seed 1) of the six-lane sweep equals a run of that one lane alone,
+    in chunks of 2 instead of 3: lanes do not interact (not even with a NaN lane beside
+    them) and chunking does not change the steps. Equal within LANE_RTOL (the two programs
+    may order float32 reductions differently); the neighbouring lane at another rate is
+    farther off than that, so the check can fail."""
+    result, _ = sweep()
+    solo = train_lanes(dataclasses.replace(TINY, chunk_steps=2), BUILTINS["scaled"], [1e-2], [1],
+                       split())  # fmt: skip
+    row = lane(1e-2, 1)
+    for name in STEP_METRICS:
+        np.testing.assert_allclose(result.metrics[name][row], solo.metrics[name][0],
+                                   rtol=LANE_RTOL, atol=0, err_msg=name)  # fmt: skip
+    np.testing.assert_allclose(result.final_loss[row], solo.final_loss[0], rtol=LANE_RTOL)
+    assert solo.diverged_step[0] == -1
+    other = result.metrics["loss"][lane(1e-3, 1), -1]
+    assert abs(other - solo.metrics["loss"][0, -1]) > 10 * LANE_RTOL * abs(other)
