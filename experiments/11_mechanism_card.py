@@ -33,7 +33,7 @@ import time
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
-from attnlab.core.references import mechanism_reference, mechanism_references
+from attnlab.core.references import mechanism_references, recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.studies import headline
@@ -53,7 +53,7 @@ def build_parser():
     parser.add_argument(
         "--mechanism",
         nargs="+",
-        type=mechanism_reference,
+        type=recall_mechanism_reference,
         required=True,
         metavar="SPEC",
         help="the mechanisms to card: a built-in, MODULE:NAME or path/to/file.py:NAME",

@@ -11,6 +11,7 @@ experiment 11). Method and the paper's set-up beside ours: attnlab/studies/lm_pr
 """
 
 import dataclasses
+import itertools
 import os
 import sys
 import time
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
-from attnlab.core.references import mechanism_reference
+from attnlab.core.mechanism import MechanismError
+from attnlab.core.references import load_mechanism, mechanism_reference
 from attnlab.core.text import byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
@@ -120,6 +122,14 @@ def proxy_config(args) -> ProxyConfig:
     for d in (*chosen["widths"], args.one_width):
         if d % lm.d_head:
             raise cli.UsageError(f"--widths: {d} is not a multiple of the head width {lm.d_head}")
+    for flag, references, widths in (("--mechanisms", chosen["swept"], chosen["widths"]),
+                                     ("--one-width-mechanisms", chosen["one_width"],
+                                      (args.one_width,))):  # fmt: skip
+        for reference, d in itertools.product(references, widths):
+            try:  # per-head vectors must have one value per head at every width
+                load_mechanism(reference).head_values(lm.d_head, d // lm.d_head)
+            except MechanismError as err:
+                raise cli.UsageError(f"{flag}: {err}") from None
     return dataclasses.replace(
         base, lm=lm, one_width_d_model=args.one_width, seeds=args.seeds, seed=args.seed, **chosen
     )

@@ -87,3 +87,8 @@ def test_the_api_writes_the_scripts_csvs_byte_for_byte(
         field = Path(name).stem
         table = report.verdicts if field == "verdicts" else getattr(report.tables, field)
         assert len(frame) == len(table), name
+
+
+def test_a_mechanism_that_needs_positions_is_refused_before_any_work():
+    with pytest.raises(MechanismError, match="'alibi' needs q_pos"):
+        attnlab.card("alibi", quick=True)

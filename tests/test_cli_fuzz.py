@@ -164,6 +164,7 @@ def _bad_mechanisms(root: Path) -> list[str]:
 
 MECHANISM_TYPES = (
     attnlab.core.references.mechanism_reference,
+    attnlab.core.references.recall_mechanism_reference,
     attnlab.core.references.mechanism_references,
 )
 

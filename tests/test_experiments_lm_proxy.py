@@ -22,6 +22,16 @@ def logits(q, k):
     k = k / jnp.sqrt(jnp.sum(k * k, -1, keepdims=True) + 1e-6)
     return 4.0 * jnp.einsum("...qd,...kd->...qk", q, k)
 """
+#: ALiBi as a researcher would bring it: ten lines, positions and the head index.
+ALIBI_FILE = """\
+import jax.numpy as jnp
+
+def logits(q, k, q_pos, k_pos, head, n_heads):
+    d = q.shape[-1]
+    slope = 2.0 ** (-8.0 * (head + 1) / n_heads)
+    z = jnp.einsum("...qd,...kd->...qk", q, k) / jnp.sqrt(jnp.float32(d))
+    return z - slope * (q_pos - k_pos)
+"""
 #: d_model 32 (2 heads), two rates of which the second is 10x the first, 4 steps.
 TINY = ["--widths", "32", "--one-width-mechanisms", "--lrs", "1e-3", "1e-2",
         "--steps", "4", "--quiet"]  # fmt: skip
@@ -83,4 +93,40 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert _run(script, run_main, out, *flags) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named in err and "Traceback" not in err
+    assert not any(out.iterdir())
+
+
+def test_a_users_alibi_runs_in_the_lm_and_is_refused_by_the_recall_scripts(
+    script, run_main, load_script, tmp_path, capsys
+):
+    (tmp_path / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
+    reference = f"{tmp_path}/my_alibi.py:logits"
+    out = tmp_path / "out"
+    assert _run(script, run_main, out, "--mechanisms", reference, "--jobs", "1") == 0
+    sweep = pd.read_csv(out / SWEEP_CSV)
+    assert set(sweep.mechanism) == {"logits"} and (sweep.diverged_step == -1).all()
+    # z = alpha^2 q.k - m (i - j): the fixed bias owns the spread where q.k is small (4 steps
+    # from N(0, 0.02^2) weights), the weights more as alpha grows (e -> 2 for large alpha).
+    ownership = pd.read_csv(out / OWNERSHIP_CSV)
+    assert (ownership.elasticity_8 > ownership.elasticity_1).all()
+    recall = tmp_path / "recall"
+    recall.mkdir()
+    argv = ["--mechanisms", reference, "--steps", "4", "--quiet", "--out-dir", str(recall)]
+    assert run_main(load_script("05_remedies"), argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs q_pos, k_pos, head, n_heads" in err
+    assert not any(recall.iterdir())
+
+
+def test_a_per_head_vector_of_the_wrong_length_is_one_line(script, run_main, tmp_path, capsys):
+    (tmp_path / "per_head.py").write_text(
+        "import attnlab, jax.numpy as jnp\n"
+        "tau = attnlab.Mechanism('tau', lambda q, k, t: t * jnp.einsum('...qd,...kd->...qk', q, k),"
+        " params={'t': lambda d: [0.25, 0.25, 0.25]}, per_head=('t',))\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    assert _run(script, run_main, out, "--mechanisms", f"{tmp_path}/per_head.py:tau") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--mechanisms" in err and "one number or 2" in err
     assert not any(out.iterdir())

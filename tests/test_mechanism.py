@@ -21,6 +21,7 @@ from attnlab.core.mechanism import (
     MechanismError,
     MechanismReferenceError,
     as_mechanism,
+    causal_context,
     check_mechanism,
     l2_normalize,
     softmax_weights,
@@ -293,7 +294,7 @@ def test_what_jit_or_grad_would_raise_is_one_worded_line_naming_the_mechanism(me
     assert "Error(" not in message and "Tracer" not in message  # no raw reprs
 
 
-@pytest.mark.parametrize("name", ["W_Q", "b_O", "E_key", "n"])
+@pytest.mark.parametrize("name", ["W_Q", "b_O", "E_key", "n", "q_pos", "head"])
 @pytest.mark.parametrize("field", ["params", "constants"])
 def test_a_reserved_scalar_name_is_refused(name, field):
     with pytest.raises(MechanismError, match=f"'{name}' is reserved"):
@@ -394,3 +395,80 @@ def test_a_diverging_mechanism_is_recorded_not_a_traceback(
     # A complete card whose verdict table says where the run diverged.
     (card_md,) = sorted(tmp_path.glob("results/**/*nan_mid/card.md"))
     assert "diverged" in card_md.read_text(encoding="utf-8")
+
+
+# --- the context: positions, heads, a mask of its own, per-head values -------------------
+
+
+def _window(q, k, q_pos, k_pos):
+    """Scaled logits; the mask below keeps the last 2 keys of each row (a sliding window)."""
+    return _einsum(q, k) / jnp.sqrt(jnp.float32(q.shape[-1]))
+
+
+WINDOWED = Mechanism("windowed", _window, mask=lambda q_pos, k_pos: q_pos - k_pos < 2)
+
+
+def test_the_context_a_signature_names_is_what_it_receives():
+    def logits(q, k, n, q_pos, head, n_heads):
+        return _einsum(q, k) * 0 + n + 10 * q_pos + 100 * head + 1000 * n_heads
+
+    mechanism = Mechanism("context", logits)
+    assert mechanism.asks == {"n", "q_pos", "head", "n_heads"}
+    assert mechanism.needs_positions() == ("q_pos", "head", "n_heads")
+    context = causal_context(3, 2)
+    causal = context.k_pos <= context.q_pos
+    q = k = jnp.ones((2, 3, 4), jnp.float32)
+    z = np.asarray(mechanism.scores(q, k, {}, causal, context))
+    i = np.arange(3)[:, None]
+    expected = (i + 1) + 10 * i + 100 * np.arange(2)[:, None, None] + 2000
+    np.testing.assert_array_equal(z, np.broadcast_to(expected, (2, 3, 3)))
+    assert Mechanism("plain", _einsum).needs_positions() == ()
+
+
+def test_a_mechanism_asking_for_positions_is_refused_without_them_in_one_line():
+    with pytest.raises(MechanismError, match="needs q_pos, k_pos.*recall task") as info:
+        WINDOWED.scores(jnp.ones((1, 2, 4)), jnp.ones((1, 3, 4)), {})
+    assert "\n" not in str(info.value)
+    assert WINDOWED.needs_positions() == ("q_pos", "k_pos", "mask")
+
+
+def test_a_mask_of_its_own_is_combined_with_the_models():
+    """The window keeps keys i-1 and i, the causal mask keys <= i: rows attend at most 2."""
+    check_mechanism(WINDOWED)
+    context = causal_context(5, 1)
+    causal = context.k_pos <= context.q_pos
+    kq, kk = jax.random.split(jax.random.key(0))
+    q, k = jax.random.normal(kq, (1, 5, 4)), jax.random.normal(kk, (1, 5, 4))
+    _, p, used = WINDOWED.attend(q, k, {}, causal, context)
+    i, j = np.arange(5)[:, None], np.arange(5)[None, :]
+    allowed = (j <= i) & (i - j < 2)
+    np.testing.assert_array_equal(np.asarray(used)[0] if np.ndim(used) == 3 else used, allowed)
+    assert np.all(np.asarray(p)[0][~allowed] == 0)
+    np.testing.assert_allclose(np.asarray(p).sum(-1), 1.0, rtol=0, atol=4 * EPS32)
+
+
+def test_per_head_values_are_vectors_and_a_wrong_length_is_one_line():
+    scaled = Mechanism("per_head", lambda q, k, tau: tau * _einsum(q, k),
+                       params={"tau": 0.25}, per_head=("tau",))  # fmt: skip
+    np.testing.assert_array_equal(scaled.head_values(16, 3)["tau"], [0.25] * 3)
+    check_mechanism(scaled)
+    vector = dataclasses.replace(scaled, params={"tau": lambda d: [1.0, 0.5, 0.25, 0.125]})
+    check_mechanism(vector)  # checked at its own four heads
+    with pytest.raises(MechanismError, match="per head: it must be one number or 2") as info:
+        vector.head_values(16, 2)
+    assert "\n" not in str(info.value)
+    with pytest.raises(MechanismError, match="not its params"):
+        Mechanism("bad", _einsum, per_head=("tau",))
+
+
+def test_an_argument_that_does_not_exist_is_one_worded_line():
+    with pytest.raises(MechanismError, match="position.*scalar declared") as info:
+        check_mechanism(Mechanism("typo", lambda q, k, position: _einsum(q, k)))
+    assert "\n" not in str(info.value)
+
+
+def test_positional_builtins_are_named_but_not_carded_on_recall():
+    from attnlab.core.positional import POSITIONAL
+
+    for name in POSITIONAL:
+        assert load_mechanism(name) is POSITIONAL[name] and name not in BUILTINS

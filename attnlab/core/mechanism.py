@@ -21,7 +21,11 @@ optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformati
 ``weights``           ``weights(z, mask)``: softmax (default), ``sigmoid_weights``,
                       ``softpick_weights`` or any function of that shape
 ``row_length``        pass ``n=``, the number of keys each query may attend (>= 1, shape
-                      ``[..., Tq, 1]`` or a scalar), to ``logits``
+                      ``[..., Tq, 1]`` or a scalar), to ``logits`` (as naming ``n`` does)
+``mask``              ``mask(q_pos, k_pos) -> bool``: keys a query may attend besides the
+                      model's own mask (a sliding window); needs positions
+``per_head``          names of ``params`` learned per head (a vector over heads, broadcast
+                      as ``[H, 1, 1]``); the others stay one scalar per layer
 ``qk_init_exponent``  W_Q and W_K start ``d_k ** e`` times their default (-1/4 folds
                       ``1/sqrt(d_k)`` into the initialisation)
 ``normalize_qk``      L2-normalise q and k before ``logits`` sees them
@@ -37,11 +41,18 @@ Limits (what the API cannot express, and what ``check_mechanism`` refuses):
 - ``logits`` returns *logits* ``z`` (any real numbers), not weights: ``weights`` turns them
   into weights. Under softmax weights, logits whose every row is non-negative and sums to
   one are refused (they would be softmaxed again); to give weights, set ``weights``.
-- ``logits`` sees q and k only: no positions (the recall task's slots are unordered, so
-  ALiBi or RoPE would run and mean nothing), no values, the mask only through ``n=`` and
-  ``weights(z, mask)``; one head, one map per head (no mixtures of maps).
+- ``logits`` sees q, k, its scalars and, where its signature names them, the *context*
+  (``CONTEXT_ARGS``): ``n`` (keys each row may attend), ``q_pos`` and ``k_pos`` (integer
+  positions, ``[Tq, 1]`` and ``[1, Tk]``), ``head`` (``[H, 1, 1]``, 0-based) and ``n_heads``.
+  A model that has no positions or heads (the recall task: one head over unordered slots)
+  refuses a mechanism that asks for them, with one line (``needs_positions``). No values;
+  one map per head: differential attention's ``softmax(z1) - lambda softmax(z2)`` needs
+  two maps and a combination after the softmax, which ``weights(z, mask)`` of one map
+  cannot express (a ``weights`` over a stacked ``[2, ...]`` map would be the place).
 - Its learned and fixed values are scalars, each one number (or a function of ``d_k``
-  giving one), named neither ``n`` nor like the model's parameters (``RESERVED_NAMES``).
+  giving one), except ``per_head`` params (one value per head, or a function of ``d_k``
+  giving a vector of ``n_heads``); named neither like the context nor like the model's
+  parameters (``RESERVED_NAMES``).
 - It is traced: ``jnp.where`` or ``jax.lax.cond``, not a Python ``if`` on an array;
   ``jax.numpy``, not numpy.
 """
@@ -49,10 +60,11 @@ Limits (what the API cannot express, and what ``check_mechanism`` refuses):
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -69,17 +81,50 @@ Scalars = tuple[tuple[str, Initial], ...]
 SOFTPICK_EPS = 1e-8
 #: ``epsilon`` inside ``l2_normalize``'s square root.
 L2_EPS = 1e-6
-#: Names a mechanism's scalars cannot take: ``n`` (the row length ``row_length`` passes)
-#: and the recall model's own parameters (``attnlab.training.model.MODEL_PARAMS``),
-#: beside which the learned scalars are stored.
+#: Names a mechanism's scalars cannot take: the context (``CONTEXT_ARGS``) and the recall
+#: model's own parameters (``attnlab.training.model.MODEL_PARAMS``), beside which the
+#: learned scalars are stored.
+#: The context a logits function may ask for by naming it in its signature.
+CONTEXT_ARGS = ("n", "q_pos", "k_pos", "head", "n_heads")
+#: The context only a model with positions and heads gives (the causal LM, not recall).
+POSITION_ARGS = ("q_pos", "k_pos", "head", "n_heads")
 RESERVED_NAMES = frozenset(
-    {"n", "E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"}
+    {*CONTEXT_ARGS, "E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"}
 )
 #: How far a row of logits may be from summing to one and still "look like weights"
 #: (``check_mechanism``): a float32 sum of ``n`` terms in [0, 1] is within ``n`` eps of
 #: the exact sum, and weights of a softmax computed in float32 sum to 1 within a few eps;
 #: 64 eps per key covers both with room.
 WEIGHTS_LIKE_TOLERANCE_PER_KEY = 64 * 2.0**-23
+
+
+class Context(NamedTuple):
+    """Where a map of logits ``[..., H, Tq, Tk]`` sits: the queries' and keys' positions
+    (integers, ``[Tq, 1]`` and ``[1, Tk]``), the heads' indices (``[H, 1, 1]``) and their
+    number. A model with positions and heads passes one to ``Mechanism.scores``."""
+
+    q_pos: Array
+    k_pos: Array
+    head: Array
+    n_heads: int
+
+
+def causal_context(length: int, n_heads: int) -> Context:
+    """The context of ``n_heads`` heads over a sequence of ``length`` (queries and keys at
+    positions ``0 .. length - 1``)."""
+    positions = jnp.arange(length)
+    return Context(positions[:, None], positions[None, :],
+                   jnp.arange(n_heads)[:, None, None], n_heads)  # fmt: skip
+
+
+def asked_context(logits: Callable[..., Array]) -> frozenset[str]:
+    """The ``CONTEXT_ARGS`` that ``logits``' signature names (a ``**kwargs`` asks for none)."""
+    try:
+        parameters = inspect.signature(logits).parameters
+    except (TypeError, ValueError):  # a builtin or C function: no names to read
+        return frozenset()
+    return frozenset(n for n in CONTEXT_ARGS if n in parameters
+                     and parameters[n].kind is not inspect.Parameter.POSITIONAL_ONLY)  # fmt: skip
 
 
 class MechanismError(ValueError):
@@ -167,7 +212,8 @@ def _as_scalars(value: Mapping[str, Initial] | Scalars, what: str) -> Scalars:
             raise MechanismError(f"{what}: {name!r} is not a usable keyword name")
         if name in RESERVED_NAMES:
             raise MechanismError(
-                f"{what}: the name {name!r} is reserved (the row length n and the "
+                f"{what}: the name {name!r} is reserved (the context n, q_pos, k_pos, head, "
+                "n_heads and the "
                 "model's own parameters E_key, E_val, W_*, b_*); rename it"
             )
         if isinstance(initial, bool) or not (callable(initial) or isinstance(initial, int | float)):
@@ -194,6 +240,30 @@ def _value(initial: Initial, d_k: int, label: str) -> float:
             f"scalar), got {_shown(value)}"
         )
     return float(value)
+
+
+def _vectors(mechanism: Mechanism, d_k: int) -> list[tuple[str, Any]]:
+    """The ``per_head`` params whose initial value at ``d_k`` is a vector, with it."""
+    out = []
+    for name, initial in mechanism.params:
+        if name in mechanism.per_head and not _is_scalar(initial, d_k):
+            out.append((name, initial(d_k) if callable(initial) else initial))
+    return out
+
+
+def _is_scalar(initial: Initial, d_k: int) -> bool:
+    """Whether an initial value is one number at ``d_k`` (not a per-head vector)."""
+    value = initial(d_k) if callable(initial) else initial
+    return getattr(value, "shape", ()) == () and not isinstance(value, list | tuple)
+
+
+def refusal(mechanism: Mechanism, missing) -> str:
+    """The one line that refuses ``mechanism`` where positions and heads are absent."""
+    return (
+        f"mechanism {mechanism.name!r} needs {', '.join(missing)}, which the recall task "
+        "does not have (one head over unordered slots); run it in the causal language "
+        "model (experiments/14_lm_proxy.py --mechanisms ...)"
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -250,7 +320,11 @@ class Mechanism:
       qk_init_exponent: W_Q and W_K are initialised ``d_k ** qk_init_exponent`` times their
         default.
       normalize_qk: L2-normalise q and k (``l2_normalize``) before ``logits``.
-      row_length: pass the row length ``n`` (``row_lengths``) to ``logits``.
+      row_length: pass the row length ``n`` (``row_lengths``) to ``logits`` (also done
+        when its signature names ``n``).
+      mask: ``mask(q_pos, k_pos) -> bool``, True where a query may attend; combined with
+        the model's mask (``mask_for``). Needs positions.
+      per_head: names of ``params`` learned one per head.
     """
 
     name: str
@@ -261,6 +335,8 @@ class Mechanism:
     qk_init_exponent: float = 0.0
     normalize_qk: bool = False
     row_length: bool = False
+    mask: Callable[..., Array] | None = None
+    per_head: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "," in self.name:
@@ -280,11 +356,60 @@ class Mechanism:
         for flag in ("normalize_qk", "row_length"):
             if not isinstance(getattr(self, flag), bool):
                 raise MechanismError(f"mechanism {self.name!r}: {flag} must be True or False")
+        if self.mask is not None and not callable(self.mask):
+            raise MechanismError(f"mechanism {self.name!r}: mask must be a function or None")
+        per_head = (self.per_head,) if isinstance(self.per_head, str) else tuple(self.per_head)
+        object.__setattr__(self, "per_head", per_head)
+        unknown = [n for n in per_head if n not in dict(self.params)]
+        if unknown:
+            raise MechanismError(
+                f"mechanism {self.name!r}: per_head names {unknown}, which are not its params"
+            )
+
+    @property
+    def asks(self) -> frozenset[str]:
+        """The context ``logits`` receives: what its signature names, and ``n`` if
+        ``row_length``."""
+        return asked_context(self.logits) | ({"n"} if self.row_length else set())
+
+    def needs_positions(self) -> tuple[str, ...]:
+        """What of the context only a model with positions and heads gives (and ``mask``
+        if it has one): empty for a mechanism the recall task can run."""
+        asked = tuple(n for n in POSITION_ARGS if n in self.asks)
+        return asked + (("mask",) if self.mask is not None else ())
+
+    def head_values(self, d_k: int, n_heads: int) -> dict[str, Array]:
+        """The ``per_head`` params' initial values, each a vector ``[n_heads]`` (a scalar
+        initial value is repeated); a ``MechanismError`` on a vector of another length."""
+        label = f"mechanism {self.name!r}: params"
+        out = {}
+        for name, initial in self.params:
+            if name not in self.per_head:
+                continue
+            value = jnp.asarray(initial(d_k) if callable(initial) else initial, jnp.float32)
+            if value.ndim == 0:
+                value = jnp.full((n_heads,), value)
+            if value.shape != (n_heads,):
+                raise MechanismError(
+                    f"{label}[{name!r}] is learned per head: it must be one number or "
+                    f"{n_heads} (one per head), got shape {list(value.shape)}"
+                )
+            out[name] = value
+        return out
+
+    def mask_for(self, mask: ArrayLike | None, context: Context | None) -> Array | None:
+        """The model's ``mask`` combined (and) with the mechanism's own, if it has one."""
+        if self.mask is None:
+            return mask
+        own = jnp.asarray(self.mask(context.q_pos, context.k_pos), bool)
+        return own if mask is None else jnp.logical_and(own, mask)
 
     def param_values(self, d_k: int) -> dict[str, float]:
-        """The learned scalars' initial values at head width ``d_k``."""
+        """The learned scalars' initial values at head width ``d_k`` (``per_head`` ones
+        included only where they are one number: one head's value)."""
         label = f"mechanism {self.name!r}: params"
-        return {n: _value(initial, d_k, f"{label}[{n!r}]") for n, initial in self.params}
+        return {n: _value(initial, d_k, f"{label}[{n!r}]") for n, initial in self.params
+                if n not in self.per_head or _is_scalar(initial, d_k)}  # fmt: skip
 
     def constant_values(self, d_k: int) -> dict[str, float]:
         """The fixed scalars at head width ``d_k``."""
@@ -301,12 +426,26 @@ class Mechanism:
         return (l2_normalize(q), l2_normalize(k)) if self.normalize_qk else (q, k)
 
     def scores(
-        self, q: ArrayLike, k: ArrayLike, theta: Mapping[str, ArrayLike], mask=None
+        self,
+        q: ArrayLike,
+        k: ArrayLike,
+        theta: Mapping[str, ArrayLike],
+        mask=None,
+        context: Context | None = None,
     ) -> Array:
-        """``logits(q, k, **theta)`` (and ``n=`` if ``row_length``), q and k as prepared."""
+        """``logits(q, k, **theta)`` and the context it asks for (``asks``: ``n`` from
+        ``mask``, the rest from ``context``), q and k as prepared; ``mask`` is the model's
+        and the mechanism's own together (``mask_for``)."""
         kwargs = dict(theta)
-        if self.row_length:
+        asks = self.asks
+        if "n" in asks:
             kwargs["n"] = row_lengths(mask, jnp.shape(k)[-2])
+        missing = [n for n in POSITION_ARGS if n in asks and context is None]
+        if missing:
+            raise MechanismError(refusal(self, missing))
+        for name in POSITION_ARGS:
+            if name in asks:
+                kwargs[name] = getattr(context, name)
         return self.logits(q, k, **kwargs)
 
     def __call__(
@@ -321,6 +460,22 @@ class Mechanism:
         theta = self.initial_theta(jnp.shape(q)[-1]) if theta is None else theta
         q, k = self.prepare(q, k)
         return self.weights(self.scores(q, k, theta, mask), mask)
+
+    def attend(
+        self,
+        q: ArrayLike,
+        k: ArrayLike,
+        theta: Mapping[str, ArrayLike],
+        mask: ArrayLike | None = None,
+        context: Context | None = None,
+    ) -> tuple[Array, Array, Array | None]:
+        """Logits, weights and the mask they used, of q and k as they leave the model's
+        projections: ``prepare``, the mask with the mechanism's own (``mask_for``),
+        ``scores``, ``weights``. The one path every model with heads takes."""
+        q, k = self.prepare(q, k)
+        mask = self.mask_for(mask, context)
+        z = self.scores(q, k, theta, mask, context)
+        return z, self.weights(z, mask), mask
 
     def program(self) -> Mechanism:
         """This mechanism with what only sets initial values put to canonical ones: two
@@ -346,10 +501,13 @@ def as_mechanism(obj: Any, name: str | None = None) -> Mechanism:
 
 
 def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
-    """Run ``mechanism`` on iid N(0, 1) queries and keys ``[2, 3, d_k]``, ``[2, n, d_k]`` at
+    """Run ``mechanism`` on iid N(0, 1) queries and keys ``[H, 3, d_k]``, ``[H, n, d_k]`` at
     its initial scalars, eagerly, under ``jax.jit`` and under ``jax.grad`` (as training runs
-    it, the scalars traced), so that whatever would stop a run stops here first. Raise
-    ``MechanismError``, one line naming the mechanism and the cause in words, if
+    it, the scalars traced), so that whatever would stop a run stops here first. The
+    leading axis is ``H`` heads (2, or the length of its ``per_head`` vectors) with their
+    ``Context``: the queries at the last 3 of ``n`` positions, and, for a mechanism that
+    needs positions, a causal mask and its own. Raise ``MechanismError``, one line naming
+    the mechanism and the cause in words, if
 
     - its scalars are not numbers at ``d_k`` (each learned or fixed value is one scalar);
     - its logits are not ``[2, 3, n]`` float32, or, with softmax weights, look like
@@ -358,19 +516,28 @@ def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
     - it cannot be traced: Python control flow or numpy on a traced value, or any other
       error under ``jit`` or ``grad`` (``explain`` words JAX's).
     """
-    kq, kk = jax.random.split(jax.random.key(0))
-    q = jax.random.normal(kq, (2, 3, d_k), jnp.float32)
-    k = jax.random.normal(kk, (2, n, d_k), jnp.float32)
     label = f"mechanism {mechanism.name!r}"
     theta = mechanism.initial_theta(d_k)
+    lengths = {len(v) for n_, v in _vectors(mechanism, d_k)}
+    heads = lengths.pop() if len(lengths) == 1 else 2
+    theta |= {name: v[:, None, None] for name, v in mechanism.head_values(d_k, heads).items()}
+    kq, kk = jax.random.split(jax.random.key(0))
+    q = jax.random.normal(kq, (heads, 3, d_k), jnp.float32)
+    k = jax.random.normal(kk, (heads, n, d_k), jnp.float32)
+    positions = jnp.arange(n)
+    context = Context(positions[-3:, None], positions[None, :],
+                      jnp.arange(heads)[:, None, None], heads)  # fmt: skip
+    mask = context.k_pos <= context.q_pos if mechanism.needs_positions() else None
     try:
-        z = jnp.asarray(mechanism.scores(*mechanism.prepare(q, k), theta))
-        if z.shape != (2, 3, n) or z.dtype != jnp.float32:
+        z, p, used = mechanism.attend(q, k, theta, mask, context)
+        z, p = jnp.asarray(z), jnp.asarray(p)
+        if z.shape != (heads, 3, n) or z.dtype != jnp.float32:
             raise MechanismError(
-                f"{label}: logits of q [2, 3, {d_k}] and k [2, {n}, {d_k}] (float32) must be "
-                f"float32 [2, 3, {n}], got {z.dtype} {list(z.shape)}"
+                f"{label}: logits of q [{heads}, 3, {d_k}] and k [{heads}, {n}, {d_k}] (float32) "
+                f"must be float32 [{heads}, 3, {n}], got {z.dtype} {list(z.shape)}"
             )
-        p = jnp.asarray(mechanism.weights(z, None))
+        if used is not None and jnp.broadcast_shapes(jnp.shape(used), z.shape) != z.shape:
+            raise MechanismError(f"{label}: its mask must broadcast to the logits' shape")
     except MechanismError:
         raise
     except Exception as err:
@@ -385,14 +552,14 @@ def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
             f"{label}: its logits look like weights (every row non-negative and summing to "
             "one); logits(q, k) must return the logits z, which softmax turns into weights"
         )
-    if p.shape != (2, 3, n):
+    if p.shape != (heads, 3, n):
         raise MechanismError(f"{label}: weights must have the logits' shape, got {list(p.shape)}")
     if not bool(jnp.all(jnp.isfinite(p))):
         raise MechanismError(f"{label} gives non-finite weights at its initial scalars")
-    traced = {name: jnp.float32(value) for name, value in theta.items()}
+    traced = {name: jnp.asarray(value, jnp.float32) for name, value in theta.items()}
 
     def objective(q: Array, k: Array, theta: dict[str, Array]) -> Array:
-        return jnp.sum(mechanism(q, k, None, theta) ** 2)
+        return jnp.sum(mechanism.attend(q, k, theta, mask, context)[1] ** 2)
 
     gradient = functools.partial(jax.grad, argnums=(0, 1, 2))
     for how, transform in (("jax.jit", jax.jit), ("jax.grad", gradient)):

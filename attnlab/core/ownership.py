@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from attnlab.core.mechanism import Mechanism
+from attnlab.core.mechanism import Context, Mechanism
 from attnlab.core.owner import ALPHAS
 
 Array = jax.Array
@@ -54,16 +54,19 @@ def logit_elasticity(
     alphas: Sequence[float] = ALPHAS,
     theta: Mapping[str, ArrayLike] | None = None,
     mask: ArrayLike | None = None,
+    context: Context | None = None,
 ) -> Array:
     """``e(alpha) = d ln s(alpha) / d ln alpha`` at each of ``alphas`` (``[len(alphas)]``),
     ``s`` the ``logit_scale`` of ``mechanism``'s logits of ``alpha q`` and ``alpha k`` with
-    scalars ``theta`` (default: its initial ones at ``d = q.shape[-1]``)."""
+    scalars ``theta`` (default: its initial ones at ``d = q.shape[-1]``), under ``mask``
+    with the mechanism's own, in ``context`` (for mechanisms that see positions)."""
+    mask = mechanism.mask_for(mask, context)
     q, k = jnp.asarray(q, jnp.float32), jnp.asarray(k, jnp.float32)
     theta = mechanism.initial_theta(q.shape[-1]) if theta is None else theta
 
     def log_scale(log_alpha: Array) -> Array:
         alpha = jnp.exp(log_alpha)
-        z = mechanism.scores(*mechanism.prepare(alpha * q, alpha * k), theta, mask)
+        z = mechanism.scores(*mechanism.prepare(alpha * q, alpha * k), theta, mask, context)
         return jnp.log(logit_scale(z, mask))
 
     def one(alpha: float) -> Array:

@@ -21,7 +21,9 @@ from attnlab.core.mechanism import (
     as_mechanism,
     check_mechanism,
     explain,
+    refusal,
 )
+from attnlab.core.positional import POSITIONAL
 from attnlab.core.temperature import BUILTINS
 
 #: Mechanism objects already checked, by identity (kept, so that no id is reused).
@@ -79,7 +81,7 @@ def load_mechanism(reference: str | Mechanism) -> Mechanism:
 @cache
 def _load_mechanism(reference: str) -> Mechanism:
     """``load_mechanism`` of ``reference`` (a file's path absolute), cached."""
-    builtins = BUILTINS
+    builtins = {**BUILTINS, **POSITIONAL}  # the recall task's twelve, the LM's three more
     if reference in builtins:
         return builtins[reference]
     if ":" not in reference:
@@ -122,9 +124,23 @@ def mechanism_reference(text: str) -> str:
     return text
 
 
+def recall_mechanism_reference(text: str) -> str:
+    """An argparse type: a ``mechanism_reference`` that the recall task can run (one head
+    over unordered slots: no positions, heads or a mask of its own; ``refusal`` says so)."""
+    mechanism = load_mechanism(mechanism_reference(text))
+    if mechanism.needs_positions():
+        raise argparse.ArgumentTypeError(refusal(mechanism, mechanism.needs_positions()))
+    try:
+        mechanism.head_values(16, 1)
+    except MechanismError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def mechanism_references(text: str) -> list[str]:
-    """An argparse type: comma-separated references, each a ``mechanism_reference``."""
+    """An argparse type: comma-separated references, each a ``recall_mechanism_reference``
+    (the card's baselines)."""
     parts = text.split(",")
     if any(not p for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of mechanisms")
-    return [mechanism_reference(p) for p in parts]
+    return [recall_mechanism_reference(p) for p in parts]

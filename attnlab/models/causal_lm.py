@@ -12,7 +12,11 @@ For tokens ``t_1 .. t_T`` (bytes, vocabulary 256) and ``L`` blocks of ``H`` head
     x   = x + GELU(LN(x) W_1) W_2                         (MLP of width 4 d_model)
     logits = LN(x_L) W_head                               (untied head)   [T, 256]
 
-Pre-LN, no biases, GELU (tanh approximation, GPT-2's ``gelu_new``), untied head. With
+Pre-LN, no biases, GELU (tanh approximation, GPT-2's ``gelu_new``), untied head. Every
+head passes the mechanism its ``Context`` (positions ``0 .. T-1``, its index of ``H``), so
+mechanisms that ask for ``q_pos``, ``k_pos``, ``head`` or ``n_heads`` (ALiBi, SSMax by
+position) run here, with their own mask (a sliding window) combined with the causal one,
+and ``per_head`` params are learned as vectors ``[H]``. With
 ``positions="rotary"`` there is no ``P``; q and k are rotated by their positions (RoPE, Su
 et al. 2021, the half-split form of GPT-NeoX) before the mechanism sees them, as in
 Wortsman et al. 2023. The causal mask is the boolean ``k_pos <= q_pos``; a mechanism that
@@ -39,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.attention import weighted_values
-from attnlab.core.mechanism import Mechanism
+from attnlab.core.mechanism import Mechanism, causal_context
 from attnlab.core.softmax_stats import entropy
 
 Positions = Literal["learned", "rotary"]
@@ -127,21 +131,24 @@ class CausalSelfAttention(nn.Module):
         # mutable=["intermediates"] only).
         self.sow("intermediates", "q", q)
         self.sow("intermediates", "k", k)
-        q, k = mech.prepare(q, k)
         theta = dict(mech.constant_values(d_h) if constants is None else constants)
         for name, value in mech.param_values(d_h).items():
-            theta[name] = self.param(name, nn.initializers.constant(value), ())
-        mask = causal_mask(length)
-        z = mech.scores(q, k, theta, mask)
-        p = mech.weights(z, mask)
+            if name not in mech.per_head:
+                theta[name] = self.param(name, nn.initializers.constant(value), ())
+        for name, value in mech.head_values(d_h, self.n_heads).items():  # [H] -> [H, 1, 1]
+            learned = self.param(name, lambda *_, v=value: v, (self.n_heads,))
+            theta[name] = learned[:, None, None]
+        context = causal_context(length, self.n_heads)
+        z, p, mask = mech.attend(q, k, theta, causal_mask(length), context)
         o = weighted_values(p, v)  # [..., H, T, d_h]
         o = jnp.swapaxes(o, -2, -3).reshape(*a.shape)
         out = _dense("W_O", self, o, (d, d), INIT_STD / math.sqrt(2 * self.n_layers))
+        seen_q, seen_k = mech.prepare(q, k)  # q and k as the logits see them
         stats = (
             jnp.max(jnp.where(mask, jnp.abs(z), 0.0)),
             jnp.mean(entropy(p)),
-            jnp.mean(jnp.linalg.norm(q, axis=-1)),
-            jnp.mean(jnp.linalg.norm(k, axis=-1)),
+            jnp.mean(jnp.linalg.norm(seen_q, axis=-1)),
+            jnp.mean(jnp.linalg.norm(seen_k, axis=-1)),
         )
         return out, stats
 

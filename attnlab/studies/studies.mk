@@ -42,8 +42,8 @@ RECALL_FIGURES := figures/fig3_training.png
 results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	experiments/04_associative_recall.py $(SHARED) attnlab/claims.py attnlab/core/attention.py \
 	attnlab/core/curves.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/parallel.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/studies/recall/__init__.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/studies/recall/__init__.py \
 	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
 	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
 	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
@@ -68,8 +68,8 @@ REMEDIES_FIGURES := figures/fig4_remedies.png
 results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_curves.csv \
 	results/05_fold_check.csv results/05_sensitivity.csv &: experiments/05_remedies.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
 	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/columns.py \
 	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
@@ -93,8 +93,8 @@ ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
 	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
 	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
@@ -106,8 +106,8 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
 	results/12_second_fit_prediction_summary.csv &: experiments/12_second_fit.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
 	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
 	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
@@ -134,13 +134,14 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/parallel.py \
-	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/softmax_sweeps.py attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/compute.py attnlab/studies/widths/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/sweep.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/positional.py attnlab/core/references.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/core/temperature.py \
+	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
+	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -199,10 +200,10 @@ CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
-	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/references.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
+	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/harness/figures.py attnlab/harness/tables.py \
+	attnlab/harness/workers.py attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
 	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py \
 	attnlab/studies/card/precision.py attnlab/studies/card/report.py \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
@@ -246,12 +247,12 @@ LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
 results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
 	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/literature.py \
 	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
-	attnlab/core/parallel.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/workers.py \
-	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/studies/lm_proxy/__init__.py \
-	attnlab/studies/lm_proxy/compute.py attnlab/studies/lm_proxy/study.py \
-	attnlab/training/__init__.py attnlab/training/optim.py attnlab/training/tasks/__init__.py \
-	attnlab/training/tasks/lm.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/harness/workers.py attnlab/models/__init__.py attnlab/models/causal_lm.py \
+	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/compute.py \
+	attnlab/studies/lm_proxy/study.py attnlab/training/__init__.py attnlab/training/optim.py \
+	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/lm_proxy/__init__.py \

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnlab.core.references import mechanism_reference
+from attnlab.core.references import recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
@@ -90,11 +90,12 @@ family_substring = substring_of(FAMILY)
 def add_mechanisms_flag(
     parser: argparse.ArgumentParser, flag: str, default: Iterable[str], help: str
 ) -> None:
-    """``flag``: one or more mechanism references (``mechanism_reference``)."""
+    """``flag``: one or more mechanism references the recall task can run
+    (``recall_mechanism_reference``)."""
     parser.add_argument(
         flag,
         nargs="+",
-        type=mechanism_reference,
+        type=recall_mechanism_reference,
         default=list(default),
         metavar="MECHANISM",
         help=f"{help}; a built-in ({', '.join(BUILTINS)}), MODULE:NAME or path/to/file.py:NAME",

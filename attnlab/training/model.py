@@ -69,7 +69,7 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.attention import weighted_values
-from attnlab.core.mechanism import Mechanism
+from attnlab.core.mechanism import Mechanism, MechanismError, refusal
 from attnlab.training.task import Batch, RecallTask
 
 Slot = Literal["concat", "sum", "separate", "onehot"]
@@ -256,6 +256,9 @@ class RecallModel(nn.Module):
         self.sow("intermediates", "k", k)
         q, k = mech.prepare(q, k)
         theta = dict(mech.constant_values(self.d_k) if constants is None else constants)
+        if mech.needs_positions():  # one head over unordered slots: no positions to give
+            raise MechanismError(refusal(mech, mech.needs_positions()))
+        mech.head_values(self.d_k, 1)  # one head: a per-head vector must have one value
         for name, value in mech.param_values(self.d_k).items():
             if name in MODEL_PARAMS:
                 raise ValueError(f"mechanism {mech.name!r}: parameter {name!r} is the model's")

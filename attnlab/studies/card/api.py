@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from attnlab.core.mechanism import Mechanism, as_mechanism
+from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism, refusal
 from attnlab.core.references import load_mechanism
 from attnlab.harness import cli
 from attnlab.studies.card import store
@@ -66,7 +66,9 @@ def card(
     target = mechanism if isinstance(mechanism, str) else as_mechanism(mechanism, name)
     baselines = against.split(",") if isinstance(against, str) else list(against)
     for reference in [target, *baselines]:
-        load_mechanism(reference)
+        loaded = load_mechanism(reference)
+        if loaded.needs_positions():  # the card trains the recall task: no positions
+            raise MechanismError(refusal(loaded, loaded.needs_positions()))
     config = dataclasses.replace(QUICK if quick else CardConfig(), seed=seed)
     folder = cli.REPO_ROOT / cli.RESULTS_DIR / store.CARDS if committed is None else committed
     plan = store.plan_cards(config, [target], baselines, Path(folder))

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.core.mechanism import Mechanism
+from attnlab.core.mechanism import Mechanism, causal_context
 from attnlab.core.owner import owner
 from attnlab.core.ownership import logit_elasticity, logit_scale
 from attnlab.core.references import load_mechanism
@@ -224,11 +224,14 @@ def _ownership_program(model: CausalLM):
     layer and head, the logits' within-row spread and the ownership elasticity of the
     mechanism on that layer's q and k (its learned scalars as trained), causal mask."""
     mechanism = model.mechanism
-    mask = causal_mask(model.max_length)
+    causal = causal_mask(model.max_length)
+    heads = causal_context(model.max_length, model.n_heads)
 
-    def head(q, k, theta):
-        z = mechanism.scores(*mechanism.prepare(q, k), theta, mask)
-        e = logit_elasticity(mechanism, q, k, OWNERSHIP_ALPHAS, theta, mask)
+    def head(q, k, index, own, theta):
+        context = heads._replace(head=index)
+        theta = {**theta, **own}
+        z, _, mask = mechanism.attend(q, k, theta, causal, context)
+        e = logit_elasticity(mechanism, q, k, OWNERSHIP_ALPHAS, theta, causal, context)
         return logit_scale(z, mask), e
 
     def run(params, windows, constants):
@@ -239,8 +242,11 @@ def _ownership_program(model: CausalLM):
             found = state["intermediates"][f"h_{layer}"]["attn"]
             q, k = found["q"][0], found["k"][0]  # [W, H, T, d_h]
             learned = params[f"h_{layer}"]["attn"]
-            theta = {**constants, **{n: learned[n] for n, _ in mechanism.params}}
-            s, e = jax.vmap(head, in_axes=(1, 1, None))(q, k, theta)
+            shared = {n: learned[n] for n, _ in mechanism.params if n not in mechanism.per_head}
+            own = {n: learned[n] for n in mechanism.per_head}  # [H] each
+            index = jnp.arange(model.n_heads)
+            s, e = jax.vmap(head, in_axes=(1, 1, 0, 0, None))(q, k, index, own,
+                                                            {**constants, **shared})  # fmt: skip
             scales.append(s)
             elasticities.append(e)
         return jnp.stack(scales), jnp.stack(elasticities)
