@@ -56,7 +56,7 @@ def test_quick_bench_writes_the_schema(quick_run):
         frame.loc[compared, "baseline_seconds"] / frame.loc[compared, "ours_seconds"],
         rtol=3 * 5e-8,
     )
-    with_peak = {"statics_direct_vs_numpy", "train_step_peak_fraction"}
+    with_peak = {"statics_direct_vs_numpy", "train_step_peak_fraction", "lm_step_peak_fraction"}
     assert set(frame.loc[frame["peak_fraction"].notna(), "name"]) == with_peak
     assert frame["detail"].str.len().gt(0).all()
 
