@@ -27,7 +27,6 @@ Python: attnlab.card. Method: attnlab/studies/card/README.md.
 """
 
 import dataclasses
-import os
 import sys
 import time
 
@@ -71,13 +70,7 @@ def build_parser():
         help="every section at smaller sizes (fewer trials, steps, seeds and widths)",
     )
     cli.add_seed_flag(parser)
-    cli.add_int_flag(
-        parser,
-        "--jobs",
-        default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
-        help="worker processes computing the card's pieces (sections, training groups, "
-        "widths); the results do not depend on it (default: this machine's cores)",
-    )
+    cli.add_jobs_flag(parser, "the card's pieces (sections, training groups, widths)")
     cli.add_out_dir_flag(parser)
     # a card of any mechanism at the defaults is made with the defaults (where it goes: run)
     parser.subject_flags = frozenset({"mechanism"})

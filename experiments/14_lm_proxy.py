@@ -12,7 +12,6 @@ experiment 11). Method and the paper's set-up beside ours: attnlab/studies/lm_pr
 
 import dataclasses
 import itertools
-import os
 import sys
 import time
 from pathlib import Path
@@ -91,13 +90,7 @@ def build_parser():
         help="a one-minute look: d_model 32, rates 1e-3, 1e-2, 1e-1, 200 steps",
     )
     cli.add_seed_flag(parser)
-    cli.add_int_flag(
-        parser,
-        "--jobs",
-        len(os.sched_getaffinity(0)),
-        "worker processes (one per mechanism and width); results do not depend "
-        "on it (default: this machine's cores)",
-    )
+    cli.add_jobs_flag(parser, "the sweep's pieces (one per mechanism and width)")
     cli.add_out_dir_flag(parser)
     return parser
 

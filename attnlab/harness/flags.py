@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -162,6 +163,20 @@ def add_int_flag(
         nargs="+" if many else None,
         default=list(default) if many else default,
         help=help,
+    )
+
+
+def add_jobs_flag(parser: argparse.ArgumentParser, pieces: str) -> None:
+    """``--jobs``: worker processes computing ``pieces`` (``attnlab.harness.workers``);
+    default one per core this process may use (``os.cpu_count()`` where the platform has
+    no ``sched_getaffinity``, macOS)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    add_int_flag(
+        parser,
+        "--jobs",
+        cores or 1,
+        f"worker processes computing {pieces}; the results do not depend on it "
+        "(default: this machine's cores)",
     )
 
 
