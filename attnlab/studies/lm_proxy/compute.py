@@ -92,16 +92,15 @@ def sweep_cell(
     split = split_text(tokens, lm)
     result = train_lanes(lm, mechanism, list(config.lrs), list(config.seed_values), split,
                          on_progress)  # fmt: skip
-    sweep = sweep_rows(result, split, mechanism)
+    sweep = sweep_rows(result)
     return sweep, curve_rows(result), ownership_rows(result, sweep, split, mechanism)
 
 
-def sweep_rows(result: SweepResult, split: Split, mechanism: Mechanism) -> pd.DataFrame:
+def sweep_rows(result: SweepResult) -> pd.DataFrame:
     """One row per lane: held-out loss (mean and SE over windows) at step 0 and at the end,
     the output logits' variance at step 0, the largest attention logit per layer over
     training, the final entropy and q, k norms of layer 0, the first non-finite step."""
     lm = result.config
-    n = len(result.lrs)
     windows = result.initial_loss.shape[1]
     metrics = result.metrics
     final = metrics["loss"].shape[1] // 10 or 1  # the last tenth of the steps
@@ -114,7 +113,7 @@ def sweep_rows(result: SweepResult, split: Split, mechanism: Mechanism) -> pd.Da
         "n_heads": lm.n_heads,
         "initial_val_loss": result.initial_loss.mean(axis=1),
         "initial_val_loss_se": result.initial_loss.std(axis=1, ddof=1) / math.sqrt(windows),
-        "initial_logit_var": initial_logit_variance(lm, mechanism, result.seeds, split),
+        "initial_logit_var": result.initial_logit_var,
         "final_val_loss": result.final_loss.mean(axis=1),
         "final_val_loss_se": result.final_loss.std(axis=1, ddof=1) / math.sqrt(windows),
     })  # fmt: skip
@@ -124,7 +123,6 @@ def sweep_rows(result: SweepResult, split: Split, mechanism: Mechanism) -> pd.Da
     frame["final_q_norm_layer0"] = np.mean(metrics["q_norm"][:, -final:, 0], axis=1)
     frame["final_k_norm_layer0"] = np.mean(metrics["k_norm"][:, -final:, 0], axis=1)
     frame["diverged_step"] = result.diverged_step
-    assert len(frame) == n
     return frame
 
 
@@ -155,28 +153,6 @@ def curve_rows(result: SweepResult) -> pd.DataFrame:
                    for k in ("max_logit", "entropy", "q_norm", "k_norm")},
             }))  # fmt: skip
     return pd.concat(frames, ignore_index=True)
-
-
-@cache
-def _logits_program(model: CausalLM):
-    return jax.jit(lambda p, w, c: model.apply({"params": p}, w, c)[0])
-
-
-def initial_logit_variance(
-    lm: LMConfig, mechanism: Mechanism, seeds: np.ndarray, split: Split
-) -> np.ndarray:
-    """Per lane, the step-0 output logits' variance over the vocabulary, averaged over the
-    held-out positions: the ``v`` of ``E[loss_0] ~ ln 256 + v / 2`` (known answer (a))."""
-    from attnlab.training.tasks.lm import seed_keys
-
-    model = lm.model(mechanism)
-    windows = jnp.asarray(split.held_out[:, :-1])
-    out = {}
-    for seed in sorted(set(seeds.tolist())):
-        params = model.init(seed_keys(seed)[0], windows[:1])["params"]
-        logits = _logits_program(model)(params, windows, mechanism.constant_values(lm.d_head))
-        out[seed] = float(jnp.mean(jnp.var(logits, axis=-1)))
-    return np.asarray([out[s] for s in seeds.tolist()])
 
 
 def best_lane_rates(sweep: pd.DataFrame) -> tuple[float, float | None]:

@@ -148,10 +148,14 @@ def loss_fn(model: CausalLM, params, windows: jax.Array, constants, z_weight: fl
     return ce + z_weight * z_loss(logits), (ce, stats)
 
 
-def held_out_loss(model: CausalLM, params, windows: jax.Array, constants) -> jax.Array:
-    """Per-window held-out cross-entropy ``[eval_windows]``."""
+def held_out_loss(
+    model: CausalLM, params, windows: jax.Array, constants
+) -> tuple[jax.Array, jax.Array]:
+    """Per-window held-out cross-entropy ``[eval_windows]``, and the output logits' variance
+    over the vocabulary averaged over every position (at step 0 the ``v`` of ``E[loss_0] ~
+    ln 256 + v / 2``)."""
     logits, _ = model.apply({"params": params}, windows[:, :-1], constants)
-    return cross_entropy(logits, windows[:, 1:])
+    return cross_entropy(logits, windows[:, 1:]), jnp.mean(jnp.var(logits, axis=-1))
 
 
 # ------------------------------------------------------------------------------- step
@@ -225,8 +229,9 @@ def _eval_program(model: CausalLM):
 class SweepResult:
     """Every lane of one mechanism at one width: ``lrs`` and ``seeds`` ``[lanes]``,
     per-step metrics ``[lanes, steps]`` (``loss``) or ``[lanes, steps, n_layers]``, the
-    held-out loss per window at step 0 and at the end ``[lanes, eval_windows]``, the
-    first non-finite step (-1: none) and the final parameters (stacked over lanes)."""
+    held-out loss per window at step 0 and at the end ``[lanes, eval_windows]``, the output
+    logits' variance at step 0 ``[lanes]`` (``held_out_loss``), the first non-finite step
+    (-1: none) and the final parameters (stacked over lanes)."""
 
     mechanism: str
     config: LMConfig
@@ -235,6 +240,7 @@ class SweepResult:
     metrics: dict[str, np.ndarray]
     initial_loss: np.ndarray
     final_loss: np.ndarray
+    initial_logit_var: np.ndarray
     diverged_step: np.ndarray
     params: dict
 
@@ -264,7 +270,7 @@ def train_lanes(
     state, rates, lane_constants = shard_batch(pad_to_multiple(lanes_tree, device_count())[0])
     train, held_out = replicate((split.train, split.held_out))
     evaluate = _eval_program(program)
-    initial = evaluate(state.params, held_out, lane_constants)
+    initial, initial_var = evaluate(state.params, held_out, lane_constants)
     chunk = chunk_program(program, config)
     chunks = []
     for start in range(0, config.steps, config.chunk_steps):
@@ -274,11 +280,12 @@ def train_lanes(
         if on_chunk is not None:
             on_chunk(len(steps) * n)
     metrics = {k: np.concatenate([c[k] for c in chunks], axis=1)[:n] for k in STEP_METRICS}
-    final = evaluate(state.params, held_out, lane_constants)
+    final, _ = evaluate(state.params, held_out, lane_constants)
     bad = ~np.isfinite(metrics["loss"])
     diverged = np.where(bad.any(axis=1), bad.argmax(axis=1), -1)
     return SweepResult(
         mechanism.name, config, np.asarray([lr for lr, _ in lanes]),
         np.asarray([s for _, s in lanes]), metrics, np.asarray(initial)[:n],
-        np.asarray(final)[:n], diverged, jax.tree.map(lambda x: np.asarray(x)[:n], state.params),
+        np.asarray(final)[:n], np.asarray(initial_var)[:n], diverged,
+        jax.tree.map(lambda x: np.asarray(x)[:n], state.params),
     )  # fmt: skip
