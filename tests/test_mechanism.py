@@ -430,6 +430,9 @@ def test_a_mechanism_asking_for_positions_is_refused_without_them_in_one_line():
         WINDOWED.scores(jnp.ones((1, 2, 4)), jnp.ones((1, 3, 4)), {})
     assert "\n" not in str(info.value)
     assert WINDOWED.needs_positions() == ("q_pos", "k_pos", "mask")
+    own_mask_only = Mechanism("own_mask", _einsum, mask=lambda q_pos, k_pos: q_pos >= k_pos)
+    with pytest.raises(MechanismError, match="needs mask.*recall task"):
+        own_mask_only.attend(jnp.ones((1, 2, 4)), jnp.ones((1, 3, 4)), {})
 
 
 def test_a_mask_of_its_own_is_combined_with_the_models():

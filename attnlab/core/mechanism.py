@@ -375,7 +375,8 @@ class Mechanism:
     def needs_positions(self) -> tuple[str, ...]:
         """What of the context only a model with positions and heads gives (and ``mask``
         if it has one): empty for a mechanism the recall task can run."""
-        asked = tuple(n for n in POSITION_ARGS if n in self.asks)
+        asks = self.asks
+        asked = tuple(n for n in POSITION_ARGS if n in asks)
         return asked + (("mask",) if self.mask is not None else ())
 
     def head_values(self, d_k: int, n_heads: int) -> dict[str, Array]:
@@ -401,6 +402,8 @@ class Mechanism:
         """The model's ``mask`` combined (and) with the mechanism's own, if it has one."""
         if self.mask is None:
             return mask
+        if context is None:  # no positions to mask by: the same one line as scores'
+            raise MechanismError(refusal(self, ["mask"]))
         own = jnp.asarray(self.mask(context.q_pos, context.k_pos), bool)
         return own if mask is None else jnp.logical_and(own, mask)
 
