@@ -24,6 +24,7 @@ from attnlab.core.text import byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.harness.workers import run_pieces
+from attnlab.models.causal_lm import POSITIONS
 from attnlab.studies import headline
 from attnlab.studies.lm_proxy.compute import ProxyConfig, pieces, tables
 from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
@@ -74,9 +75,9 @@ def build_parser():
     cli.add_int_flag(parser, "--seeds", DEFAULT.seeds, "seeds per rate")
     parser.add_argument(
         "--positions",
-        choices=("learned", "rotary"),
+        choices=POSITIONS,
         default="learned",
-        help="learned absolute positions (GPT-2) or rotary (Wortsman et al.)",
+        help="learned absolute positions (GPT-2), rotary (Wortsman et al.) or none (NoPE)",
     )
     parser.add_argument(
         "--text",

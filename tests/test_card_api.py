@@ -68,7 +68,6 @@ def test_the_api_writes_the_scripts_csvs_byte_for_byte(
     load_script, run_main, monkeypatch, tmp_path
 ):
     script = load_script("11_mechanism_card")
-    monkeypatch.setattr(script, "QUICK", TINY)
     monkeypatch.setattr(api, "QUICK", TINY)
     monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "committed")  # no committed cards
     (tmp_path / "card_user.py").write_text(USER_FILE, encoding="utf-8")

@@ -59,3 +59,23 @@ def test_spec_groups_the_columns_by_rule_in_csv_order():
 def test_unpaired_standard_errors_are_refused(columns):
     with pytest.raises(ValueError, match="99_example.py"):
         Output("99_example.py", columns)
+
+
+def test_one_script_run_two_ways_is_two_runs():
+    """An output's own ``arguments`` make a run of their own; the others take the study's."""
+    from attnlab.harness.declaration import Study
+
+    study = Study(
+        "example",
+        1,
+        {
+            "a.csv": Output("99_example.py"),
+            "b.csv": Output("99_example.py"),
+            "lm/a.csv": Output("99_example.py", arguments="--task lm"),
+        },
+        arguments="--all",
+    )
+    assert study.runs == (("99_example.py", "--all"), ("99_example.py", "--task lm"))
+    assert study.csvs_of("99_example.py", "--all") == ["a.csv", "b.csv"]
+    assert study.csvs_of("99_example.py") == ["a.csv", "b.csv", "lm/a.csv"]
+    assert study.arguments_of("lm/a.csv") == "--task lm" and study.arguments_of("a.csv") == "--all"

@@ -98,13 +98,3 @@ def test_e_reads_a_falling_and_a_steady_degradation_rate():
     assert answers.degradation_rates(falling).to_dict() == {32: 3e-2, 64: 1e-2}
     assert answers.degradation_falls(falling).holds
     assert not answers.degradation_falls(_expected()).holds  # 3e-2 at both widths
-
-
-def test_lr_sensitivity_is_wortsmans_mean_of_capped_excess():
-    """E_eta[min(l(eta), l_0) - l*]: a non-finite loss counts as the initial loss."""
-    loss = [2.0, 1.0, float("nan"), 3.0, 7.0, 1.5]
-    table = _table({"scaled": {32: loss}}, "final_val_loss", {"initial_val_loss": 5.0})
-    (row,) = answers.lr_sensitivity(table).itertuples()
-    capped = np.array([2.0, 1.0, 5.0, 3.0, 5.0, 1.5])
-    assert row.lr_sensitivity == pytest.approx(np.mean(capped - 1.0), rel=1e-12)
-    assert row.best_lr == LRS[1] and row.best_loss == 1.0

@@ -20,6 +20,7 @@ from attnlab.core.positional import (
     alibi_slope,
     log_length_scale,
 )
+from attnlab.core.temperature import BUILTINS
 
 #: float32's epsilon: logits of d-term dot products err by at most d EPS |q||k|.
 EPS = float(np.finfo(np.float32).eps)
@@ -107,3 +108,30 @@ def test_log_length_is_llama4s_temperature_tuning():
         attention_logits(q, k)
     )
     np.testing.assert_allclose(z, expected, rtol=4 * EPS, atol=4 * EPS)
+
+
+def test_ssmax_attention_does_not_fade_with_length():
+    """Nakanishi 2025, Fig. 1's closed form: a key whose scaled logit exceeds the n - 1
+    others' by ``delta`` gets softmax weight ``1 / (1 + (n - 1) e^-delta)``, which fades as
+    1/n, and under SSMax ``1 / (1 + (n - 1) n^(-s delta))``, which rises towards 1 with n
+    when ``s delta > 1``. The first key is the needle of every causal row (n = i + 1)."""
+    length, delta = 256, 4.0
+    s = POSITIONAL["ssmax_causal"].initial_theta(1)["s"]
+    assert s * delta > 1  # the regime the paper's figure shows
+    q = jnp.ones((1, length, 1), jnp.float32)
+    k = jnp.zeros((1, length, 1), jnp.float32).at[0, 0, 0].set(delta)  # d = 1: z = q.k
+    context = causal_context(length, 1)
+    mask = context.k_pos <= context.q_pos
+    n = np.arange(1, length + 1, dtype=np.float64)
+    weights = {}
+    for name, mechanism in (("ssmax_causal", POSITIONAL["ssmax_causal"]),
+                            ("scaled", BUILTINS["scaled"])):  # fmt: skip
+        theta = mechanism.initial_theta(1)
+        weights[name] = np.asarray(mechanism.attend(q, k, theta, mask, context)[1][0, :, 0])
+    ssmax = 1 / (1 + (n - 1) * n ** (-s * delta))
+    softmax = 1 / (1 + (n - 1) * np.exp(-delta))
+    # Each weight is a float32 softmax over at most 256 terms: within 256 eps relative.
+    np.testing.assert_allclose(weights["ssmax_causal"], ssmax, rtol=length * EPS)
+    np.testing.assert_allclose(weights["scaled"], softmax, rtol=length * EPS)
+    assert np.all(np.diff(weights["ssmax_causal"][1:]) >= -length * EPS)  # never fades
+    assert weights["scaled"][-1] < 0.2 < 0.9 < weights["ssmax_causal"][-1]

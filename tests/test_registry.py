@@ -52,3 +52,12 @@ def test_declared_columns_are_the_committed_headers():
                 with open_csv_text(REPO / "results" / csv) as handle:
                     header = handle.readline().rstrip("\n")
                 assert header.split(",") == output.column_names, csv
+
+
+def test_the_language_model_cards_are_made_by_their_own_run():
+    from attnlab.studies import made_by
+
+    assert made_by("cards/lm/comparison.csv").startswith(
+        "python experiments/11_mechanism_card.py --task lm --mechanism scaled"
+    )
+    assert "--task" not in made_by("cards/comparison.csv")

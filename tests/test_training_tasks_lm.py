@@ -117,8 +117,9 @@ def test_split_text_train_first_and_held_out_windows_last():
     offsets."""
     config = dataclasses.replace(TINY, eval_windows=5)
     tokens = np.arange(1000)
-    train, held_out = split_text(tokens, config)
+    train, held_out, rest = split_text(tokens, config)
     np.testing.assert_array_equal(train, tokens[:900])
+    np.testing.assert_array_equal(rest, tokens[900:])
     assert held_out.shape == (5, config.seq_len + 1)
     for window in held_out:
         np.testing.assert_array_equal(window, np.arange(window[0], window[0] + 9))

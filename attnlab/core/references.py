@@ -39,8 +39,9 @@ def _checked(mechanism: Mechanism) -> Mechanism:
 
 
 def is_builtin(mechanism: Mechanism) -> bool:
-    """Whether ``mechanism`` is the built-in of its name (the object itself, not a namesake)."""
-    return BUILTINS.get(mechanism.name) is mechanism
+    """Whether ``mechanism`` is the built-in of its name (the object itself, not a namesake):
+    one of the recall task's twelve or the language model's three more."""
+    return {**BUILTINS, **POSITIONAL}.get(mechanism.name) is mechanism
 
 
 def _import_file(path: Path):
@@ -124,23 +125,31 @@ def mechanism_reference(text: str) -> str:
     return text
 
 
-def recall_mechanism_reference(text: str) -> str:
-    """An argparse type: a ``mechanism_reference`` that the recall task can run (one head
-    over unordered slots: no positions, heads or a mask of its own; ``refusal`` says so)."""
-    mechanism = load_mechanism(mechanism_reference(text))
+def recall_refusal(mechanism: Mechanism) -> str | None:
+    """Why the recall task (one head over unordered slots: no positions, heads or a mask of
+    its own) cannot run ``mechanism``, in one line; None if it can."""
     if mechanism.needs_positions():
-        raise argparse.ArgumentTypeError(refusal(mechanism, mechanism.needs_positions()))
+        return refusal(mechanism, mechanism.needs_positions())
     try:
         mechanism.head_values(16, 1)
     except MechanismError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+        return str(err)
+    return None
+
+
+def recall_mechanism_reference(text: str) -> str:
+    """An argparse type: a ``mechanism_reference`` that the recall task can run
+    (``recall_refusal``)."""
+    problem = recall_refusal(load_mechanism(mechanism_reference(text)))
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
 def mechanism_references(text: str) -> list[str]:
-    """An argparse type: comma-separated references, each a ``recall_mechanism_reference``
-    (the card's baselines)."""
+    """An argparse type: comma-separated references, each a ``mechanism_reference`` (the
+    card's baselines)."""
     parts = text.split(",")
     if any(not p for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of mechanisms")
-    return [recall_mechanism_reference(p) for p in parts]
+    return [mechanism_reference(p) for p in parts]

@@ -102,6 +102,8 @@ class Output:
       quick_flags: the script's flags under ``make verify-quick``; None: not part of it.
       prediction: for the prediction tables of a fit of the training demo, the fit's name
         (``"first fit"``): the recall study judges the article's training numbers on them.
+      arguments: the script's flags for this output where they are not its study's
+        ``arguments`` (one script run two ways: the card's language-model cards).
     """
 
     script: str
@@ -111,6 +113,7 @@ class Output:
     spread_floor: float = 0.0
     quick_flags: tuple[str, ...] | None = None
     prediction: str = ""
+    arguments: str = ""
 
     def __post_init__(self) -> None:
         means = [rule.se for rule in self.columns.values() if rule.kind == "mean"]
@@ -190,9 +193,26 @@ class Study:
     def scripts(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(output.script for output in self.outputs.values()))
 
-    def csvs_of(self, script: str) -> list[str]:
-        """The CSVs ``script`` writes, in declaration order."""
-        return [csv for csv, output in self.outputs.items() if output.script == script]
+    def csvs_of(self, script: str, arguments: str | None = None) -> list[str]:
+        """The CSVs ``script`` writes (run with ``arguments``, if given), in declaration
+        order."""
+        return [
+            csv
+            for csv, output in self.outputs.items()
+            if output.script == script and arguments in (None, self.arguments_of(csv))
+        ]
+
+    def arguments_of(self, csv: str) -> str:
+        """The flags the script that writes ``csv`` runs with (beyond every script's)."""
+        return self.outputs[csv].arguments or self.arguments
+
+    @property
+    def runs(self) -> tuple[tuple[str, str], ...]:
+        """Each distinct run of a script that makes outputs: ``(script, arguments)``."""
+        return tuple(
+            dict.fromkeys((output.script, self.arguments_of(csv)) for csv, output in
+                          self.outputs.items())
+        )  # fmt: skip
 
     @property
     def verified(self) -> bool:

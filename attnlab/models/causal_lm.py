@@ -19,8 +19,11 @@ position) run here, with their own mask (a sliding window) combined with the cau
 and ``per_head`` params are learned as vectors ``[H]``. With
 ``positions="rotary"`` there is no ``P``; q and k are rotated by their positions (RoPE, Su
 et al. 2021, the half-split form of GPT-NeoX) before the mechanism sees them, as in
-Wortsman et al. 2023. The causal mask is the boolean ``k_pos <= q_pos``; a mechanism that
-asks for the row length (``row_length``, SSMax, sigmoid) gets each row's own, ``q_pos + 1``.
+Wortsman et al. 2023; with ``positions="none"`` neither (NoPE: the causal mask alone tells
+order, as ALiBi's model has no position embeddings, Press et al. 2022). Only learned
+positions bound the length a model reads (``max_length``). The causal mask is the boolean
+``k_pos <= q_pos``; a mechanism that asks for the row length (``row_length``, SSMax,
+sigmoid) gets each row's own, ``q_pos + 1``.
 
 Initialisation (GPT-2 / nanoGPT): every weight and embedding N(0, 0.02^2), the two
 projections that write into the residual stream (``W_O``, ``W_2``) N(0, (0.02 /
@@ -46,8 +49,8 @@ from attnlab.core.attention import weighted_values
 from attnlab.core.mechanism import Mechanism, causal_context
 from attnlab.core.softmax_stats import entropy
 
-Positions = Literal["learned", "rotary"]
-POSITIONS: tuple[str, ...] = ("learned", "rotary")
+Positions = Literal["learned", "rotary", "none"]
+POSITIONS: tuple[str, ...] = ("learned", "rotary", "none")
 #: Bytes.
 VOCAB = 256
 #: GPT-2's initialisation std.
@@ -182,8 +185,9 @@ class CausalLM(nn.Module):
       d_model: residual width; ``d_model / n_heads`` is the head width ``d_h``.
       n_layers: blocks.
       n_heads: heads per block.
-      max_length: the longest sequence (rows of the learned position table).
-      positions: ``learned`` (GPT-2) or ``rotary`` (RoPE, Wortsman et al.).
+      max_length: the longest sequence with learned positions (rows of their table); a
+        model with rotary or no positions reads any length.
+      positions: ``learned`` (GPT-2), ``rotary`` (RoPE, Wortsman et al.) or ``none``.
     """
 
     mechanism: Mechanism
@@ -211,7 +215,7 @@ class CausalLM(nn.Module):
         if self.positions not in POSITIONS:
             raise ValueError(f"CausalLM.positions must be one of {POSITIONS}")
         length = tokens.shape[-1]
-        if length > self.max_length:
+        if self.positions == "learned" and length > self.max_length:
             raise ValueError(
                 f"CausalLM: {length} tokens exceed max_length {self.max_length} (the rows of "
                 "its position table)"

@@ -59,7 +59,8 @@ def made_by(csv_name: str) -> str:
     for study in STUDIES:
         if csv_name in study.outputs:
             command = f"python experiments/{study.outputs[csv_name].script}"
-            return f"{command} {study.arguments}" if study.arguments else command
+            arguments = study.arguments_of(csv_name)
+            return f"{command} {arguments}" if arguments else command
     return "make all"
 
 

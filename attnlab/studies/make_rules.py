@@ -149,13 +149,13 @@ def rules_text(studies: Iterable[Study]) -> str:
         figures = [f"figures/{f}.png" for f in study.figures]
         if figures:
             out.append(_wrapped(f"{_variable(study, 'FIGURES')} :=", figures))
-        for script in study.scripts:
-            targets = [f"results/{csv}" for csv in study.csvs_of(script)]
+        for script, arguments in study.runs:
+            targets = [f"results/{csv}" for csv in study.csvs_of(script, arguments)]
             prerequisites = [f"experiments/{script}", "$(SHARED)"]
             prerequisites += sorted(closures[script] - shared - {f"experiments/{script}"})
             head = [*targets[:-1], targets[-1] + (" &:" if len(targets) > 1 else ":")]
             out.append(_wrapped(head[0], [*head[1:], *prerequisites, "| $(STAMP)"]))
-            out.append(_wrapped("\t$(PY) $<", study.arguments.split(), indent="\t\t"))
+            out.append(_wrapped("\t$(PY) $<", arguments.split(), indent="\t\t"))
         if figures:
             prerequisites = [
                 PLOT,

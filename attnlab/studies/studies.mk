@@ -195,31 +195,58 @@ results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
 	$(PY) $<
 
 # ------------------------------------------------------------ card
-CARD_CSVS := results/cards/comparison.csv
+CARD_CSVS := results/cards/comparison.csv results/cards/lm/comparison.csv
 CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
 	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/harness/workers.py attnlab/studies/card/__init__.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py \
-	attnlab/studies/card/precision.py attnlab/studies/card/report.py \
-	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
-	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
-	attnlab/studies/card/verdicts.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/step.py attnlab/training/summary.py attnlab/training/sweep.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
+	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
+	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py \
+	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/training/__init__.py \
+	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
+	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
+	| $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
+results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
+	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
+	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
+	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
+	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py \
+	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/training/__init__.py \
+	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
+	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
+	| $(STAMP)
+	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
+		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/estimates.py \
 	attnlab/core/owner.py attnlab/harness/figures.py attnlab/harness/tables.py \
 	attnlab/studies/card/__init__.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py results/cards/comparison.csv \
-	| $(STAMP)
+	results/cards/lm/comparison.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study card
 
 # ------------------------------------------------------------ real_model
@@ -251,13 +278,15 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/workers.py attnlab/models/__init__.py attnlab/models/causal_lm.py \
 	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/compute.py \
-	attnlab/studies/lm_proxy/study.py attnlab/training/__init__.py attnlab/training/optim.py \
+	attnlab/studies/lm_proxy/study.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
+	attnlab/sweeps/lm_tables.py attnlab/training/__init__.py attnlab/training/optim.py \
 	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/answers.py attnlab/studies/lm_proxy/figure.py \
-	attnlab/studies/lm_proxy/report.py attnlab/studies/lm_proxy/study.py results/14_lm_curves.csv \
+	attnlab/studies/lm_proxy/report.py attnlab/studies/lm_proxy/study.py \
+	attnlab/sweeps/__init__.py attnlab/sweeps/lm_tables.py results/14_lm_curves.csv \
 	results/14_lm_ownership.csv results/14_lm_sweep.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study lm_proxy
 

@@ -1,7 +1,8 @@
 """The card from Python: ``attnlab.card(mechanism)`` runs experiment 11's battery on a
 ``Mechanism``, a plain function ``logits(q, k)`` or a reference, and returns its tables
-and verdicts as pandas objects; with ``out_dir`` it writes the files the script writes
-(the same CSVs, byte for byte, for the same mechanism and settings)."""
+and verdicts as pandas objects (``task="lm"``: in experiment 14's language model); with
+``out_dir`` it writes the files the script writes (the same CSVs, byte for byte, for the
+same mechanism and settings). ``task_parts`` and ``task_problem`` serve the script too."""
 
 from __future__ import annotations
 
@@ -14,16 +15,44 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism, refusal
-from attnlab.core.references import load_mechanism
+from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism
+from attnlab.core.references import load_mechanism, recall_refusal
 from attnlab.harness import cli
 from attnlab.studies.card import store
 from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
+from attnlab.studies.card.lm import lm_card_config, lm_total_work, run_lm_cards
+from attnlab.studies.card.lm_report import lm_card_markdown
 from attnlab.studies.card.report import card_markdown
+from attnlab.studies.card.store import LM, RECALL
 from attnlab.studies.card.verdicts import Card
 
-#: The baselines of a card unless told otherwise (the script's ``--against``).
-AGAINST = ("scaled", "unscaled")
+#: The baselines of a card unless told otherwise (the script's ``--against``), per task.
+AGAINST = {RECALL: ("scaled", "unscaled"), LM: ("scaled",)}
+
+
+def task_parts(task: str, quick: bool, seed: int) -> tuple:
+    """``(config, run, total_work)`` of a card on ``task``: its configuration at the
+    defaults or ``quick``'s from ``seed``, the function that computes its cards
+    (``run(config, plan, on_progress, jobs)``) and its progress units."""
+    if task == LM:
+        return lm_card_config(quick, seed), run_lm_cards, lm_total_work
+    config = dataclasses.replace(QUICK if quick else CardConfig(), seed=seed)
+    return config, run_cards, total_work
+
+
+def task_problem(reference: str | Mechanism, task: str, config) -> str | None:
+    """Why ``task`` cannot run the mechanism ``reference`` names, in one line (None: it
+    can): the recall task has no positions or heads (``recall_refusal``); the language
+    model needs one value per head of every per-head vector at each of its widths."""
+    mechanism = load_mechanism(reference)
+    if task == RECALL:
+        return recall_refusal(mechanism)
+    for d_model in config.widths:
+        try:
+            mechanism.head_values(config.lm.d_head, d_model // config.lm.d_head)
+        except MechanismError as err:
+            return f"{err} (d_model {d_model})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -43,18 +72,21 @@ class CardReport:
 
 def card(
     mechanism: Mechanism | Callable | str,
-    against: Sequence[Mechanism | str] | str = AGAINST,
+    against: Sequence[Mechanism | str] | str | None = None,
     quick: bool = False,
     seed: int = 0,
     out_dir: Path | str | None = None,
     name: str | None = None,
     progress: bool = True,
     committed: Path | None = None,
+    task: str = RECALL,
 ) -> CardReport:
     """The card of ``mechanism`` (a ``Mechanism``, a function ``logits(q, k)``, named
     ``name`` or its ``__name__``, or a reference ``load_mechanism`` resolves) against the
-    baselines ``against`` (references or Mechanisms; a string is split at commas), at the
-    script's default settings or ``quick``'s, from ``seed``.
+    baselines ``against`` (references or Mechanisms; a string is split at commas; default
+    ``AGAINST[task]``), at the script's default settings or ``quick``'s, from ``seed``, on
+    ``task``: ``"recall"`` (the card) or ``"lm"`` (experiment 14's language model, the
+    tables in ``lm/``).
 
     Baselines that are built-ins are read from their committed cards in ``committed``
     (default: this repository's ``results/cards/``) when the settings match, as the
@@ -64,22 +96,25 @@ def card(
     without it. Raises ``MechanismError`` or ``MechanismReferenceError`` (one line naming
     the mechanism and the cause) before any work."""
     target = mechanism if isinstance(mechanism, str) else as_mechanism(mechanism, name)
+    if task not in AGAINST:
+        raise ValueError(f"card: task must be one of {list(AGAINST)}, got {task!r}")
+    against = AGAINST[task] if against is None else against
     baselines = against.split(",") if isinstance(against, str) else list(against)
+    config, run, work = task_parts(task, quick, seed)
     for reference in [target, *baselines]:
-        loaded = load_mechanism(reference)
-        if loaded.needs_positions():  # the card trains the recall task: no positions
-            raise MechanismError(refusal(loaded, loaded.needs_positions()))
-    config = dataclasses.replace(QUICK if quick else CardConfig(), seed=seed)
+        if problem := task_problem(reference, task, config):
+            raise MechanismError(problem)
     folder = cli.REPO_ROOT / cli.RESULTS_DIR / store.CARDS if committed is None else committed
-    plan = store.plan_cards(config, [target], baselines, Path(folder))
+    plan = store.plan_cards(config, [target], baselines, Path(folder), task)
     cli.configure_jax()
     started = time.perf_counter()
-    with tqdm(total=total_work(config, plan.computed), desc="card", disable=not progress) as bar:
-        (result,) = run_cards(config, plan, bar.update)
+    with tqdm(total=work(config, plan.computed), desc="card", disable=not progress) as bar:
+        (result,) = run(config, plan, bar.update)
     wall = time.perf_counter() - started
     shown = target if isinstance(target, str) else target.name
     command = f"attnlab.card({shown}, against={[store.reference_text(b) for b in baselines]}"
-    command += f"{', quick=True' if quick else ''}, seed={seed})"
+    command += f"{', quick=True' if quick else ''}, seed={seed}"
+    command += f", task={task!r})" if task != RECALL else ")"
     written = None
     if out_dir is not None:
         out_dir = Path(out_dir)
@@ -89,13 +124,14 @@ def card(
             "against": [store.reference_text(b) for b in baselines],
             "quick": quick,
             "seed": seed,
+            "task": task,
             "card_settings": config.settings(),
         }
         with cli.staged_outputs(out_dir) as stage:
-            store.write_cards([result], stage, flags, wall, command, True, config.quick)
-        written = out_dir / store.card_folder(target, committed=True)
+            store.write_cards([result], stage, flags, wall, command, True, config.quick, task)
+        written = out_dir / store.card_folder(target, committed=True) / store.TASK_FOLDER[task]
     read_from = {b: str(f) for b, f in result.read_from.items()}
-    text = card_markdown(result.card, result.verdicts, result.name,
-                         store.reference_text(target), command, read_from,
-                         config.quick)  # fmt: skip
+    markdown = lm_card_markdown if task == LM else card_markdown
+    text = markdown(result.card, result.verdicts, result.name, store.reference_text(target),
+                    command, read_from, config.quick)  # fmt: skip
     return CardReport(result.name, result.card, result.verdicts, text, written)

@@ -44,7 +44,7 @@ from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_wei
 from attnlab.harness.workers import Piece, run_pieces
 from attnlab.studies.card.headroom import SIGMAS
 from attnlab.studies.card.precision import precision_frame
-from attnlab.studies.card.store import CardPlan, CardResult, read_card
+from attnlab.studies.card.store import CardPlan, CardResult, in_order, merge_cards, only, read_card
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
 from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
@@ -400,23 +400,3 @@ def run_cards(
         read_from = {b: plan.reused[b] for b in baselines if b in plan.reused}
         results.append(CardResult(name, reference, card, table, read_from))
     return results
-
-
-def merge_cards(cards: Sequence[Card]) -> Card:
-    """The tables of several cards concatenated, table by table."""
-    return Card(
-        *(pd.concat([getattr(c, f) for c in cards], ignore_index=True) for f in Card._fields)
-    )
-
-
-def in_order(frame: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
-    """``frame``'s rows of the mechanisms ``names``, in that order (stable within one)."""
-    order = {n: i for i, n in enumerate(names)}
-    rows = frame[frame.mechanism.isin(names)]
-    rank = rows.mechanism.map(order)
-    return rows.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
-
-
-def only(card: Card, names: Sequence[str]) -> Card:
-    """``card``'s rows of the mechanisms ``names``, in that order."""
-    return Card(*(in_order(getattr(card, f), names) for f in Card._fields))

@@ -10,8 +10,9 @@ import pandas as pd
 
 from attnlab.harness.tables import Tables
 from attnlab.studies.card.headroom import headroom
+from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LM_DRIFT, LM_LOGITS, LM_OWNER
 from attnlab.studies.card.sensitivity import sensitivity
-from attnlab.studies.card.study import COMPARISON_CSV
+from attnlab.studies.card.study import COMPARISON_CSV, LM_COMPARISON_CSV
 from attnlab.studies.card.verdicts import (
     DRIFT_ALPHA,
     DRIFT_VERDICT,
@@ -345,15 +346,35 @@ def comparison_markdown(verdicts: pd.DataFrame, owner: bool = False) -> str:
     return "\n".join(_table(header, rows)) + "\n"
 
 
-def _comparison(tables: Tables) -> pd.DataFrame:
-    """``cards/comparison.csv``: one row per (mechanism, verdict)."""
-    return tables.get(COMPARISON_CSV, ["mechanism", "verdict", "rule", "value", "passed"])
+def _comparison(tables: Tables, csv: str = COMPARISON_CSV) -> pd.DataFrame:
+    """``cards/comparison.csv`` (or ``cards/lm/comparison.csv``): one row per (mechanism,
+    verdict)."""
+    return tables.get(csv, ["mechanism", "verdict", "rule", "value", "passed"])
+
+
+def _rules(verdicts: pd.DataFrame) -> list[str]:
+    return [f"- *{r.verdict}*: {r.rule}." for r in verdicts.drop_duplicates("verdict").itertuples()]
+
+
+def lm_closing_lines(verdicts: pd.DataFrame) -> list[str]:
+    """The closing question in the language model, one line per mechanism of ``verdicts``
+    (``cards/lm/comparison.csv``): the owner per layer, drift, logits at the top rate."""
+    lines = []
+    for name, g in verdicts.groupby("mechanism", sort=False):
+        by = g.set_index("verdict")
+        owner, drift, logits = (by.loc[v] for v in (LM_OWNER.verdict, LM_DRIFT.verdict,
+                                                    LM_LOGITS.verdict))  # fmt: skip
+        lines.append(
+            f"- **{name}**: {owner.value}; after {DRIFT_FACTOR:g}x the best rate "
+            f"{_mark(drift.passed, drift.value)} ({drift.value}); largest logit at the top "
+            f"rate {logits.value}."
+        )
+    return lines
 
 
 def section(tables: Tables) -> str:
     """The report's section: the comparison of every built-in's card (``make cards``)."""
     verdicts = _comparison(tables)
-    rules = verdicts.drop_duplicates("verdict")
     lines = [
         "## Mechanism cards (experiment 11)",
         "",
@@ -374,24 +395,58 @@ def section(tables: Tables) -> str:
         "",
         "Rules:",
         "",
-        *(f"- *{r.verdict}*: {r.rule}." for r in rules.itertuples()),
+        *_rules(verdicts),
     ]
+    if tables.has(LM_COMPARISON_CSV):
+        lm = _comparison(tables, LM_COMPARISON_CSV)
+        lines += [
+            "",
+            "### In a language model (`--task lm`)",
+            "",
+            "The same question asked of experiment 14's byte-level causal LM, trained at "
+            "five peak rates and two widths (rotary positions; ALiBi with none, as Press et "
+            "al.), by `make cards`; each card is `results/cards/NAME/lm/card.md`. Per layer "
+            "of the widest model at its best rate, who owns the temperature:",
+            "",
+            *lm_closing_lines(lm),
+            "",
+            comparison_markdown(lm).rstrip(),
+            "",
+            "Rules:",
+            "",
+            *_rules(lm),
+        ]
     return "\n".join(lines)
 
 
 def readme(tables: Tables) -> str:
     """README's block: one line per built-in, who owns its temperature and every verdict
-    (among them: holds after drift, stable at high learning rates)."""
-    return comparison_markdown(_comparison(tables), owner=True).rstrip()
+    (among them: holds after drift, stable at high learning rates), the language model's
+    verdicts (``LM: ...``) beside the recall task's; — where a task cannot run it."""
+    recall = _comparison(tables)
+    if not tables.has(LM_COMPARISON_CSV):
+        return comparison_markdown(recall, owner=True).rstrip()
+    lm = _comparison(tables, LM_COMPARISON_CSV)
+    both = pd.concat([recall, lm], ignore_index=True)
+    names = list(dict.fromkeys([*recall.mechanism, *lm.mechanism]))
+    columns = list(dict.fromkeys(both.verdict))
+    rows = []
+    for n in names:
+        g = both[both.mechanism == n].set_index("verdict")
+        owner = _owner(g.value[OWNER_VERDICT]) if OWNER_VERDICT in g.index else "—"
+        rows.append([n, owner, *(_mark(g.passed[c], g.value[c]) if c in g.index else "—"
+                                 for c in columns)])  # fmt: skip
+    return "\n".join(_table(["mechanism", "owner", *columns], rows))
+
+
+def _verdicts_held(verdicts: pd.DataFrame) -> str:
+    """How many verdicts each mechanism passes, of how many."""
+    held = (
+        f"{m} {int(g.passed.astype(float).fillna(0).sum())}/{len(g)}"
+        for m, g in verdicts.groupby("mechanism", sort=False)
+    )
+    return ", ".join(held) + " verdicts hold"
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).
-HEADLINES = {
-    COMPARISON_CSV: lambda f: (
-        ", ".join(
-            f"{m} {int(g.passed.astype(float).fillna(0).sum())}/{len(g)}"
-            for m, g in f.groupby("mechanism", sort=False)
-        )
-        + " verdicts hold"
-    ),
-}
+HEADLINES = {csv: _verdicts_held for csv in (COMPARISON_CSV, LM_COMPARISON_CSV)}

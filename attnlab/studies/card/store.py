@@ -22,12 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pandas as pd
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin, load_mechanism
 from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
 from attnlab.studies.card.figure import draw_card
+from attnlab.studies.card.lm_report import lm_card_markdown
+from attnlab.studies.card.lm_verdicts import LMCard
 from attnlab.studies.card.report import card_markdown, comparison_markdown
 from attnlab.studies.card.verdicts import Card
 
@@ -37,6 +40,11 @@ Reference = str | Mechanism
 CARDS = Path("cards")
 #: Inside ``CARDS``: every card but the built-ins' committed ones (git ignores it in results/).
 USER = "user"
+#: The card's tasks: the recall task of experiment 04, the language model of experiment 14.
+RECALL, LM = "recall", "lm"
+#: Inside a card's folder, where each task's tables are (the recall card's at its top).
+TASK_FOLDER = {RECALL: "", LM: "lm"}
+TABLES = {RECALL: Card, LM: LMCard}
 
 
 class CardSettings(Protocol):
@@ -96,24 +104,29 @@ def write_cards(
     command: str,
     committed: bool,
     quick: bool = False,
+    task: str = RECALL,
 ) -> list[Path]:
-    """Write every card of ``results`` into ``out_dir`` (``card_folder``'s folders): its
-    tables, ``verdicts.csv`` (each with a sidecar of ``flags`` and ``wall``), ``card.png``/
-    ``.pdf`` and ``card.md`` (naming ``command``; ``quick``: a ``--quick`` card, said in its
-    first line); with several, ``comparison.csv``/``.md`` (``comparison_folder``). Returns
-    the cards' folders, in order."""
+    """Write every card of ``results`` into ``out_dir`` (``card_folder``'s folders, and
+    their ``lm/`` for the language model's): its tables, ``verdicts.csv`` (each with a
+    sidecar of ``flags`` and ``wall``), the recall card's ``card.png``/``.pdf``, and
+    ``card.md`` (naming ``command``; ``quick``: a ``--quick`` card, said in its first line);
+    with several, ``comparison.csv``/``.md`` (``comparison_folder``, ``/ lm``). Returns the
+    cards' folders, in order."""
     folders = []
     for result in results:
-        folder = out_dir / card_folder(result.reference, committed)
+        folder = out_dir / card_folder(result.reference, committed) / TASK_FOLDER[task]
         folder.mkdir(parents=True)
         for field in result.card._fields:
             write_result(getattr(result.card, field), folder / f"{field}.csv", flags, wall)
         write_result(result.verdicts, folder / "verdicts.csv", flags, wall)
-        draw_card(result.card, result.name, folder)
         read_from = {b: str(f) for b, f in result.read_from.items()}
-        reference = reference_text(result.reference)
-        text = card_markdown(result.card, result.verdicts, result.name, reference, command,
-                             read_from, quick)  # fmt: skip
+        arguments = (result.card, result.verdicts, result.name, reference_text(result.reference),
+                     command, read_from, quick)  # fmt: skip
+        if task == LM:
+            text = lm_card_markdown(*arguments)
+        else:
+            draw_card(result.card, result.name, folder)
+            text = card_markdown(*arguments)
         (folder / "card.md").write_text(text, encoding="utf-8")
         folders.append(folder)
     if len(results) > 1:
@@ -121,6 +134,7 @@ def write_cards(
             [r.verdicts[r.verdicts.mechanism == r.name] for r in results], ignore_index=True
         )
         where = out_dir / comparison_folder([r.reference for r in results], committed)
+        where = where / TASK_FOLDER[task]
         where.mkdir(parents=True, exist_ok=True)
         write_result(comparison, where / "comparison.csv", flags, wall)
         (where / "comparison.md").write_text(comparison_markdown(comparison), encoding="utf-8")
@@ -144,10 +158,12 @@ def plan_cards(
     targets: Sequence[Reference],
     against: Sequence[Reference],
     committed: Path,
+    task: str = RECALL,
 ) -> CardPlan:
-    """The plan of carding ``targets`` against ``against``. A baseline that is not itself a
-    target is read from ``committed / NAME`` when it is the built-in of that name and that
-    card's settings equal ``config``'s. ``ValueError`` when two of the mechanisms share a
+    """The plan of carding ``targets`` against ``against`` on ``task``. A baseline that is
+    not itself a target is read from its committed card (``committed / NAME``, ``/ lm`` for
+    the language model) when it is the built-in of that name and that card's settings equal
+    ``config``'s. ``ValueError`` when two of the mechanisms share a
     name (a card tells its rows apart by name)."""
     targets, against = tuple(dict.fromkeys(targets)), tuple(dict.fromkeys(against))
     everything = list(dict.fromkeys(targets + against))
@@ -166,30 +182,33 @@ def plan_cards(
     reused = {}
     for reference in against:
         mechanism = load_mechanism(reference)
-        folder = committed / mechanism.name
+        folder = committed / mechanism.name / TASK_FOLDER[task]
         if (
             reference not in targets
             and is_builtin(mechanism)
-            and same_settings(config, card_settings(folder))
+            and same_settings(config, card_settings(folder, TABLES[task]))
         ):
             reused[mechanism.name] = folder
     computed = tuple(r for r in everything if load_mechanism(r).name not in reused)
     return CardPlan(targets, against, computed, reused)
 
 
-def read_card(folder: Path, columns_of: Callable[[str], Sequence[str]] = lambda _: ()) -> Card:
-    """The tables of the card in ``folder`` (``DataError`` naming a missing file)."""
+def read_card(
+    folder: Path, columns_of: Callable[[str], Sequence[str]] = lambda _: (), tables: type = Card
+) -> Card | LMCard:
+    """The tables (``Card``, or ``LMCard``) of the card in ``folder`` (``DataError`` naming
+    a missing file)."""
     made_by = "python experiments/11_mechanism_card.py"
-    return Card(
-        *(read_csv_checked(folder / f"{f}.csv", columns_of(f), made_by) for f in Card._fields)
+    return tables(
+        *(read_csv_checked(folder / f"{f}.csv", columns_of(f), made_by) for f in tables._fields)
     )
 
 
-def card_settings(folder: Path) -> dict | None:
-    """The ``card_settings`` recorded in the sidecars of the card in ``folder``, if every
-    table has the same."""
+def card_settings(folder: Path, tables: type = Card) -> dict | None:
+    """The ``card_settings`` recorded in the sidecars of the card in ``folder`` (its tables
+    ``Card``'s or ``LMCard``'s), if every table has the same."""
     found = []
-    for name in Card._fields:
+    for name in tables._fields:
         path = sidecar_path(folder / f"{name}.csv")
         if not path.is_file() or not (folder / f"{name}.csv").is_file():
             return None
@@ -200,3 +219,31 @@ def card_settings(folder: Path) -> dict | None:
 def same_settings(config: CardSettings, recorded: dict | None) -> bool:
     """Whether ``recorded`` (a sidecar's ``card_settings``) equals ``config.settings()``."""
     return recorded is not None and recorded == json.loads(json.dumps(config.settings()))
+
+
+Tables = Card | LMCard
+
+
+def merge_cards(cards: Sequence[Tables]) -> Tables:
+    """The tables of several cards (all ``Card`` or all ``LMCard``) concatenated, table by
+    table."""
+    kind = type(cards[0])
+    return kind(
+        *(pd.concat([getattr(c, f) for c in cards], ignore_index=True) for f in kind._fields)
+    )
+
+
+def in_order(frame: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """``frame``'s rows of the mechanisms ``names``, in that order (stable within one); a
+    table with no rows at all (no ``mechanism`` column) as it is."""
+    if "mechanism" not in frame:
+        return frame
+    order = {n: i for i, n in enumerate(names)}
+    rows = frame[frame.mechanism.isin(names)]
+    rank = rows.mechanism.map(order)
+    return rows.iloc[np.argsort(rank.to_numpy(), kind="stable")].reset_index(drop=True)
+
+
+def only(card: Tables, names: Sequence[str]) -> Tables:
+    """``card``'s rows of the mechanisms ``names``, in that order."""
+    return type(card)(*(in_order(getattr(card, f), names) for f in card._fields))

@@ -22,14 +22,23 @@ BUILTIN_NAMES = (
     "softpick",
     "cosine_tau",
 )
+#: The language model's three built-ins beyond those (``attnlab.core.positional``), which
+#: the recall task cannot run: they read positions and heads.
+POSITIONAL_NAMES = ("alibi", "ssmax_causal", "log_length")
 #: Every card of a run side by side (``make cards``: every built-in).
 COMPARISON_CSV = "cards/comparison.csv"
+#: The same for the language-model cards (``--task lm``).
+LM_COMPARISON_CSV = "cards/lm/comparison.csv"
 
 STUDY = Study(
     "card",
     9,
     {
         COMPARISON_CSV: Output("11_mechanism_card.py"),
+        LM_COMPARISON_CSV: Output(
+            "11_mechanism_card.py",
+            arguments="--task lm --mechanism " + " ".join(BUILTIN_NAMES + POSITIONAL_NAMES),
+        ),
     },
     figures=("fig10_cards",),
     arguments="--mechanism " + " ".join(BUILTIN_NAMES),

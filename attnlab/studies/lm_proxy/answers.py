@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.studies.lm_proxy.study import BOUNDED, DEGRADED_BY, GROWN
+from attnlab.sweeps.lm_tables import lr_sensitivity
 
 #: (b): the rank correlation of max logit with the rate that counts as "grows with it".
 RISING = 0.8
@@ -40,23 +41,6 @@ class Answer:
     label: str
     holds: bool
     detail: str
-
-
-def lr_sensitivity(sweep: pd.DataFrame) -> pd.DataFrame:
-    """Wortsman et al.'s LR sensitivity per mechanism and width (over the mean of seeds):
-    ``E_eta[min(l(eta), l_0) - l*]``, ``l_0`` the initial loss and ``l*`` the best over the
-    rates; a non-finite loss counts as ``l_0``. With the best rate and loss."""
-    rows = []
-    for (mechanism, d_model), cell in sweep.groupby(["mechanism", "d_model"], sort=False):
-        by_rate = cell.groupby("lr")[["final_val_loss", "initial_val_loss"]].mean()
-        final = by_rate.final_val_loss.where(np.isfinite(by_rate.final_val_loss), np.inf)
-        capped = np.minimum(final, by_rate.initial_val_loss)
-        rows.append({
-            "mechanism": mechanism, "d_model": int(d_model),
-            "lr_sensitivity": float((capped - capped.min()).mean()),
-            "best_lr": float(capped.idxmin()), "best_loss": float(capped.min()),
-        })  # fmt: skip
-    return pd.DataFrame(rows)
 
 
 def _spearman(x: pd.Series, y: pd.Series) -> float:

@@ -97,10 +97,22 @@ class LMConfig:
 
 
 class Split(NamedTuple):
-    """A text's bytes: the training part and the held-out windows ``[eval_windows, T+1]``."""
+    """A text's bytes: the training part, the held-out windows ``[eval_windows, T+1]`` and
+    the held-out part whole (``held_out_windows`` cuts windows of other lengths from it)."""
 
     train: np.ndarray
     held_out: np.ndarray
+    rest: np.ndarray
+
+
+def held_out_windows(rest: np.ndarray, window: int, count: int) -> np.ndarray:
+    """``count`` windows ``[count, window]`` of ``rest`` at evenly spaced offsets, from its
+    first byte to its last whole window (they overlap where ``count * window`` exceeds
+    it); a ``ValueError`` if ``rest`` is shorter than one window."""
+    if len(rest) < window:
+        raise ValueError(f"the held-out part has {len(rest)} bytes, fewer than a window {window}")
+    starts = np.linspace(0, len(rest) - window, count).round().astype(int)
+    return np.stack([rest[s : s + window] for s in starts])
 
 
 def split_text(tokens: np.ndarray, config: LMConfig) -> Split:
@@ -115,8 +127,7 @@ def split_text(tokens: np.ndarray, config: LMConfig) -> Split:
             f"the text has {len(tokens)} bytes; its training and held-out parts must each "
             f"hold a window of seq_len + 1 = {window} bytes"
         )
-    starts = np.linspace(0, len(rest) - window, config.eval_windows).round().astype(int)
-    return Split(train, np.stack([rest[s : s + window] for s in starts]))
+    return Split(train, held_out_windows(rest, window, config.eval_windows), rest)
 
 
 def sample_windows(key: jax.Array, train: jax.Array, batch_size: int, length: int) -> jax.Array:

@@ -1,0 +1,167 @@
+"""The card's language-model task (``--task lm``): a mechanism trained in experiment 14's
+causal LM (``attnlab.training.tasks.lm``) at a few learning rates and two widths, read as
+the card reads the recall task.
+
+Per mechanism and width, every rate of ``lrs`` is a lane of one compiled program
+(``train_lanes``), and the card keeps (``attnlab.sweeps.lm``):
+
+- *lm_sweep*: one row per lane: held-out loss at step 0 and at the end (nats per byte, mean
+  and SE over windows), the largest attention logit per layer over training;
+- *lm_ownership*: per layer and head, at the best rate and at ``drift_factor`` times it,
+  the logit scale and the ownership elasticity of the trained weights;
+- *lm_lengths*: the held-out loss of the best rate's model on sequences ``length_factors``
+  times its training length.
+
+Positions: rotary (Wortsman et al. 2023's proxy) for every mechanism, except one whose
+logits read the key's position (``k_pos``: a relative bias of its own, as ALiBi), which is
+trained with none, as Press et al. 2022 train ALiBi (``LMCardConfig.positions_for``).
+Learned absolute positions would leave length generalisation unmeasurable: they have no
+rows past the training length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import load_mechanism
+from attnlab.core.text import byte_tokens, read_text
+from attnlab.harness.workers import Piece, Progress, run_pieces
+from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard, lm_verdicts_frame
+from attnlab.studies.card.store import CardPlan, CardResult, merge_cards, only, read_card
+from attnlab.sweeps.lm import length_rows, ownership_rows, sweep_rows
+from attnlab.sweeps.lm_tables import best_lane_rates
+from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
+
+#: Declared before any run. Rates: experiment 14's half-decade grid without its lowest
+#: (1e-3 is never best there), so that the best rate and ten times it are both swept.
+LM_RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+#: Two widths at head width 16 (2 and 4 heads).
+LM_WIDTHS = (32, 64)
+#: Lengths the trained model reads, as multiples of its training length.
+LENGTH_FACTORS = (1, 2, 4)
+
+
+@dataclass(frozen=True)
+class LMCardConfig:
+    """What a language-model card trains. ``lm``: experiment 14's set-up at 300 steps with
+    rotary positions (its ``d_model`` replaced by each of ``widths``); ``text_sha256``:
+    the text's checksum (the standard library's prose differs between Python versions, and
+    so would the numbers); ``quick``: a ``--quick`` card."""
+
+    lm: LMConfig = field(default_factory=lambda: LMConfig(steps=300, warmup=30, positions="rotary"))
+    widths: tuple[int, ...] = LM_WIDTHS
+    lrs: tuple[float, ...] = LM_RATES
+    length_factors: tuple[int, ...] = LENGTH_FACTORS
+    drift_factor: float = DRIFT_FACTOR
+    seed: int = 0
+    text_sha256: str = ""
+    quick: bool = False
+
+    def settings(self) -> dict:
+        """Everything that decides a card's numbers but the mechanisms."""
+        return dataclasses.asdict(self)
+
+    def positions_for(self, mechanism: Mechanism) -> str:
+        """``none`` for a mechanism whose logits read ``k_pos``, else ``lm.positions``."""
+        return "none" if "k_pos" in mechanism.asks else self.lm.positions
+
+    def width(self, d_model: int, mechanism: Mechanism) -> LMConfig:
+        return dataclasses.replace(self.lm, d_model=d_model,
+                                   positions=self.positions_for(mechanism))  # fmt: skip
+
+
+@cache
+def _text() -> tuple[np.ndarray, str]:
+    """The card's text (the standard library's prose) as bytes, and its SHA-256."""
+    source = read_text(None)
+    return byte_tokens(source.text), source.sha256
+
+
+def lm_card_config(quick: bool = False, seed: int = 0) -> LMCardConfig:
+    """The defaults (or ``QUICK``'s) with ``seed`` and this Python's text checksum."""
+    base = LM_QUICK if quick else LMCardConfig()
+    return dataclasses.replace(base, seed=seed, text_sha256=_text()[1])
+
+
+#: ``--quick``: one width, three rates, 150 steps (about a minute for a mechanism and its
+#: baseline); the drift verdict is undetermined where ten times the best rate is not swept.
+LM_QUICK = LMCardConfig(
+    lm=LMConfig(steps=150, warmup=15, positions="rotary", eval_windows=64),
+    widths=(32,),
+    lrs=(3e-3, 3e-2, 3e-1),
+    quick=True,
+)
+
+
+def lm_cell(
+    config: LMCardConfig, reference: str, d_model: int, on_progress: Progress = None
+) -> LMCard:
+    """One mechanism at one width: every rate a lane (one seed, ``config.seed``), and the
+    three tables of the module docstring."""
+    mechanism = load_mechanism(reference)
+    lm = config.width(d_model, mechanism)
+    tokens, _ = _text()
+    split = split_text(tokens, lm)
+    result = train_lanes(lm, mechanism, list(config.lrs), [config.seed], split, on_progress)
+    sweep = sweep_rows(result)
+    sweep.insert(2, "positions", lm.positions)
+    ownership = ownership_rows(result, sweep, split, mechanism, config.drift_factor)
+    best, _ = best_lane_rates(sweep, config.drift_factor)
+    lengths = length_rows(result, best, split, mechanism, config.length_factors)
+    return LMCard(sweep, ownership, lengths)
+
+
+def lm_card_pieces(config: LMCardConfig, references: Sequence[str]) -> list[Piece]:
+    """One piece per (mechanism, width); its units are its lane-steps (the progress bar's),
+    its cost those times ``(d_model / 64)^2``."""
+    units = len(config.lrs) * config.lm.steps
+    return [
+        Piece(lm_cell, (config, reference, d), units, units * (d / 64) ** 2)
+        for reference in references
+        for d in config.widths
+    ]
+
+
+def lm_card_tables(
+    config: LMCardConfig, references: Sequence, on_progress: Progress = None, jobs: int = 1
+) -> LMCard:
+    """Every table for ``references``, mechanism by mechanism, widths in order (the pieces
+    run by ``jobs`` workers; the tables do not depend on ``jobs``). A ``Mechanism`` object
+    among ``references`` runs here."""
+    if not all(isinstance(r, str) for r in references):
+        jobs = 1
+    cells = run_pieces(lm_card_pieces(config, references), jobs, on_progress)
+    return merge_cards(cells)
+
+
+def lm_total_work(config: LMCardConfig, references: Sequence) -> int:
+    """Progress units of ``lm_card_tables``."""
+    return sum(piece.units for piece in lm_card_pieces(config, references))
+
+
+def run_lm_cards(
+    config: LMCardConfig, plan: CardPlan, on_progress: Progress = None, jobs: int = 1
+) -> list[CardResult]:
+    """The language-model cards of ``plan.targets``, each with its baselines' rows (read
+    from their committed cards where ``plan.reused`` says, else trained here by ``jobs``
+    workers) and its verdicts."""
+    cards = [only(read_card(folder, tables=LMCard), [name]) for name, folder in plan.reused.items()]
+    if plan.computed:
+        cards.append(lm_card_tables(config, plan.computed, on_progress, jobs))
+    tables = merge_cards(cards)
+    results = []
+    for reference in plan.targets:
+        name = load_mechanism(reference).name
+        baselines = [load_mechanism(r).name for r in plan.against]
+        baselines = [b for b in baselines if b != name]
+        card = only(tables, [name, *baselines])
+        table = lm_verdicts_frame(card, [name, *baselines])
+        read_from = {b: plan.reused[b] for b in baselines if b in plan.reused}
+        results.append(CardResult(name, reference, card, table, read_from))
+    return results

@@ -1,0 +1,243 @@
+"""The language-model card's verdicts (``attnlab.studies.card.lm``): each a stated rule over
+its tables that can fail, *yes*, *no* or *undetermined* as the recall card's
+(``attnlab.studies.card.verdicts``). Pandas only.
+
+The closing question asked of a model researchers train: who owns the temperature in
+each layer of the trained LM, whether it holds when the rate that trained it is
+``drift_factor`` times larger, whether the logits stay bounded at high rates (Wortsman et
+al. 2023), and whether the model reads sequences longer than it was trained on (Press et al.
+2022). ``loss`` is the held-out cross-entropy in nats per byte; *best* is the rate of the
+lowest held-out loss at a width. Ownership, drift and length are read at the widest width.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from attnlab.studies.card.verdicts import Rule, Verdict, owner_words
+from attnlab.sweeps.lm_tables import best_lane_rates, lr_sensitivity
+
+#: The drift of the closing question: the same model at the best rate and at this multiple.
+DRIFT_FACTOR = 10.0
+#: Standard errors of the difference a loss may exceed scaled's by and still be "as low".
+LOSS_SES = 2.0
+#: "Logits stay bounded": the largest attention logit over training, any layer, at the top
+#: rate, below this (experiment 14's BOUNDED; Wortsman et al. mark divergence at 1e4).
+LOGIT_BOUND = 1e2
+#: "Holds after the drift": each layer's median logit scale grows at most this factor
+#: (experiment 14's HOLDS_WITHIN).
+HOLDS_WITHIN = 2.0
+#: "Generalises to longer sequences": the loss at each longer length at most this many nats
+#: per byte above the loss at the training length.
+LENGTH_TOLERANCE = 0.05
+
+
+class LMCard(NamedTuple):
+    """The tables of one language-model card (``attnlab.studies.card.lm``); each is written
+    as ``<field>.csv`` in the card's ``lm/`` folder."""
+
+    lm_sweep: pd.DataFrame
+    lm_ownership: pd.DataFrame
+    lm_lengths: pd.DataFrame
+
+
+def _rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    return frame[frame.mechanism == name] if "mechanism" in frame else frame.iloc[:0]
+
+
+def _widest(card: LMCard, name: str) -> int | None:
+    rows = _rows(card.lm_sweep, name)
+    return int(rows.d_model.max()) if not rows.empty else None
+
+
+def _best(rows: pd.DataFrame) -> tuple[float, float]:
+    """The lowest mean held-out loss over the rates of one width, and its SE."""
+    by_rate = rows.groupby("lr")[["final_val_loss", "final_val_loss_se"]].mean()
+    finite = by_rate[np.isfinite(by_rate.final_val_loss)]
+    if finite.empty:
+        return math.inf, math.nan
+    best = finite.final_val_loss.idxmin()
+    return float(finite.final_val_loss[best]), float(finite.final_val_loss_se[best])
+
+
+LM_LOSS = Rule(
+    "LM: held-out loss as low as scaled's",
+    f"the best rate's held-out loss at most scaled's + {LOSS_SES:g} SE of the difference "
+    "(windows' SEs), at every width",
+)
+
+
+def lm_loss_as_low(card: LMCard, name: str) -> Verdict:
+    own, scaled = _rows(card.lm_sweep, name), _rows(card.lm_sweep, "scaled")
+    if own.empty or scaled.empty:
+        return LM_LOSS.says("no rows for it or for scaled", None)
+    parts, passed = [], True
+    for d, rows in own.groupby("d_model"):
+        theirs = scaled[scaled.d_model == d]
+        if theirs.empty:
+            return LM_LOSS.says(f"scaled not trained at d_model {d}", None)
+        (mine, se1), (ref, se2) = _best(rows), _best(theirs)
+        if not math.isfinite(ref):
+            return LM_LOSS.says(f"scaled diverged at every rate at d_model {d}", None)
+        parts.append(f"d {d}: {mine:.3f} vs {ref:.3f}")
+        passed &= mine <= ref + LOSS_SES * math.hypot(se1, se2)
+    return LM_LOSS.says("; ".join(parts), bool(passed))
+
+
+LM_HIGH_LR = Rule(
+    "LM: stable at high learning rates",
+    "Wortsman et al.'s LR sensitivity E_eta[min(l(eta), l0) - l*] at most scaled's + "
+    f"{LOSS_SES:g} SE (the best losses' windows), at every width",
+)
+
+
+def lm_stable_at_high_lr(card: LMCard, name: str) -> Verdict:
+    own, scaled = _rows(card.lm_sweep, name), _rows(card.lm_sweep, "scaled")
+    if own.empty or scaled.empty:
+        return LM_HIGH_LR.says("no rows for it or for scaled", None)
+    if own.lr.nunique() < 2:
+        return LM_HIGH_LR.says("fewer than two rates", None)
+    table = lr_sensitivity(pd.concat([own, scaled])).set_index(["mechanism", "d_model"])
+    parts, passed = [], True
+    for d, rows in own.groupby("d_model"):
+        if (("scaled", d)) not in table.index:
+            return LM_HIGH_LR.says(f"scaled not trained at d_model {d}", None)
+        mine, ref = table.lr_sensitivity[name, d], table.lr_sensitivity["scaled", d]
+        se = math.hypot(_best(rows)[1], _best(scaled[scaled.d_model == d])[1])
+        parts.append(f"d {d}: {mine:.3f} vs {ref:.3f}")
+        passed &= mine <= ref + LOSS_SES * se
+    return LM_HIGH_LR.says("; ".join(parts), bool(passed))
+
+
+LM_LOGITS = Rule(
+    "LM: logits bounded at the top rate",
+    f"the largest attention logit over training, any layer, at the top rate below "
+    f"{LOGIT_BOUND:g} at every width (Wortsman et al.'s attention-logit growth)",
+)
+
+
+def lm_logits_bounded(card: LMCard, name: str) -> Verdict:
+    rows = _rows(card.lm_sweep, name)
+    if rows.empty:
+        return LM_LOGITS.says("no rows", None)
+    layers = [c for c in rows.columns if c.startswith("max_attn_logit_layer")]
+    parts, worst = [], 0.0
+    for d, g in rows.groupby("d_model"):
+        top = g[g.lr == g.lr.max()]
+        largest = float(np.nanmax(top[layers].to_numpy(float), initial=-np.inf))
+        largest = math.inf if not np.isfinite(largest) or top.diverged_step.ge(0).any() else largest
+        parts.append(f"d {d}: {largest:.3g} at {g.lr.max():g}")
+        worst = max(worst, largest)
+    return LM_LOGITS.says("; ".join(parts), bool(worst < LOGIT_BOUND))
+
+
+def _layers(card: LMCard, name: str, weights: str) -> pd.DataFrame:
+    """Per layer at the widest width, the median over heads and seeds of the ownership
+    table's columns, for the ``best`` or ``drifted`` weights."""
+    rows = _rows(card.lm_ownership, name)
+    d = _widest(card, name)
+    rows = rows[(rows.d_model == d) & (rows.weights == weights)] if not rows.empty else rows
+    columns = ["logit_scale", "elasticity_1", "elasticity_8"]
+    return rows.groupby("layer")[columns].median() if not rows.empty else rows
+
+
+def lm_owner_words(e_start: float, e_drifted: float) -> str:
+    """The owner of one layer's temperature from its elasticity at ``alpha = 1`` and at the
+    largest ``alpha`` (``owner_words``), where an elasticity between the two bounds that
+    *rises* with ``alpha`` is a fixed term sharing the spread with the weights (a bias,
+    ALiBi's), not a cap: ``shared``."""
+    words = owner_words(e_start, e_drifted)
+    return "shared" if words == "cap" and e_drifted > e_start else words
+
+
+LM_OWNER = Rule(
+    "LM: the weights do not own the temperature in any layer",
+    "per layer at the best rate, widest width: the median elasticity e over heads of the "
+    "logits' scale to q, k -> alpha q, alpha k names the owner (e >= 1.5 at alpha 1 and 8: "
+    "weights; <= 0.5: mechanism; falling from 2: a cap; between and rising: shared)",
+)
+
+
+def lm_owner(card: LMCard, name: str) -> Verdict:
+    layers = _layers(card, name, "best")
+    if layers.empty:
+        return LM_OWNER.says("no ownership rows", None)
+    owners = {
+        int(layer): lm_owner_words(r.elasticity_1, r.elasticity_8) for layer, r in layers.iterrows()
+    }
+    value = "; ".join(
+        f"layer {layer}: {owners[layer]} (e {r.elasticity_1:.2f})" for layer, r in layers.iterrows()
+    )
+    return LM_OWNER.says(value, all(o != "weights" for o in owners.values()))
+
+
+LM_DRIFT = Rule(
+    "LM: holds its temperature after the weights drift",
+    f"each layer's median logit scale (within-row std) at {DRIFT_FACTOR:g}x the best rate "
+    f"within a factor {HOLDS_WITHIN:g} of the best rate's, widest width; undetermined where "
+    f"{DRIFT_FACTOR:g}x the best rate is not swept",
+)
+
+
+def lm_holds_after_drift(card: LMCard, name: str) -> Verdict:
+    best, drifted = _layers(card, name, "best"), _layers(card, name, "drifted")
+    if best.empty:
+        return LM_DRIFT.says("no ownership rows", None)
+    if drifted.empty:
+        rows = _rows(card.lm_sweep, name)
+        rate, _ = best_lane_rates(rows[rows.d_model == _widest(card, name)], DRIFT_FACTOR)
+        return LM_DRIFT.says(f"best rate {rate:g}: {DRIFT_FACTOR:g}x it not swept", None)
+    growth = drifted.logit_scale / best.logit_scale
+    value = "; ".join(f"layer {layer}: x{g:.3g}" for layer, g in growth.items())
+    return LM_DRIFT.says(value, bool((growth <= HOLDS_WITHIN).all()))
+
+
+LM_LENGTH = Rule(
+    "LM: generalises to longer sequences",
+    "the best rate's model, widest width, on held-out sequences 2x and 4x its training "
+    f"length: loss at most {LENGTH_TOLERANCE:g} nats per byte above the training length's "
+    "(Press et al. 2022); undetermined with learned positions",
+)
+
+
+def lm_length_generalises(card: LMCard, name: str) -> Verdict:
+    rows = _rows(card.lm_lengths, name)
+    if rows.empty:
+        return LM_LENGTH.says(
+            "no lengths read (learned positions end at the training length)", None
+        )
+    rows = rows[rows.d_model == rows.d_model.max()]
+    by_factor = rows.groupby("factor").loss.mean()
+    if 1 not in by_factor.index or len(by_factor) < 2:
+        return LM_LENGTH.says("no longer length read", None)
+    base = by_factor[1]
+    rise = by_factor.drop(1) - base
+    value = f"{rows.positions.iloc[0]} positions: loss {base:.3f} at 1x; " + ", ".join(
+        f"{by_factor[f]:.3f} at {f}x ({rise[f]:+.3f})" for f in rise.index
+    )
+    return LM_LENGTH.says(value, bool((rise <= LENGTH_TOLERANCE).all()))
+
+
+LM_VERDICTS: tuple[Callable[[LMCard, str], Verdict], ...] = (
+    lm_loss_as_low,
+    lm_stable_at_high_lr,
+    lm_logits_bounded,
+    lm_owner,
+    lm_holds_after_drift,
+    lm_length_generalises,
+)
+
+
+def lm_verdicts_frame(card: LMCard, names: list[str]) -> pd.DataFrame:
+    """One row per (mechanism, verdict): ``verdict, rule, value, passed``."""
+    rows = [
+        {"mechanism": name, **check(card, name)._asdict()}
+        for name in names
+        for check in LM_VERDICTS
+    ]
+    return pd.DataFrame(rows)

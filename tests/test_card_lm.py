@@ -1,0 +1,151 @@
+"""The card's language-model task (attnlab.studies.card.lm, ``--task lm``): the positions
+each mechanism trains with, a tiny card end to end (tables, verdicts, files, a baseline read
+back from a written card), and bad input refused with one line before any work."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+
+from attnlab.core.positional import POSITIONAL
+from attnlab.core.references import load_mechanism
+from attnlab.core.temperature import BUILTINS
+from attnlab.harness import cli
+from attnlab.studies.card import lm, store
+from attnlab.studies.card.lm_verdicts import LM_VERDICTS, LMCard
+from attnlab.training.tasks.lm import LMConfig
+
+#: A card that compiles and runs in seconds: d_model 16 (2 heads of 8), 4 steps, two rates
+#: ten apart, lengths 1x and 2x.
+TINY = lm.LMCardConfig(
+    lm=LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=4, steps=4, warmup=1,
+                chunk_steps=2, eval_windows=8, positions="rotary"),
+    widths=(16,), lrs=(1e-2, 1e-1), length_factors=(1, 2), quick=True,
+)  # fmt: skip
+ALIBI_FILE = """\
+import jax.numpy as jnp
+
+def logits(q, k, q_pos, k_pos, head, n_heads):
+    d = q.shape[-1]
+    slope = 2.0 ** (-8.0 * (head + 1) / n_heads)
+    z = jnp.einsum("...qd,...kd->...qk", q, k) / jnp.sqrt(jnp.float32(d))
+    return z - slope * (q_pos - k_pos)
+"""
+
+
+def test_a_mechanism_with_a_position_bias_trains_without_positions(tmp_path):
+    (tmp_path / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
+    users = load_mechanism(f"{tmp_path}/my_alibi.py:logits")
+    config = lm.LMCardConfig()
+    assert config.positions_for(users) == "none" == config.positions_for(POSITIONAL["alibi"])
+    for name in ("scaled", "qk_norm"):
+        assert config.positions_for(BUILTINS[name]) == "rotary"
+    # SSMax by position reads q_pos (its row length), not where a key sits: rotary.
+    assert config.positions_for(POSITIONAL["ssmax_causal"]) == "rotary"
+    assert config.width(64, users) == dataclasses.replace(config.lm, d_model=64, positions="none")
+
+
+def test_the_settings_name_the_text():
+    assert lm.lm_card_config().text_sha256 == lm._text()[1] != ""
+    assert lm.lm_card_config(quick=True).settings()["quick"] is True
+
+
+@pytest.fixture(scope="module")
+def tiny_cards():
+    plan = store.CardPlan(("alibi",), ("scaled",), ("alibi", "scaled"), {})
+    return lm.run_lm_cards(TINY, plan)
+
+
+def test_a_tiny_card_has_every_table_and_verdict(tiny_cards):
+    (result,) = tiny_cards
+    card = result.card
+    assert isinstance(card, LMCard) and result.name == "alibi"
+    assert list(dict.fromkeys(card.lm_sweep.mechanism)) == ["alibi", "scaled"]
+    assert dict(zip(card.lm_sweep.mechanism, card.lm_sweep.positions, strict=True)) == {
+        "alibi": "none", "scaled": "rotary"}  # fmt: skip
+    assert len(card.lm_sweep) == 2 * len(TINY.lrs)
+    assert set(card.lm_lengths.factor) == {1, 2}
+    assert set(card.lm_ownership.weights) <= {"best", "drifted"}
+    assert len(result.verdicts) == 2 * len(LM_VERDICTS)
+    length = result.verdicts.set_index(["mechanism", "verdict"]).passed
+    assert length["alibi", "LM: generalises to longer sequences"] in (True, False)
+
+
+def test_a_written_card_is_read_back_as_a_baseline(tiny_cards, tmp_path):
+    flags = {"card_settings": TINY.settings()}
+    store.write_cards(tiny_cards, tmp_path, flags, 1.0, "cmd", True, True, store.LM)
+    folder = tmp_path / "cards" / "alibi" / "lm"
+    names = sorted(p.name for p in folder.iterdir() if p.suffix != ".json")
+    assert names == ["card.md", "lm_lengths.csv", "lm_ownership.csv", "lm_sweep.csv",
+                     "verdicts.csv"]  # fmt: skip
+    assert not (tmp_path / "cards" / "alibi" / "statics.csv").exists()
+    text = (folder / "card.md").read_text(encoding="utf-8")
+    assert text.startswith("# Quick language-model card: alibi")
+    for rule in tiny_cards[0].verdicts.rule.unique():
+        assert rule in text
+    read = store.read_card(folder, tables=LMCard)
+    pd.testing.assert_frame_equal(read.lm_sweep, tiny_cards[0].card.lm_sweep, check_dtype=False)
+    plan = store.plan_cards(TINY, ["scaled"], ["alibi"], tmp_path / "cards", store.LM)
+    assert plan.reused == {"alibi": folder} and plan.computed == ("scaled",)
+    other = dataclasses.replace(TINY, lrs=(1e-2,))
+    assert store.plan_cards(other, ["scaled"], ["alibi"], tmp_path / "cards", store.LM).reused == {}
+
+
+@pytest.fixture
+def script(load_script, monkeypatch, tmp_path):
+    monkeypatch.setattr(lm, "LM_QUICK", TINY)
+    monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "committed")  # no committed cards
+    return load_script("11_mechanism_card")
+
+
+PER_HEAD = (
+    "import attnlab, jax.numpy as jnp\n"
+    "tau = attnlab.Mechanism('tau', lambda q, k, t: t * jnp.einsum('...qd,...kd->...qk', q, k),"
+    " params={'t': lambda d: [0.25, 0.25, 0.25]}, per_head=('t',))\n"
+    "def extra(q, k, temperature):\n"
+    "    return temperature * jnp.einsum('...qd,...kd->...qk', q, k)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["--task", "lm", "--mechanism", "{dir}/mine.py:tau"], "--mechanism: mechanism 'tau'"),
+        (["--task", "lm", "--mechanism", "{dir}/mine.py:extra"], "temperature"),
+        (["--mechanism", "alibi"], "needs q_pos, k_pos, head, n_heads"),
+        (["--mechanism", "scaled", "--against", "alibi"], "--against: mechanism 'alibi'"),
+        (["--task", "text", "--mechanism", "scaled"], "--task"),
+    ],
+    ids=["per-head-length", "unknown-argument", "positions-on-recall", "baseline", "task"],
+)
+def test_bad_input_is_one_line_and_writes_nothing(script, run_main, tmp_path, capsys, argv, says):
+    (tmp_path / "mine.py").write_text(PER_HEAD, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [a.format(dir=tmp_path) for a in argv] + ["--quick", "--quiet", "--out-dir", str(out)]
+    assert run_main(script, argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    assert not any(out.iterdir())
+
+
+@pytest.mark.slow  # a tiny card of two mechanisms through the script
+def test_a_users_alibi_gets_a_language_model_card(script, run_main, tmp_path):
+    (tmp_path / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--task", "lm", "--mechanism", f"{tmp_path}/my_alibi.py:logits", "--quick",
+            "--quiet", "--out-dir", str(out)]  # fmt: skip
+    assert run_main(script, argv) == 0
+    folder = out / "cards" / "user" / "my_alibi.logits" / "lm"
+    verdicts = pd.read_csv(folder / "verdicts.csv")
+    assert set(verdicts.mechanism) == {"logits", "scaled"}  # --against defaults to scaled
+    mine = verdicts[verdicts.mechanism == "logits"].set_index("verdict")
+    assert mine.value["LM: generalises to longer sequences"].startswith("none positions")
+    sidecar = json.loads((folder / "lm_sweep.json").read_text(encoding="utf-8"))
+    assert sidecar["flags"]["task"] == "lm"
+    settings = lm.lm_card_config(quick=True).settings()  # TINY's, with this text's checksum
+    assert sidecar["flags"]["card_settings"] == json.loads(json.dumps(settings))

@@ -1,0 +1,141 @@
+"""The language-model card's verdicts, each shown on both sides on hand-made tables."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnlab.studies.card import lm_verdicts as v
+from attnlab.studies.card.lm_verdicts import LMCard
+
+RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+
+
+def sweep(name, losses, logits=(5.0,) * 5, d=64, se=0.01, l0=5.5, positions="rotary"):
+    """One width's sweep rows: a held-out loss and a largest logit per rate."""
+    return [
+        {"mechanism": name, "d_model": d, "positions": positions, "lr": lr, "seed": 0,
+         "initial_val_loss": l0, "final_val_loss": loss, "final_val_loss_se": se,
+         "max_attn_logit_layer0": logit, "max_attn_logit_layer1": logit / 2,
+         "diverged_step": -1}
+        for lr, loss, logit in zip(RATES, losses, logits, strict=True)
+    ]  # fmt: skip
+
+
+def ownership(name, weights, lr, e1, e8, scale, d=64, layers=2, heads=4):
+    return [
+        {"mechanism": name, "d_model": d, "seed": 0, "weights": weights, "layer": layer,
+         "head": head, "lr": lr, "logit_scale": scale, "elasticity_1": e1,
+         "elasticity_8": e8, "owner": "x"}
+        for layer in range(layers) for head in range(heads)
+    ]  # fmt: skip
+
+
+def lengths(name, losses, positions="rotary", d=64):
+    return [
+        {"mechanism": name, "d_model": d, "seed": 0, "lr": 1e-2, "positions": positions,
+         "factor": f, "length": 64 * f, "windows": 50, "loss": loss, "loss_se": 0.01}
+        for f, loss in zip((1, 2, 4), losses, strict=True)
+    ]  # fmt: skip
+
+
+def card(sweep_rows=(), ownership_rows=(), length_rows=()):
+    return LMCard(pd.DataFrame(list(sweep_rows)), pd.DataFrame(list(ownership_rows)),
+                  pd.DataFrame(list(length_rows)))  # fmt: skip
+
+
+SCALED = sweep("scaled", (2.3, 2.1, 2.4, 2.8, 3.0))
+
+
+def test_loss_as_low_as_scaled_both_sides():
+    # 2 SE of the difference of two losses with SE 0.01 each: 0.0283 nats.
+    close = card(SCALED + sweep("m", (2.3, 2.125, 2.4, 2.8, 3.0)))
+    far = card(SCALED + sweep("m", (2.3, 2.135, 2.4, 2.8, 3.0)))
+    assert v.lm_loss_as_low(close, "m").passed is True
+    assert v.lm_loss_as_low(far, "m").passed is False
+    assert v.lm_loss_as_low(card(sweep("m", (2.0,) * 5)), "m").passed is None
+
+
+def test_loss_reads_every_width():
+    other = sweep("scaled", (2.5,) * 5, d=32) + sweep("m", (2.7,) * 5, d=32)
+    assert v.lm_loss_as_low(card(SCALED + sweep("m", (2.0,) * 5) + other), "m").passed is False
+
+
+def test_high_lr_stability_both_sides():
+    # scaled: capped excess over the best (2.1): (0.2, 0, 0.3, 0.7, 0.9) -> 0.42.
+    flat = card(SCALED + sweep("m", (2.2, 2.1, 2.15, 2.2, 2.25)))
+    steep = card(SCALED + sweep("m", (2.3, 2.1, 2.6, 3.2, 3.5)))
+    assert v.lm_stable_at_high_lr(flat, "m").passed is True
+    assert v.lm_stable_at_high_lr(steep, "m").passed is False
+
+
+def test_a_diverged_rate_counts_as_the_initial_loss():
+    diverged = sweep("m", (2.2, 2.1, 2.15, 2.2, math.nan))
+    value = v.lm_stable_at_high_lr(card(SCALED + diverged), "m").value
+    # (0.1 + 0 + 0.05 + 0.1 + (5.5 - 2.1)) / 5 = 0.73
+    assert "0.730" in value
+
+
+def test_logits_bounded_both_sides():
+    bounded = card(sweep("m", (2.0,) * 5, logits=(3, 4, 5, 8, 99)))
+    grown = card(sweep("m", (2.0,) * 5, logits=(3, 4, 5, 8, 101)))
+    assert v.lm_logits_bounded(bounded, "m").passed is True
+    assert v.lm_logits_bounded(grown, "m").passed is False
+    rows = sweep("m", (2.0,) * 5, logits=(3, 4, 5, 8, 9))
+    rows[-1]["diverged_step"] = 12
+    assert v.lm_logits_bounded(card(rows), "m").passed is False
+
+
+@pytest.mark.parametrize(
+    "e1, e8, words, passed",
+    [
+        (2.0, 2.0, "weights", False),
+        (0.0, 0.0, "mechanism", True),
+        (1.9, 0.2, "cap", True),
+        (1.1, 2.0, "shared", True),
+    ],
+)
+def test_owner_names_each_owner(e1, e8, words, passed):
+    table = card(SCALED, ownership("scaled", "best", 1e-2, e1, e8, 1.0))
+    verdict = v.lm_owner(table, "scaled")
+    assert verdict.passed is passed and f"layer 1: {words}" in verdict.value
+
+
+def test_owner_reads_the_widest_width():
+    rows = ownership("m", "best", 1e-2, 0.0, 0.0, 1.0, d=64)
+    rows += ownership("m", "best", 1e-2, 2.0, 2.0, 1.0, d=32)
+    table = card(sweep("m", (2.0,) * 5, d=32) + sweep("m", (2.0,) * 5), rows)
+    assert v.lm_owner(table, "m").passed is True
+
+
+def test_holds_after_drift_both_sides():
+    best = ownership("m", "best", 1e-2, 2.0, 2.0, 3.0)
+    held = card(sweep("m", (2.0,) * 5), best + ownership("m", "drifted", 1e-1, 2.0, 2.0, 6.0))
+    lost = card(sweep("m", (2.0,) * 5), best + ownership("m", "drifted", 1e-1, 2.0, 2.0, 6.1))
+    assert v.lm_holds_after_drift(held, "m").passed is True
+    assert v.lm_holds_after_drift(lost, "m").passed is False
+    at_edge = card(sweep("m", (3, 3, 3, 2, 3)), ownership("m", "best", 1e-1, 2.0, 2.0, 3.0))
+    verdict = v.lm_holds_after_drift(at_edge, "m")
+    assert verdict.passed is None and "not swept" in verdict.value
+
+
+def test_length_generalisation_both_sides():
+    assert v.lm_length_generalises(card(length_rows=lengths("m", (2.0, 1.99, 2.05))), "m").passed
+    longer = card(length_rows=lengths("m", (2.0, 1.99, 2.051)))
+    assert v.lm_length_generalises(longer, "m").passed is False
+    learned = v.lm_length_generalises(card(sweep("m", (2.0,) * 5)), "m")
+    assert learned.passed is None and "learned positions" in learned.value
+
+
+def test_every_verdict_is_a_row_per_mechanism():
+    table = card(
+        SCALED + sweep("m", (2.0,) * 5),
+        ownership("m", "best", 1e-2, 0.0, 0.0, 1.0) + ownership("scaled", "best", 1e-2, 2, 2, 1),
+        lengths("m", (2.0, 2.0, 2.0)),
+    )
+    frame = v.lm_verdicts_frame(table, ["m", "scaled"])
+    assert len(frame) == 2 * len(v.LM_VERDICTS)
+    assert list(frame.columns) == ["mechanism", "verdict", "rule", "value", "passed"]
+    assert frame.verdict.nunique() == len(v.LM_VERDICTS)
+    assert np.all(frame.rule.str.len() > 20)
