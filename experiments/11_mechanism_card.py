@@ -42,8 +42,7 @@ from attnlab.core.references import mechanism_reference, mechanism_references
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.studies import headline
-from attnlab.studies.card import store
-from attnlab.studies.card.api import AGAINST, task_parts, task_problem
+from attnlab.studies.card import api, store
 from attnlab.studies.card.store import CARDS, LM, RECALL
 
 #: One result CSV per part of the run: --help says how long they took.
@@ -89,12 +88,12 @@ def build_parser():
 
 
 def run(args):
-    args.against = against = args.against or list(AGAINST[args.task])
-    config, run_cards, total_work = task_parts(args.task, args.quick, args.seed)
+    args.against = against = args.against or list(api.AGAINST[args.task])
+    config, run_cards, total_work = api.task_parts(args.task, args.quick, args.seed)
     cli.check_seeds(args.seed, 1 if args.task == LM else config.training.seeds, "--seed")
     for flag, references in (("--mechanism", args.mechanism), ("--against", against)):
         for reference in references:
-            if problem := task_problem(reference, args.task, config):
+            if problem := api.task_problem(reference, args.task, config):
                 raise cli.UsageError(f"{flag}: {problem}")
     # The built-ins' committed cards are written by `make cards` (every built-in, at the
     # defaults) or on purpose (--out-dir); any other card at the default place goes to

@@ -25,7 +25,12 @@ pytestmark = pytest.mark.skipif(
 
 def known_answers() -> dict[tuple[str, str], bool]:
     """``(mechanism, verdict) -> predicted`` from the README table (— cells left out)."""
-    text = README.read_text(encoding="utf-8").split("## Known answers", 1)[1]
+    return predicted_cells(README.read_text(encoding="utf-8").split("## Known answers", 1)[1])
+
+
+def predicted_cells(text: str) -> dict[tuple[str, str], bool]:
+    """``(mechanism, verdict) -> predicted`` of the first table in ``text``: a row per
+    verdict, a column per mechanism, cells starting yes or no (others left out)."""
     lines = [line for line in text.splitlines() if line.startswith("|")]
     names = [c.strip() for c in lines[0].strip("|").split("|")][1:]
     out = {}

@@ -9,6 +9,7 @@ import json
 
 import pandas as pd
 import pytest
+from test_experiments_lm_proxy import ALIBI_FILE
 
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.references import load_mechanism
@@ -25,15 +26,6 @@ TINY = lm.LMCardConfig(
                 chunk_steps=2, eval_windows=8, positions="rotary"),
     widths=(16,), lrs=(1e-2, 1e-1), length_factors=(1, 2), quick=True,
 )  # fmt: skip
-ALIBI_FILE = """\
-import jax.numpy as jnp
-
-def logits(q, k, q_pos, k_pos, head, n_heads):
-    d = q.shape[-1]
-    slope = 2.0 ** (-8.0 * (head + 1) / n_heads)
-    z = jnp.einsum("...qd,...kd->...qk", q, k) / jnp.sqrt(jnp.float32(d))
-    return z - slope * (q_pos - k_pos)
-"""
 
 
 def test_a_mechanism_with_a_position_bias_trains_without_positions(tmp_path):

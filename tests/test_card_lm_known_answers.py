@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_card_known_answers import predicted_cells
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "attnlab" / "studies" / "card" / "README.md"
@@ -26,15 +27,7 @@ def _section(heading: str) -> str:
 
 def predictions() -> dict[tuple[str, str], bool]:
     """``(mechanism, verdict) -> predicted`` from the README table (— cells left out)."""
-    lines = [line for line in _section(PREDICTIONS).splitlines() if line.startswith("|")]
-    names = [c.strip() for c in lines[0].strip("|").split("|")][1:]
-    out = {}
-    for line in lines[2:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        for name, cell in zip(names, cells[1:], strict=True):
-            if cell.startswith(("yes", "no")):
-                out[name, cells[0]] = cell.startswith("yes")
-    return out
+    return predicted_cells(_section(PREDICTIONS))
 
 
 def listed() -> set[tuple[str, str]]:

@@ -19,7 +19,7 @@ from test_card_compute import TINY, USER_FILE
 
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import BUILTINS
-from attnlab.studies.card import store
+from attnlab.studies.card import api, store
 from attnlab.studies.card.verdicts import Card
 
 
@@ -191,8 +191,8 @@ def _fake_computation(script, monkeypatch) -> None:
             for r in plan.targets
         ]
 
-    monkeypatch.setattr(script, "run_cards", run_cards)
-    monkeypatch.setattr(script, "total_work", lambda *a: 1)
+    monkeypatch.setattr(api, "run_cards", run_cards)  # the script's, through api.task_parts
+    monkeypatch.setattr(api, "total_work", lambda *a: 1)
     monkeypatch.setattr(store, "draw_card", lambda card, name, folder: None)
     monkeypatch.setattr(store, "card_markdown", lambda *a: "card\n")
     monkeypatch.setattr(store, "comparison_markdown", lambda *a: "comparison\n")

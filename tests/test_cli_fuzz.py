@@ -515,8 +515,8 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         },
         "11_mechanism_card": {
             "store.plan_cards": lambda *a: SimpleNamespace(targets=("scaled",), computed=()),
-            "total_work": lambda *a: 1,
-            "run_cards": lambda *a: [
+            "api.total_work": lambda *a: 1,
+            "api.run_cards": lambda *a: [
                 SimpleNamespace(
                     name=name,
                     reference=name,

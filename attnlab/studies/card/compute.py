@@ -44,7 +44,14 @@ from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_wei
 from attnlab.harness.workers import Piece, run_pieces
 from attnlab.studies.card.headroom import SIGMAS
 from attnlab.studies.card.precision import precision_frame
-from attnlab.studies.card.store import CardPlan, CardResult, in_order, merge_cards, only, read_card
+from attnlab.studies.card.store import (
+    CardPlan,
+    CardResult,
+    card_results,
+    in_order,
+    merge_cards,
+    reused_cards,
+)
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
 from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
@@ -387,16 +394,6 @@ def run_cards(
 ) -> list[CardResult]:
     """The cards of ``plan.targets``, each with its baselines' rows and its verdicts
     (computed by ``jobs`` workers: ``card_tables``)."""
-    cards = [only(read_card(folder), [name]) for name, folder in plan.reused.items()]
+    cards = reused_cards(plan)
     cards.append(card_tables(config, plan.computed, on_progress, jobs))
-    tables = merge_cards(cards)
-    results = []
-    for reference in plan.targets:
-        name = load_mechanism(reference).name
-        baselines = [load_mechanism(r).name for r in plan.against]
-        baselines = [b for b in baselines if b != name]
-        card = only(tables, [name, *baselines])
-        table = verdicts_frame(card, [name, *baselines])
-        read_from = {b: plan.reused[b] for b in baselines if b in plan.reused}
-        results.append(CardResult(name, reference, card, table, read_from))
-    return results
+    return card_results(plan, merge_cards(cards), verdicts_frame)

@@ -33,7 +33,7 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, read_text
 from attnlab.harness.workers import Piece, Progress, run_pieces
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard, lm_verdicts_frame
-from attnlab.studies.card.store import CardPlan, CardResult, merge_cards, only, read_card
+from attnlab.studies.card.store import CardPlan, CardResult, card_results, merge_cards, reused_cards
 from attnlab.sweeps.lm import length_rows, ownership_rows, sweep_rows
 from attnlab.sweeps.lm_tables import best_lane_rates
 from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
@@ -151,17 +151,7 @@ def run_lm_cards(
     """The language-model cards of ``plan.targets``, each with its baselines' rows (read
     from their committed cards where ``plan.reused`` says, else trained here by ``jobs``
     workers) and its verdicts."""
-    cards = [only(read_card(folder, tables=LMCard), [name]) for name, folder in plan.reused.items()]
+    cards = reused_cards(plan, LMCard)
     if plan.computed:
         cards.append(lm_card_tables(config, plan.computed, on_progress, jobs))
-    tables = merge_cards(cards)
-    results = []
-    for reference in plan.targets:
-        name = load_mechanism(reference).name
-        baselines = [load_mechanism(r).name for r in plan.against]
-        baselines = [b for b in baselines if b != name]
-        card = only(tables, [name, *baselines])
-        table = lm_verdicts_frame(card, [name, *baselines])
-        read_from = {b: plan.reused[b] for b in baselines if b in plan.reused}
-        results.append(CardResult(name, reference, card, table, read_from))
-    return results
+    return card_results(plan, merge_cards(cards), lm_verdicts_frame)

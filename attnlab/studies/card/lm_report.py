@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard
-from attnlab.studies.card.report import QUICK_LINE, _table, verdict_lines
+from attnlab.studies.card.report import QUICK_LINE, _table, reused_lines, verdict_lines
 from attnlab.sweeps.lm_tables import lr_sensitivity
 
 
@@ -94,11 +94,7 @@ def lm_card_markdown(
         f"language-model card*). Made by `{command}`; every number below is read from this "
         "folder's CSVs.",
     ]
-    for baseline, where in reused.items():
-        lines.append(
-            f"The rows of `{baseline}` were read from `{where}`, whose settings equal this "
-            "card's (same text, initialisations and batches), not recomputed."
-        )
+    lines += reused_lines(reused, "same text, initialisations and batches")
     lines += [
         "",
         "## Verdicts",

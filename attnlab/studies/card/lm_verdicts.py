@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from attnlab.studies.card.verdicts import Rule, Verdict, owner_words
+from attnlab.studies.card.verdicts import Rule, Verdict, owner_words, verdicts_frame
 from attnlab.sweeps.lm_tables import best_lane_rates, lr_sensitivity
 
 #: The drift of the closing question: the same model at the best rate and at this multiple.
@@ -72,15 +72,22 @@ LM_LOSS = Rule(
 )
 
 
-def lm_loss_as_low(card: LMCard, name: str) -> Verdict:
+def _beside_scaled(card: LMCard, name: str) -> tuple[list, str | None]:
+    """``(d_model, its rows, scaled's rows)`` per width of its sweep, or why not."""
     own, scaled = _rows(card.lm_sweep, name), _rows(card.lm_sweep, "scaled")
     if own.empty or scaled.empty:
-        return LM_LOSS.says("no rows for it or for scaled", None)
+        return [], "no rows for it or for scaled"
+    pairs = [(int(d), rows, scaled[scaled.d_model == d]) for d, rows in own.groupby("d_model")]
+    missing = [d for d, _, theirs in pairs if theirs.empty]
+    return pairs, (f"scaled not trained at d_model {missing[0]}" if missing else None)
+
+
+def lm_loss_as_low(card: LMCard, name: str) -> Verdict:
+    pairs, problem = _beside_scaled(card, name)
+    if problem:
+        return LM_LOSS.says(problem, None)
     parts, passed = [], True
-    for d, rows in own.groupby("d_model"):
-        theirs = scaled[scaled.d_model == d]
-        if theirs.empty:
-            return LM_LOSS.says(f"scaled not trained at d_model {d}", None)
+    for d, rows, theirs in pairs:
         (mine, se1), (ref, se2) = _best(rows), _best(theirs)
         if not math.isfinite(ref):
             return LM_LOSS.says(f"scaled diverged at every rate at d_model {d}", None)
@@ -97,18 +104,17 @@ LM_HIGH_LR = Rule(
 
 
 def lm_stable_at_high_lr(card: LMCard, name: str) -> Verdict:
-    own, scaled = _rows(card.lm_sweep, name), _rows(card.lm_sweep, "scaled")
-    if own.empty or scaled.empty:
-        return LM_HIGH_LR.says("no rows for it or for scaled", None)
-    if own.lr.nunique() < 2:
+    pairs, problem = _beside_scaled(card, name)
+    if problem:
+        return LM_HIGH_LR.says(problem, None)
+    if _rows(card.lm_sweep, name).lr.nunique() < 2:
         return LM_HIGH_LR.says("fewer than two rates", None)
-    table = lr_sensitivity(pd.concat([own, scaled])).set_index(["mechanism", "d_model"])
+    both = pd.concat([_rows(card.lm_sweep, name), _rows(card.lm_sweep, "scaled")])
+    table = lr_sensitivity(both).set_index(["mechanism", "d_model"]).lr_sensitivity
     parts, passed = [], True
-    for d, rows in own.groupby("d_model"):
-        if (("scaled", d)) not in table.index:
-            return LM_HIGH_LR.says(f"scaled not trained at d_model {d}", None)
-        mine, ref = table.lr_sensitivity[name, d], table.lr_sensitivity["scaled", d]
-        se = math.hypot(_best(rows)[1], _best(scaled[scaled.d_model == d])[1])
+    for d, rows, theirs in pairs:
+        mine, ref = table[name, d], table["scaled", d]
+        se = math.hypot(_best(rows)[1], _best(theirs)[1])
         parts.append(f"d {d}: {mine:.3f} vs {ref:.3f}")
         passed &= mine <= ref + LOSS_SES * se
     return LM_HIGH_LR.says("; ".join(parts), bool(passed))
@@ -235,9 +241,4 @@ LM_VERDICTS: tuple[Callable[[LMCard, str], Verdict], ...] = (
 
 def lm_verdicts_frame(card: LMCard, names: list[str]) -> pd.DataFrame:
     """One row per (mechanism, verdict): ``verdict, rule, value, passed``."""
-    rows = [
-        {"mechanism": name, **check(card, name)._asdict()}
-        for name in names
-        for check in LM_VERDICTS
-    ]
-    return pd.DataFrame(rows)
+    return verdicts_frame(card, names, LM_VERDICTS)

@@ -219,6 +219,16 @@ def _widths_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
     ]
 
 
+def reused_lines(reused: Mapping[str, str], same: str) -> list[str]:
+    """One line per baseline whose rows were read from a committed card (``reused``:
+    baseline -> folder), saying what the equal settings make the same (``same``)."""
+    return [
+        f"The rows of `{baseline}` were read from `{where}`, whose settings equal this card's "
+        f"({same}), not recomputed."
+        for baseline, where in reused.items()
+    ]
+
+
 def card_markdown(
     card: Card,
     verdicts: pd.DataFrame,
@@ -241,11 +251,7 @@ def card_markdown(
         f"Mechanism `{reference}`, against {', '.join(names[1:]) or 'nothing'}. "
         f"Made by `{command}`; every number below is read from this folder's CSVs.",
     ]
-    for baseline, where in reused.items():
-        lines.append(
-            f"The rows of `{baseline}` were read from `{where}`, whose settings equal this "
-            "card's (same draws, seeds and data), not recomputed."
-        )
+    lines += reused_lines(reused, "same draws, seeds and data")
     lines += ["", "## Verdicts", "", *verdict_lines(verdicts, names), "", "![card](card.png)"]
     lines += [
         "",
@@ -356,6 +362,44 @@ def _rules(verdicts: pd.DataFrame) -> list[str]:
     return [f"- *{r.verdict}*: {r.rule}." for r in verdicts.drop_duplicates("verdict").itertuples()]
 
 
+#: Why a language-model verdict came out the same for every built-in, where it does.
+UNIFORM_WHY = {
+    "LM: stable at high learning rates": (
+        "its tolerance, 2 SE of the held-out losses' windows taken as independent, is wider "
+        "than any built-in's excess over scaled's sensitivity, though the windows are shared "
+        "(a paired SE would be narrower); where scaled and qk_norm part is *logits bounded*"
+    ),
+    "LM: holds its temperature after the weights drift": (
+        "where the mechanism bounds the logits (qk_norm, cosine attention, the caps) its own "
+        "learned gain or the cap's use still grows with the rate: bounded is not held"
+    ),
+}
+
+
+def lm_findings(verdicts: pd.DataFrame) -> list[str]:
+    """What the language-model verdicts cannot tell apart, read from them: verdicts with one
+    answer for every mechanism (and why, where known), and mechanisms with identical values
+    in every verdict."""
+    lines = []
+    for verdict, g in verdicts.groupby("verdict", sort=False):
+        marks = {_mark(p, v) for p, v in zip(g.passed, g.value, strict=True)}
+        if len(marks) == 1 and len(g) > 1:
+            why = UNIFORM_WHY.get(verdict, "")
+            lines.append(f"- *{verdict}* is {marks.pop()} for all {len(g)}" +
+                         (f": {why}." if why else "."))  # fmt: skip
+    values = verdicts.groupby("mechanism", sort=False).value.apply(tuple)
+    for names in values.groupby(values).groups.values():
+        if len(names) > 1:
+            lines.append(
+                f"- {' and '.join(f'**{n}**' for n in names)} give the same values in every "
+                "verdict: in a causal model the mask already gives each row its own length, "
+                "so SSMax's n is the query's position + 1 either way."
+                if {"ssmax", "ssmax_causal"} <= set(names)
+                else f"- {' and '.join(names)} give the same values in every verdict."
+            )
+    return ["What these verdicts cannot tell apart:", "", *lines] if lines else []
+
+
 def lm_closing_lines(verdicts: pd.DataFrame) -> list[str]:
     """The closing question in the language model, one line per mechanism of ``verdicts``
     (``cards/lm/comparison.csv``): the owner per layer, drift, logits at the top rate."""
@@ -411,6 +455,8 @@ def section(tables: Tables) -> str:
             *lm_closing_lines(lm),
             "",
             comparison_markdown(lm).rstrip(),
+            "",
+            *lm_findings(lm),
             "",
             "Rules:",
             "",

@@ -247,3 +247,25 @@ def in_order(frame: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
 def only(card: Tables, names: Sequence[str]) -> Tables:
     """``card``'s rows of the mechanisms ``names``, in that order."""
     return type(card)(*(in_order(getattr(card, f), names) for f in card._fields))
+
+
+def reused_cards(plan: CardPlan, kind: type = Card) -> list[Tables]:
+    """The rows of each baseline ``plan`` reads from its committed card (tables ``kind``)."""
+    return [only(read_card(folder, tables=kind), [name]) for name, folder in plan.reused.items()]
+
+
+def card_results(
+    plan: CardPlan, tables: Tables, verdicts_frame: Callable[[Tables, list[str]], pd.DataFrame]
+) -> list[CardResult]:
+    """Each target of ``plan``: its and its baselines' rows of ``tables`` (every mechanism's,
+    merged) and their ``verdicts_frame``."""
+    results = []
+    for reference in plan.targets:
+        name = load_mechanism(reference).name
+        baselines = [load_mechanism(r).name for r in plan.against]
+        baselines = [b for b in baselines if b != name]
+        card = only(tables, [name, *baselines])
+        table = verdicts_frame(card, [name, *baselines])
+        read_from = {b: plan.reused[b] for b in baselines if b in plan.reused}
+        results.append(CardResult(name, reference, card, table, read_from))
+    return results

@@ -426,9 +426,10 @@ VERDICTS: tuple[Callable[[Card, str], Verdict], ...] = (
 )
 
 
-def verdicts_frame(card: Card, names: list[str]) -> pd.DataFrame:
-    """One row per (mechanism, verdict): ``verdict, rule, value, passed``."""
+def verdicts_frame(card, names: list[str], checks: tuple[Callable, ...] = VERDICTS) -> pd.DataFrame:
+    """One row per (mechanism, verdict of ``checks``, in their order): ``verdict, rule,
+    value, passed``."""
     rows = [
-        {"mechanism": name, **check(card, name)._asdict()} for name in names for check in VERDICTS
+        {"mechanism": name, **check(card, name)._asdict()} for name in names for check in checks
     ]
     return pd.DataFrame(rows)
