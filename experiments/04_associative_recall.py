@@ -1,8 +1,8 @@
 """Experiment 04: associative recall, scaled vs unscaled attention (article 004, Figure 3).
 
-Trains the single-head model of attnlab.studies.recall on the recall task (16 key-value pairs over
-32 key and 32 value tokens, d_k = 256, Adam at 3e-4) for every seed, once with scaled and
-once with unscaled attention, from identical initialisations on identical data streams.
+Trains the single-head model of attnlab.training.model on the recall task (16 key-value
+pairs over 32 key and 32 value tokens, d_k = 256, Adam at 3e-4) for every seed, once with
+scaled and once with unscaled attention, from identical initialisations on identical data streams.
 Writes 04_recall_curves.csv (per step) and 04_recall_summary.csv (per variant and seed),
 each with a JSON sidecar, into --out-dir.
 """

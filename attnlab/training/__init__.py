@@ -12,6 +12,11 @@ rates as lanes); this package says *how*.
 ``summary``         training results -> curves and per-seed summary tables (milestones)
 ``readings``        the declared readings of the set-up the article leaves unstated
 ``flags``           the recall flags every training script shares
+``columns``         the recall tables' column names (no JAX: declarations import it)
+``lanes``           how the Trainer lays out its lanes in blocks for the compiled chunk
+``sweep``           a learning-rate and width sweep through the Trainer (10 and the card)
+``optim``           AdamW with warmup and cosine decay, clipping, z-loss (the language model)
+``tasks/lm``        the byte-level language-model task: data, loss, step, lanes of a sweep
 ==================  ==========================================================================
 
 This package's ``__init__`` imports nothing, so that a study's declaration can import

@@ -19,7 +19,8 @@ from attnlab.training.task import RecallTask
 @dataclass(frozen=True)
 class RecallConfig:
     """The recall demo. Defaults: the article's settings, and our reading of what it leaves
-    open (batch size, steps, widths, initialisation, smoothing); see this folder's README.md.
+    open (batch size, steps, widths, initialisation, smoothing); see
+    attnlab/studies/recall/README.md.
 
     ``slot``, ``init`` and ``bias`` choose the model's laws (``attnlab.training.model``):
     ``slot`` how a pair becomes a slot (concat ``[E_key[k]; E_val[v]]``, sum ``E_key[k] +
