@@ -301,11 +301,17 @@ def test_a_reserved_scalar_name_is_refused(name, field):
         Mechanism("reserved", lambda q, k, **theta: _einsum(q, k), **{field: {name: 1.0}})
 
 
-def test_the_reserved_names_hold_the_models_parameters():
-    from attnlab.core.mechanism import RESERVED_NAMES
+def test_the_reserved_prefixes_hold_every_models_parameters():
+    """Core names no model's parameters; every model's own names take a reserved form."""
+    from attnlab.core.mechanism import RESERVED_PREFIXES
+    from attnlab.models.causal_lm import CausalLM
     from attnlab.training.model import MODEL_PARAMS
 
-    assert set(MODEL_PARAMS) <= RESERVED_NAMES
+    lm = CausalLM(BUILTINS["scaled"], d_model=16, n_layers=1, n_heads=2, max_length=4)
+    params = lm.init(jax.random.key(0), jnp.zeros((1, 4), jnp.int32))["params"]
+    attention = params["h_0"]["attn"]  # where the LM stores a mechanism's scalars
+    for name in (*MODEL_PARAMS, *attention):
+        assert name.startswith(RESERVED_PREFIXES), name
 
 
 def test_logits_that_are_weights_only_with_other_weights_are_accepted():

@@ -51,8 +51,8 @@ Limits (what the API cannot express, and what ``check_mechanism`` refuses):
   cannot express (a ``weights`` over a stacked ``[2, ...]`` map would be the place).
 - Its learned and fixed values are scalars, each one number (or a function of ``d_k``
   giving one), except ``per_head`` params (one value per head, or a function of ``d_k``
-  giving a vector of ``n_heads``); named neither like the context nor like the model's
-  parameters (``RESERVED_NAMES``).
+  giving a vector of ``n_heads``); named neither like the context (``RESERVED_NAMES``)
+  nor like the models' parameters (``RESERVED_PREFIXES``: ``E_*``, ``W_*``, ``b_*``).
 - It is traced: ``jnp.where`` or ``jax.lax.cond``, not a Python ``if`` on an array;
   ``jax.numpy``, not numpy.
 """
@@ -82,15 +82,15 @@ SOFTPICK_EPS = 1e-8
 #: ``epsilon`` inside ``l2_normalize``'s square root.
 L2_EPS = 1e-6
 #: Names a mechanism's scalars cannot take: the context (``CONTEXT_ARGS``) and the recall
-#: model's own parameters (``attnlab.training.model.MODEL_PARAMS``), beside which the
-#: learned scalars are stored.
 #: The context a logits function may ask for by naming it in its signature.
 CONTEXT_ARGS = ("n", "q_pos", "k_pos", "head", "n_heads")
 #: The context only a model with positions and heads gives (the causal LM, not recall).
 POSITION_ARGS = ("q_pos", "k_pos", "head", "n_heads")
-RESERVED_NAMES = frozenset(
-    {*CONTEXT_ARGS, "E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"}
-)
+RESERVED_NAMES = frozenset(CONTEXT_ARGS)
+#: Every model of the suite names its own parameters ``E_*`` (embeddings), ``W_*``
+#: (weights) and ``b_*`` (biases), and stores a mechanism's learned scalars beside them:
+#: a scalar may not take a name of that form (the models declare their names themselves).
+RESERVED_PREFIXES = ("E_", "W_", "b_")
 #: How far a row of logits may be from summing to one and still "look like weights"
 #: (``check_mechanism``): a float32 sum of ``n`` terms in [0, 1] is within ``n`` eps of
 #: the exact sum, and weights of a softmax computed in float32 sum to 1 within a few eps;
@@ -210,11 +210,10 @@ def _as_scalars(value: Mapping[str, Initial] | Scalars, what: str) -> Scalars:
         name, initial = pair
         if not name.isidentifier():
             raise MechanismError(f"{what}: {name!r} is not a usable keyword name")
-        if name in RESERVED_NAMES:
+        if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
             raise MechanismError(
                 f"{what}: the name {name!r} is reserved (the context n, q_pos, k_pos, head, "
-                "n_heads and the "
-                "model's own parameters E_key, E_val, W_*, b_*); rename it"
+                "n_heads, and E_*, W_*, b_*: the models' own parameters); rename it"
             )
         if isinstance(initial, bool) or not (callable(initial) or isinstance(initial, int | float)):
             raise MechanismError(

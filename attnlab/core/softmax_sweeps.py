@@ -6,20 +6,19 @@ Jacobian sweep at their own row length.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
 import pandas as pd
 
 from attnlab.core.estimates import mean_and_sem
+from attnlab.core.progress import Progress
 from attnlab.core.sampling import Sampler, softmax_row_statistics
 
 #: d_k = 1, 2, 4, ..., 1024: the article's sweep.
 DEFAULT_DKS: tuple[int, ...] = tuple(2**i for i in range(11))
 
 #: A callback told how many trials (or samples) have just finished.
-Progress = Callable[[int], None] | None
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from attnlab.core.progress import Progress
 from attnlab.harness.cli import configure_jax
-
-Progress = Callable[[int], None] | None
 
 
 @dataclass(frozen=True)

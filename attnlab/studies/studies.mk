@@ -13,21 +13,22 @@ STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
-	attnlab/studies/statics/__init__.py attnlab/studies/statics/compute.py \
-	attnlab/studies/statics/study.py | $(STAMP)
+	attnlab/core/progress.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
+	attnlab/studies/statics/compute.py attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(SHARED) \
 	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
-	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/flags.py attnlab/studies/statics/study.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/core/progress.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
+	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
-	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
-	attnlab/studies/statics/study.py | $(STAMP)
+	attnlab/core/progress.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
+	attnlab/studies/statics/flags.py attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 $(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/core/curves.py attnlab/harness/figures.py attnlab/harness/tables.py \
@@ -69,12 +70,13 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	results/05_fold_check.csv results/05_sensitivity.csv &: experiments/05_remedies.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
 	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
-	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/studies/remedies/__init__.py \
+	attnlab/studies/remedies/compute.py attnlab/studies/remedies/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/remedies/__init__.py \
@@ -134,14 +136,14 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/parallel.py \
-	attnlab/core/positional.py attnlab/core/references.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/core/temperature.py \
-	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
-	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
+	attnlab/studies/widths/compute.py attnlab/studies/widths/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/sweep.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -201,11 +203,11 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
 	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
-	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
+	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/studies/card/__init__.py \
+	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
@@ -223,11 +225,11 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
 	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
-	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
+	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/studies/card/__init__.py \
+	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
@@ -274,13 +276,14 @@ LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
 results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
 	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/literature.py \
 	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/workers.py attnlab/models/__init__.py attnlab/models/causal_lm.py \
-	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/compute.py \
-	attnlab/studies/lm_proxy/study.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
-	attnlab/sweeps/lm_tables.py attnlab/training/__init__.py attnlab/training/optim.py \
-	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py | $(STAMP)
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/text.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/models/causal_lm.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/studies/lm_proxy/compute.py attnlab/studies/lm_proxy/study.py \
+	attnlab/sweeps/__init__.py attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py \
+	attnlab/training/__init__.py attnlab/training/optim.py attnlab/training/tasks/__init__.py \
+	attnlab/training/tasks/lm.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/lm_proxy/__init__.py \

@@ -79,8 +79,13 @@ SLOTS: tuple[str, ...] = ("concat", "sum", "separate", "onehot")
 INITS: tuple[str, ...] = ("natural", "pytorch", "glorot", "gpt")
 #: The std of every weight and embedding entry under ``init="gpt"``.
 GPT_STD = 0.02
-#: The model's own parameter names; a mechanism's scalars may not reuse them.
-MODEL_PARAMS = ("E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
+#: The model's biases (``bias=True`` only), and the projections of queries and keys,
+#: which static drift multiplies.
+BIAS_PARAMS = ("b_Q", "b_K", "b_V", "b_O")
+QUERY_KEY_PARAMS = ("W_Q", "W_K", "b_Q", "b_K")
+#: The model's own parameter names (``attnlab.core.mechanism.RESERVED_PREFIXES`` keeps a
+#: mechanism's scalars from reusing them).
+MODEL_PARAMS = ("E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", *BIAS_PARAMS)
 #: A mechanism's fixed scalars by name (``Mechanism.constant_values``), possibly traced.
 MechanismConstants = dict
 

@@ -44,7 +44,7 @@ from jax import lax
 from attnlab.core.curves import debiased_ema, trailing_mean
 from attnlab.core.temperature import MECHANISMS
 from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.model import INITS, SLOTS
+from attnlab.training.model import BIAS_PARAMS, INITS, SLOTS
 from attnlab.training.step import TrainState, make_optimizer
 from attnlab.training.task import Batch, RecallTask, sample_batch, sample_sequence
 
@@ -219,7 +219,6 @@ def _first_batches_all(
 
 #: The mechanisms of the screen, in column order; both initialise like ``scaled``.
 SCREENED: tuple[str, ...] = ("scaled", "unscaled")
-_BIASES = ("b_Q", "b_K", "b_V", "b_O")
 
 
 def _initial_params(
@@ -262,7 +261,7 @@ def _pad(params: dict, slot: str, d_model: int | None, width: int | None, bias: 
     embedding-space product gains only exact zeros; a no-bias reading's biases are 0."""
     out = dict(params)
     if not bias:
-        out.update({name: jnp.zeros_like(params[name]) for name in _BIASES})
+        out.update({name: jnp.zeros_like(params[name]) for name in BIAS_PARAMS})
     if slot == "onehot" or d_model == width:
         return out
     extra = width - d_model
@@ -310,7 +309,7 @@ def padded_groups(
         states = []
         for r in members:
             padded = _pad(params[r.slot, r.init, r.d_model], slot, r.d_model, width, bias)
-            padded = {k: v for k, v in padded.items() if bias or k not in _BIASES}
+            padded = {k: v for k, v in padded.items() if bias or k not in BIAS_PARAMS}
             states.append(TrainState(padded, init_adam(padded)))
         config = reading_config(_reading(slot, "natural", bias, width, batch_size), base)
         out.append((config, members, states))

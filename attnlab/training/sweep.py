@@ -37,7 +37,7 @@ projections (before any normalisation),
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +49,7 @@ import pandas as pd
 from attnlab.core.attention import attention_logits
 from attnlab.core.curves import first_step_below, trailing_mean
 from attnlab.core.mechanism import Mechanism
+from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
@@ -58,8 +59,6 @@ from attnlab.training.model import MechanismConstants, RecallModel
 from attnlab.training.summary import MILESTONES
 from attnlab.training.task import Batch
 from attnlab.training.trainer import Diagnostics, Run, Trainer, TrainResult, group_runs
-
-Progress = Callable[[int], None] | None
 
 DIAGNOSTICS = (
     "q_norm",

@@ -38,6 +38,7 @@ import pandas as pd
 from attnlab.core.curves import trailing_mean
 from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism, softmax_weights
+from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
@@ -59,8 +60,6 @@ from attnlab.training.config import RecallConfig
 from attnlab.training.step import initial_state
 from attnlab.training.summary import summary_frame as recall_summary_frame
 from attnlab.training.trainer import Run, Trainer, group_runs
-
-Progress = Callable[[int], None] | None
 
 #: Keys up to which a non-softmax mechanism's Jacobian is computed (``n^2`` per row).
 JACOBIAN_MAX_N = 1024

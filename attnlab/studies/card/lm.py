@@ -29,9 +29,10 @@ from functools import cache
 import numpy as np
 
 from attnlab.core.mechanism import Mechanism
+from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, read_text
-from attnlab.harness.workers import Piece, Progress, run_pieces
+from attnlab.harness.workers import Piece, run_pieces
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard, lm_verdicts_frame
 from attnlab.studies.card.store import CardPlan, CardResult, card_results, merge_cards, reused_cards
 from attnlab.sweeps.lm import length_rows, ownership_rows, sweep_rows

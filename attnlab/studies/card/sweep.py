@@ -21,7 +21,7 @@ Wortsman et al.'s learning-rate sensitivity of the sweep: ``attnlab.studies.card
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import jax
@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.harness.io import FLOAT_FORMAT
 from attnlab.training.config import RecallConfig
@@ -37,8 +38,6 @@ from attnlab.training.model import MechanismConstants, RecallModel
 from attnlab.training.sweep import check_grid, train_width
 from attnlab.training.task import Batch
 from attnlab.training.trainer import TrainResult
-
-Progress = Callable[[int], None] | None
 
 #: 10's narrowed reading (d_model 32, batch 32, 500 steps) at rate 1e-3, at which scaled
 #: reaches loss 1 at every width of the sweep (at 04's 3e-4 it never does at d_k 16).

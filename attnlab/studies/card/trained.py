@@ -35,15 +35,13 @@ from attnlab.core.owner import ALPHAS
 from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.training.config import RecallConfig, make_model
-from attnlab.training.model import RecallModel
+from attnlab.training.model import QUERY_KEY_PARAMS, RecallModel
 from attnlab.training.step import held_out_batches
 from attnlab.training.task import Batch
 from attnlab.training.trainer import TrainResult
 
 #: The multipliers of W_Q and W_K of the static drift (4: the verdict's).
 DRIFT_ALPHAS: tuple[float, ...] = (1.0, math.sqrt(2.0), 2.0, 4.0, 8.0)
-#: The projections the drift multiplies (biases only where the model has them).
-DRIFTED = ("W_Q", "W_K", "b_Q", "b_K")
 #: Readings of ``drift_frame``, in its column order.
 DRIFT_READINGS = ("loss", "accuracy", "entropy", "max_weight")
 
@@ -59,7 +57,7 @@ def _drift_program(model: RecallModel):
     """``DRIFT_READINGS`` of ``params`` with the projections times ``alpha``."""
 
     def readings(params: dict, batch: Batch, alpha: jax.Array) -> jax.Array:
-        params = {n: (v * alpha if n in DRIFTED else v) for n, v in params.items()}
+        params = {n: (v * alpha if n in QUERY_KEY_PARAMS else v) for n, v in params.items()}
         out = _forward(model, params, batch)
         loss = optax.softmax_cross_entropy_with_integer_labels(out["logits"], batch.target)
         p = out["weights"]

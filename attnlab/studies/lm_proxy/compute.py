@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
-from attnlab.harness.workers import Piece, Progress
+from attnlab.harness.workers import Piece
 from attnlab.studies.lm_proxy.study import (
     DRIFT_FACTOR,
     LRS,

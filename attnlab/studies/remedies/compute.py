@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -25,14 +25,13 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import trailing_mean
+from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.training.config import RecallConfig, make_model
 from attnlab.training.step import TrainState, held_out_batches
 from attnlab.training.summary import summary_frame
 from attnlab.training.trainer import Run, TrainResult, train, train_runs
-
-Progress = Callable[[int], None] | None
 
 #: 05's defaults: the 04 configuration with every mechanism, but 3 seeds and 1500 steps
 #: (every 04 milestone falls before step 1300), and one seed per sensitivity cell, so that

@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.estimates import std_and_se
+from attnlab.core.progress import Progress
 from attnlab.core.sampling import dot_product_samples, exact_dot_product_samples
-from attnlab.core.softmax_sweeps import DEFAULT_DKS, Progress
+from attnlab.core.softmax_sweeps import DEFAULT_DKS
 
 #: ``fold_in`` tag of the high-precision stream of experiment 01 (disjoint from the
 #: per-d_k trial keys of the headline samples).

@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from attnlab.core.progress import Progress
 from attnlab.core.sampling import SAMPLERS
-from attnlab.core.softmax_sweeps import Progress, SoftmaxSweepConfig
+from attnlab.core.softmax_sweeps import SoftmaxSweepConfig
 from attnlab.harness import cli
 
 
