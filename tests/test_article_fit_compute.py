@@ -11,11 +11,10 @@ import pytest
 
 from attnlab.harness.io import compact, sidecar_path
 from attnlab.studies.article_fit.compute import (
-    best_reading,
+    median_numbers,
     predicted_readings,
     rank,
     replicate_scores,
-    scaled_numbers,
     score,
     score_noise,
     score_row,
@@ -75,7 +74,7 @@ def test_final_term_takes_the_best_run_length_and_counts():
     assert bad["best_run_length"] == 1000  # 8x beats 32x
     assert bad["score"] == pytest.approx(math.sqrt(math.log(8) ** 2 / 4))
     both = rank(pd.DataFrame([bad, good])).assign(within_noise=[True, False])
-    assert best_reading(both) == ("good", 1000)
+    assert predicted_readings(both)[0] == ("good", 1000)
 
 
 def test_censored_milestones_count_at_the_horizon():
@@ -89,6 +88,12 @@ def test_censored_milestones_count_at_the_horizon():
     assert numbers["final_loss_40"] == pytest.approx(2.0) and "final_loss_100" not in numbers
     # An explicit horizon (an early-stopped run's intended length) is the censored value.
     assert scaled_numbers(metrics, RAW, (), horizon=700)["step_loss_below_1"] == 700
+
+
+def scaled_numbers(metrics, smoothing, run_lengths, horizon=None) -> dict:
+    """The scaled run's numbers, as the fit computes them: per seed, then the median."""
+    horizon = metrics["loss"].shape[1] if horizon is None else horizon
+    return median_numbers(seed_numbers(metrics, smoothing, run_lengths, horizon), horizon)
 
 
 def _metrics(factor: float, spread: float, seeds: int = 5, steps: int = 1200) -> dict:

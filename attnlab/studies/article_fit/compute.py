@@ -21,7 +21,6 @@ from attnlab.studies.article_fit.study import (
     ARTICLE_SCALED,
     BOOTSTRAP_REPLICATES,
     NOISE_SE,
-    SCORES,
     TERMS,
 )
 from attnlab.training.config import RecallConfig
@@ -41,7 +40,6 @@ from attnlab.training.trainer import Run, Trainer, TrainResult
 
 #: The smoothed-loss thresholds of the two milestone terms.
 THRESHOLDS: dict[str, float] = dict(MILESTONES)
-SCORE_COLUMNS = SCORES.column_names
 
 
 def screen(readings: Iterable[Reading], seeds: int, seed: int) -> pd.DataFrame:
@@ -86,17 +84,6 @@ def seed_numbers(
         if length <= smoothed.shape[1]:
             out[f"final_loss_{length}"] = smoothed[:, length - 1]
     return out
-
-
-def scaled_numbers(
-    metrics: Mapping[str, np.ndarray],
-    smoothing: Smoothing,
-    run_lengths: Sequence[int],
-    horizon: int | None = None,
-) -> dict[str, float]:
-    """``seed_numbers`` reduced over seeds (``median_numbers``)."""
-    horizon = metrics["loss"].shape[1] if horizon is None else horizon
-    return median_numbers(seed_numbers(metrics, smoothing, run_lengths, horizon), horizon)
 
 
 def median_numbers(per_seed: Mapping[str, np.ndarray], horizon: int) -> dict[str, float]:
@@ -361,11 +348,6 @@ def fit(
     )
     frame["best_run_length"] = frame["best_run_length"].astype("Int64")
     return frame
-
-
-def best_reading(scores: pd.DataFrame) -> tuple[str, int]:
-    """The rank-1 reading of the last pass and its best run length."""
-    return predicted_readings(scores)[0]
 
 
 def predicted_readings(scores: pd.DataFrame) -> list[tuple[str, int]]:

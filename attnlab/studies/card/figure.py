@@ -51,13 +51,6 @@ def _style(mechanism: str, name: str | None) -> dict:
     }
 
 
-def _plain_log_y(ax: plt.Axes) -> None:
-    """A log y axis labelled in plain numbers."""
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda y, _: f"{y:g}"))
-    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-
-
 def _statics(ax: plt.Axes, statics: pd.DataFrame, sweep: str, column: str, names: list[str], name):
     rows = statics[statics.sweep == sweep]
     x = "d_k" if sweep == "d_k" else "n_keys"
