@@ -26,10 +26,7 @@ from attnlab.studies.failure_modes.study import PART_CSVS
 
 OVERFLOW = OverflowConfig()
 CORRELATION = CorrelationConfig()
-
-
-#: One result CSV per part of the run: --help says how long they took.
-TIMED_BY = (PART_CSVS["masks"],)
+TIMED_BY = (PART_CSVS["masks"],)  # --help says how long the committed run took
 
 
 def build_parser():
@@ -45,9 +42,8 @@ def build_parser():
 def run(args):
     out_dir = cli.prepare_out_dir(args)
     overflow = OverflowConfig(rows=args.rows, seed=args.seed)
-    correlation = CorrelationConfig(
-        dks=tuple(sorted(set(args.dk))), samples=args.samples, seed=args.seed
-    )
+    dks = tuple(sorted(set(args.dk)))
+    correlation = CorrelationConfig(dks=dks, samples=args.samples, seed=args.seed)
     started = time.perf_counter()
     with cli.progress(correlation.samples, "07 failure modes", args.quiet) as bar:
         frames = run_failure_modes(overflow, correlation, bar.update)

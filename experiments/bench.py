@@ -4,10 +4,8 @@ Times the statistics of experiments 02/03 against plain numpy, our attention aga
 jax.nn.dot_product_attention and the training engine's recall step against the step as it
 was before the speed-ups, and profiles the step's parts. Every comparison is timed
 round-robin: the median of --repeats rounds after a compiling call (2-3 minutes on 2 CPU
-cores). With --reproduce it also times `make reproduce`, which regenerates every result
-from an empty compilation cache (about 10 minutes more).
-Writes --out (default results/bench.csv) with its JSON sidecar and the same table as
-Markdown beside it (results/bench.md, with a profile of one recall step), and prints it.
+cores); --reproduce also times `make reproduce` from an empty compilation cache (10 min
+more). Writes --out with its sidecar and the table as Markdown beside it, and prints it.
 """
 
 import sys
@@ -25,26 +23,17 @@ from attnlab.studies.bench.report import bench_markdown
 
 def build_parser():
     parser = cli.new_parser(__doc__)
-    parser.add_argument(
-        "--repeats", type=cli.positive_int, default=5, help="timed rounds per measurement"
-    )
-    parser.add_argument(
-        "--statics-dk",
-        type=cli.positive_int,
-        nargs="+",
-        default=None,
-        help="d_k timed by the statics rows (default 64 256 1024; "
-        "1 2 4 ... 1024 is the whole default sweep of 02/03)",
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="tiny sizes, for the tests (seconds, not minutes)"
-    )
-    parser.add_argument(
-        "--reproduce",
-        action="store_true",
+    add = parser.add_argument
+    # fmt: off
+    add("--repeats", type=cli.positive_int, default=5, help="timed rounds per measurement")
+    add("--statics-dk", type=cli.positive_int, nargs="+", default=None,
+        help="d_k timed by the statics rows (default 64 256 1024; 1 2 4 ... 1024 is the "
+        "whole default sweep of 02/03)")
+    add("--quick", action="store_true", help="tiny sizes, for the tests (seconds, not minutes)")
+    add("--reproduce", action="store_true",
         help="also time `make reproduce` from an empty compilation cache (row "
-        "make_reproduce_seconds; regenerates every result in results/ and figures/)",
-    )
+        "make_reproduce_seconds; regenerates every result in results/ and figures/)")
+    # fmt: on
     cli.add_common_flags(parser, cli.RESULTS_DIR / "bench.csv")
     return parser
 

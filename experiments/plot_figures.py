@@ -17,23 +17,15 @@ from attnlab.studies import FIGURES, made_by
 
 def build_parser():
     parser = cli.new_parser(__doc__)
-    parser.add_argument(
-        "figures",
-        nargs="*",
-        choices=[[], *FIGURES],
-        default=[],
-        metavar="FIGURE",
-        help=f"figures to draw, of: {', '.join(FIGURES)}",
-    )
+    # fmt: off
+    parser.add_argument("figures", nargs="*", choices=[[], *FIGURES], default=[],
+                        metavar="FIGURE", help=f"figures to draw, of: {', '.join(FIGURES)}")
     studies = list(dict.fromkeys(s.name for s in FIGURES.values()))
     parser.add_argument("--study", choices=studies, help="draw every figure of this study")
     cli.add_results_dir_flag(parser)
-    parser.add_argument(
-        "--figures-dir",
-        type=Path,
-        default=cli.FIGURES_DIR,
-        help="directory the figures are written to",
-    )
+    parser.add_argument("--figures-dir", type=Path, default=cli.FIGURES_DIR,
+                        help="directory the figures are written to")
+    # fmt: on
     cli.add_quiet_flag(parser)
     return parser
 

@@ -9,6 +9,7 @@ without touching this file; a flag of a type this file has no bad values for fai
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import re
@@ -514,7 +515,6 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "divergence_note": lambda summary: None,
         },
         "11_mechanism_card": {
-            "store.plan_cards": lambda *a: SimpleNamespace(targets=("scaled",), computed=()),
             "api.total_work": lambda *a: 1,
             "api.run_cards": lambda *a: [
                 SimpleNamespace(
@@ -526,9 +526,9 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
                 )
                 for name in ("scaled",)  # one card: its writes are ~20 Ctrl-C points
             ],
-            "store.draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
-            "store.card_markdown": lambda *a: "card\n",
-            "store.comparison_markdown": lambda *a: "comparison\n",
+            "api.store.draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
+            "api.store.card_markdown": lambda *a: "card\n",
+            "api.store.comparison_markdown": lambda *a: "comparison\n",
         },
         "13_real_model": {
             "run_real_model": lambda *a: {"13_real_model_heads.csv": FRAME},
@@ -547,7 +547,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
     assert fakes is not None, f"{name}: add fakes of its computation to _fake_computation"
     for i, (attr, fake) in enumerate(fakes.items()):
         owner, _, attr = attr.rpartition(".")
-        target = getattr(module, owner) if owner else module
+        target = functools.reduce(getattr, owner.split("."), module) if owner else module
         assert hasattr(target, attr), attr
         monkeypatch.setattr(target, attr, wrap(fake, i == 0))
     monkeypatch.setattr(attnlab.training.flags, "curves_frame", _frame)

@@ -11,12 +11,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
 
 from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism
+from attnlab.core.positional import POSITIONAL
 from attnlab.core.references import load_mechanism, recall_refusal
+from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.studies.card import store
 from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
@@ -53,6 +56,101 @@ def task_problem(reference: str | Mechanism, task: str, config) -> str | None:
         except MechanismError as err:
             return f"{err} (d_model {d_model})"
     return None
+
+
+class CardInputError(MechanismError):
+    """A card that cannot be run as asked; ``flag`` names the script's flag it comes from."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(message)
+        self.flag = flag
+
+
+@dataclass(frozen=True)
+class CardJob:
+    """One run of cards: ``targets`` against their baselines on ``task`` (``prepare``),
+    with its configuration, its plan (what is computed, what is read from committed
+    cards) and the function that computes it."""
+
+    task: str
+    config: Any
+    plan: store.CardPlan
+    run: Callable
+    work: Callable
+
+    @property
+    def units(self) -> int:
+        """The progress units of ``compute``."""
+        return self.work(self.config, self.plan.computed)
+
+    def compute(self, on_progress=None, jobs: int = 1) -> tuple[list[store.CardResult], float]:
+        """The cards, and the wall time they took (seconds)."""
+        started = time.perf_counter()
+        results = self.run(self.config, self.plan, on_progress, jobs)
+        return results, time.perf_counter() - started
+
+    def write(self, results, wall: float, out_dir: Path, flags: dict, command: str,
+              default_place: bool, record: list | None = None) -> None:  # fmt: skip
+        """Every card of ``results`` into ``out_dir``, all or none (``store.write_cards``),
+        the built-ins' into their committed folders where ``committed(default_place)``."""
+        committed = self.committed(default_place)
+        flags = {**flags, "card_settings": self.config.settings()}
+        with cli.staged_outputs(out_dir, record) as stage:
+            store.write_cards(results, stage, flags, wall, command, committed,
+                              self.config.quick, self.task)  # fmt: skip
+
+    def committed(self, default_place: bool) -> bool:
+        """Whether the built-ins' cards go to their committed folders: always elsewhere
+        than the default place (``--out-dir``, a run folder), there only for ``make cards``
+        (every built-in of the task); any other card at the default place goes to
+        ``cards/user/``, which git ignores (``store.card_folder``)."""
+        builtins = {**BUILTINS, **POSITIONAL} if self.task == LM else BUILTINS
+        return not default_place or set(self.plan.targets) == set(builtins)
+
+    def outputs_note(self, out_dir: Path, default_place: bool) -> str | None:
+        """Where cards of mechanisms other than the built-ins go, if there are any."""
+        committed = self.committed(default_place)
+        if all(store.card_folder(r, committed).parts[1] != store.USER for r in self.plan.targets):
+            return None
+        private = out_dir / store.CARDS / store.USER
+        if default_place:
+            return (
+                f"(cards of mechanisms other than `make cards`' built-ins go to {private}/; "
+                f"the committed cards in {out_dir / store.CARDS}/ are unchanged)"
+            )
+        return f"(cards of your own mechanisms are in {private}/)"
+
+
+def prepare(
+    task: str,
+    targets: Sequence[Mechanism | str],
+    against: Sequence[Mechanism | str],
+    quick: bool = False,
+    seed: int = 0,
+    committed: Path | None = None,
+) -> CardJob:
+    """The run of cards of ``targets`` against ``against`` on ``task``, at the defaults or
+    ``quick``'s from ``seed``, reading built-in baselines from the committed cards in
+    ``committed`` (default: ``results/cards/``) where their settings match. Raises
+    ``CardInputError`` (one line, and the flag it comes from) before any work: a task,
+    seeds past the largest, a mechanism the task cannot run, two of the same name."""
+    if task not in AGAINST:
+        raise CardInputError("--task", f"task must be one of {list(AGAINST)}, got {task!r}")
+    config, run, work = task_parts(task, quick, seed)
+    try:
+        cli.check_seeds(seed, 1 if task == LM else config.training.seeds, "--seed")
+    except cli.UsageError as err:
+        raise CardInputError("--seed", str(err).partition(": ")[2]) from None
+    for flag, references in (("--mechanism", targets), ("--against", against)):
+        for reference in references:
+            if problem := task_problem(reference, task, config):
+                raise CardInputError(flag, problem)
+    folder = cli.RESULTS_DIR / store.CARDS if committed is None else committed
+    try:
+        plan = store.plan_cards(config, list(targets), list(against), Path(folder), task)
+    except ValueError as err:
+        raise CardInputError("--mechanism", str(err)) from None
+    return CardJob(task, config, plan, run, work)
 
 
 @dataclass(frozen=True)
@@ -96,21 +194,14 @@ def card(
     without it. Raises ``MechanismError`` or ``MechanismReferenceError`` (one line naming
     the mechanism and the cause) before any work."""
     target = mechanism if isinstance(mechanism, str) else as_mechanism(mechanism, name)
-    if task not in AGAINST:
-        raise ValueError(f"card: task must be one of {list(AGAINST)}, got {task!r}")
-    against = AGAINST[task] if against is None else against
+    against = AGAINST.get(task, ()) if against is None else against
     baselines = against.split(",") if isinstance(against, str) else list(against)
-    config, run, work = task_parts(task, quick, seed)
-    for reference in [target, *baselines]:
-        if problem := task_problem(reference, task, config):
-            raise MechanismError(problem)
     folder = cli.REPO_ROOT / cli.RESULTS_DIR / store.CARDS if committed is None else committed
-    plan = store.plan_cards(config, [target], baselines, Path(folder), task)
+    job = prepare(task, [target], baselines, quick, seed, folder)
+    config = job.config
     cli.configure_jax()
-    started = time.perf_counter()
-    with tqdm(total=work(config, plan.computed), desc="card", disable=not progress) as bar:
-        (result,) = run(config, plan, bar.update)
-    wall = time.perf_counter() - started
+    with tqdm(total=job.units, desc="card", disable=not progress) as bar:
+        (result,), wall = job.compute(bar.update)
     shown = target if isinstance(target, str) else target.name
     command = f"attnlab.card({shown}, against={[store.reference_text(b) for b in baselines]}"
     command += f"{', quick=True' if quick else ''}, seed={seed}"
@@ -125,10 +216,8 @@ def card(
             "quick": quick,
             "seed": seed,
             "task": task,
-            "card_settings": config.settings(),
         }
-        with cli.staged_outputs(out_dir) as stage:
-            store.write_cards([result], stage, flags, wall, command, True, config.quick, task)
+        job.write([result], wall, out_dir, flags, command, default_place=False)
         written = out_dir / store.card_folder(target, committed=True) / store.TASK_FOLDER[task]
     read_from = {b: str(f) for b, f in result.read_from.items()}
     markdown = lm_card_markdown if task == LM else card_markdown
