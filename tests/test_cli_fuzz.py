@@ -483,9 +483,9 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         "03_jacobian_norm": {"run_jacobian_sweep": _frame},
         "04_associative_recall": {"train_and_evaluate": lambda *a: {}},
         "05_remedies": {
-            "run_remedies": lambda *a: {},
-            "run_fold": lambda *a: (FRAME, FRAME),
-            "run_sensitivity": _frame,
+            "compute.run_remedies": lambda *a: {},
+            "compute.run_fold": lambda *a: (FRAME, FRAME),
+            "compute.run_sensitivity": _frame,
         },
         "06_condensation": {"run_condensation": _frame},
         "07_failure_modes": {

@@ -72,11 +72,11 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/studies/remedies/__init__.py \
-	attnlab/studies/remedies/compute.py attnlab/studies/remedies/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/studies/remedies/compute.py attnlab/studies/remedies/flags.py \
+	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/remedies/__init__.py \
@@ -139,11 +139,12 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
 	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
 	attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/compute.py attnlab/studies/widths/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/sweep.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/studies/widths/compute.py attnlab/studies/widths/flags.py \
+	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \

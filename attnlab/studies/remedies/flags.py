@@ -1,0 +1,66 @@
+"""Flags of experiment 05, kept beside its configurations: the recall flags every training
+script shares, the mechanisms, the fold and the sensitivity grid, and what they give."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import NamedTuple
+
+from attnlab.harness import cli
+from attnlab.studies.remedies.compute import (
+    FOLD_STEP,
+    REMEDIES_DEFAULT,
+    SENSITIVITY_BATCH_SIZES,
+    SENSITIVITY_EMBED_STDS,
+    SENSITIVITY_SEEDS,
+)
+from attnlab.training.config import RecallConfig
+from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
+
+
+def add_remedies_flags(parser: argparse.ArgumentParser) -> None:
+    """Every flag of experiment 05 but ``--out-dir``, with its defaults."""
+    add_recall_flags(parser, REMEDIES_DEFAULT)
+    add_mechanisms_flag(parser, "--mechanisms", REMEDIES_DEFAULT.mechanisms, "mechanisms to train")
+    cli.add_int_flag(parser, "--fold-step", FOLD_STEP, "step at which the scaled model is folded")
+    cli.add_int_flag(
+        parser, "--sensitivity-batch-sizes", SENSITIVITY_BATCH_SIZES, "batch sizes of the grid"
+    )
+    parser.add_argument(
+        "--sensitivity-embed-stds",
+        type=cli.positive_float,
+        nargs="+",
+        default=list(SENSITIVITY_EMBED_STDS),
+        help="embedding init stds",
+    )
+    cli.add_int_flag(parser, "--sensitivity-seeds", SENSITIVITY_SEEDS, "seeds per grid cell")
+
+
+class RemediesRun(NamedTuple):
+    """What the flags ask of experiment 05: the remedies' configuration, the fold step,
+    the sensitivity grid's configuration and cells, and the steps trained in all."""
+
+    config: RecallConfig
+    fold_step: int
+    sensitivity: RecallConfig
+    batch_sizes: tuple[int, ...]
+    embed_stds: tuple[float, ...]
+
+    @property
+    def total_steps(self) -> int:
+        """Steps trained: each mechanism, the fold (head plus two continuations), the grid."""
+        grid = len(self.batch_sizes) * len(self.embed_stds)
+        steps = self.config.steps
+        return steps * (len(self.config.mechanisms) + 2 * grid) + 2 * steps - self.fold_step
+
+
+def remedies_run(args: argparse.Namespace) -> RemediesRun:
+    """The flags' run; a UsageError naming the flag on an inconsistent value."""
+    if args.fold_step >= args.steps:
+        raise cli.UsageError(f"--fold-step: {args.fold_step} is not below --steps {args.steps}")
+    config = recall_config(args, mechanisms=tuple(args.mechanisms))
+    cli.check_seeds(args.seed, args.sensitivity_seeds, "--sensitivity-seeds")
+    sensitivity = dataclasses.replace(config, seeds=args.sensitivity_seeds)
+    return RemediesRun(config, args.fold_step, sensitivity, tuple(args.sensitivity_batch_sizes),
+                       tuple(args.sensitivity_embed_stds))  # fmt: skip
