@@ -88,18 +88,26 @@ WIDTHS_BASE = RecallConfig(
 )
 
 
+class GridError(ValueError):
+    """A sweep's grid that ``check_grid`` refuses; ``field`` names the field at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def check_grid(config: Any) -> None:
     """The checks a sweep's configuration (``base``, ``dks``, ``lr_dks``, ``lrs``,
     ``record_every``) makes: the rates are swept at some of the widths, the widths' own rate
     ``base.lr`` is one of the rates, and the diagnostics' interval divides the run. A
-    ``ValueError`` names the configuration's class and field."""
+    ``GridError`` (a ``ValueError``) names the configuration's class and field."""
     name = type(config).__name__
     if not set(config.lr_dks) <= set(config.dks):
-        raise ValueError(f"{name}.lr_dks must be a subset of dks")
+        raise GridError("lr_dks", f"{name}.lr_dks must be a subset of dks")
     if config.base.lr not in config.lrs:
-        raise ValueError(f"{name}.lrs must include base.lr (the rate of every width)")
+        raise GridError("lrs", f"{name}.lrs must include base.lr (the rate of every width)")
     if config.record_every < 1 or config.base.steps % config.record_every:
-        raise ValueError(f"{name}.record_every must divide base.steps")
+        raise GridError("record_every", f"{name}.record_every must divide base.steps")
 
 
 @dataclass(frozen=True)

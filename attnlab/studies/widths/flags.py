@@ -8,7 +8,7 @@ import argparse
 
 from attnlab.harness import cli
 from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
-from attnlab.training.sweep import WIDTHS_BASE, WidthsConfig
+from attnlab.training.sweep import WIDTHS_BASE, GridError, WidthsConfig
 
 DEFAULT = WidthsConfig()
 
@@ -53,26 +53,24 @@ def add_widths_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: The field of ``WidthsConfig`` each flag sets, where ``check_grid`` may refuse it.
+FLAG_OF = {"lr_dks": "--lr-dks", "lrs": "--lrs", "record_every": "--record-every"}
+
+
 def widths_config(args: argparse.Namespace) -> WidthsConfig:
-    """The flags' configuration; a UsageError naming the flag on an inconsistent value (the
-    checks of ``attnlab.training.sweep.check_grid``, in the flags' words)."""
-    base = recall_config(args, d_k=WIDTHS_BASE.d_k)
-    if args.steps % args.record_every:
-        raise cli.UsageError(
-            f"--record-every: {args.record_every} does not divide --steps {args.steps}"
+    """The flags' configuration; a UsageError naming the flag on an inconsistent value
+    (``attnlab.training.sweep.check_grid``'s checks)."""
+    try:
+        return WidthsConfig(
+            base=recall_config(args, d_k=WIDTHS_BASE.d_k),
+            dks=tuple(args.dk),
+            mechanisms=tuple(args.mechanisms),
+            lrs=tuple(args.lrs),
+            lr_dks=tuple(args.lr_dks),
+            lr_mechanisms=tuple(args.lr_mechanisms),
+            drift_dk=args.drift_dk or None,
+            record_every=args.record_every,
+            jacobian_trials=args.jacobian_trials,
         )
-    if args.lr not in args.lrs:
-        raise cli.UsageError(f"--lrs: must include --lr {args.lr:g}, got {args.lrs}")
-    if not set(args.lr_dks) <= set(args.dk):
-        raise cli.UsageError(f"--lr-dks: {args.lr_dks} are not all among --dk {args.dk}")
-    return WidthsConfig(
-        base=base,
-        dks=tuple(args.dk),
-        mechanisms=tuple(args.mechanisms),
-        lrs=tuple(args.lrs),
-        lr_dks=tuple(args.lr_dks),
-        lr_mechanisms=tuple(args.lr_mechanisms),
-        drift_dk=args.drift_dk or None,
-        record_every=args.record_every,
-        jacobian_trials=args.jacobian_trials,
-    )
+    except GridError as err:
+        raise cli.UsageError(f"{FLAG_OF[err.field]}: {err}") from None
