@@ -12,6 +12,7 @@ from attnlab.core.curves import (
     crossing_dk,
     debiased_ema,
     find_plateau,
+    first_nonfinite_steps,
     first_step_below,
     trailing_mean,
 )
@@ -327,3 +328,9 @@ def test_debiased_ema_is_tensorboards_smoothing(weight):
 def test_debiased_ema_rejects_weights_outside_0_1(weight):
     with pytest.raises(ValueError, match="weight"):
         debiased_ema(np.ones(3), weight)
+
+
+def test_first_nonfinite_steps_per_run():
+    losses = np.array([[1.0, 2.0, 3.0], [1.0, np.nan, np.inf], [np.inf, 1.0, 1.0]])
+    np.testing.assert_array_equal(first_nonfinite_steps(losses), [-1, 1, 0])
+    assert first_nonfinite_steps(np.ones((2, 0))).tolist() == [-1, -1]

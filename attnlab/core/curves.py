@@ -1,4 +1,5 @@
-"""Features of measured curves: where one curve crosses another, milestones, plateaus."""
+"""Features of measured curves: where one curve crosses another, milestones, plateaus, and
+where a run went non-finite."""
 
 from __future__ import annotations
 
@@ -84,3 +85,13 @@ def find_plateau(
     if best is None:
         return None
     return best[0], best[1], float(np.median(curve[best[0] : best[1] + 1]))
+
+
+def first_nonfinite_steps(losses: np.ndarray) -> np.ndarray:
+    """Per run (row of ``losses`` ``[runs, steps]``), the first step whose loss is NaN or
+    infinite, -1 where none is: every divergence record of the suite (the Trainer's, the
+    sweeps' tables, the language model's lanes) reads it here."""
+    bad = ~np.isfinite(np.asarray(losses))
+    if bad.shape[1] == 0:
+        return np.full(bad.shape[0], -1)
+    return np.where(bad.any(axis=1), bad.argmax(axis=1), -1)

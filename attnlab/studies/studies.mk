@@ -275,12 +275,12 @@ $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/f
 LM_PROXY_CSVS := results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv
 LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
 results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
-	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/core/text.py attnlab/harness/workers.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/studies/lm_proxy/__init__.py \
+	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/curves.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
+	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/workers.py \
+	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/compute.py attnlab/studies/lm_proxy/study.py \
 	attnlab/sweeps/__init__.py attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py \
 	attnlab/training/__init__.py attnlab/training/optim.py attnlab/training/tasks/__init__.py \

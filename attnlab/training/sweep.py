@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import attention_logits
-from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.curves import first_nonfinite_steps, first_step_below, trailing_mean
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
@@ -259,21 +259,16 @@ def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[Train
 # ----------------------------------------------------------------------------- tables
 
 
-def first_nonfinite(loss: np.ndarray) -> int | None:
-    """The first step whose loss is NaN or infinite, if any."""
-    bad = np.flatnonzero(~np.isfinite(loss))
-    return int(bad[0]) if bad.size else None
-
-
 def summary_frame(results: Sequence[TrainResult], smoothing: int) -> pd.DataFrame:
     """One row per lane (``SUMMARY_COLUMNS``); a diverged lane keeps only its step-0
     numbers and ``diverged_step``."""
     rows = []
     for result in results:
         d = result.records
+        first = first_nonfinite_steps(result.metrics["loss"])
         for i, seed in enumerate(result.seeds):
             loss = result.metrics["loss"][i]
-            diverged = first_nonfinite(loss)
+            diverged = int(first[i]) if first[i] >= 0 else None
             smoothed = trailing_mean(loss, smoothing)
             row = {
                 "d_k": result.d_k,

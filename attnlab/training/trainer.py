@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import replicate
 from attnlab.core.references import load_mechanism
@@ -280,8 +281,8 @@ class Trainer:
         return draw, train
 
     def _check_finite(self, losses: np.ndarray) -> None:
-        bad = ~np.isfinite(losses)
-        first = np.where(bad.any(axis=1), bad.argmax(axis=1) + self.step, -1)
+        first = first_nonfinite_steps(losses)
+        first = np.where(first >= 0, first + self.step, -1)
         new = (self.diverged_step < 0) & (first >= 0)
         self.diverged_step[new] = first[new]
         if new.any() and self.on_diverge == "raise":
@@ -359,11 +360,11 @@ class Trainer:
 def earliest_nonfinite(losses: np.ndarray) -> tuple[int, int] | None:
     """``(lane, step)`` of the earliest non-finite entry of ``losses`` ``[lanes, steps]``
     (the lowest lane among those of that step), or None if every entry is finite."""
-    bad = np.argwhere(~np.isfinite(losses))
-    if not len(bad):
+    first = first_nonfinite_steps(losses)
+    if not (first >= 0).any():
         return None
-    lane, step = min(bad, key=lambda ij: (ij[1], ij[0]))
-    return int(lane), int(step)
+    lane = int(np.argmin(np.where(first >= 0, first, np.iinfo(first.dtype).max)))
+    return lane, int(first[lane])
 
 
 def group_runs(runs: Sequence[Run]) -> list[list[int]]:

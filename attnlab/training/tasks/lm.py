@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
 from attnlab.models.causal_lm import POSITIONS, CausalLM, program_lm
@@ -292,8 +293,7 @@ def train_lanes(
             on_chunk(len(steps) * n)
     metrics = {k: np.concatenate([c[k] for c in chunks], axis=1)[:n] for k in STEP_METRICS}
     final, _ = evaluate(state.params, held_out, lane_constants)
-    bad = ~np.isfinite(metrics["loss"])
-    diverged = np.where(bad.any(axis=1), bad.argmax(axis=1), -1)
+    diverged = first_nonfinite_steps(metrics["loss"])
     return SweepResult(
         mechanism.name, config, np.asarray([lr for lr, _ in lanes]),
         np.asarray([s for _, s in lanes]), metrics, np.asarray(initial)[:n],
