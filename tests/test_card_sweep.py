@@ -33,7 +33,7 @@ def test_a_diverging_rate_is_a_row_not_an_error():
 
 
 def test_the_sweeps_grid_is_checked_as_10s():
-    """The same checks as experiment 10's sweep (``training.sweep.check_grid``), named by
+    """The same checks as experiment 10's sweep (``sweeps.widths.check_grid``), named by
     the card's class."""
     with pytest.raises(ValueError, match="SweepConfig.lr_dks must be a subset of dks"):
         SweepConfig(dks=(16,), lr_dks=(64,))

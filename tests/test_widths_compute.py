@@ -14,8 +14,8 @@ import pytest
 
 from attnlab.core.temperature import MECHANISMS
 from attnlab.studies.widths import compute as widths
-from attnlab.training import sweep
-from attnlab.training.sweep import (
+from attnlab.sweeps import widths as sweep
+from attnlab.sweeps.widths import (
     WIDTHS_BASE,
     WidthsConfig,
     implied_rho,

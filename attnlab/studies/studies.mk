@@ -51,8 +51,8 @@ results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
-	attnlab/harness/verdicts.py attnlab/studies/article_fit/study.py \
+	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/studies/article_fit/study.py \
 	attnlab/studies/recall/__init__.py attnlab/studies/recall/figure.py \
 	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
 	results/04_recall_curves.csv results/04_recall_summary.csv \
@@ -118,8 +118,8 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/harness/figures.py attnlab/harness/predictions.py attnlab/harness/tables.py \
-	attnlab/harness/verdicts.py attnlab/studies/article_fit/__init__.py \
+	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/figure.py attnlab/studies/article_fit/study.py \
 	attnlab/training/__init__.py attnlab/training/columns.py \
 	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
@@ -140,11 +140,11 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
 	attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
 	attnlab/studies/widths/compute.py attnlab/studies/widths/flags.py \
-	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/studies/widths/study.py attnlab/sweeps/__init__.py attnlab/sweeps/widths.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -214,10 +214,10 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
 	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py \
-	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/training/__init__.py \
-	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
+	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/optim.py \
+	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
 	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
 	| $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
@@ -236,10 +236,10 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
 	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py \
-	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/training/__init__.py \
-	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/sweep.py attnlab/training/task.py \
+	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/optim.py \
+	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
 	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
 	| $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \

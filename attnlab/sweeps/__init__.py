@@ -1,4 +1,10 @@
-"""What several studies share that is not the engine: the tables of a learning-rate sweep
-of the causal language model (``lm``: from trained lanes, with JAX; ``lm_tables``: from
-its CSV rows, pandas only), which experiment 14 and the card's language-model task both
-write and read."""
+"""What several studies share that is not the engine: sweeps and their tables.
+
+==============  ==========================================================================
+``widths``      the recall demo across widths and learning rates, as lanes of the engine,
+                with diagnostics of the temperature (experiment 10 and the card)
+``lm``          a language model's learning-rate sweep as tables, from its trained lanes
+                (experiment 14 and the card's ``--task lm``)
+``lm_tables``   readings of those tables, pandas only (sensitivity, best rate)
+==============  ==========================================================================
+"""

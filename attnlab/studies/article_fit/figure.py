@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from attnlab.fits.predictions import fit_predictions
 from attnlab.harness.figures import (
     COLUMN_WIDTH_IN,
     STYLE,
@@ -16,7 +17,6 @@ from attnlab.harness.figures import (
     save,
     smoothed_loss_panel,
 )
-from attnlab.harness.predictions import fit_predictions
 from attnlab.harness.tables import Tables, seeds_text
 from attnlab.studies.article_fit.study import FIRST_CSVS, QUALITY, SECOND_CSVS
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS
+from attnlab.fits.predictions import NEAR, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.headlines import medians
-from attnlab.harness.predictions import NEAR, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.tables import Tables, fmt, markdown_table, seeds_text
 from attnlab.harness.verdicts import WITHIN
 from attnlab.studies.article_fit.study import (

@@ -33,9 +33,9 @@ from attnlab.core.curves import first_step_below, trailing_mean
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.harness.io import FLOAT_FORMAT
+from attnlab.sweeps.widths import check_grid, train_width
 from attnlab.training.config import RecallConfig
 from attnlab.training.model import MechanismConstants, RecallModel
-from attnlab.training.sweep import check_grid, train_width
 from attnlab.training.task import Batch
 from attnlab.training.trainer import TrainResult
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
+from attnlab.fits.predictions import fit_predictions
 from attnlab.harness.figures import (
     COLUMN_WIDTH_IN,
     STYLE,
     save,
     smoothed_loss_panel,
 )
-from attnlab.harness.predictions import fit_predictions
 from attnlab.harness.tables import Tables, seeds_text
 from attnlab.studies import predictions
 from attnlab.studies.recall.study import CURVES_CSV, SUMMARY_CSV

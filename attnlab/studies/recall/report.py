@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnlab.claims import MEDIAN_FACTOR, TRAINING_CLAIMS
+from attnlab.fits.predictions import count_line, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.headlines import medians
-from attnlab.harness.predictions import count_line, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.study_report import Tally
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import Row, tally

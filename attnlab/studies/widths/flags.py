@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 
 from attnlab.harness import cli
+from attnlab.sweeps.widths import WIDTHS_BASE, GridError, WidthsConfig
 from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
-from attnlab.training.sweep import WIDTHS_BASE, GridError, WidthsConfig
 
 DEFAULT = WidthsConfig()
 
@@ -59,7 +59,7 @@ FLAG_OF = {"lr_dks": "--lr-dks", "lrs": "--lrs", "record_every": "--record-every
 
 def widths_config(args: argparse.Namespace) -> WidthsConfig:
     """The flags' configuration; a UsageError naming the flag on an inconsistent value
-    (``attnlab.training.sweep.check_grid``'s checks)."""
+    (``attnlab.sweeps.widths.check_grid``'s checks)."""
     try:
         return WidthsConfig(
             base=recall_config(args, d_k=WIDTHS_BASE.d_k),
