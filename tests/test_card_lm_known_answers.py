@@ -58,3 +58,14 @@ def test_an_unlisted_disagreement_fails():
     )
     flipped.loc[row, "passed"] = not bool(measured.loc[row, "passed"].iloc[0])
     assert differing(flipped) - listed() != set()
+
+
+def test_only_the_listed_verdicts_are_the_same_for_every_builtin():
+    """Two LM verdicts come out one way for all fifteen built-ins, and the report says why
+    (``report.UNIFORM_WHY``); each is shown both ways on fixtures in test_card_lm_verdicts.
+    A verdict that turns uniform, or a listed one that no longer is, fails here."""
+    from attnlab.studies.card.report import UNIFORM_WHY
+
+    measured = pd.read_csv(COMPARISON)
+    uniform = {v for v, g in measured.groupby("verdict") if g.passed.astype(str).nunique() == 1}
+    assert uniform == set(UNIFORM_WHY)
