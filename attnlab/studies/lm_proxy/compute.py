@@ -23,6 +23,7 @@ from attnlab.core.ownership import logit_elasticity, logit_scale
 from attnlab.core.references import load_mechanism
 from attnlab.harness.workers import Piece, Progress
 from attnlab.models.causal_lm import CausalLM, causal_mask
+from attnlab.studies.lm_proxy.checkpoints import Saved, best_model
 from attnlab.studies.lm_proxy.study import (
     DRIFT_FACTOR,
     LRS,
@@ -85,15 +86,19 @@ def pieces(config: ProxyConfig, tokens: np.ndarray) -> list[Piece]:
 
 def sweep_cell(
     config: ProxyConfig, reference: str, d_model: int, tokens: np.ndarray, on_progress: Progress
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One cell's rows of the sweep, curves and ownership tables."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Saved | None]:
+    """One cell's rows of the sweep, curves and ownership tables, and at
+    ``one_width_d_model`` with learned positions its model at the best rate (``Saved``)."""
     mechanism = load_mechanism(reference)
     lm = config.width(d_model)
     split = split_text(tokens, lm)
     result = train_lanes(lm, mechanism, list(config.lrs), list(config.seed_values), split,
                          on_progress)  # fmt: skip
     sweep = sweep_rows(result)
-    return sweep, curve_rows(result), ownership_rows(result, sweep, split, mechanism)
+    saved = None
+    if d_model == config.one_width_d_model and lm.positions == "learned":
+        saved = best_model(result, best_lane_rates(sweep)[0], mechanism, reference)
+    return sweep, curve_rows(result), ownership_rows(result, sweep, split, mechanism), saved
 
 
 def sweep_rows(result: SweepResult) -> pd.DataFrame:
@@ -231,7 +236,9 @@ def _ownership_program(model: CausalLM):
 
 
 def tables(
-    results: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]],
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The pieces' rows joined: the sweep, curves and ownership tables."""
-    return tuple(pd.concat(part, ignore_index=True) for part in zip(*results, strict=True))
+    results: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Saved | None]],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]:
+    """The pieces' rows joined: the sweep, curves and ownership tables; the saved models."""
+    *frames, saved = zip(*results, strict=True)
+    joined = (pd.concat(part, ignore_index=True) for part in frames)
+    return (*joined, [s for s in saved if s is not None])
