@@ -59,7 +59,8 @@ def write_tiny_gpt2(directory: Path, seed: int = 0, **overrides) -> Path:
 
 
 def numpy_gpt2(t: dict[str, np.ndarray], config: dict, ids: np.ndarray) -> np.ndarray:
-    """GPT-2 (scaled causal attention, tanh GELU, tied head) in float64 numpy, ``[B, T, V]``."""
+    """GPT-2 (scaled causal attention, tanh GELU; the head ``lm_head.weight`` if ``t`` has
+    it, else tied) in float64 numpy, ``[B, T, V]``, from tensors by GPT-2's names."""
     t = {k: v.astype(np.float64) for k, v in t.items()}
     D, H = config["n_embd"], config["n_head"]
     d, T = D // H, ids.shape[1]
@@ -84,7 +85,7 @@ def numpy_gpt2(t: dict[str, np.ndarray], config: dict, ids: np.ndarray) -> np.nd
         x = x + t[p + "attn.c_proj.bias"]
         h = gelu(ln(x, p + "ln_2") @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"])
         x = x + h @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
-    return ln(x, "ln_f") @ t["wte.weight"].T
+    return ln(x, "ln_f") @ t.get("lm_head.weight", t["wte.weight"]).T
 
 
 def test_tiny_checkpoint_matches_numpy_gpt2(tmp_path):

@@ -15,7 +15,13 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, stdlib_prose
 from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
 from attnlab.models.gpt2 import PREFIX, gpt2_forward, parse_gpt2_config, read_checkpoint
-from attnlab.models.gpt2_export import byte_tokenizer, gpt2_init
+from attnlab.models.gpt2_export import (
+    byte_tokenizer,
+    causal_lm_config,
+    causal_lm_tensors,
+    gpt2_init,
+    write_gpt2,
+)
 from attnlab.studies.lm_proxy.checkpoints import best_model, write_saved
 from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
 
@@ -49,6 +55,29 @@ def test_gpt2_init_statistics():
     for name, std in (("wte.weight", 0.02), ("h.0.mlp.c_proj.weight", 0.01)):
         n = tensors[name].size
         assert tensors[name].std() == pytest.approx(std, rel=4 / np.sqrt(2 * n))
+
+
+def test_a_scaled_causal_lm_is_a_plain_gpt2(tmp_path):
+    """14's scaled model as written reads as GPT-2 reads it: a float64 numpy GPT-2 (tests/
+    test_models_gpt2.py) on the file's tensors, names as written, gives CausalLM's logits."""
+    from safetensors.numpy import load_file
+    from test_models_gpt2 import numpy_gpt2
+
+    model = TINY_LM.model(load_mechanism("scaled"))
+    ids = np.random.default_rng(0).integers(0, 256, (2, 16))
+    params = model.init(jax.random.key(3), ids)["params"]
+    # larger weights than the initialisation's, so that every layer matters
+    params = jax.tree.map(lambda x: x * 20.0 if x.ndim == 2 else x, params)
+    write_gpt2(tmp_path, causal_lm_tensors(params, model), causal_lm_config(model, {}))
+    stored = {k.removeprefix(PREFIX): v for k, v in load_file(tmp_path / WEIGHTS).items()}
+    config = json.loads((tmp_path / CONFIG).read_text())
+    assert config["tie_word_embeddings"] is False and config["activation_function"] == "gelu_new"
+    expected = numpy_gpt2(stored, config, ids)
+    ours, _ = model.apply({"params": params}, ids)
+    scale = np.abs(expected).max()
+    # float32 against float64: the bound above, times 10 for the conditioning of LayerNorm
+    # and softmax (as tests/test_models_gpt2.py's LOGIT_RTOL)
+    np.testing.assert_allclose(np.asarray(ours), expected, rtol=0, atol=10 * LOGIT_RTOL * scale)
 
 
 @pytest.fixture(scope="module")
