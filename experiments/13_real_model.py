@@ -40,6 +40,7 @@ from attnlab.studies.real_model.compute import (
     run_real_model,
     text_tokens,
 )
+from attnlab.studies.real_model_causal.study import STUDY as CAUSAL_STUDY
 
 #: One result CSV per part of the run: --help says how long they took.
 TIMED_BY = ("13_real_model_heads.csv",)
@@ -76,6 +77,8 @@ def build_parser():
     )
     cli.add_seed_flag(parser)
     cli.add_out_dir_flag(parser)
+    # 13 on 14's checkpoints is a committed run too: its flags write to results/
+    parser.committed_arguments = (CAUSAL_STUDY.arguments.split(),)
     return parser
 
 

@@ -234,7 +234,8 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
 	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/study.py attnlab/studies/real_model_causal/study.py | $(STAMP)
+	attnlab/studies/real_model/study.py attnlab/studies/real_model_causal/__init__.py \
+	attnlab/studies/real_model_causal/study.py | $(STAMP)
 	$(PY) $<
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/headlines.py attnlab/harness/tables.py attnlab/studies/real_model/__init__.py \
@@ -277,7 +278,8 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
 	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/study.py attnlab/studies/real_model_causal/study.py | $(STAMP)
+	attnlab/studies/real_model/study.py attnlab/studies/real_model_causal/__init__.py \
+	attnlab/studies/real_model_causal/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
 $(REAL_MODEL_CAUSAL_FIGURES) &: experiments/plot_figures.py $(SHARED) \

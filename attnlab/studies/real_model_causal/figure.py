@@ -47,10 +47,10 @@ def _layer_panels(ax_std: plt.Axes, ax_entropy: plt.Axes, tables: Tables) -> Non
             x = _depth(f.layer)
             kwargs = {"color": color, "ls": ls, "marker": marker, "mfc": "white" if ls == ":"
                       else color}  # fmt: skip
-            ax_std.plot(x, f.logit_std, label=f"{label}, {model}", **kwargs)
+            ax_std.plot(x, f.logit_std, **kwargs)
             ax_std.fill_between(x, f.logit_std_min, f.logit_std_max, color=color, alpha=0.12,
                                 lw=0)  # fmt: skip
-            ax_entropy.plot(x, f.entropy_ratio, **kwargs)
+            ax_entropy.plot(x, f.entropy_ratio, label=f"{label}, {model}", **kwargs)
     ax_std.set_yscale("log")
     ax_std.axhline(1.0, color="black", lw=0.8, ls="--")
     for ax in (ax_std, ax_entropy):
@@ -62,7 +62,7 @@ def _layer_panels(ax_std: plt.Axes, ax_entropy: plt.Axes, tables: Tables) -> Non
     ax_std.set_title("(a) Logit spread per layer\n(dashed: the 1 the divisor aims at)",
                      fontsize=7.5)  # fmt: skip
     ax_entropy.set_title("(b) Entropy per layer", fontsize=7.5)
-    ax_std.legend(fontsize=5, loc="lower right")
+    ax_entropy.legend(fontsize=5, loc="lower right")
 
 
 def _drift_panel(ax: plt.Axes, tables: Tables) -> None:
@@ -75,7 +75,7 @@ def _drift_panel(ax: plt.Axes, tables: Tables) -> None:
                 mfc="white", label=f"{name}: top-1 changed")  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_xlabel(r"q$\cdot$k factor ($\alpha^2$)")
-    ax.set_ylabel("next-token loss change (nats); share of top-1 changed")
+    ax.set_ylabel("next-token loss change (nats)\nshare of top-1 changed (dotted)")
     T = int(frame.row_length.iloc[0])
     ax.set_title(f"(c) Static drift q, k → α q, α k, T = {T}", fontsize=7.5)
     ax.legend(fontsize=5, loc="upper left")
@@ -85,7 +85,7 @@ def fig13_real_model_causal(tables: Tables, figures_dir: Path) -> list[Path]:
     """(a) Logits' std and (b) entropy per layer of 14's models beside MiniLM's, trained and
     re-initialised; (c) the static drift on 14's models' next-token loss."""
     with plt.rc_context(STYLE | {"lines.markersize": 3}):
-        fig, axes = plt.subplots(1, 3, figsize=(2 * COLUMN_WIDTH_IN, 2.6), layout="constrained")
+        fig, axes = plt.subplots(1, 3, figsize=(2 * COLUMN_WIDTH_IN, 3.0), layout="constrained")
         _layer_panels(axes[0], axes[1], tables)
         _drift_panel(axes[2], tables)
         fig.suptitle("Experiment 13 on experiment 14's causal LMs beside all-MiniLM-L6-v2",

@@ -80,17 +80,26 @@ def _counterfactual_table(tables: Tables) -> str:
 
 def answer(tables: Tables) -> str:
     """Per checkpoint: who owns the temperature and the trained logits' spread per layer."""
+    heads = tables.get(CAUSAL_HEADS_CSV, HEADS)
+    length = headline_length(tables)
     frame = per_layer(tables)
-    trained = frame[frame.model == "trained"]
     parts = []
-    for name, group in trained.groupby("checkpoint", sort=False):
+    for name, group in frame[frame.model == "trained"].groupby("checkpoint", sort=False):
+        at = heads[(heads.checkpoint == name) & (heads.model == "trained")
+                   & (heads.row_length == length)]  # fmt: skip
+        owners = at.owner.value_counts()
+        if len(owners) == 1:
+            verb = "own" if owners.index[0] == "weights" else "owns"
+            owned = f"the {owners.index[0]} {verb} the temperature in all {len(at)} heads"
+        else:
+            owned = "owners: " + ", ".join(f"{o} in {n} heads" for o, n in owners.items())
         spread = ", ".join(f"{s:.2f}" for s in group.logit_std)
         parts.append(
-            f"`{name}` ({group.mechanism.iloc[0]}): {group.owners.iloc[0].split()[0]} own it "
-            f"(elasticity {group.elasticity.median():.3g}), median head's logits' std per "
-            f"layer {spread}"
+            f"`{name}` ({group.mechanism.iloc[0]}): {owned} (elasticity "
+            f"{at.elasticity_1.min():.3g} to {at.elasticity_1.max():.3g}), median head's "
+            f"logits' std per layer {spread}"
         )
-    return "; ".join(parts) + f" (T = {headline_length(tables)})."
+    return "; ".join(parts) + f" (T = {length})."
 
 
 def section(tables: Tables) -> str:

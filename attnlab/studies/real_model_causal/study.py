@@ -95,6 +95,7 @@ STUDY = Study(
     },
     figures=("fig13_real_model_causal",),
     reads=("real_model",),
+    # 13 counts these as committed defaults too (its parser's committed_arguments)
     arguments=" ".join(
         [
             "--checkpoint",
