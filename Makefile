@@ -36,6 +36,10 @@ $(STAMP): pyproject.toml
 rules: | $(STAMP)
 	$(PY) -m attnlab.studies.make_rules
 
+# 14 writes its models at the best rate (results/checkpoints/14_lm_*_d64/, GPT-2 layout) in
+# the run that writes its CSVs; 13's causal tables read two of them.
+$(REAL_MODEL_CAUSAL_CSVS): $(LM_PROXY_CSVS)
+
 # Every built-in mechanism's card, and Figure 10 overlaying them.
 cards: $(CARD_CSVS) $(CARD_FIGURES)
 

@@ -87,6 +87,11 @@ def script_of(name: str) -> str:
     raise KeyError(name)
 
 
+def arguments_of(name: str) -> str:
+    """The flags beyond ``--out-dir`` the study of ``name`` runs its script with."""
+    return next(study.arguments_of(name) for study in STUDIES if name in study.outputs)
+
+
 #: Result CSV -> its rules, from the studies' declarations: every CSV in results/ but the
 #: timings and the cards.
 SPECS: dict[str, CsvSpec] = {
@@ -374,13 +379,15 @@ def regenerate(
     run: Callable[[str, list[str]], int] = run_script,
 ) -> None:
     """Run each script that makes one of ``names`` once, its outputs going into ``into``."""
-    scripts: dict[str, list[str]] = {}
+    scripts: dict[tuple[str, str], list[str]] = {}
     for name in names:
         spec = SPECS[name]
         flags = list(spec.quick_flags or ()) if quick else []
         target = into / name if spec.out_flag == "--out" else into
-        scripts.setdefault(script_of(name), [*flags, spec.out_flag, str(target)])
-    for script, argv in scripts.items():
+        arguments = arguments_of(name)  # one script may run twice (13: BERT, then GPT-2)
+        argv = [*arguments.split(), *flags, spec.out_flag, str(target)]
+        scripts.setdefault((script_of(name), arguments), argv)
+    for (script, _), argv in scripts.items():
         argv = [*argv, "--quiet"] if quiet else argv
         if not quiet:
             print(f"regenerating: experiments/{script}.py {' '.join(argv)}", file=sys.stderr)

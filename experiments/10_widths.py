@@ -20,7 +20,7 @@ from attnlab.studies import headline
 from attnlab.studies.widths.compute import divergence_note, jacobian_frame
 from attnlab.studies.widths.flags import add_widths_flags, widths_config
 from attnlab.studies.widths.study import CURVES_CSV, JACOBIAN_CSV, LR_CSV, SUMMARY_CSV
-from attnlab.training.sweep import curves_frame, lr_frame, run_widths, summary_frame
+from attnlab.sweeps.widths import curves_frame, lr_frame, run_widths, summary_frame
 
 TIMED_BY = (SUMMARY_CSV, JACOBIAN_CSV)  # --help says how long each part took
 

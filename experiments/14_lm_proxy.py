@@ -7,7 +7,10 @@ attention temperature in the trained weights at the best rate and at 10x it.
 
 --mechanisms are swept at every --widths, --one-width-mechanisms at --one-width only; each
 takes a built-in name, MODULE:NAME or path/to/file.py:NAME (your own mechanism, as for
-experiment 11). Method and the paper's set-up beside ours: attnlab/studies/lm_proxy/README.md.
+experiment 11). Each mechanism's model at its best rate at --one-width (first seed; learned
+positions only) is saved as a GPT-2 checkpoint in --out-dir/checkpoints/14_lm_<mechanism>_d<width>/
+(config.json, model.safetensors, tokenizer.json), which experiment 13 reads. Method and the
+paper's set-up beside ours: attnlab/studies/lm_proxy/README.md.
 """
 
 import dataclasses
@@ -26,6 +29,7 @@ from attnlab.harness.io import write_result
 from attnlab.harness.workers import run_pieces
 from attnlab.models.causal_lm import POSITIONS
 from attnlab.studies import headline
+from attnlab.studies.lm_proxy.checkpoints import write_saved
 from attnlab.studies.lm_proxy.compute import ProxyConfig, pieces, tables
 from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
 
@@ -143,7 +147,7 @@ def run(args):
     work = pieces(config, tokens)
     started = time.perf_counter()
     with cli.progress(sum(p.units for p in work), "14 LM sweep", args.quiet, "step") as bar:
-        sweep, curves, ownership = tables(run_pieces(work, args.jobs, bar.update))
+        sweep, curves, ownership, saved = tables(run_pieces(work, args.jobs, bar.update))
     wall = time.perf_counter() - started
     flags = {
         **vars(args),
@@ -154,6 +158,7 @@ def run(args):
     with cli.staged_outputs(out_dir, args.written) as stage:
         for frame, name in ((sweep, SWEEP_CSV), (curves, CURVES_CSV), (ownership, OWNERSHIP_CSV)):
             write_result(frame, stage / name, flags, wall)
+        write_saved(stage, saved, {"text_source": source.source, "text_sha256": source.sha256})
 
 
 main = cli.entry_point(build_parser, run, headline)

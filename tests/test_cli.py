@@ -62,6 +62,19 @@ def test_defaults_write_results_and_other_flags_a_run_folder():
     assert not args.made_with_defaults and args.out_dir == Path("results")
 
 
+def test_a_committed_argument_list_counts_as_defaults():
+    """A parser's ``committed_arguments`` (13 on 14's checkpoints) write to results/ too;
+    any other value of those flags still goes to a run folder."""
+    parser = _parser()
+    parser.committed_arguments = (["--steps", "3"],)
+    args = parser.parse_args(["--steps", "3"])
+    cli.resolve_out_dir(parser, args)
+    assert args.made_with_defaults and args.out_dir == cli.RESULTS_DIR
+    args = parser.parse_args(["--steps", "4"])
+    cli.resolve_out_dir(parser, args)
+    assert not args.made_with_defaults and args.out_dir.parent == cli.RUNS_DIR
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 

@@ -15,15 +15,17 @@ REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 DOCUMENTS += sorted((REPO / "attnlab" / "studies").glob("*/README.md"))
 #: ``attnlab.a.b`` (a word boundary before it: not part of a path or another name).
-DOTTED = re.compile(r"(?<![\w/.])attnlab(?:\.[A-Za-z_]\w*)+")
+DOTTED = re.compile(r"(?<![\w/.])attnlab(?:\.[A-Za-z_<][\w<>]*)+")
 #: A path in backticks or a link target, from a top-level folder of the repository.
-PATH = re.compile(r"(?<![\w/.])((?:attnlab|experiments|tests|docs|results|figures)/[\w./-]*)")
+PATH = re.compile(r"(?<![\w/.])((?:attnlab|experiments|tests|docs|results|figures)/[\w./<>{},-]*)")
 #: Paths that name a kind of file, not one (placeholders) or what runs write (ignored).
 PLACEHOLDER = re.compile(r"NAME|NN_|<|\*|…|\{|LABEL|results/runs/|cards/user/|\.\.\.")
 
 
 def dotted_names(text: str) -> set[str]:
-    return {m.rstrip(".") for m in DOTTED.findall(text)}
+    """The package's dotted names in ``text`` (a tensor name with a placeholder, such as
+    ``attnlab.h.<i>.attn.scale`` of a checkpoint, left out)."""
+    return {m.rstrip(".") for m in DOTTED.findall(text) if "<" not in m}
 
 
 def repository_paths(text: str) -> set[str]:

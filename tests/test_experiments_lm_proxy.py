@@ -130,3 +130,23 @@ def test_a_per_head_vector_of_the_wrong_length_is_one_line(script, run_main, tmp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--mechanisms" in err and "one number or 2" in err
     assert not any(out.iterdir())
+
+
+def test_each_mechanisms_best_model_is_saved_for_13(script, run_main, tmp_path):
+    """At --one-width, each mechanism's model at its best rate is a GPT-2 checkpoint that
+    13's loader reads, recording the held-out loss of its row of the sweep."""
+    from attnlab.models.gpt2 import read_checkpoint
+
+    out = tmp_path / "out"
+    flags = ("--mechanisms", "scaled", "qk_norm", "--one-width", "32", "--jobs", "1")
+    assert _run(script, run_main, out, *flags) == 0
+    sweep = pd.read_csv(out / SWEEP_CSV)
+    for mechanism in ("scaled", "qk_norm"):
+        directory = out / "checkpoints" / f"14_lm_{mechanism}_d32"
+        assert read_checkpoint(directory).config.mechanism == mechanism
+        record = json.loads((directory / "config.json").read_text())["attnlab"]
+        rows = sweep[sweep.mechanism == mechanism]
+        best = rows.loc[rows.final_val_loss.idxmin()]
+        assert record["made_by"]["lr"] == best.lr
+        # the CSV keeps 8 significant digits (float32's): half a unit in the 8th
+        assert record["held_out_loss"] == pytest.approx(best.final_val_loss, rel=5e-8)

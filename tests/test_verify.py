@@ -44,14 +44,15 @@ def test_each_column_has_exactly_one_rule(name):
 
 
 def test_specs_name_the_scripts_that_make_the_csvs():
-    by_script: dict[str, set[tuple]] = {}
+    by_script: dict[tuple[str, str], set[tuple]] = {}
     for name, spec in SPECS.items():
-        script = verify.script_of(name)
-        assert made_by(name) == f"python experiments/{script}.py"
+        script, arguments = verify.script_of(name), verify.arguments_of(name)
+        command = " ".join(filter(None, [f"python experiments/{script}.py", arguments]))
+        assert made_by(name) == command
         assert (verify.EXPERIMENTS_DIR / f"{script}.py").is_file()
         assert spec.out_flag in ("--out", "--out-dir")
-        by_script.setdefault(script, set()).add((spec.out_flag, spec.quick_flags))
-    # One run per script makes all its CSVs, so their flags must agree.
+        by_script.setdefault((script, arguments), set()).add((spec.out_flag, spec.quick_flags))
+    # One run per script and arguments makes all its CSVs, so their flags must agree.
     assert all(len(flags) == 1 for flags in by_script.values()), by_script
     assert set(verify.selected(quick=True)) == {
         n for n in SPECS if n[:2] in ("01", "02", "03", "07")
@@ -71,6 +72,18 @@ def test_regenerate_runs_each_script_once_with_its_output_flags(tmp_path):
     assert calls[3][1][-3:] == ["--out-dir", str(tmp_path), "--quiet"]
     with pytest.raises(RunError, match="04_associative_recall.py.*status 2"):
         verify.regenerate(["04_recall_summary.csv"], tmp_path, False, True, lambda s, a: 2)
+
+
+def test_regenerate_runs_a_script_once_per_study_arguments(tmp_path):
+    """13 makes the encoder's CSVs with no flags and the causal ones with its study's
+    --checkpoint flags: two runs, each with its own."""
+    calls: list[tuple[str, list[str]]] = []
+    names = ["13_real_model_heads.csv", "13_real_model_layers.csv",
+             "13_real_model_causal_heads.csv", "13_real_model_causal_layers.csv"]  # fmt: skip
+    verify.regenerate(names, tmp_path, False, True, lambda s, a: calls.append((s, a)) or 0)
+    assert [s for s, _ in calls] == ["13_real_model", "13_real_model"]
+    assert calls[0][1] == ["--out-dir", str(tmp_path), "--quiet"]
+    assert calls[1][1][:2] == ["--checkpoint", "results/checkpoints/14_lm_scaled_d64"]
 
 
 # --- each rule on both sides of its boundary ---------------------------------------------

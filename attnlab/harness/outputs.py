@@ -44,13 +44,15 @@ def add_out_dir_flag(parser: argparse.ArgumentParser) -> None:
 def made_with_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
     """Whether every flag of ``args`` but the ``OUTPUT_FLAGS`` and the parser's
     ``subject_flags`` (what a run is about, not how it runs: the card's ``--mechanism``) has
-    its default value."""
+    its default value, or the value one of the parser's ``committed_arguments`` gives it
+    (argument lists of other committed runs of the script: 13 on 14's checkpoints)."""
     skip = OUTPUT_FLAGS | getattr(parser, "subject_flags", frozenset())
-    return all(
-        getattr(args, action.dest) == _parsed_default(action)
-        for action in parser._actions
-        if action.dest not in skip and hasattr(args, action.dest)
-    )
+    actions = [a for a in parser._actions if a.dest not in skip and hasattr(args, a.dest)]
+    references = [{a.dest: _parsed_default(a) for a in actions}]
+    for argv in getattr(parser, "committed_arguments", ()):
+        committed = parser.parse_args(argv)
+        references.append({a.dest: getattr(committed, a.dest) for a in actions})
+    return any(all(getattr(args, d) == v for d, v in ref.items()) for ref in references)
 
 
 def _parsed_default(action: argparse.Action) -> Any:

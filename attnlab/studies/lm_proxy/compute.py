@@ -17,6 +17,7 @@ import pandas as pd
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.harness.workers import Piece
+from attnlab.studies.lm_proxy.checkpoints import Saved, best_model
 from attnlab.studies.lm_proxy.study import (
     DRIFT_FACTOR,
     LRS,
@@ -27,6 +28,7 @@ from attnlab.studies.lm_proxy.study import (
     WIDTHS,
 )
 from attnlab.sweeps.lm import curve_rows, ownership_rows, sweep_rows
+from attnlab.sweeps.lm_tables import best_lane_rates
 from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
 
 
@@ -75,8 +77,9 @@ def pieces(config: ProxyConfig, tokens: np.ndarray) -> list[Piece]:
 
 def sweep_cell(
     config: ProxyConfig, reference: str, d_model: int, tokens: np.ndarray, on_progress: Progress
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One cell's rows of the sweep, curves and ownership tables."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Saved | None]:
+    """One cell's rows of the sweep, curves and ownership tables, and at
+    ``one_width_d_model`` with learned positions its model at the best rate (``Saved``)."""
     mechanism = load_mechanism(reference)
     lm = config.width(d_model)
     split = split_text(tokens, lm)
@@ -84,11 +87,17 @@ def sweep_cell(
                          on_progress)  # fmt: skip
     sweep = sweep_rows(result)
     ownership = ownership_rows(result, sweep, split, mechanism, DRIFT_FACTOR)
-    return sweep, curve_rows(result, RECORD_EVERY), ownership
+    saved = None
+    if d_model == config.one_width_d_model and lm.positions == "learned":
+        best, _ = best_lane_rates(sweep, DRIFT_FACTOR)
+        saved = best_model(result, best, mechanism, reference)
+    return sweep, curve_rows(result, RECORD_EVERY), ownership, saved
 
 
 def tables(
-    results: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]],
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The pieces' rows joined: the sweep, curves and ownership tables."""
-    return tuple(pd.concat(part, ignore_index=True) for part in zip(*results, strict=True))
+    results: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Saved | None]],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]:
+    """The pieces' rows joined: the sweep, curves and ownership tables; the saved models."""
+    *frames, saved = zip(*results, strict=True)
+    joined = (pd.concat(part, ignore_index=True) for part in frames)
+    return (*joined, [s for s in saved if s is not None])

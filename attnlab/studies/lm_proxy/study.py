@@ -30,6 +30,14 @@ DRIFT_FACTOR = 10.0
 HOLDS_WITHIN = 2.0
 #: Rows of the curves: every this many steps.
 RECORD_EVERY = 10
+#: Where the trained models at the best rate go (GPT-2 checkpoints, one folder each).
+CHECKPOINTS_DIR = "checkpoints"
+
+
+def checkpoint_name(mechanism: str, d_model: int) -> str:
+    """The folder of ``mechanism``'s saved model at width ``d_model``."""
+    return f"14_lm_{mechanism}_d{d_model}"
+
 
 SWEEP = Output(
     SCRIPT,

@@ -9,6 +9,10 @@ SCRIPT = "13_real_model.py"
 HEADS_CSV = "13_real_model_heads.csv"
 COUNTERFACTUALS_CSV = "13_real_model_counterfactuals.csv"
 LAYERS_CSV = "13_real_model_layers.csv"
+#: 13 on GPT-2-family checkpoints (causal rows): declared by the study real_model_causal.
+CAUSAL_HEADS_CSV = "13_real_model_causal_heads.csv"
+CAUSAL_COUNTERFACTUALS_CSV = "13_real_model_causal_counterfactuals.csv"
+CAUSAL_LAYERS_CSV = "13_real_model_causal_layers.csv"
 #: The trained checkpoint and the same architecture re-initialised as BERT initialises it.
 MODELS = ("trained", "initial")
 #: Percentiles over rows that summarise each statistic's spread (median in the middle).

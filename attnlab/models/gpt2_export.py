@@ -1,0 +1,181 @@
+"""The suite's causal LM (``attnlab.models.causal_lm``) written as a GPT-2 checkpoint that
+``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read, and GPT-2's
+initialisation of any GPT-2 configuration.
+
+Tensor layout (``transformer.`` prefix, float32, ``safetensors.numpy``), ours -> GPT-2:
+
+    wte [256, D]                          -> transformer.wte.weight
+    wpe [T, D]                            -> transformer.wpe.weight
+    h_i.ln_1.scale, h_i.ln_2.scale        -> transformer.h.i.ln_{1,2}.weight  (bias: zeros)
+    h_i.attn.W_Q | W_K | W_V  [D, D] each -> transformer.h.i.attn.c_attn.weight [D, 3D]
+                                             (q | k | v on the output axis; bias: zeros)
+    h_i.attn.W_O [D, D]                   -> transformer.h.i.attn.c_proj.weight (bias: zeros)
+    h_i.W_1 [D, 4D], h_i.W_2 [4D, D]      -> transformer.h.i.mlp.c_fc / c_proj.weight
+                                             (biases: zeros)
+    ln_f.scale                            -> transformer.ln_f.weight (bias: zeros)
+    lm_head [D, 256]                      -> lm_head.weight [256, D] (transposed: nn.Linear),
+                                             tie_word_embeddings false
+    h_i.attn.<scalar> (the mechanism's)   -> attnlab.h.i.attn.<scalar>  (ours; [] or [H])
+
+Our Conv1D-shaped weights are GPT-2's as they are (``x W``, ``W`` ``[in, out]``). What GPT-2
+cannot express is said in ``config.json``'s own ``attnlab`` object (``differs_from_gpt2``,
+the mechanism, positions), and the tokenizer is byte-level with no merges: token id = byte.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from attnlab.core.mechanism import Mechanism
+from attnlab.models.causal_lm import INIT_STD, LN_EPS, VOCAB, CausalLM
+from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
+from attnlab.models.gpt2 import PREFIX, GPT2Config, gpt2_shapes, learned_name
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte's printable unicode character (printable
+    Latin-1 bytes map to themselves, the other 68 to ``chr(256 + n)`` in byte order)."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]  # fmt: skip
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in kept:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def byte_tokenizer():
+    """A ``tokenizers.Tokenizer`` (GPT-2's ByteLevel, a BPE with no merges) whose token id of
+    each byte is the byte's value: ``encode(text).ids == list(text.encode("utf-8"))``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {char: b for b, char in bytes_to_unicode().items()}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
+
+
+def causal_lm_tensors(params: dict, model: CausalLM) -> dict[str, np.ndarray]:
+    """``model``'s ``params`` (one lane's Flax tree) as GPT-2 tensors by ``gpt2_shapes``
+    name (the module docstring's table; zeros where GPT-2 has a bias and ours none)."""
+    if model.positions != "learned":
+        raise ValueError("causal_lm_tensors: GPT-2 has learned positions, not rotary")
+    f32 = lambda x: np.asarray(x, np.float32)  # noqa: E731
+    out = {"wte.weight": f32(params["wte"]), "wpe.weight": f32(params["wpe"])}
+    for i in range(model.n_layers):
+        block, p = params[f"h_{i}"], f"h.{i}."
+        attn = block["attn"]
+        qkv = np.concatenate([attn["W_Q"], attn["W_K"], attn["W_V"]], axis=1)
+        weights = {
+            "ln_1": block["ln_1"]["scale"], "attn.c_attn": qkv, "attn.c_proj": attn["W_O"],
+            "ln_2": block["ln_2"]["scale"], "mlp.c_fc": block["W_1"], "mlp.c_proj": block["W_2"],
+        }  # fmt: skip
+        for name, weight in weights.items():
+            out[f"{p}{name}.weight"] = f32(weight)
+            out[f"{p}{name}.bias"] = np.zeros(np.shape(weight)[-1], np.float32)
+        for name, _ in model.mechanism.params:
+            out[learned_name(i, name)] = f32(attn[name])
+    out |= {"ln_f.weight": f32(params["ln_f"]["scale"]),
+            "ln_f.bias": np.zeros(model.d_model, np.float32)}  # fmt: skip
+    out["lm_head.weight"] = f32(params["lm_head"]).T.copy()
+    return out
+
+
+def _mechanism_note(mechanism: Mechanism) -> str:
+    if mechanism.name == "scaled":
+        return "attention is GPT-2's q.k / sqrt(d_head)"
+    learned = ", ".join(learned_name(0, n).replace(".0.", ".<i>.") for n, _ in mechanism.params)
+    return (
+        f"attention is attnlab's {mechanism.name!r} mechanism (attnlab.core.temperature), "
+        f"not GPT-2's q.k / sqrt(d_head)" + (f"; its learned scalars: {learned}" if learned else "")
+    )
+
+
+def causal_lm_config(model: CausalLM, record: dict[str, Any]) -> dict[str, Any]:
+    """``config.json`` of ``model``: GPT-2's fields where GPT-2 expresses ours, and the
+    ``attnlab`` object (the mechanism, positions, what differs from GPT-2, and ``record``:
+    the held-out loss, the text's SHA-256, how it was made)."""
+    differs = [
+        "no biases: every bias is written as zeros",
+        "untied head: lm_head.weight, tie_word_embeddings false",
+        _mechanism_note(model.mechanism),
+    ]
+    return {
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "vocab_size": VOCAB,
+        "n_positions": model.max_length,
+        "n_ctx": model.max_length,
+        "n_embd": model.d_model,
+        "n_layer": model.n_layers,
+        "n_head": model.n_heads,
+        "n_inner": 4 * model.d_model,
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": LN_EPS,
+        "initializer_range": INIT_STD,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "attnlab": {
+            "mechanism": model.mechanism.name,
+            "positions": model.positions,
+            "differs_from_gpt2": differs,
+            **record,
+        },
+    }
+
+
+def write_gpt2(directory: Path, tensors: dict[str, np.ndarray], config: dict[str, Any]) -> None:
+    """Write ``config.json``, ``model.safetensors`` (``transformer.``-prefixed names, but
+    ``lm_head.weight`` and ours under ``attnlab.``) and the byte-level ``tokenizer.json``
+    into ``directory`` (made if missing)."""
+    from safetensors.numpy import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    stored = {
+        name if name.startswith(("lm_head.", "attnlab.")) else PREFIX + name: value
+        for name, value in tensors.items()
+    }
+    save_file(stored, str(directory / WEIGHTS), metadata={"format": "pt"})
+    text = json.dumps(config, indent=2, sort_keys=False) + "\n"
+    (directory / CONFIG).write_text(text, encoding="utf-8")
+    (directory / TOKENIZER).write_text(byte_tokenizer().to_str(pretty=True) + "\n", "utf-8")
+
+
+def gpt2_init(config: GPT2Config, key: jax.Array) -> dict[str, np.ndarray]:
+    """Tensors of a freshly initialised GPT-2 (``GPT2PreTrainedModel._init_weights``):
+    weights and embeddings ``N(0, 0.02^2)``, the ``c_proj`` weights ``N(0, (0.02 /
+    sqrt(2 L))^2)``, biases 0, LayerNorm scales 1, the mechanism's learned scalars their
+    initial values at ``d``; one ``jax.random`` key per tensor, folded in by position."""
+    mechanism = config.attention
+    initial = {**mechanism.param_values(config.head_dim),
+               **mechanism.head_values(config.head_dim, config.n_head)}  # fmt: skip
+    tensors = {}
+    for i, (name, shape) in enumerate(gpt2_shapes(config).items()):
+        if name.startswith("attnlab."):
+            value = jnp.broadcast_to(initial[name.rsplit(".", 1)[1]], shape)
+        elif name.endswith("bias"):
+            value = jnp.zeros(shape)
+        elif ".ln_" in name or name.startswith("ln_"):
+            value = jnp.ones(shape)
+        else:
+            std = INIT_STD / math.sqrt(2 * config.n_layer) if "c_proj" in name else INIT_STD
+            value = std * jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)
+        tensors[name] = np.asarray(value, np.float32)
+    return tensors

@@ -1,0 +1,61 @@
+"""Experiment 14's trained models saved as GPT-2 checkpoints (``attnlab.models.gpt2_export``):
+each mechanism's model at its best rate, at ``ONE_WIDTH_D_MODEL``, first seed, learned
+positions, under ``results/checkpoints/14_lm_<mechanism>_d<width>/``; experiment 13 reads
+them (``--checkpoint``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from attnlab.core.mechanism import Mechanism
+from attnlab.models.gpt2_export import causal_lm_config, causal_lm_tensors, write_gpt2
+from attnlab.studies.lm_proxy.study import CHECKPOINTS_DIR, SCRIPT, checkpoint_name
+from attnlab.training.tasks.lm import SweepResult
+
+
+class Saved(NamedTuple):
+    """One model to write: its folder's name, GPT-2 tensors and ``config.json``."""
+
+    name: str
+    tensors: dict[str, np.ndarray]
+    config: dict[str, Any]
+
+
+def best_model(result: SweepResult, rate: float, mechanism: Mechanism, reference: str) -> Saved:
+    """The lane of ``result`` at ``rate`` and its first seed, as a GPT-2 checkpoint whose
+    ``attnlab`` object records the held-out loss 14 measured (mean over windows and SE,
+    nats per byte) and how it was made."""
+    lm = result.config
+    lane = int(np.flatnonzero(np.isclose(result.lrs, rate))[0])
+    params = jax.tree.map(lambda x: np.asarray(x[lane]), result.params)
+    model = lm.model(mechanism)
+    losses = result.final_loss[lane]
+    record = {
+        "held_out_loss": float(losses.mean()),
+        "held_out_loss_se": float(losses.std(ddof=1) / math.sqrt(len(losses))),
+        "made_by": {
+            "script": f"experiments/{SCRIPT}",
+            "mechanism": reference,
+            "lr": float(rate),
+            "seed": int(result.seeds[lane]),
+            "lm_config": dataclasses.asdict(lm),
+        },
+    }
+    tensors = causal_lm_tensors(params, model)
+    return Saved(
+        checkpoint_name(mechanism.name, lm.d_model), tensors, causal_lm_config(model, record)
+    )
+
+
+def write_saved(out_dir: Path, saved: list[Saved], text: dict[str, str]) -> None:
+    """Each of ``saved`` into ``out_dir/CHECKPOINTS_DIR/<name>``, with the text's source
+    and SHA-256 (``text``) added to its ``attnlab`` record."""
+    for model in saved:
+        model.config["attnlab"] |= text
+        write_gpt2(out_dir / CHECKPOINTS_DIR / model.name, model.tensors, model.config)

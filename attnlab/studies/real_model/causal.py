@@ -1,0 +1,310 @@
+"""Experiment 13 on a GPT-2-family checkpoint (``attnlab.models.gpt2``): the same tables as
+for the encoder, with causal rows and the model's own mechanism.
+
+Rows of text are ``T`` consecutive tokens (no special tokens). Query ``i`` of a row attends
+to keys ``0 .. i``, so each attention row has its own length ``n_i = i + 1``; the statistics
+of a head are taken over every row with ``n_i >= 2`` (the first query, with one key, has no
+spread): with ``z`` the row's logits over its ``n_i`` keys (the mechanism's, as trained) and
+``p`` its weights, the std of ``z``, ``max p``, ``entropy(p) / ln n_i``, the Jacobian norm and
+the saturated share; ``|q|`` and ``|k|`` per token as the projections give them; ``sigma`` of
+``W_Q,h W_K,h^T / sqrt(d)``; and the ownership elasticity of the mechanism's logits' scale
+under ``q, k -> alpha q, alpha k`` (causal mask). The static drift's effect is measured on the
+model's output as the next-token loss (nats per token) and the share of positions whose
+top-1 prediction is unchanged, where the encoder's tables give the embedding cosine.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from attnlab.core.attention import weighted_values
+from attnlab.core.mechanism import causal_context
+from attnlab.core.owner import ALPHAS, owner
+from attnlab.core.ownership import logit_elasticity
+from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
+from attnlab.core.temperature import BUILTINS
+from attnlab.models.gpt2 import (
+    GPT2Checkpoint,
+    GPT2Config,
+    Params,
+    gpt2_forward,
+    next_token_loss,
+)
+from attnlab.models.gpt2_export import gpt2_init
+from attnlab.studies.real_model.compute import RealModelConfig
+from attnlab.studies.real_model.study import (
+    CAUSAL_COUNTERFACTUALS_CSV,
+    CAUSAL_HEADS_CSV,
+    CAUSAL_LAYERS_CSV,
+    DRIFT_ALPHAS,
+    FLOAT16_MAX,
+    MODELS,
+    QUANTILE_TAGS,
+    QUANTILES,
+    SATURATED_AT,
+)
+
+Array = jax.Array
+#: Rows of text the elasticity is read on (bilinear logits give 2 on any rows).
+ELASTICITY_ROWS = 4
+ROW_STATS = ("logit_std", "max_weight", "entropy_ratio", "jacobian_norm")
+
+
+def causal_rows(tokenizer, text: str, tokens: int, length: int) -> np.ndarray:
+    """Rows ``[n, length]`` of consecutive token ids of the first ``tokens`` of ``text``,
+    ``n = tokens // length``."""
+    ids = np.asarray(tokenizer.encode(text, add_special_tokens=False).ids[:tokens], np.int32)
+    n = len(ids) // length
+    return ids[: n * length].reshape(n, length)
+
+
+def _causal(T: int) -> Array:
+    return jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
+
+
+def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
+    """Per attention row ``[..., T]`` of logits ``z`` and weights ``p`` ``[..., T, T]`` over
+    the keys ``mask`` allows (``n`` of them): the std of ``z``, max weight, entropy / ln n
+    (0 where ``n = 1``), Jacobian norm, saturated (0/1)."""
+    mask = jnp.broadcast_to(mask, z.shape)
+    n = jnp.sum(mask, axis=-1)
+    mean = jnp.sum(jnp.where(mask, z, 0.0), axis=-1) / n
+    var = jnp.sum(jnp.where(mask, jnp.square(z - mean[..., None]), 0.0), axis=-1) / n
+    top = max_weight(p)
+    return {
+        "logit_std": jnp.sqrt(var),
+        "max_weight": top,
+        "entropy_ratio": entropy(p) / jnp.log(jnp.maximum(n, 2)),
+        "jacobian_norm": jacobian_frobenius_norm(p),
+        "saturated": (top >= SATURATED_AT).astype(jnp.float32),
+    }
+
+
+def _layer(config: GPT2Config, q: Array, k: Array, theta: dict) -> tuple[dict, Array]:
+    """One layer's row statistics ``[B, H, T - 1]`` (rows with two keys or more) and the
+    mask."""
+    T = q.shape[-2]
+    z, p, mask = config.attention.attend(q, k, theta, _causal(T), causal_context(T, config.n_head))
+    stats = causal_row_statistics(z, p, mask)
+    return {name: value[..., 1:] for name, value in stats.items()}, mask
+
+
+def _elasticity(config: GPT2Config, q: Array, k: Array, theta: dict) -> Array:
+    """``[H, len(ALPHAS)]``: each head's elasticity of its logits' scale (causal mask)."""
+    mechanism, T = config.attention, q.shape[-2]
+    context = causal_context(T, config.n_head)
+    own = {n: v for n, v in theta.items() if jnp.ndim(v) == 3}  # per head: [H, 1, 1]
+    shared = {n: v for n, v in theta.items() if n not in own}
+
+    def head(qh: Array, kh: Array, index: Array, mine: dict) -> Array:
+        return logit_elasticity(mechanism, qh, kh, ALPHAS, {**shared, **mine}, _causal(T),
+                                context._replace(head=index))  # fmt: skip
+
+    return jax.vmap(head, in_axes=(1, 1, 0, 0))(q, k, jnp.arange(config.n_head), own)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _summarise(params: Params, config: GPT2Config, ids: Array) -> dict[str, Array]:
+    """Per layer and head: each row statistic at ``QUANTILES``, the saturated share, |q| and
+    |k| at ``QUANTILES`` and the elasticity at ``ALPHAS``."""
+    _, trace = gpt2_forward(params, config, ids)
+
+    def one_layer(qkt: tuple[Array, Array, dict]) -> dict[str, Array]:
+        q, k, theta = qkt
+        stats, _ = _layer(config, q, k, theta)
+        stats |= {"q_norm": jnp.linalg.norm(q, axis=-1), "k_norm": jnp.linalg.norm(k, axis=-1)}
+        out = {}
+        for name, value in stats.items():
+            rows = jnp.moveaxis(value, 1, 0).reshape(value.shape[1], -1)  # [heads, rows]
+            if name == "saturated":
+                out[name] = jnp.mean(rows, axis=-1)
+            else:
+                out[name] = jnp.quantile(rows, jnp.asarray(QUANTILES), axis=-1).T
+        out["elasticity"] = _elasticity(config, q[:ELASTICITY_ROWS], k[:ELASTICITY_ROWS], theta)
+        return out
+
+    return jax.lax.map(one_layer, (trace.q, trace.k, trace.theta))
+
+
+def gpt2_sigma(tensors: dict[str, np.ndarray], config: GPT2Config) -> np.ndarray:
+    """``[layers, heads]``: the spectral norm of ``W_Q,h W_K,h^T / sqrt(d)`` (``W`` the
+    ``[D, d]`` columns of ``c_attn``), from the QR factors as in ``compute.head_sigma``."""
+    D, d = config.n_embd, config.head_dim
+    out = np.zeros((config.n_layer, config.n_head))
+    for i in range(config.n_layer):
+        w = tensors[f"h.{i}.attn.c_attn.weight"].astype(np.float64)
+        for h in range(config.n_head):
+            wq, wk = w[:, h * d : (h + 1) * d], w[:, D + h * d : D + (h + 1) * d]
+            r_q, r_k = np.linalg.qr(wq, mode="r"), np.linalg.qr(wk, mode="r")
+            out[i, h] = np.linalg.norm(r_q @ r_k.T, 2) / math.sqrt(d)
+    return out
+
+
+def causal_heads_frame(
+    tensors: dict[str, np.ndarray], config: GPT2Config, rows: dict[int, np.ndarray], model: str,
+    checkpoint: str,
+) -> pd.DataFrame:  # fmt: skip
+    """One row per (row length, layer, head) of ``model``'s statistics; ``rows`` counts the
+    attention rows summarised (two keys or more)."""
+    params = {name: jnp.asarray(value) for name, value in tensors.items()}
+    sigma = gpt2_sigma(tensors, config)
+    records = []
+    for length, ids in rows.items():
+        summary = jax.tree.map(np.asarray, _summarise(params, config, jnp.asarray(ids)))
+        for layer, head in np.ndindex(config.n_layer, config.n_head):
+            record = {"checkpoint": checkpoint, "mechanism": config.mechanism, "model": model,
+                      "row_length": length, "layer": layer, "head": head,
+                      "rows": ids.shape[0] * (length - 1)}  # fmt: skip
+            for name in (*ROW_STATS, "saturated", "q_norm", "k_norm"):
+                if name == "saturated":
+                    record["saturated_share"] = float(summary[name][layer, head])
+                    continue
+                for tag, value in zip(QUANTILE_TAGS, summary[name][layer, head], strict=True):
+                    record[f"{name}_{tag}"] = float(value)
+            record["sigma"] = float(sigma[layer, head])
+            elasticity = summary["elasticity"][layer, head]
+            for alpha, value in zip(ALPHAS, elasticity, strict=True):
+                record[f"elasticity_{alpha:g}"] = float(value)
+            record["owner"] = owner(float(elasticity[0]))
+            records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _counterfactual(params: Params, config: GPT2Config, ids: Array, qk_scale: Array) -> dict:
+    """The forward of ``ids`` under the drift ``qk_scale``: medians of the row statistics
+    pooled over layers, heads and rows, the saturated share, per-row next-token loss and
+    the predictions."""
+    logits, trace = gpt2_forward(params, config, ids, qk_scale=qk_scale)
+    stats = jax.lax.map(lambda qkt: _layer(config, *qkt)[0], (trace.q, trace.k, trace.theta))
+    out = {name: jnp.median(stats[name]) for name in ROW_STATS}
+    out["saturated"] = jnp.mean(stats["saturated"])
+    out["loss"] = next_token_loss(logits, ids)
+    out["top1"] = jnp.argmax(logits, axis=-1)
+    return out
+
+
+def causal_counterfactuals_frame(
+    tensors: dict[str, np.ndarray], config: GPT2Config, ids: np.ndarray, checkpoint: str
+) -> pd.DataFrame:
+    """The trained model under the static drift ``alpha`` (``DRIFT_ALPHAS``, the first the
+    model itself) and, for a scaled model, with the divisor removed (``alpha = d^(1/4)``):
+    the pooled row statistics, the next-token loss and its change from the model's, and
+    the share of positions whose top-1 prediction is the model's."""
+    params = {name: jnp.asarray(value) for name, value in tensors.items()}
+    settings = [("drift", a, a * a) for a in DRIFT_ALPHAS]
+    if config.mechanism == "scaled":
+        settings.append(("divisor removed", config.head_dim**0.25, math.sqrt(config.head_dim)))
+    records, base = [], None
+    for name, alpha, factor in settings:
+        out = _counterfactual(params, config, jnp.asarray(ids), jnp.float32(alpha))
+        out = jax.tree.map(np.asarray, out)
+        base = out if base is None else base
+        loss = float(np.mean(out["loss"]))
+        records.append({
+            "checkpoint": checkpoint, "counterfactual": name, "qk_scale": alpha,
+            "logit_factor": factor, "row_length": ids.shape[1],
+            **{f"{n}_median": float(out[n]) for n in ROW_STATS},
+            "saturated_share": float(out["saturated"]),
+            "next_token_loss": loss,
+            "next_token_loss_change": loss - float(np.mean(base["loss"])),
+            "top1_agreement": float(np.mean(out["top1"] == base["top1"])),
+        })  # fmt: skip
+    return pd.DataFrame.from_records(records)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _float16_check(params: Params, config: GPT2Config, ids: Array) -> dict[str, Array]:
+    """Per layer: the largest ``|q . k|`` over causal entries, the largest logit of the
+    mechanism, and the largest error of attention from float16 q, k, v (logits from float16
+    q, k; weights in float32; output float16) against float32, relative to the largest
+    output, through the mechanism and unscaled (``q . k``)."""
+    _, trace = gpt2_forward(params, config, ids)
+    T = ids.shape[1]
+    causal, context = _causal(T), causal_context(T, config.n_head)
+    unscaled = BUILTINS["unscaled"]
+
+    def attend(mechanism, q, k, v, theta):
+        q, k = mechanism.prepare(q, k)
+        z = mechanism.scores(q, k, theta, causal, context).astype(jnp.float32)
+        p = mechanism.weights(z, causal).astype(v.dtype)
+        return z, weighted_values(p, v).astype(jnp.float32)
+
+    def one_layer(qkvt: tuple) -> dict[str, Array]:
+        q, k, v, theta = qkvt
+        raw = jnp.where(causal, jnp.einsum("...qd,...kd->...qk", q, k), 0.0)
+        z, _ = attend(config.attention, q, k, v, theta)
+        out = {"max_abs_qk": jnp.max(jnp.abs(raw)), "max_abs_logit": jnp.max(
+            jnp.where(causal, jnp.abs(z), 0.0))}  # fmt: skip
+        half = [x.astype(jnp.float16) for x in (q, k, v)]
+        for tag, mechanism, th in (("mechanism", config.attention, theta),
+                                   ("unscaled", unscaled, {"scale": 1.0})):  # fmt: skip
+            _, exact = attend(mechanism, q, k, v, th)
+            _, rounded = attend(mechanism, *half, th)
+            out[f"float16_error_{tag}"] = jnp.max(jnp.abs(rounded - exact)) / jnp.max(
+                jnp.abs(exact)
+            )
+        return out
+
+    return jax.lax.map(one_layer, (trace.q, trace.k, trace.v, trace.theta))
+
+
+def causal_layers_frame(
+    tensors: dict[str, np.ndarray], config: GPT2Config, ids: np.ndarray, checkpoint: str
+) -> pd.DataFrame:
+    """One row per layer of the trained model: ``_float16_check`` beside float16's largest
+    finite value."""
+    params = {name: jnp.asarray(value) for name, value in tensors.items()}
+    out = jax.tree.map(np.asarray, _float16_check(params, config, jnp.asarray(ids)))
+    return pd.DataFrame({
+        "checkpoint": checkpoint,
+        "mechanism": config.mechanism,
+        "layer": np.arange(config.n_layer),
+        "row_length": ids.shape[1],
+        "max_abs_qk": out["max_abs_qk"].astype(float),
+        "max_abs_logit": out["max_abs_logit"].astype(float),
+        "float16_max": FLOAT16_MAX,
+        "float16_error_mechanism": out["float16_error_mechanism"].astype(float),
+        "float16_error_unscaled": out["float16_error_unscaled"].astype(float),
+    })  # fmt: skip
+
+
+def run_causal(
+    config: RealModelConfig,
+    checkpoints: list[GPT2Checkpoint],
+    text: str,
+    on_progress: Callable[[int], None] = lambda n: None,
+) -> dict[str, pd.DataFrame]:
+    """Every causal CSV of experiment 13 by name, each checkpoint's rows in turn (named by
+    its folder); ``on_progress(1)`` after each of ``causal_progress_steps`` parts."""
+    heads, counterfactuals, layers = [], [], []
+    for checkpoint in checkpoints:
+        name, tensors, gpt2 = checkpoint.directory.name, checkpoint.tensors, checkpoint.config
+        rows = {T: causal_rows(checkpoint.tokenizer, text, config.tokens, T)
+                for T in config.lengths}  # fmt: skip
+        initial = gpt2_init(gpt2, jax.random.key(config.seed))
+        for model, weights in zip(MODELS, (tensors, initial), strict=True):
+            heads.append(causal_heads_frame(weights, gpt2, rows, model, name))
+            on_progress(1)
+        ids = rows[config.counterfactual_length]
+        counterfactuals.append(causal_counterfactuals_frame(tensors, gpt2, ids, name))
+        layers.append(causal_layers_frame(tensors, gpt2, ids, name))
+        on_progress(1)
+    return {
+        CAUSAL_HEADS_CSV: pd.concat(heads, ignore_index=True),
+        CAUSAL_COUNTERFACTUALS_CSV: pd.concat(counterfactuals, ignore_index=True),
+        CAUSAL_LAYERS_CSV: pd.concat(layers, ignore_index=True),
+    }
+
+
+def causal_progress_steps(checkpoints: int) -> int:
+    """The parts ``run_causal`` reports: per checkpoint, two models and the trained
+    model's counterfactuals with float16."""
+    return 3 * checkpoints

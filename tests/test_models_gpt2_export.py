@@ -1,0 +1,139 @@
+"""attnlab.models.gpt2_export: the byte-level tokenizer, GPT-2's initialisation, and the
+round trip of experiment 14's trained model through a GPT-2 checkpoint and 13's loader
+(same logits, same held-out loss), which fails when one tensor is transposed."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from attnlab.core.references import load_mechanism
+from attnlab.core.text import byte_tokens, stdlib_prose
+from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
+from attnlab.models.gpt2 import PREFIX, gpt2_forward, parse_gpt2_config, read_checkpoint
+from attnlab.models.gpt2_export import (
+    byte_tokenizer,
+    causal_lm_config,
+    causal_lm_tensors,
+    gpt2_init,
+    write_gpt2,
+)
+from attnlab.studies.lm_proxy.checkpoints import best_model, write_saved
+from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
+
+#: 14's forward (separate W_Q, W_K, W_V) against 13's (GPT-2's c_attn, zero biases), both
+#: float32: each matmul of width n errs by at most n u relatively (u = 2^-24, Higham 2002
+#: sec. 3.1); the widest is 4 d_model = 128, seven contractions a layer and the head:
+#: 15 * 128 u = 1.1e-4 of the logits' scale.
+LOGIT_RTOL = 15 * 128 * 2.0**-24
+#: |d CE| <= 2 max |d z| (log-softmax moves by at most twice the largest logit change).
+LOSS_PER_LOGIT = 2.0
+
+TINY_LM = LMConfig(d_model=32, n_layers=2, seq_len=16, batch_size=2, steps=4, warmup=1,
+                   eval_windows=4, chunk_steps=4)  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["héllo, wörld\n", "\x00\xff ✓ tab\tend", "plain ascii"])
+def test_byte_tokenizer_ids_are_the_bytes(text):
+    tokenizer = byte_tokenizer()
+    ids = tokenizer.encode(text).ids
+    assert ids == list(text.encode("utf-8"))
+    assert tokenizer.decode(ids) == text
+    assert tokenizer.get_vocab_size() == 256
+
+
+def test_gpt2_init_statistics():
+    config = parse_gpt2_config({"model_type": "gpt2", "vocab_size": 256, "n_positions": 64,
+                                "n_embd": 64, "n_layer": 2, "n_head": 4})  # fmt: skip
+    tensors = gpt2_init(config, jax.random.key(0))
+    assert np.all(tensors["h.0.ln_1.weight"] == 1) and np.all(tensors["h.1.mlp.c_fc.bias"] == 0)
+    # the std of n N(0, s^2) draws is s within 4 / sqrt(2 n) relatively (4 sigma)
+    for name, std in (("wte.weight", 0.02), ("h.0.mlp.c_proj.weight", 0.01)):
+        n = tensors[name].size
+        assert tensors[name].std() == pytest.approx(std, rel=4 / np.sqrt(2 * n))
+
+
+def test_a_scaled_causal_lm_is_a_plain_gpt2(tmp_path):
+    """14's scaled model as written reads as GPT-2 reads it: a float64 numpy GPT-2 (tests/
+    test_models_gpt2.py) on the file's tensors, names as written, gives CausalLM's logits."""
+    from safetensors.numpy import load_file
+    from test_models_gpt2 import numpy_gpt2
+
+    model = TINY_LM.model(load_mechanism("scaled"))
+    ids = np.random.default_rng(0).integers(0, 256, (2, 16))
+    params = model.init(jax.random.key(3), ids)["params"]
+    # larger weights than the initialisation's, so that every layer matters
+    params = jax.tree.map(lambda x: x * 20.0 if x.ndim == 2 else x, params)
+    write_gpt2(tmp_path, causal_lm_tensors(params, model), causal_lm_config(model, {}))
+    stored = {k.removeprefix(PREFIX): v for k, v in load_file(tmp_path / WEIGHTS).items()}
+    config = json.loads((tmp_path / CONFIG).read_text())
+    assert config["tie_word_embeddings"] is False and config["activation_function"] == "gelu_new"
+    expected = numpy_gpt2(stored, config, ids)
+    ours, _ = model.apply({"params": params}, ids)
+    scale = np.abs(expected).max()
+    # float32 against float64: the bound above, times 10 for the conditioning of LayerNorm
+    # and softmax (as tests/test_models_gpt2.py's LOGIT_RTOL)
+    np.testing.assert_allclose(np.asarray(ours), expected, rtol=0, atol=10 * LOGIT_RTOL * scale)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """14's qk_norm model at its best rate of a tiny sweep, written as 14 writes it; the
+    lane's trained parameters and the held-out windows."""
+    tokens = byte_tokens(stdlib_prose()[:20000])
+    split = split_text(tokens, TINY_LM)
+    mechanism = load_mechanism("qk_norm")
+    result = train_lanes(TINY_LM, mechanism, [1e-3, 1e-2], [0], split)
+    lane = int(np.argmin(result.final_loss.mean(axis=1)))
+    models = best_model(result, float(result.lrs[lane]), mechanism, "qk_norm")
+    out = tmp_path_factory.mktemp("out")
+    write_saved(out, [models], {"text_sha256": "0" * 64})
+    params = jax.tree.map(lambda x: x[lane], result.params)
+    reported = float(result.final_loss[lane].mean())  # 14's final_val_loss of the lane
+    return out / "checkpoints" / models.name, params, split, reported
+
+
+def _agree(directory, params, split) -> tuple[bool, float, float]:
+    """Whether 13's reading of ``directory`` gives the logits of 14's model (``params``)
+    within ``LOGIT_RTOL`` on the held-out windows, and 13's held-out loss and its bound."""
+    checkpoint = read_checkpoint(directory)
+    tensors = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
+    windows = jnp.asarray(split.held_out)
+    theirs, _ = jax.jit(gpt2_forward, static_argnums=1)(tensors, checkpoint.config, windows[:, :-1])
+    model = TINY_LM.model(load_mechanism("qk_norm"))
+    ours, _ = jax.jit(model.apply)({"params": params}, windows[:, :-1])
+    bound = LOGIT_RTOL * float(jnp.max(jnp.abs(ours)))
+    agree = bool(jnp.max(jnp.abs(theirs - ours)) <= bound)
+    logp = jax.nn.log_softmax(theirs, axis=-1)
+    ce = -jnp.take_along_axis(logp, windows[:, 1:, None], axis=-1)[..., 0]
+    return agree, float(jnp.mean(ce)), LOSS_PER_LOGIT * bound
+
+
+def test_round_trip_same_logits_and_held_out_loss(saved):
+    directory, params, split, reported = saved
+    agree, loss, bound = _agree(directory, params, split)
+    assert agree
+    config = json.loads((directory / CONFIG).read_text())
+    assert config["attnlab"]["held_out_loss"] == reported
+    assert abs(loss - reported) <= bound
+    assert config["attnlab"]["mechanism"] == "qk_norm" and config["tie_word_embeddings"] is False
+    assert {TOKENIZER, WEIGHTS, CONFIG} <= {p.name for p in directory.iterdir()}
+
+
+def test_round_trip_fails_when_one_tensor_is_transposed(saved, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    directory, params, split, _ = saved
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in (CONFIG, TOKENIZER):
+        (broken / name).write_bytes((directory / name).read_bytes())
+    stored = load_file(directory / WEIGHTS)
+    name = PREFIX + "h.0.attn.c_proj.weight"  # square: the shape check cannot see it
+    stored[name] = stored[name].T.copy()
+    save_file(stored, broken / WEIGHTS)
+    assert not _agree(broken, params, split)[0]

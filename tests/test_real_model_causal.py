@@ -1,0 +1,112 @@
+"""attnlab.studies.real_model.causal and experiments/13_real_model.py on GPT-2 checkpoints:
+the causal row statistics against their definitions, a tiny random 2-layer GPT-2 end to
+end (the study real_model_causal's columns), and broken checkpoints: one line naming the
+file, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+from test_models_checkpoint import write_tiny_checkpoint
+from test_models_gpt2 import _break, write_tiny_gpt2
+
+from attnlab.models.checkpoint import sha256
+from attnlab.studies.real_model.causal import causal_row_statistics
+from attnlab.studies.real_model_causal.study import STUDY
+
+SCRIPT = "13_real_model"
+TINY_FLAGS = ["--lengths", "16", "--tokens", "96", "--counterfactual-length", "16"]
+
+
+def test_causal_row_statistics_by_hand():
+    z = jnp.asarray([[0.0, 9.0, 9.0], [1.0, 3.0, 9.0], [0.0, 1.0, 2.0]])
+    mask = jnp.tril(jnp.ones((3, 3), bool))
+    p = jnp.where(mask, jnp.exp(z), 0.0)
+    p = p / p.sum(-1, keepdims=True)
+    stats = causal_row_statistics(z, p, mask)
+    # row 1 has keys {1, 3}: std 1, weights e^1, e^3
+    w = np.exp([1.0, 3.0]) / np.exp([1.0, 3.0]).sum()
+    np.testing.assert_allclose(stats["logit_std"], [0.0, 1.0, np.std([0.0, 1.0, 2.0])], rtol=1e-6)
+    np.testing.assert_allclose(stats["max_weight"][1], w.max(), rtol=1e-6)
+    np.testing.assert_allclose(
+        stats["entropy_ratio"][1], -(w * np.log(w)).sum() / math.log(2), rtol=1e-6
+    )
+    assert float(stats["saturated"][0]) == 1.0  # one key: weight 1
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """A tiny GPT-2 checkpoint and a text of 300 bytes."""
+    checkpoint = write_tiny_gpt2(tmp_path / "ckpt")
+    text = tmp_path / "text.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 8)
+    return checkpoint, text
+
+
+def test_tiny_gpt2_end_to_end(load_script, run_main, tiny, tmp_path, capsys):
+    checkpoint, text = tiny
+    other = write_tiny_gpt2(tmp_path / "other", seed=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--checkpoint", checkpoint, other, "--text", text, *TINY_FLAGS, "--out-dir", out]
+    assert run_main(load_script(SCRIPT), argv) == 0
+    assert "wrote" in capsys.readouterr().out
+    for name, output in STUDY.outputs.items():
+        frame = pd.read_csv(out / name)
+        assert list(frame.columns) == output.column_names, name
+        assert list(frame.checkpoint.unique()) == ["ckpt", "other"]
+        meta = json.loads((out / name).with_suffix(".json").read_text())
+        assert meta["flags"]["model_safetensors_sha256"][0] == sha256(
+            checkpoint / "model.safetensors"
+        )
+    heads = pd.read_csv(out / "13_real_model_causal_heads.csv")
+    assert len(heads) == 2 * 2 * 2 * 2  # checkpoints x models x layers x heads
+    assert (heads.owner == "weights").all()  # GPT-2's bilinear logits: elasticity 2
+    assert set(heads.rows) == {6 * 15}  # 96 bytes in rows of 16; rows with n_i >= 2
+    drift = pd.read_csv(out / "13_real_model_causal_counterfactuals.csv")
+    first = drift.iloc[0]
+    assert first.next_token_loss_change == 0.0 and first.top1_agreement == 1.0
+
+
+def test_bert_among_several_checkpoints_is_refused(load_script, run_main, tiny, tmp_path, capsys):
+    checkpoint, text = tiny
+    bert = write_tiny_checkpoint(tmp_path / "bert")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--checkpoint", checkpoint, bert, "--text", text, *TINY_FLAGS, "--out-dir", out]
+    assert run_main(load_script(SCRIPT), argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--checkpoint" in err
+    assert not any(out.iterdir())
+
+
+@pytest.mark.parametrize("how", ["missing tensor", "wrong shape", "unknown model_type"])
+def test_broken_gpt2_one_line_exit_2_nothing_written(
+    load_script, run_main, tiny, tmp_path, capsys, how
+):
+    checkpoint, text = tiny
+    name = _break(checkpoint, how)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--checkpoint", checkpoint, "--text", text, *TINY_FLAGS, "--out-dir", out]
+    assert run_main(load_script(SCRIPT), argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--checkpoint" in err and name in err
+    assert not any(out.iterdir())
+
+
+def test_lengths_past_the_position_table_are_refused(load_script, run_main, tiny, tmp_path, capsys):
+    checkpoint, text = tiny
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--checkpoint", checkpoint, "--text", text, "--lengths", "32", "--tokens", "96",
+            "--counterfactual-length", "32", "--out-dir", out]  # fmt: skip
+    assert run_main(load_script(SCRIPT), argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--lengths" in err
+    assert not any(out.iterdir())
