@@ -38,7 +38,8 @@ rules: | $(STAMP)
 
 # 14 writes its models at the best rate (results/checkpoints/14_lm_*_d64/, GPT-2 layout) in
 # the run that writes its CSVs; 13's causal tables read two of them.
-$(REAL_MODEL_CAUSAL_CSVS): $(LM_PROXY_CSVS)
+results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
+		results/13_real_model_causal_layers.csv: $(LM_PROXY_CSVS)
 
 # Every built-in mechanism's card, and Figure 10 overlaying them.
 cards: $(CARD_CSVS) $(CARD_FIGURES)

@@ -40,7 +40,7 @@ from attnlab.studies.real_model.compute import (
     run_real_model,
     text_tokens,
 )
-from attnlab.studies.real_model_causal.study import STUDY as CAUSAL_STUDY
+from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS
 
 #: One result CSV per part of the run: --help says how long they took.
 TIMED_BY = ("13_real_model_heads.csv",)
@@ -78,7 +78,7 @@ def build_parser():
     cli.add_seed_flag(parser)
     cli.add_out_dir_flag(parser)
     # 13 on 14's checkpoints is a committed run too: its flags write to results/
-    parser.committed_arguments = (CAUSAL_STUDY.arguments.split(),)
+    parser.committed_arguments = (CAUSAL_ARGUMENTS.split(),)
     return parser
 
 

@@ -33,6 +33,8 @@ def test_tiny_checkpoint_end_to_end(load_script, run_main, tiny, tmp_path, capsy
     assert run_main(load_script(SCRIPT), argv) == 0
     assert "wrote" in capsys.readouterr().out
     for name, output in STUDY.outputs.items():
+        if output.arguments:
+            continue  # 13 on GPT-2 checkpoints: test_real_model_causal
         frame = pd.read_csv(out / name)
         assert list(frame.columns) == output.column_names, name
         meta = json.loads((out / name).with_suffix(".json").read_text())

@@ -158,32 +158,31 @@ def _read_json(path: Path) -> dict[str, Any]:
     return raw
 
 
-def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
-    """Read and check the checkpoint in ``directory`` (default: ``packaged_checkpoint()``).
-
-    Raises ``CheckpointError`` naming the file if one is missing or unreadable, if
-    ``config.json`` is not a BERT encoder, or if a tensor is missing or has another shape
-    than ``config.json`` implies.
-    """
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
-
-    directory = packaged_checkpoint() if directory is None else Path(directory)
+def files_present(directory: Path) -> None:
+    """``CheckpointError`` unless ``directory`` holds config.json, model.safetensors and
+    tokenizer.json."""
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: is not a directory")
     for name in (CONFIG, WEIGHTS, TOKENIZER):
         if not (directory / name).is_file():
             raise CheckpointError(f"{directory / name}: is missing")
-    config = parse_config(_read_json(directory / CONFIG), str(directory / CONFIG))
-    path = directory / WEIGHTS
+
+
+def read_tensors(path: Path, shapes: dict[str, tuple[int, ...]], prefix: str) -> dict:
+    """The tensors ``shapes`` names from the safetensors file ``path`` (through
+    ``safetensors.numpy``, no PyTorch; a name's ``prefix`` dropped), as float32;
+    ``CheckpointError`` naming the file if it is unreadable or a tensor is missing or has
+    another shape. Tensors it does not name are ignored."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
     try:
         stored = load_file(path)
     except (OSError, SafetensorError, ValueError) as err:
         raise CheckpointError(f"{path}: cannot be read as safetensors ({err})") from None
-    stored = {k.removeprefix("bert."): v for k, v in stored.items()}
+    stored = {k.removeprefix(prefix): v for k, v in stored.items()}
     tensors = {}
-    for name, shape in tensor_shapes(config).items():
+    for name, shape in shapes.items():
         if name not in stored:
             raise CheckpointError(f"{path}: lacks tensor {name}")
         if tuple(stored[name].shape) != shape:
@@ -191,12 +190,36 @@ def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
                 f"{path}: {name} has shape {tuple(stored[name].shape)}, config.json implies {shape}"
             )
         tensors[name] = np.asarray(stored[name], np.float32)
+    return tensors
+
+
+def read_tokenizer(path: Path):
+    """The ``tokenizers`` tokenizer of ``path`` without padding or truncation;
+    ``CheckpointError`` naming the file if it cannot be read."""
+    from tokenizers import Tokenizer
+
     try:
-        tokenizer = Tokenizer.from_file(str(directory / TOKENIZER))
+        tokenizer = Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises a bare Exception on a bad file
-        raise CheckpointError(f"{directory / TOKENIZER}: cannot be read ({err})") from None
+        raise CheckpointError(f"{path}: cannot be read ({err})") from None
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    return tokenizer
+
+
+def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
+    """Read and check the checkpoint in ``directory`` (default: ``packaged_checkpoint()``).
+
+    Raises ``CheckpointError`` naming the file if one is missing or unreadable, if
+    ``config.json`` is not a BERT encoder, or if a tensor is missing or has another shape
+    than ``config.json`` implies.
+    """
+    directory = packaged_checkpoint() if directory is None else Path(directory)
+    files_present(directory)
+    config = parse_config(_read_json(directory / CONFIG), str(directory / CONFIG))
+    path = directory / WEIGHTS
+    tensors = read_tensors(path, tensor_shapes(config), "bert.")
+    tokenizer = read_tokenizer(directory / TOKENIZER)
     for special in ("[CLS]", "[SEP]", "[PAD]"):
         if tokenizer.token_to_id(special) is None:
             raise CheckpointError(f"{directory / TOKENIZER}: has no {special} token")

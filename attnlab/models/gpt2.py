@@ -45,7 +45,10 @@ from attnlab.models.checkpoint import (
     Checkpoint,
     CheckpointError,
     _read_json,
+    files_present,
     load_checkpoint,
+    read_tensors,
+    read_tokenizer,
     sha256,
 )
 
@@ -194,37 +197,13 @@ def load_gpt2(directory: Path | str) -> GPT2Checkpoint:
     """Read and check the GPT-2 checkpoint in ``directory``: ``CheckpointError`` naming the
     file if one is missing or unreadable, if ``config.json`` is not a GPT-2 computed here,
     or if a tensor is missing or has another shape than ``config.json`` implies."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
-
     directory = Path(directory)
-    for name in (CONFIG, WEIGHTS, TOKENIZER):
-        if not (directory / name).is_file():
-            raise CheckpointError(f"{directory / name}: is missing")
+    files_present(directory)
     raw = _read_json(directory / CONFIG)
     config = parse_gpt2_config(raw, str(directory / CONFIG))
     path = directory / WEIGHTS
-    try:
-        stored = load_file(path)
-    except (OSError, SafetensorError, ValueError) as err:
-        raise CheckpointError(f"{path}: cannot be read as safetensors ({err})") from None
-    stored = {k.removeprefix(PREFIX): v for k, v in stored.items()}
-    tensors = {}
-    for name, shape in gpt2_shapes(config).items():
-        if name not in stored:
-            raise CheckpointError(f"{path}: lacks tensor {name}")
-        if tuple(stored[name].shape) != shape:
-            raise CheckpointError(
-                f"{path}: {name} has shape {tuple(stored[name].shape)}, config.json implies {shape}"
-            )
-        tensors[name] = np.asarray(stored[name], np.float32)
-    try:
-        tokenizer = Tokenizer.from_file(str(directory / TOKENIZER))
-    except Exception as err:  # tokenizers raises a bare Exception on a bad file
-        raise CheckpointError(f"{directory / TOKENIZER}: cannot be read ({err})") from None
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
+    tensors = read_tensors(path, gpt2_shapes(config), PREFIX)
+    tokenizer = read_tokenizer(directory / TOKENIZER)
     if tokenizer.get_vocab_size() > config.vocab_size:
         raise CheckpointError(
             f"{directory / TOKENIZER}: {tokenizer.get_vocab_size()} tokens, more than "

@@ -254,8 +254,9 @@ $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/estimates.
 
 # ------------------------------------------------------------ real_model
 REAL_MODEL_CSVS := results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
-	results/13_real_model_layers.csv
-REAL_MODEL_FIGURES := figures/fig11_real_model.png
+	results/13_real_model_layers.csv results/13_real_model_causal_heads.csv \
+	results/13_real_model_causal_counterfactuals.csv results/13_real_model_causal_layers.csv
+REAL_MODEL_FIGURES := figures/fig11_real_model.png figures/fig13_real_model_causal.png
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
@@ -264,14 +265,27 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
 	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/study.py attnlab/studies/real_model_causal/__init__.py \
-	attnlab/studies/real_model_causal/study.py | $(STAMP)
+	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
+results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
+	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
+	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/owner.py attnlab/core/ownership.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/models/__init__.py \
+	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
+	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/study.py | $(STAMP)
+	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
+		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/headlines.py attnlab/harness/tables.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal_figure.py attnlab/studies/real_model/causal_report.py \
 	attnlab/studies/real_model/figure.py attnlab/studies/real_model/report.py \
-	attnlab/studies/real_model/study.py results/13_real_model_counterfactuals.csv \
-	results/13_real_model_heads.csv results/13_real_model_layers.csv | $(STAMP)
+	attnlab/studies/real_model/study.py results/13_real_model_causal_counterfactuals.csv \
+	results/13_real_model_causal_heads.csv results/13_real_model_causal_layers.csv \
+	results/13_real_model_counterfactuals.csv results/13_real_model_heads.csv \
+	results/13_real_model_layers.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study real_model
 
 # ------------------------------------------------------------ lm_proxy
@@ -298,36 +312,9 @@ $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/fig
 	results/14_lm_ownership.csv results/14_lm_sweep.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study lm_proxy
 
-# ------------------------------------------------------------ real_model_causal
-REAL_MODEL_CAUSAL_CSVS := results/13_real_model_causal_heads.csv \
-	results/13_real_model_causal_counterfactuals.csv results/13_real_model_causal_layers.csv
-REAL_MODEL_CAUSAL_FIGURES := figures/fig13_real_model_causal.png
-results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
-	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/owner.py attnlab/core/ownership.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/models/__init__.py \
-	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
-	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/study.py attnlab/studies/real_model_causal/__init__.py \
-	attnlab/studies/real_model_causal/study.py | $(STAMP)
-	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
-		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
-$(REAL_MODEL_CAUSAL_FIGURES) &: experiments/plot_figures.py $(SHARED) \
-	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/report.py \
-	attnlab/studies/real_model/study.py attnlab/studies/real_model_causal/__init__.py \
-	attnlab/studies/real_model_causal/figure.py attnlab/studies/real_model_causal/report.py \
-	attnlab/studies/real_model_causal/study.py results/13_real_model_causal_counterfactuals.csv \
-	results/13_real_model_causal_heads.csv results/13_real_model_causal_layers.csv \
-	results/13_real_model_counterfactuals.csv results/13_real_model_heads.csv \
-	results/13_real_model_layers.csv | $(STAMP)
-	$(PY) experiments/plot_figures.py --study real_model_causal
-
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \
 	$(CONDENSATION_CSVS) $(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(CARD_CSVS) $(REAL_MODEL_CSVS) \
-	$(LM_PROXY_CSVS) $(REAL_MODEL_CAUSAL_CSVS)
+	$(LM_PROXY_CSVS)
 FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(ARTICLE_FIT_FIGURES) \
 	$(WIDTHS_FIGURES) $(CONDENSATION_FIGURES) $(FAILURE_MODES_FIGURES) $(CARD_FIGURES) \
-	$(REAL_MODEL_FIGURES) $(LM_PROXY_FIGURES) $(REAL_MODEL_CAUSAL_FIGURES)
+	$(REAL_MODEL_FIGURES) $(LM_PROXY_FIGURES)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from attnlab.core.attention import weighted_values
 from attnlab.core.mechanism import causal_context
-from attnlab.core.owner import ALPHAS, owner
+from attnlab.core.owner import ALPHAS
 from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import BUILTINS
@@ -38,7 +38,7 @@ from attnlab.models.gpt2 import (
     next_token_loss,
 )
 from attnlab.models.gpt2_export import gpt2_init
-from attnlab.studies.real_model.compute import RealModelConfig
+from attnlab.studies.real_model.compute import ROW_STATS, RealModelConfig, head_columns
 from attnlab.studies.real_model.study import (
     CAUSAL_COUNTERFACTUALS_CSV,
     CAUSAL_HEADS_CSV,
@@ -46,7 +46,6 @@ from attnlab.studies.real_model.study import (
     DRIFT_ALPHAS,
     FLOAT16_MAX,
     MODELS,
-    QUANTILE_TAGS,
     QUANTILES,
     SATURATED_AT,
 )
@@ -54,7 +53,6 @@ from attnlab.studies.real_model.study import (
 Array = jax.Array
 #: Rows of text the elasticity is read on (bilinear logits give 2 on any rows).
 ELASTICITY_ROWS = 4
-ROW_STATS = ("logit_std", "max_weight", "entropy_ratio", "jacobian_norm")
 
 
 def causal_rows(tokenizer, text: str, tokens: int, length: int) -> np.ndarray:
@@ -162,18 +160,7 @@ def causal_heads_frame(
             record = {"checkpoint": checkpoint, "mechanism": config.mechanism, "model": model,
                       "row_length": length, "layer": layer, "head": head,
                       "rows": ids.shape[0] * (length - 1)}  # fmt: skip
-            for name in (*ROW_STATS, "saturated", "q_norm", "k_norm"):
-                if name == "saturated":
-                    record["saturated_share"] = float(summary[name][layer, head])
-                    continue
-                for tag, value in zip(QUANTILE_TAGS, summary[name][layer, head], strict=True):
-                    record[f"{name}_{tag}"] = float(value)
-            record["sigma"] = float(sigma[layer, head])
-            elasticity = summary["elasticity"][layer, head]
-            for alpha, value in zip(ALPHAS, elasticity, strict=True):
-                record[f"elasticity_{alpha:g}"] = float(value)
-            record["owner"] = owner(float(elasticity[0]))
-            records.append(record)
+            records.append({**record, **head_columns(summary, sigma, layer, head)})
     return pd.DataFrame.from_records(records)
 
 

@@ -178,20 +178,31 @@ def heads_frame(
                     "head": head,
                     "rows": ids.shape[0] * length,
                 }
-                for name in ("logit_std", "max_weight", "entropy_ratio", "jacobian_norm"):
-                    for tag, value in zip(QUANTILE_TAGS, summary[name][layer, head], strict=True):
-                        record[f"{name}_{tag}"] = float(value)
-                record["saturated_share"] = float(summary["saturated"][layer, head])
-                for name in ("q_norm", "k_norm"):
-                    for tag, value in zip(QUANTILE_TAGS, summary[name][layer, head], strict=True):
-                        record[f"{name}_{tag}"] = float(value)
-                record["sigma"] = float(sigma[layer, head])
-                elasticity = summary["elasticity"][layer, head]
-                for alpha, value in zip(ALPHAS, elasticity, strict=True):
-                    record[f"elasticity_{alpha:g}"] = float(value)
-                record["owner"] = owner(float(elasticity[0]))
-                records.append(record)
+                records.append({**record, **head_columns(summary, sigma, layer, head)})
     return pd.DataFrame.from_records(records)
+
+
+#: The statistics of every attention row the heads table summarises by quantiles.
+ROW_STATS = ("logit_std", "max_weight", "entropy_ratio", "jacobian_norm")
+
+
+def head_columns(summary: dict, sigma: np.ndarray, layer: int, head: int) -> dict[str, object]:
+    """One head's columns of the heads table, in its order: the quantiles of each
+    ``ROW_STATS``, the saturated share, the quantiles of |q| and |k|, ``sigma``, the
+    elasticity at each of ``ALPHAS`` and the owner it names (encoder and decoder alike)."""
+    record: dict[str, object] = {}
+    for name in (*ROW_STATS, "saturated", "q_norm", "k_norm"):
+        if name == "saturated":
+            record["saturated_share"] = float(summary[name][layer, head])
+            continue
+        for tag, value in zip(QUANTILE_TAGS, summary[name][layer, head], strict=True):
+            record[f"{name}_{tag}"] = float(value)
+    record["sigma"] = float(sigma[layer, head])
+    elasticity = summary["elasticity"][layer, head]
+    for alpha, value in zip(ALPHAS, elasticity, strict=True):
+        record[f"elasticity_{alpha:g}"] = float(value)
+    record["owner"] = owner(float(elasticity[0]))
+    return record
 
 
 @functools.partial(jax.jit, static_argnums=1)

@@ -12,6 +12,7 @@ from matplotlib.colors import LogNorm
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, STYLE, VARIANT_COLORS, save
 from attnlab.harness.tables import Tables
+from attnlab.studies.real_model.causal_figure import fig13_real_model_causal  # noqa: F401 (the study's Figure 13)
 from attnlab.studies.real_model.report import HEADS, headline_length
 from attnlab.studies.real_model.study import COUNTERFACTUALS_CSV, HEADS_CSV, MODELS
 

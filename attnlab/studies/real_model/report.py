@@ -6,7 +6,9 @@ import pandas as pd
 
 from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table
+from attnlab.studies.real_model import causal_report
 from attnlab.studies.real_model.study import (
+    CAUSAL_HEADS_CSV,
     COUNTERFACTUALS_CSV,
     HEADS_CSV,
     LAYERS_CSV,
@@ -122,8 +124,17 @@ def _layers_table(tables: Tables) -> str:
 
 
 def section(tables: Tables) -> str:
-    """Experiment 13: trained against initial per head, what sets the temperature, the
-    counterfactuals and float16."""
+    """Experiment 13: the encoder's section (``encoder_section``) and, where 13 was run on
+    14's checkpoints, theirs (``causal_report.section``)."""
+    parts = [encoder_section(tables)]
+    if tables.has(CAUSAL_HEADS_CSV):
+        parts.append(causal_report.section(tables))
+    return "\n\n".join(parts)
+
+
+def encoder_section(tables: Tables) -> str:
+    """Experiment 13 on the encoder: trained against initial per head, what sets the
+    temperature, the counterfactuals and float16."""
     heads = tables.get(HEADS_CSV, HEADS)
     flags = tables.flags(HEADS_CSV)
     length = headline_length(tables)
@@ -177,4 +188,5 @@ HEADLINES = {
         "embedding cosine",
     ),
     LAYERS_CSV: lambda f: f"largest |q.k| {f.max_abs_qk.max():.4g} of float16's 65504",
+    **causal_report.CAUSAL_HEADLINES,
 }

@@ -9,7 +9,7 @@ SCRIPT = "13_real_model.py"
 HEADS_CSV = "13_real_model_heads.csv"
 COUNTERFACTUALS_CSV = "13_real_model_counterfactuals.csv"
 LAYERS_CSV = "13_real_model_layers.csv"
-#: 13 on GPT-2-family checkpoints (causal rows): declared by the study real_model_causal.
+#: 13 on GPT-2-family checkpoints (causal rows): 14's models, declared below.
 CAUSAL_HEADS_CSV = "13_real_model_causal_heads.csv"
 CAUSAL_COUNTERFACTUALS_CSV = "13_real_model_causal_counterfactuals.csv"
 CAUSAL_LAYERS_CSV = "13_real_model_causal_layers.csv"
@@ -96,9 +96,89 @@ LAYERS = Output(
     },
 )
 
+#: 14's models read: the scaled one and the qk-layernorm one at 14's one width, where 14
+#: writes them (``lm_proxy.study.checkpoint_name``; a path, not an import of 14's code).
+CHECKPOINTS = ("results/checkpoints/14_lm_scaled_d64", "results/checkpoints/14_lm_qk_norm_d64")
+#: Row lengths: 14's models have 64 positions.
+LENGTHS = (16, 32, 64)
+#: 13's run on them: what make runs and 13 counts as committed defaults (its parser's
+#: ``committed_arguments``).
+CAUSAL_ARGUMENTS = " ".join(
+    ["--checkpoint", *CHECKPOINTS, "--lengths", *map(str, LENGTHS),
+     "--counterfactual-length", str(max(LENGTHS))]
+)  # fmt: skip
+
+
+CAUSAL_HEADS = Output(
+    SCRIPT,
+    {
+        "checkpoint": KEY,
+        "mechanism": EXACT,
+        "model": KEY,
+        "row_length": KEY,
+        "layer": KEY,
+        "head": KEY,
+        "rows": EXACT,
+        **_spread("logit_std"),
+        **_spread("max_weight"),
+        **_spread("entropy_ratio"),
+        **_spread("jacobian_norm"),
+        "saturated_share": SHARE,
+        **_spread("q_norm"),
+        **_spread("k_norm"),
+        "sigma": WEIGHTS_ONLY,
+        **{f"elasticity_{a:g}": FORWARD for a in (1.0, 2.0, 4.0, 8.0)},
+        "owner": EXACT,
+    },
+    arguments=CAUSAL_ARGUMENTS,
+)
+
+CAUSAL_COUNTERFACTUALS = Output(
+    SCRIPT,
+    {
+        "checkpoint": KEY,
+        "counterfactual": KEY,
+        "qk_scale": KEY,
+        "logit_factor": EXACT,
+        "row_length": EXACT,
+        "logit_std_median": FORWARD,
+        "max_weight_median": FORWARD,
+        "entropy_ratio_median": FORWARD,
+        "jacobian_norm_median": FORWARD,
+        "saturated_share": SHARE,
+        "next_token_loss": FORWARD,
+        "next_token_loss_change": FORWARD,
+        "top1_agreement": SHARE,
+    },
+    arguments=CAUSAL_ARGUMENTS,
+)
+
+CAUSAL_LAYERS = Output(
+    SCRIPT,
+    {
+        "checkpoint": KEY,
+        "mechanism": EXACT,
+        "layer": KEY,
+        "row_length": EXACT,
+        "max_abs_qk": FORWARD,
+        "max_abs_logit": FORWARD,
+        "float16_max": EXACT,
+        "float16_error_mechanism": close(F16_EPS, 0.0),
+        "float16_error_unscaled": close(F16_EPS, 0.0),
+    },
+    arguments=CAUSAL_ARGUMENTS,
+)
+
 STUDY = Study(
     "real_model",
     11,
-    {HEADS_CSV: HEADS, COUNTERFACTUALS_CSV: COUNTERFACTUALS, LAYERS_CSV: LAYERS},
-    figures=("fig11_real_model",),
+    {
+        HEADS_CSV: HEADS,
+        COUNTERFACTUALS_CSV: COUNTERFACTUALS,
+        LAYERS_CSV: LAYERS,
+        CAUSAL_HEADS_CSV: CAUSAL_HEADS,
+        CAUSAL_COUNTERFACTUALS_CSV: CAUSAL_COUNTERFACTUALS,
+        CAUSAL_LAYERS_CSV: CAUSAL_LAYERS,
+    },
+    figures=("fig11_real_model", "fig13_real_model_causal"),
 )

@@ -12,10 +12,10 @@ import pandas as pd
 
 from attnlab.harness.figures import COLUMN_WIDTH_IN, STYLE, mechanism_color, save
 from attnlab.harness.tables import Tables
+from attnlab.studies.real_model.causal_report import per_layer
 from attnlab.studies.real_model.report import HEADS as ENCODER_HEADS
 from attnlab.studies.real_model.report import headline_length as encoder_length
 from attnlab.studies.real_model.study import CAUSAL_COUNTERFACTUALS_CSV, HEADS_CSV
-from attnlab.studies.real_model_causal.report import per_layer
 
 ENCODER = "all-MiniLM-L6-v2"
 ENCODER_COLOR = "0.2"

@@ -126,7 +126,7 @@ def section(tables: Tables) -> str:
 
 
 #: The headline of each CSV (``attnlab.studies.headline``).
-HEADLINES = {
+CAUSAL_HEADLINES = {
     CAUSAL_HEADS_CSV: lambda f: medians(
         f[f.model == "trained"], "checkpoint", "logit_std_p50", "median head's logits' std"
     ),
