@@ -47,43 +47,46 @@ def test_the_settings_name_the_text():
 
 @pytest.fixture(scope="module")
 def tiny_cards():
-    plan = store.CardPlan(("alibi",), ("scaled",), ("alibi", "scaled"), {})
+    """unscaled against scaled: the two share one compiled program (only a constant
+    differs), which keeps the fixture within the fast tests' budget; the LM without
+    positions (ALiBi's) is read in test_sweeps_lm."""
+    plan = store.CardPlan(("unscaled",), ("scaled",), ("unscaled", "scaled"), {})
     return lm.run_lm_cards(TINY, plan)
 
 
 def test_a_tiny_card_has_every_table_and_verdict(tiny_cards):
     (result,) = tiny_cards
     card = result.card
-    assert isinstance(card, LMCard) and result.name == "alibi"
-    assert list(dict.fromkeys(card.lm_sweep.mechanism)) == ["alibi", "scaled"]
-    assert dict(zip(card.lm_sweep.mechanism, card.lm_sweep.positions, strict=True)) == {
-        "alibi": "none", "scaled": "rotary"}  # fmt: skip
+    assert isinstance(card, LMCard) and result.name == "unscaled"
+    assert list(dict.fromkeys(card.lm_sweep.mechanism)) == ["unscaled", "scaled"]
+    assert set(card.lm_sweep.positions) == {"rotary"}
     assert len(card.lm_sweep) == 2 * len(TINY.lrs)
     assert set(card.lm_lengths.factor) == {1, 2}
     assert set(card.lm_ownership.weights) <= {"best", "drifted"}
     assert len(result.verdicts) == 2 * len(LM_VERDICTS)
     length = result.verdicts.set_index(["mechanism", "verdict"]).passed
-    assert length["alibi", "LM: generalises to longer sequences"] in (True, False)
+    assert length["unscaled", "LM: generalises to longer sequences"] in (True, False)
 
 
 def test_a_written_card_is_read_back_as_a_baseline(tiny_cards, tmp_path):
     flags = {"card_settings": TINY.settings()}
     store.write_cards(tiny_cards, tmp_path, flags, 1.0, "cmd", True, True, store.LM)
-    folder = tmp_path / "cards" / "alibi" / "lm"
+    folder = tmp_path / "cards" / "unscaled" / "lm"
     names = sorted(p.name for p in folder.iterdir() if p.suffix != ".json")
     assert names == ["card.md", "lm_lengths.csv", "lm_ownership.csv", "lm_sweep.csv",
                      "verdicts.csv"]  # fmt: skip
-    assert not (tmp_path / "cards" / "alibi" / "statics.csv").exists()
+    assert not (tmp_path / "cards" / "unscaled" / "statics.csv").exists()
     text = (folder / "card.md").read_text(encoding="utf-8")
-    assert text.startswith("# Quick language-model card: alibi")
+    assert text.startswith("# Quick language-model card: unscaled")
     for rule in tiny_cards[0].verdicts.rule.unique():
         assert rule in text
     read = store.read_card(folder, tables=LMCard)
     pd.testing.assert_frame_equal(read.lm_sweep, tiny_cards[0].card.lm_sweep, check_dtype=False)
-    plan = store.plan_cards(TINY, ["scaled"], ["alibi"], tmp_path / "cards", store.LM)
-    assert plan.reused == {"alibi": folder} and plan.computed == ("scaled",)
+    plan = store.plan_cards(TINY, ["scaled"], ["unscaled"], tmp_path / "cards", store.LM)
+    assert plan.reused == {"unscaled": folder} and plan.computed == ("scaled",)
     other = dataclasses.replace(TINY, lrs=(1e-2,))
-    assert store.plan_cards(other, ["scaled"], ["alibi"], tmp_path / "cards", store.LM).reused == {}
+    found = store.plan_cards(other, ["scaled"], ["unscaled"], tmp_path / "cards", store.LM)
+    assert found.reused == {}
 
 
 @pytest.fixture
