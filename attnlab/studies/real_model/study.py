@@ -109,27 +109,10 @@ CAUSAL_ARGUMENTS = " ".join(
 )  # fmt: skip
 
 
+#: The encoder's per-head columns, each row also naming its checkpoint and mechanism.
 CAUSAL_HEADS = Output(
     SCRIPT,
-    {
-        "checkpoint": KEY,
-        "mechanism": EXACT,
-        "model": KEY,
-        "row_length": KEY,
-        "layer": KEY,
-        "head": KEY,
-        "rows": EXACT,
-        **_spread("logit_std"),
-        **_spread("max_weight"),
-        **_spread("entropy_ratio"),
-        **_spread("jacobian_norm"),
-        "saturated_share": SHARE,
-        **_spread("q_norm"),
-        **_spread("k_norm"),
-        "sigma": WEIGHTS_ONLY,
-        **{f"elasticity_{a:g}": FORWARD for a in (1.0, 2.0, 4.0, 8.0)},
-        "owner": EXACT,
-    },
+    {"checkpoint": KEY, "mechanism": EXACT, **HEADS.columns},
     arguments=CAUSAL_ARGUMENTS,
 )
 
