@@ -537,7 +537,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         "14_lm_proxy": {
             "pieces": lambda *a: [],
             "run_pieces": lambda *a: [],
-            "tables": lambda *a: (FRAME, FRAME, FRAME),
+            "tables": lambda *a: (FRAME, FRAME, FRAME, []),  # no saved models
         },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},
