@@ -50,7 +50,6 @@ def test_a_plain_function_is_carded_into_the_user_folder(monkeypatch, tmp_path):
                                 verdicts=verdicts, read_from={})]  # fmt: skip
 
     monkeypatch.setattr(api, "run_cards", run_cards)
-    monkeypatch.setattr(api, "card_markdown", lambda *a: "card\n")
     monkeypatch.setattr(store, "card_markdown", lambda *a: "card\n")
     monkeypatch.setattr(store, "draw_card", lambda card, name, folder: None)
     report = attnlab.card(logits, quick=True, seed=3, out_dir=tmp_path, progress=False,

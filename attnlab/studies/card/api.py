@@ -2,7 +2,8 @@
 ``Mechanism``, a plain function ``logits(q, k)`` or a reference, and returns its tables
 and verdicts as pandas objects (``task="lm"``: in experiment 14's language model); with
 ``out_dir`` it writes the files the script writes (the same CSVs, byte for byte, for the
-same mechanism and settings). ``task_parts`` and ``task_problem`` serve the script too."""
+same mechanism and settings). ``prepare`` checks and plans a run of cards for the script
+too."""
 
 from __future__ import annotations
 
@@ -24,8 +25,6 @@ from attnlab.harness import cli
 from attnlab.studies.card import store
 from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
 from attnlab.studies.card.lm import lm_card_config, lm_total_work, run_lm_cards
-from attnlab.studies.card.lm_report import lm_card_markdown
-from attnlab.studies.card.report import card_markdown
 from attnlab.studies.card.store import LM, RECALL
 from attnlab.studies.card.verdicts import Card
 
@@ -220,7 +219,7 @@ def card(
         job.write([result], wall, out_dir, flags, command, default_place=False)
         written = out_dir / store.card_folder(target, committed=True) / store.TASK_FOLDER[task]
     read_from = {b: str(f) for b, f in result.read_from.items()}
-    markdown = lm_card_markdown if task == LM else card_markdown
-    text = markdown(result.card, result.verdicts, result.name, store.reference_text(target),
-                    command, read_from, config.quick)  # fmt: skip
+    text = store.card_text(task, result.card, result.verdicts, result.name,
+                           store.reference_text(target), command, read_from,
+                           config.quick)  # fmt: skip
     return CardReport(result.name, result.card, result.verdicts, text, written)

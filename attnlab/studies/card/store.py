@@ -96,6 +96,12 @@ def comparison_folder(references: Sequence[Reference], committed: bool) -> Path:
     return CARDS if committed and every else CARDS / USER
 
 
+def card_text(task: str, *arguments) -> str:
+    """``card.md`` of a card on ``task`` (``card_markdown`` or ``lm_card_markdown``, which
+    take the same arguments)."""
+    return (lm_card_markdown if task == LM else card_markdown)(*arguments)
+
+
 def write_cards(
     results: Sequence[CardResult],
     out_dir: Path,
@@ -122,12 +128,9 @@ def write_cards(
         read_from = {b: str(f) for b, f in result.read_from.items()}
         arguments = (result.card, result.verdicts, result.name, reference_text(result.reference),
                      command, read_from, quick)  # fmt: skip
-        if task == LM:
-            text = lm_card_markdown(*arguments)
-        else:
+        if task == RECALL:  # the language model's card has no figure
             draw_card(result.card, result.name, folder)
-            text = card_markdown(*arguments)
-        (folder / "card.md").write_text(text, encoding="utf-8")
+        (folder / "card.md").write_text(card_text(task, *arguments), encoding="utf-8")
         folders.append(folder)
     if len(results) > 1:
         comparison = pd.concat(

@@ -66,18 +66,24 @@ HEADS = Output(
     },
 )
 
+#: A counterfactual's key and its statistics pooled over layers, heads and rows (the
+#: encoder's and the decoder's tables alike; each adds what its model's output measures).
+DRIFT_POOLED = {
+    "counterfactual": KEY,
+    "qk_scale": KEY,
+    "logit_factor": EXACT,
+    "row_length": EXACT,
+    "logit_std_median": FORWARD,
+    "max_weight_median": FORWARD,
+    "entropy_ratio_median": FORWARD,
+    "jacobian_norm_median": FORWARD,
+    "saturated_share": SHARE,
+}
+
 COUNTERFACTUALS = Output(
     SCRIPT,
     {
-        "counterfactual": KEY,
-        "qk_scale": KEY,
-        "logit_factor": EXACT,
-        "row_length": EXACT,
-        "logit_std_median": FORWARD,
-        "max_weight_median": FORWARD,
-        "entropy_ratio_median": FORWARD,
-        "jacobian_norm_median": FORWARD,
-        "saturated_share": SHARE,
+        **DRIFT_POOLED,
         "cosine_mean": FORWARD,
         "cosine_min": FORWARD,
     },
@@ -120,15 +126,7 @@ CAUSAL_COUNTERFACTUALS = Output(
     SCRIPT,
     {
         "checkpoint": KEY,
-        "counterfactual": KEY,
-        "qk_scale": KEY,
-        "logit_factor": EXACT,
-        "row_length": EXACT,
-        "logit_std_median": FORWARD,
-        "max_weight_median": FORWARD,
-        "entropy_ratio_median": FORWARD,
-        "jacobian_norm_median": FORWARD,
-        "saturated_share": SHARE,
+        **DRIFT_POOLED,
         "next_token_loss": FORWARD,
         "next_token_loss_change": FORWARD,
         "top1_agreement": SHARE,
