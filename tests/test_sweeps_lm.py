@@ -47,8 +47,10 @@ def test_lengths_at_the_training_length_are_the_sweeps_held_out_loss(positions, 
 
 
 def test_learned_positions_read_no_longer_length():
-    result, split, found = trained("learned")
-    assert length_rows(result, 1e-2, split, found, (1, 2)).empty
+    # The rows follow the sweep's recorded positions: the rotary run relabelled as learned.
+    result, split, found = trained("rotary")
+    learned = dataclasses.replace(result, config=dataclasses.replace(TINY, positions="learned"))
+    assert length_rows(learned, 1e-2, split, found, (1, 2)).empty
 
 
 def test_held_out_windows_are_disjoint_where_they_fit():
