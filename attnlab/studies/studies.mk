@@ -300,9 +300,10 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
 	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
-	attnlab/studies/lm_proxy/study.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
-	attnlab/sweeps/lm_tables.py attnlab/training/__init__.py attnlab/training/optim.py \
-	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py | $(STAMP)
+	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
+	attnlab/sweeps/__init__.py attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py \
+	attnlab/training/__init__.py attnlab/training/optim.py attnlab/training/tasks/__init__.py \
+	attnlab/training/tasks/lm.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/lm_proxy/__init__.py \
