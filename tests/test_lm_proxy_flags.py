@@ -1,0 +1,51 @@
+"""attnlab.studies.lm_proxy.flags: experiment 14's flags read into a ``ProxyConfig`` (the
+defaults, --quick's replacements, a flag given beside --quick wins) and each bad value a
+``cli.UsageError`` naming its flag; ``text_tokens`` refuses a text too short to hold out."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from attnlab.harness import cli
+from attnlab.studies.lm_proxy.flags import (
+    DEFAULT,
+    QUICK,
+    add_proxy_flags,
+    proxy_config,
+    text_tokens,
+)
+
+
+def parse(*argv: str):
+    parser = argparse.ArgumentParser()
+    add_proxy_flags(parser)
+    return proxy_config(parser.parse_args(list(argv)))
+
+
+def test_no_flags_give_the_default_configuration():
+    assert parse() == DEFAULT
+
+
+def test_quick_keeps_its_values_unless_a_flag_is_given():
+    quick = parse("--quick")
+    assert quick.widths == QUICK.widths and quick.lrs == QUICK.lrs
+    assert quick.lm.steps == QUICK.lm.steps
+    assert parse("--quick", "--lrs", "0.5").lrs == (0.5,)
+    assert parse("--quick", "--steps", "30").lm == dataclasses.replace(QUICK.lm, steps=30, warmup=3)
+
+
+def test_a_width_off_the_head_width_names_its_flag():
+    with pytest.raises(cli.UsageError, match="^--widths: 40 is not a multiple of the head"):
+        parse("--widths", "40")
+
+
+def test_a_text_too_short_to_hold_out_is_refused(tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("too short", encoding="utf-8")
+    with pytest.raises(cli.UsageError, match="--text: 9 bytes are too few"):
+        text_tokens(short, DEFAULT)
+    source, tokens = text_tokens(None, DEFAULT)
+    assert len(tokens) == len(source.text.encode("utf-8"))
