@@ -152,7 +152,9 @@ def pytest_configure(config: pytest.Config) -> None:
     budget."""
     global _budget_s
     cli.configure_jax()
-    _budget_s = _fast_test_budget()
+    xdist_controller = config.getoption("numprocesses", None) and not hasattr(config, "workerinput")
+    if not xdist_controller:  # the controller of ``-n 2`` runs no test: no budget to calibrate
+        _budget_s = _fast_test_budget()
 
 
 @pytest.fixture(scope="session")
