@@ -265,6 +265,7 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
 	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
 	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
@@ -275,6 +276,7 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
 	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
 	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64

@@ -1,0 +1,84 @@
+"""Experiment 13's inputs read and measured: the text and the checkpoints checked against
+the configuration (``read_inputs``), then the encoder's or the causal tables
+(``measure``) with what the sidecars add."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import pandas as pd
+
+from attnlab.core.text import TextSource, read_text
+from attnlab.harness import cli
+from attnlab.models.checkpoint import Checkpoint, CheckpointError
+from attnlab.models.gpt2 import GPT2Checkpoint, read_checkpoint
+from attnlab.studies.real_model.causal import causal_progress_steps, run_causal
+from attnlab.studies.real_model.compute import (
+    RealModelConfig,
+    progress_steps,
+    provenance,
+    run_real_model,
+    text_tokens,
+)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What experiment 13 reads: the text and the checkpoints, ``causal`` when all are
+    GPT-2-family (then several may be given), ``packaged`` when none was named."""
+
+    source: TextSource
+    checkpoints: list[Checkpoint]
+    causal: bool
+    packaged: bool
+
+
+def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
+    """``--text`` and ``--checkpoint`` read and checked against ``config``: every row
+    length within each checkpoint's context, enough tokens in the text for each;
+    ``cli.UsageError`` naming the flag otherwise."""
+    try:
+        source = read_text(args.text)
+    except (OSError, UnicodeDecodeError) as err:
+        raise cli.UsageError(f"--text: cannot read {args.text} as UTF-8 text ({err})") from None
+    try:
+        checkpoints = [read_checkpoint(d) for d in args.checkpoint or [None]]
+    except CheckpointError as err:
+        raise cli.UsageError(f"--checkpoint: {err}") from None
+    causal = all(isinstance(c, GPT2Checkpoint) for c in checkpoints)
+    if len(checkpoints) > 1 and not causal:
+        raise cli.UsageError("--checkpoint: several directories are read only if all are GPT-2")
+    if causal and config.tokens < max(config.lengths):
+        raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
+    for checkpoint in checkpoints:
+        if max(config.lengths) > checkpoint.max_seq_length:
+            raise cli.UsageError(
+                f"--lengths: {max(config.lengths)} is longer than {checkpoint.directory}'s "
+                f"max_seq_length {checkpoint.max_seq_length}"
+            )
+        found = text_tokens(checkpoint, source.text)
+        if found < config.tokens:
+            raise cli.UsageError(
+                f"--tokens: the text has {found} tokens, fewer than {config.tokens}"
+            )
+    return Inputs(source, checkpoints, causal, args.checkpoint is None)
+
+
+def measure(
+    config: RealModelConfig, inputs: Inputs, quiet: bool
+) -> tuple[dict[str, pd.DataFrame], dict]:
+    """The CSVs of experiment 13 by name (the causal ones when ``inputs.causal``) and what
+    the sidecars add to the flags (``provenance``; listed per checkpoint when causal),
+    with a progress bar unless ``quiet``."""
+    if inputs.causal:
+        steps = causal_progress_steps(len(inputs.checkpoints))
+        with cli.progress(steps, "13 causal", quiet) as bar:
+            frames = run_causal(config, inputs.checkpoints, inputs.source.text, bar.update)
+        records = [provenance(c, inputs.source, config, False) for c in inputs.checkpoints]
+        listed = {k: [r[k] for r in records] for k in ("checkpoint", "model_safetensors_sha256")}
+        return frames, {**records[0], **listed}
+    (checkpoint,) = inputs.checkpoints
+    with cli.progress(progress_steps(config), "13 real model", quiet) as bar:
+        frames = run_real_model(config, checkpoint, inputs.source.text, bar.update)
+    return frames, provenance(checkpoint, inputs.source, config, inputs.packaged)

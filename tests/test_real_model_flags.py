@@ -1,0 +1,44 @@
+"""attnlab.studies.real_model.flags: experiment 13's flags read into a ``RealModelConfig``
+(the defaults, lengths sorted and deduplicated) and each contradiction between them a
+``cli.UsageError`` naming its flag."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from attnlab.harness import cli
+from attnlab.studies.real_model.flags import DEFAULT, add_real_model_flags, real_model_config
+
+
+def parse(*argv: str):
+    parser = argparse.ArgumentParser()
+    add_real_model_flags(parser)
+    return real_model_config(parser.parse_args(list(argv)))
+
+
+def test_no_flags_give_the_default_configuration():
+    assert parse() == DEFAULT
+
+
+def test_lengths_are_sorted_and_deduplicated():
+    config = parse("--lengths", "64", "16", "64", "--counterfactual-length", "16")
+    assert config.lengths == (16, 64)
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--lengths", "16", "32", "--counterfactual-length", "64"], "--counterfactual-length"),
+        (["--lengths", "64", "--counterfactual-length", "64", "--tokens", "61"], "--tokens"),
+    ],
+)
+def test_contradicting_flags_name_the_flag(argv, flag):
+    with pytest.raises(cli.UsageError, match=f"^{flag}: "):
+        parse(*argv)
+
+
+def test_a_row_of_tokens_with_two_special_tokens_is_enough():
+    # an encoder row holds [CLS] and [SEP] beside T - 2 text tokens
+    assert parse("--lengths", "64", "--counterfactual-length", "64", "--tokens", "62").tokens == 62

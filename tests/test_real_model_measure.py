@@ -1,0 +1,58 @@
+"""attnlab.studies.real_model.measure: experiment 13's inputs read and checked (each
+refusal a ``cli.UsageError`` naming its flag) and measured, the encoder's tables with one
+checkpoint's provenance and the causal ones with a list per checkpoint (``measure`` end to
+end: test_real_model_experiment and test_real_model_causal)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from test_models_checkpoint import TINY_WORDS, write_tiny_checkpoint
+from test_models_gpt2 import write_tiny_gpt2
+from test_real_model_flags import parse
+
+from attnlab.harness import cli
+from attnlab.studies.real_model.measure import read_inputs
+
+TINY = ("--lengths", "16", "--tokens", "60", "--counterfactual-length", "16")
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "text.txt"
+    path.write_text(" ".join(TINY_WORDS[i * 7 % len(TINY_WORDS)] for i in range(200)))
+    return path
+
+
+def inputs(text, *checkpoints, argv=TINY):
+    args = argparse.Namespace(text=text, checkpoint=list(checkpoints) or None)
+    return read_inputs(args, parse(*argv))
+
+
+def test_several_encoders_are_refused(tmp_path, text):
+    one = write_tiny_checkpoint(tmp_path / "a")
+    two = write_tiny_checkpoint(tmp_path / "b", seed=1)
+    with pytest.raises(cli.UsageError, match="^--checkpoint: several"):
+        inputs(text, one, two)
+
+
+def test_a_length_past_the_context_and_a_short_text_name_their_flags(tmp_path, text):
+    gpt2 = write_tiny_gpt2(tmp_path / "g")
+    with pytest.raises(cli.UsageError, match="^--lengths: 4096 is longer"):
+        inputs(text, gpt2, argv=("--lengths", "4096", "--counterfactual-length", "4096"))
+    with pytest.raises(cli.UsageError, match="^--tokens: the text has"):
+        inputs(text, gpt2, argv=(*TINY[:2], *TINY[4:], "--tokens", "5000"))
+    with pytest.raises(cli.UsageError, match="^--text: cannot read"):
+        inputs(tmp_path / "absent.txt", gpt2)
+
+
+def test_no_checkpoint_reads_the_packaged_encoder(text):
+    found = inputs(text)
+    assert found.packaged and not found.causal and len(found.checkpoints) == 1
+
+
+def test_gpt2_checkpoints_are_causal(tmp_path, text):
+    one, two = write_tiny_gpt2(tmp_path / "a"), write_tiny_gpt2(tmp_path / "b", seed=1)
+    found = inputs(text, one, two)
+    assert found.causal and not found.packaged and len(found.checkpoints) == 2
