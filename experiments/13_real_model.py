@@ -28,8 +28,8 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
+from attnlab.studies.real_model import measure
 from attnlab.studies.real_model.flags import add_real_model_flags, real_model_config
-from attnlab.studies.real_model.measure import measure, read_inputs
 from attnlab.studies.real_model.study import HEADS_CSV
 
 
@@ -43,9 +43,9 @@ def build_parser():
 def run(args):
     config = real_model_config(args)
     out_dir = cli.prepare_out_dir(args)
-    inputs = read_inputs(args, config)
+    inputs = measure.read_inputs(args, config)
     started = time.perf_counter()
-    frames, found = measure(config, inputs, args.quiet)
+    frames, found = measure.tables(config, inputs, args.quiet)
     wall = time.perf_counter() - started
     with cli.staged_outputs(out_dir, args.written) as stage:
         for name, frame in frames.items():

@@ -531,8 +531,8 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "api.store.comparison_markdown": lambda *a: "comparison\n",
         },
         "13_real_model": {
-            "run_real_model": lambda *a: {"13_real_model_heads.csv": FRAME},
-            "text_tokens": lambda *a: 10**9,
+            "measure.tables": lambda *a: ({"13_real_model_heads.csv": FRAME}, {}),
+            "measure.text_tokens": lambda *a: 10**9,
         },
         "14_lm_proxy": {
             "pieces": lambda *a: [],

@@ -1,6 +1,6 @@
 """attnlab.studies.real_model.measure: experiment 13's inputs read and checked (each
 refusal a ``cli.UsageError`` naming its flag) and measured, the encoder's tables with one
-checkpoint's provenance and the causal ones with a list per checkpoint (``measure`` end to
+checkpoint's provenance and the causal ones with a list per checkpoint (``tables`` end to
 end: test_real_model_experiment and test_real_model_causal)."""
 
 from __future__ import annotations

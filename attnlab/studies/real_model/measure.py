@@ -1,6 +1,6 @@
 """Experiment 13's inputs read and measured: the text and the checkpoints checked against
 the configuration (``read_inputs``), then the encoder's or the causal tables
-(``measure``) with what the sidecars add."""
+(``tables``) with what the sidecars add."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
     return Inputs(source, checkpoints, causal, args.checkpoint is None)
 
 
-def measure(
+def tables(
     config: RealModelConfig, inputs: Inputs, quiet: bool
 ) -> tuple[dict[str, pd.DataFrame], dict]:
     """The CSVs of experiment 13 by name (the causal ones when ``inputs.causal``) and what
