@@ -16,10 +16,11 @@ _API = {
     ),
     **dict.fromkeys(
         ("Mechanism", "MechanismError", "MechanismReferenceError", "as_mechanism",
-         "capped_logits", "check_mechanism", "l2_normalize", "scaled_logits",
+         "capped_logits", "l2_normalize", "scaled_logits",
          "sigmoid_weights", "softmax_weights", "softpick_weights"),
         "attnlab.core.mechanism",
     ),
+    "check_mechanism": "attnlab.core.mechanism_check",
     "load_mechanism": "attnlab.core.references",
     **dict.fromkeys(
         ("entropy", "jacobian_frobenius_norm", "max_weight", "softmax_jacobian"),

@@ -16,16 +16,16 @@ import pandas as pd
 import pytest
 
 import attnlab
+from attnlab.core.context import causal_context
 from attnlab.core.mechanism import (
     Mechanism,
     MechanismError,
     MechanismReferenceError,
     as_mechanism,
-    causal_context,
-    check_mechanism,
     l2_normalize,
     softmax_weights,
 )
+from attnlab.core.mechanism_check import check_mechanism
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import BUILTINS
 
@@ -169,31 +169,6 @@ def test_a_file_that_does_not_import_says_why(tmp_path):
         load_mechanism(f"{path}:f")
 
 
-@pytest.mark.parametrize(
-    ("logits", "match"),
-    [
-        (lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k)[..., :1], "must be float32"),
-        (lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k).astype(jnp.float16), "float16"),
-        (lambda q, k: jnp.full(q.shape[:-1] + k.shape[-2:-1], jnp.nan), "non-finite"),
-        (lambda q, k: q.undefined, "fails on random inputs"),
-    ],
-)
-def test_a_broken_mechanism_is_stopped_with_its_name(logits, match):
-    with pytest.raises(MechanismError, match="'broken'") as caught:
-        check_mechanism(Mechanism("broken", logits))
-    assert caught.match(match)
-
-
-def test_weights_that_are_not_the_logits_shape_are_stopped():
-    mechanism = Mechanism(
-        "squashed",
-        lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k),
-        weights=lambda z, mask: jnp.sum(z, axis=-1),
-    )
-    with pytest.raises(MechanismError, match="logits' shape"):
-        check_mechanism(mechanism)
-
-
 def test_a_user_mechanism_gives_the_builtins_weights(user_file):
     """The file's q.k/sqrt(d) and the built-in scaled agree to float32 rounding."""
     q, k = jax.random.normal(jax.random.key(1), (2, 2, 5, 32))
@@ -255,45 +230,6 @@ def _einsum(q, k):
     return jnp.einsum("...qd,...kd->...qk", q, k)
 
 
-def _traced_if(q, k):
-    z = _einsum(q, k)
-    if z.max() > 100:  # a Python if on a traced value: fine eagerly, not under jit
-        return z / 10
-    return z
-
-
-def _numpy_inside(q, k):
-    return np.einsum("...qd,...kd->...qk", np.asarray(q), np.asarray(k))
-
-
-@pytest.mark.parametrize(
-    ("mechanism", "match"),
-    [
-        (lambda: Mechanism("traced_if", _traced_if), "jax.jit .*Python control flow .*jnp.where"),
-        (lambda: Mechanism("numpy_inside", _numpy_inside), "jax.jit .*numpy on a traced value"),
-        (
-            lambda: Mechanism("weights_like", lambda q, k: softmax_weights(_einsum(q, k))),
-            "look like weights",
-        ),
-        (
-            lambda: Mechanism("vector", lambda q, k, g: _einsum(q * g, k), params={"g": jnp.ones}),
-            r"params\['g'\] at d_k 16 must be one number.*shape \(16,\)",
-        ),
-        (
-            lambda: Mechanism("extra_argument", lambda q, k, W_Q: W_Q * _einsum(q, k)),
-            "required positional argument: 'W_Q'.*Mechanism.params",
-        ),
-    ],
-)
-def test_what_jit_or_grad_would_raise_is_one_worded_line_naming_the_mechanism(mechanism, match):
-    with pytest.raises(MechanismError) as caught:
-        check_mechanism(mechanism())
-    message = str(caught.value)
-    assert message.startswith("mechanism '") and "\n" not in message
-    assert caught.match(match)
-    assert "Error(" not in message and "Tracer" not in message  # no raw reprs
-
-
 @pytest.mark.parametrize("name", ["W_Q", "b_O", "E_key", "n", "q_pos", "head"])
 @pytest.mark.parametrize("field", ["params", "constants"])
 def test_a_reserved_scalar_name_is_refused(name, field):
@@ -312,15 +248,6 @@ def test_the_reserved_prefixes_hold_every_models_parameters():
     attention = params["h_0"]["attn"]  # where the LM stores a mechanism's scalars
     for name in (*MODEL_PARAMS, *attention):
         assert name.startswith(RESERVED_PREFIXES), name
-
-
-def test_logits_that_are_weights_only_with_other_weights_are_accepted():
-    """The weights-like check is softmax's (it would be applied twice); with weights of
-    the user's own, logits in [0, 1] summing to one are theirs to give."""
-    identity = Mechanism("own", lambda q, k: softmax_weights(_einsum(q, k)), weights=lambda z, m: z)
-    check_mechanism(identity)
-    # q.k / d: non-negative rows are rare but possible; it is their sum that gives weights away
-    check_mechanism(Mechanism("shifted", lambda q, k: jnp.abs(_einsum(q, k))))
 
 
 def test_a_syntax_error_is_worded_with_its_line(tmp_path):
@@ -416,23 +343,6 @@ def _window(q, k, q_pos, k_pos):
 WINDOWED = Mechanism("windowed", _window, mask=lambda q_pos, k_pos: q_pos - k_pos < 2)
 
 
-def test_the_context_a_signature_names_is_what_it_receives():
-    def logits(q, k, n, q_pos, head, n_heads):
-        return _einsum(q, k) * 0 + n + 10 * q_pos + 100 * head + 1000 * n_heads
-
-    mechanism = Mechanism("context", logits)
-    assert mechanism.asks == {"n", "q_pos", "head", "n_heads"}
-    assert mechanism.needs_positions() == ("q_pos", "head", "n_heads")
-    context = causal_context(3, 2)
-    causal = context.k_pos <= context.q_pos
-    q = k = jnp.ones((2, 3, 4), jnp.float32)
-    z = np.asarray(mechanism.scores(q, k, {}, causal, context))
-    i = np.arange(3)[:, None]
-    expected = (i + 1) + 10 * i + 100 * np.arange(2)[:, None, None] + 2000
-    np.testing.assert_array_equal(z, np.broadcast_to(expected, (2, 3, 3)))
-    assert Mechanism("plain", _einsum).needs_positions() == ()
-
-
 def test_a_mechanism_asking_for_positions_is_refused_without_them_in_one_line():
     with pytest.raises(MechanismError, match="needs q_pos, k_pos.*recall task") as info:
         WINDOWED.scores(jnp.ones((1, 2, 4)), jnp.ones((1, 3, 4)), {})
@@ -470,12 +380,6 @@ def test_per_head_values_are_vectors_and_a_wrong_length_is_one_line():
     assert "\n" not in str(info.value)
     with pytest.raises(MechanismError, match="not its params"):
         Mechanism("bad", _einsum, per_head=("tau",))
-
-
-def test_an_argument_that_does_not_exist_is_one_worded_line():
-    with pytest.raises(MechanismError, match="position.*scalar declared") as info:
-        check_mechanism(Mechanism("typo", lambda q, k, position: _einsum(q, k)))
-    assert "\n" not in str(info.value)
 
 
 def test_positional_builtins_are_named_but_not_carded_on_recall():

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from attnlab.core.attention import attention_logits
+from attnlab.core.context import Context, causal_context
 from attnlab.core.literature import LITERATURE, SSMAX_INITIAL_S
-from attnlab.core.mechanism import Context, causal_context, check_mechanism
+from attnlab.core.mechanism_check import check_mechanism
 from attnlab.core.positional import (
     LOG_LENGTH_ATTN_SCALE,
     LOG_LENGTH_FLOOR_SCALE,

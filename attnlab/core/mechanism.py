@@ -31,10 +31,10 @@ optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformati
 ``normalize_qk``      L2-normalise q and k before ``logits`` sees them
 ====================  =====================================================================
 
-``check_mechanism`` runs a new mechanism on random inputs, eagerly and under ``jax.jit``
-and ``jax.grad``, so a broken one stops with one line naming it before any training
-starts; ``attnlab.core.references`` resolves the names a command line gives (a built-in,
-``MODULE:NAME``, ``path/to/file.py:NAME``).
+``attnlab.core.mechanism_check.check_mechanism`` runs a new mechanism on random inputs,
+eagerly and under ``jax.jit`` and ``jax.grad``, so a broken one stops with one line naming
+it before any training starts; ``attnlab.core.references`` resolves the names a command
+line gives (a built-in, ``MODULE:NAME``, ``path/to/file.py:NAME``).
 
 Limits (what the API cannot express, and what ``check_mechanism`` refuses):
 
@@ -59,18 +59,17 @@ Limits (what the API cannot express, and what ``check_mechanism`` refuses):
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from attnlab.core.attention import attention_logits, masked_softmax
+from attnlab.core.context import CONTEXT_ARGS, POSITION_ARGS, Context, asked_context
 
 Array = jax.Array
 #: An initial value: a number, or a function of the head width ``d_k`` returning one.
@@ -81,50 +80,12 @@ Scalars = tuple[tuple[str, Initial], ...]
 SOFTPICK_EPS = 1e-8
 #: ``epsilon`` inside ``l2_normalize``'s square root.
 L2_EPS = 1e-6
-#: Names a mechanism's scalars cannot take: the context (``CONTEXT_ARGS``) and the recall
-#: The context a logits function may ask for by naming it in its signature.
-CONTEXT_ARGS = ("n", "q_pos", "k_pos", "head", "n_heads")
-#: The context only a model with positions and heads gives (the causal LM, not recall).
-POSITION_ARGS = ("q_pos", "k_pos", "head", "n_heads")
+#: Names a mechanism's scalars cannot take: the context's (``CONTEXT_ARGS``).
 RESERVED_NAMES = frozenset(CONTEXT_ARGS)
 #: Every model of the suite names its own parameters ``E_*`` (embeddings), ``W_*``
 #: (weights) and ``b_*`` (biases), and stores a mechanism's learned scalars beside them:
 #: a scalar may not take a name of that form (the models declare their names themselves).
 RESERVED_PREFIXES = ("E_", "W_", "b_")
-#: How far a row of logits may be from summing to one and still "look like weights"
-#: (``check_mechanism``): a float32 sum of ``n`` terms in [0, 1] is within ``n`` eps of
-#: the exact sum, and weights of a softmax computed in float32 sum to 1 within a few eps;
-#: 64 eps per key covers both with room.
-WEIGHTS_LIKE_TOLERANCE_PER_KEY = 64 * 2.0**-23
-
-
-class Context(NamedTuple):
-    """Where a map of logits ``[..., H, Tq, Tk]`` sits: the queries' and keys' positions
-    (integers, ``[Tq, 1]`` and ``[1, Tk]``), the heads' indices (``[H, 1, 1]``) and their
-    number. A model with positions and heads passes one to ``Mechanism.scores``."""
-
-    q_pos: Array
-    k_pos: Array
-    head: Array
-    n_heads: int
-
-
-def causal_context(length: int, n_heads: int) -> Context:
-    """The context of ``n_heads`` heads over a sequence of ``length`` (queries and keys at
-    positions ``0 .. length - 1``)."""
-    positions = jnp.arange(length)
-    return Context(positions[:, None], positions[None, :],
-                   jnp.arange(n_heads)[:, None, None], n_heads)  # fmt: skip
-
-
-def asked_context(logits: Callable[..., Array]) -> frozenset[str]:
-    """The ``CONTEXT_ARGS`` that ``logits``' signature names (a ``**kwargs`` asks for none)."""
-    try:
-        parameters = inspect.signature(logits).parameters
-    except (TypeError, ValueError):  # a builtin or C function: no names to read
-        return frozenset()
-    return frozenset(n for n in CONTEXT_ARGS if n in parameters
-                     and parameters[n].kind is not inspect.Parameter.POSITIONAL_ONLY)  # fmt: skip
 
 
 class MechanismError(ValueError):
@@ -241,16 +202,7 @@ def _value(initial: Initial, d_k: int, label: str) -> float:
     return float(value)
 
 
-def _vectors(mechanism: Mechanism, d_k: int) -> list[tuple[str, Any]]:
-    """The ``per_head`` params whose initial value at ``d_k`` is a vector, with it."""
-    out = []
-    for name, initial in mechanism.params:
-        if name in mechanism.per_head and not _is_scalar(initial, d_k):
-            out.append((name, initial(d_k) if callable(initial) else initial))
-    return out
-
-
-def _is_scalar(initial: Initial, d_k: int) -> bool:
+def is_one_number(initial: Initial, d_k: int) -> bool:
     """Whether an initial value is one number at ``d_k`` (not a per-head vector)."""
     value = initial(d_k) if callable(initial) else initial
     return getattr(value, "shape", ()) == () and not isinstance(value, list | tuple)
@@ -271,37 +223,6 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
-
-
-def explain(err: BaseException) -> str:
-    """What went wrong, in words, for a one-line error: JAX's tracing errors as the rule
-    they break, a syntax error with its line, anything else as its type and first line."""
-    if isinstance(err, jax.errors.TracerBoolConversionError | jax.errors.ConcretizationTypeError):
-        return (
-            "it uses Python control flow (if, while, and, or, bool()) on a traced value, "
-            "which jit cannot compile; use jnp.where or jax.lax.cond"
-        )
-    if isinstance(err, jax.errors.TracerArrayConversionError):
-        return (
-            "it calls numpy on a traced value (np.* or np.asarray inside the function), "
-            "which jit cannot compile; use jax.numpy"
-        )
-    if isinstance(err, jax.errors.TracerIntegerConversionError):
-        return "it converts a traced value to a Python int, which jit cannot compile"
-    if isinstance(err, MechanismError):
-        return str(err)
-    if isinstance(err, TypeError) and "required positional argument" in str(err):
-        return (
-            f"{err}; a plain function is logits(q, k), and any other argument is a scalar "
-            "declared in Mechanism.params or Mechanism.constants"
-        )
-    if isinstance(err, SyntaxError):
-        where = f" at line {err.lineno}" if err.lineno else ""
-        return f"syntax error{where}: {err.msg}"
-    if isinstance(err, ModuleNotFoundError):
-        return f"module {err.name!r} is not installed" if err.name else str(err)
-    first = next((line.strip() for line in str(err).splitlines() if line.strip()), "")
-    return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
 @dataclass(frozen=True)
@@ -411,7 +332,7 @@ class Mechanism:
         included only where they are one number: one head's value)."""
         label = f"mechanism {self.name!r}: params"
         return {n: _value(initial, d_k, f"{label}[{n!r}]") for n, initial in self.params
-                if n not in self.per_head or _is_scalar(initial, d_k)}  # fmt: skip
+                if n not in self.per_head or is_one_number(initial, d_k)}  # fmt: skip
 
     def constant_values(self, d_k: int) -> dict[str, float]:
         """The fixed scalars at head width ``d_k``."""
@@ -500,74 +421,3 @@ def as_mechanism(obj: Any, name: str | None = None) -> Mechanism:
     if callable(obj):
         return Mechanism(name or getattr(obj, "__name__", "custom"), obj)
     raise MechanismError(f"{obj!r} is neither a Mechanism nor a function logits(q, k)")
-
-
-def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
-    """Run ``mechanism`` on iid N(0, 1) queries and keys ``[H, 3, d_k]``, ``[H, n, d_k]`` at
-    its initial scalars, eagerly, under ``jax.jit`` and under ``jax.grad`` (as training runs
-    it, the scalars traced), so that whatever would stop a run stops here first. The
-    leading axis is ``H`` heads (2, or the length of its ``per_head`` vectors) with their
-    ``Context``: the queries at the last 3 of ``n`` positions, and, for a mechanism that
-    needs positions, a causal mask and its own. Raise ``MechanismError``, one line naming
-    the mechanism and the cause in words, if
-
-    - its scalars are not numbers at ``d_k`` (each learned or fixed value is one scalar);
-    - its logits are not ``[2, 3, n]`` float32, or, with softmax weights, look like
-      weights (every row non-negative and summing to one: softmax would be applied twice);
-    - its weights are not ``[2, 3, n]`` and finite;
-    - it cannot be traced: Python control flow or numpy on a traced value, or any other
-      error under ``jit`` or ``grad`` (``explain`` words JAX's).
-    """
-    label = f"mechanism {mechanism.name!r}"
-    theta = mechanism.initial_theta(d_k)
-    lengths = {len(v) for n_, v in _vectors(mechanism, d_k)}
-    heads = lengths.pop() if len(lengths) == 1 else 2
-    theta |= {name: v[:, None, None] for name, v in mechanism.head_values(d_k, heads).items()}
-    kq, kk = jax.random.split(jax.random.key(0))
-    q = jax.random.normal(kq, (heads, 3, d_k), jnp.float32)
-    k = jax.random.normal(kk, (heads, n, d_k), jnp.float32)
-    positions = jnp.arange(n)
-    context = Context(positions[-3:, None], positions[None, :],
-                      jnp.arange(heads)[:, None, None], heads)  # fmt: skip
-    mask = context.k_pos <= context.q_pos if mechanism.needs_positions() else None
-    try:
-        z, p, used = mechanism.attend(q, k, theta, mask, context)
-        z, p = jnp.asarray(z), jnp.asarray(p)
-        if z.shape != (heads, 3, n) or z.dtype != jnp.float32:
-            raise MechanismError(
-                f"{label}: logits of q [{heads}, 3, {d_k}] and k [{heads}, {n}, {d_k}] (float32) "
-                f"must be float32 [{heads}, 3, {n}], got {z.dtype} {list(z.shape)}"
-            )
-        if used is not None and jnp.broadcast_shapes(jnp.shape(used), z.shape) != z.shape:
-            raise MechanismError(f"{label}: its mask must broadcast to the logits' shape")
-    except MechanismError:
-        raise
-    except Exception as err:
-        raise MechanismError(f"{label} fails on random inputs: {explain(err)}") from None
-    row_error = jnp.abs(jnp.sum(z, axis=-1) - 1.0)
-    if (
-        mechanism.weights is softmax_weights
-        and bool(jnp.all(z >= 0))
-        and bool(jnp.all(row_error <= n * WEIGHTS_LIKE_TOLERANCE_PER_KEY))
-    ):
-        raise MechanismError(
-            f"{label}: its logits look like weights (every row non-negative and summing to "
-            "one); logits(q, k) must return the logits z, which softmax turns into weights"
-        )
-    if p.shape != (heads, 3, n):
-        raise MechanismError(f"{label}: weights must have the logits' shape, got {list(p.shape)}")
-    if not bool(jnp.all(jnp.isfinite(p))):
-        raise MechanismError(f"{label} gives non-finite weights at its initial scalars")
-    traced = {name: jnp.asarray(value, jnp.float32) for name, value in theta.items()}
-
-    def objective(q: Array, k: Array, theta: dict[str, Array]) -> Array:
-        return jnp.sum(mechanism.attend(q, k, theta, mask, context)[1] ** 2)
-
-    gradient = functools.partial(jax.grad, argnums=(0, 1, 2))
-    for how, transform in (("jax.jit", jax.jit), ("jax.grad", gradient)):
-        try:
-            jax.block_until_ready(transform(objective)(q, k, traced))
-        except Exception as err:
-            raise MechanismError(
-                f"{label} cannot run under {how} (as training runs it): {explain(err)}"
-            ) from None

@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from attnlab.core.mechanism import Context, Mechanism
+from attnlab.core.context import Context
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import ALPHAS
 
 Array = jax.Array

@@ -2,7 +2,7 @@
 
 A reference is a built-in name (``attnlab.core.temperature.BUILTINS``), ``MODULE:NAME``
 (an importable module) or ``path/to/file.py:NAME``; ``load_mechanism`` resolves all three
-and checks what it finds (``attnlab.core.mechanism.check_mechanism``).
+and checks what it finds (``attnlab.core.mechanism_check.check_mechanism``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from attnlab.core.mechanism import (
     MechanismError,
     MechanismReferenceError,
     as_mechanism,
-    check_mechanism,
-    explain,
     refusal,
 )
+from attnlab.core.mechanism_check import check_mechanism, explain
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.temperature import BUILTINS
 

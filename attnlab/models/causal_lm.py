@@ -46,7 +46,8 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.attention import weighted_values
-from attnlab.core.mechanism import Mechanism, causal_context
+from attnlab.core.context import causal_context
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.softmax_stats import entropy
 
 Positions = Literal["learned", "rotary", "none"]

@@ -36,7 +36,8 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from attnlab.core.attention import weighted_values
-from attnlab.core.mechanism import Mechanism, causal_context
+from attnlab.core.context import causal_context
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.checkpoint import (
     CONFIG,

@@ -42,9 +42,10 @@ RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
 RECALL_FIGURES := figures/fig3_training.png
 results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	experiments/04_associative_recall.py $(SHARED) attnlab/claims.py attnlab/core/attention.py \
-	attnlab/core/curves.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/studies/recall/__init__.py \
+	attnlab/core/context.py attnlab/core/curves.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
+	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/studies/recall/__init__.py \
 	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
 	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
 	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
@@ -68,15 +69,16 @@ REMEDIES_CSVS := results/05_remedies_curves.csv results/05_remedies_summary.csv 
 REMEDIES_FIGURES := figures/fig4_remedies.png
 results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_curves.csv \
 	results/05_fold_check.csv results/05_sensitivity.csv &: experiments/05_remedies.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/studies/remedies/__init__.py \
-	attnlab/studies/remedies/compute.py attnlab/studies/remedies/flags.py \
-	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
+	attnlab/studies/remedies/flags.py attnlab/studies/remedies/study.py \
+	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
+	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/studies/remedies/__init__.py \
@@ -94,9 +96,10 @@ ARTICLE_FIT_CSVS := results/09_fit_screen.csv results/09_fit_scores.csv \
 ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
 	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
 	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
@@ -107,9 +110,10 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
 	results/12_second_fit_prediction_summary.csv &: experiments/12_second_fit.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
 	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
 	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
@@ -134,17 +138,17 @@ WIDTHS_CSVS := results/10_widths_summary.csv results/10_widths_curves.csv \
 WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
 results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfer.csv \
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/parallel.py \
-	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
-	attnlab/core/temperature.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/compute.py attnlab/studies/widths/flags.py \
-	attnlab/studies/widths/study.py attnlab/sweeps/__init__.py attnlab/sweeps/widths.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
+	attnlab/core/estimates.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/core/temperature.py \
+	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
+	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/sweeps/__init__.py \
+	attnlab/sweeps/widths.py attnlab/training/__init__.py attnlab/training/columns.py \
+	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -201,14 +205,15 @@ results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
 CARD_CSVS := results/cards/comparison.csv results/cards/lm/comparison.csv
 CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
-	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
-	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/studies/card/__init__.py \
-	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
+	attnlab/core/estimates.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
@@ -223,14 +228,15 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/curves.py attnlab/core/estimates.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
-	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
-	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/studies/card/__init__.py \
-	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
+	attnlab/core/estimates.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
 	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
@@ -259,25 +265,25 @@ REAL_MODEL_CSVS := results/13_real_model_heads.csv results/13_real_model_counter
 REAL_MODEL_FIGURES := figures/fig11_real_model.png figures/fig13_real_model_causal.png
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/owner.py attnlab/core/ownership.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/models/__init__.py \
-	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
-	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
-	attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
+	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \
+	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
+	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/owner.py attnlab/core/ownership.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/models/__init__.py \
-	attnlab/models/bert.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
-	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
-	attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
+	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \
+	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
+	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
@@ -294,13 +300,14 @@ $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/f
 LM_PROXY_CSVS := results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv
 LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
 results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
-	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/curves.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
-	attnlab/core/ownership.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/workers.py \
-	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
-	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/lm_proxy/__init__.py \
+	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/context.py \
+	attnlab/core/curves.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/text.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/models/causal_lm.py attnlab/models/checkpoint.py attnlab/models/gpt2.py \
+	attnlab/models/gpt2_export.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
 	attnlab/sweeps/__init__.py attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py \

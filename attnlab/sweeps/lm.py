@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.core.mechanism import Mechanism, causal_context
+from attnlab.core.context import causal_context
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import owner
 from attnlab.core.ownership import logit_elasticity, logit_scale
 from attnlab.models.causal_lm import CausalLM, causal_mask

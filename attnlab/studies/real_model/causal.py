@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import weighted_values
-from attnlab.core.mechanism import causal_context
+from attnlab.core.context import causal_context
 from attnlab.core.owner import ALPHAS
 from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
