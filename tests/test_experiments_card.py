@@ -13,7 +13,7 @@ from test_card_compute import TINY, USER_FILE
 
 from attnlab.harness import cli
 from attnlab.studies.card import api
-from attnlab.studies.card.report import QUICK_LINE
+from attnlab.studies.card.markdown import QUICK_LINE
 from attnlab.studies.card.verdicts import VERDICTS, Card
 
 CARD_FILES = [f"{f}.csv" for f in (*Card._fields, "verdicts")] + ["card.md", "card.png"]

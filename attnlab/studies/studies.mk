@@ -215,16 +215,16 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
-	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
-	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
-	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py \
-	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/optim.py \
-	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
-	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
-	| $(STAMP)
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
+	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
+	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
+	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
+	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
+	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
+	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
+	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
@@ -238,16 +238,16 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
-	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/precision.py \
-	attnlab/studies/card/report.py attnlab/studies/card/sensitivity.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
-	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py \
-	attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/optim.py \
-	attnlab/training/step.py attnlab/training/summary.py attnlab/training/task.py \
-	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
-	| $(STAMP)
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
+	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
+	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
+	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
+	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
+	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
+	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
+	attnlab/training/summary.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
+	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/estimates.py \

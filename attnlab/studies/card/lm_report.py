@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard
-from attnlab.studies.card.report import QUICK_LINE, _table, reused_lines, verdict_lines
+from attnlab.studies.card.markdown import QUICK_LINE, reused_lines, table, verdict_lines
 from attnlab.sweeps.lm_tables import lr_sensitivity
 
 
@@ -29,17 +29,18 @@ def _sweep_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
             cells = [f"{_loss(loss[r], se[r])} / {logit[r]:.3g}" if r in loss else "—"
                      for r in rates]  # fmt: skip
             rows.append([name, str(d), g.positions.iloc[0], *cells])
-    return _table(["mechanism", "d_model", "positions", *(f"{r:g}" for r in rates)], rows)
+    return table(["mechanism", "d_model", "positions", *(f"{r:g}" for r in rates)], rows)
 
 
 def _sensitivity_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
-    table = lr_sensitivity(sweep)
+    sensitivities = lr_sensitivity(sweep)
     rows = [
         [r.mechanism, str(r.d_model), f"{r.lr_sensitivity:.3f}", f"{r.best_lr:g}",
          f"{r.best_loss:.3f}"]
-        for name in names for r in table[table.mechanism == name].itertuples()
+        for name in names
+        for r in sensitivities[sensitivities.mechanism == name].itertuples()
     ]  # fmt: skip
-    return _table(["mechanism", "d_model", "LR sensitivity", "best rate", "best loss"], rows)
+    return table(["mechanism", "d_model", "LR sensitivity", "best rate", "best loss"], rows)
 
 
 def _ownership_lines(ownership: pd.DataFrame, names: list[str]) -> list[str]:
@@ -57,7 +58,7 @@ def _ownership_lines(ownership: pd.DataFrame, names: list[str]) -> list[str]:
             ])  # fmt: skip
     header = ["mechanism", "d_model", "weights (rate)", "layer", "logit scale", "e at α 1",
               "e at α 8", "owner (heads)"]  # fmt: skip
-    return _table(header, rows)
+    return table(header, rows)
 
 
 def _length_lines(lengths: pd.DataFrame, names: list[str]) -> list[str]:
@@ -69,7 +70,7 @@ def _length_lines(lengths: pd.DataFrame, names: list[str]) -> list[str]:
         for name in names for r in lengths[lengths.mechanism == name].itertuples()
     ]  # fmt: skip
     header = ["mechanism", "d_model", "positions", "best rate", "length", "windows", "loss"]
-    return _table(header, rows)
+    return table(header, rows)
 
 
 def lm_card_markdown(

@@ -1,355 +1,17 @@
-"""The card's ``card.md``, the comparison of every card, and the report's section on them;
-from the cards' tables only."""
+"""The report's section on the cards and README's block: the comparison of every carded
+mechanism, the closing question answered per mechanism, in the recall task and the
+language model; from the cards' tables only. Each card's own page: ``recall_report``
+(``card.md``) and ``lm_report`` (``lm/card.md``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-import numpy as np
 import pandas as pd
 
 from attnlab.harness.tables import Tables
-from attnlab.studies.card.headroom import headroom
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LM_DRIFT, LM_LOGITS, LM_OWNER
-from attnlab.studies.card.sensitivity import sensitivity
+from attnlab.studies.card.markdown import closing_lines, comparison_markdown, mark, owner_of, table
 from attnlab.studies.card.study import COMPARISON_CSV, LM_COMPARISON_CSV
-from attnlab.studies.card.verdicts import (
-    DRIFT_ALPHA,
-    DRIFT_VERDICT,
-    HIGH_LR_VERDICT,
-    OWNER_VERDICT,
-    Card,
-)
-
-MARKS = {True: "yes", False: "**no**", None: "undetermined"}
-#: The first line of a ``--quick`` card, after its title.
-QUICK_LINE = (
-    "**Quick card** (`--quick`): fewer trials, seeds, steps and widths than the defaults; "
-    "a verdict whose premise these sizes cannot meet (a width or a rate that learns, two "
-    "swept widths) is *undetermined*. Run without `--quick` for the card."
-)
-
-
-def _mark(passed, value: str = "") -> str:
-    if str(value).startswith("diverged"):
-        return "**diverged**"
-    if passed is None or (isinstance(passed, float) and np.isnan(passed)):
-        return MARKS[None]
-    return MARKS[bool(passed)]
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-
-
-def _pm(mean: float, sem: float) -> str:
-    if not np.isfinite(mean):
-        return "—"
-    return f"{mean:.3g} ± {sem:.2g}"
-
-
-def verdict_lines(verdicts: pd.DataFrame, names: list[str]) -> list[str]:
-    """The verdict table: one row per verdict, a column per mechanism, then the rule."""
-    rows = []
-    for verdict, group in verdicts.groupby("verdict", sort=False):
-        by_name = group.set_index("mechanism")
-        cells = [
-            f"{_mark(by_name.passed[n], by_name.value[n])} ({by_name.value[n]})" for n in names
-        ]
-        rows.append([verdict, *cells, group.rule.iloc[0]])
-    return _table(["verdict", *names, "rule"], rows)
-
-
-def _statics_lines(statics: pd.DataFrame, name: str) -> list[str]:
-    rows = []
-    for _, r in statics[statics.mechanism == name].iterrows():
-        rows.append(
-            [
-                r.sweep,
-                int(r.d_k),
-                int(r.n_keys),
-                _pm(r.max_weight_mean, r.max_weight_sem),
-                _pm(r.entropy_mean, r.entropy_sem),
-                _pm(r.mass_mean, r.mass_sem),
-                _pm(r.jacobian_fro_mean, r.jacobian_fro_sem),
-                _pm(r.logit_std_mean, r.logit_std_sem),
-            ]
-        )
-    header = ["sweep", "d_k", "n", "max weight", "entropy (nats)", "mass", "‖J‖_F", "logit std"]
-    return _table(header, rows)
-
-
-def _training_lines(training: pd.DataFrame, names: list[str]) -> list[str]:
-    rows = []
-    for n in names:
-        g = training[training.mechanism == n]
-        reached = g.step_loss_below_1.notna().sum()
-        rows.append(
-            [
-                n,
-                f"{g.grad_wq_step0.median():.3g}",
-                f"{g.step_loss_below_1.astype(float).median():.0f} ({reached}/{len(g)})",
-                f"{g.step_loss_below_0p1.astype(float).median():.0f}",
-                f"{g.final_loss.median():.3g}",
-                f"{g.eval_accuracy.median():.3f}",
-                _diverged_text(g),
-            ]
-        )
-    header = [
-        "mechanism",
-        "‖∇W_Q‖ step 0",
-        "step to loss 1 (seeds)",
-        "step to loss 0.1",
-        "final loss",
-        "held-out accuracy",
-        "diverged",
-    ]
-    # a milestone never reached prints as "nan": say "never" (in the numbers, not the name)
-    return _table(header, [[r[0], *(c.replace("nan", "never") for c in r[1:])] for r in rows])
-
-
-def _diverged_text(rows: pd.DataFrame) -> str:
-    bad = rows[rows.diverged_step.notna()]
-    return ", ".join(
-        f"seed {int(r.seed)} at step {int(r.diverged_step)} ({r.nonfinite})"
-        for r in bad.itertuples()
-    )
-
-
-def _swept(
-    frame: pd.DataFrame, names: list[str], by: str, swept: str
-) -> tuple[list, list[tuple[str, object, pd.DataFrame]]]:
-    """The sorted values of column ``swept``, and ``(mechanism, value of by, rows sorted by
-    swept)`` per group of ``names``' rows of ``frame``, in the table's order."""
-    groups = frame[frame.mechanism.isin(names)].groupby(["mechanism", by], sort=False)
-    return sorted(frame[swept].unique()), [(n, k, g.sort_values(swept)) for (n, k), g in groups]
-
-
-def _precision_lines(precision: pd.DataFrame, names: list[str]) -> list[str]:
-    sigmas, groups = _swept(precision, names, "d_k", "sigma")
-    rows = []
-    for n, d_k, g in groups:
-        cells = [
-            f"{e:.1g}" if ok else "non-finite"
-            for ok, e in zip(g.finite_float16.astype(bool), g.max_error, strict=True)
-        ]
-        room, top = headroom(g)
-        rows.append([n, int(d_k), *cells, f"{'≥' if top else ''}{room:g}"])
-    return _table(["mechanism", "d_k", *(f"σ {s:g}" for s in sigmas), "headroom"], rows)
-
-
-def _ownership_lines(ownership: pd.DataFrame, names: list[str]) -> list[str]:
-    alphas, groups = _swept(ownership, names, "stage", "alpha")
-    rows = [[n, stage, *map(_pm, g.elasticity_mean, g.elasticity_sem)] for n, stage, g in groups]
-    return _table(["mechanism", "weights", *(f"e at α {a:g}" for a in alphas)], rows)
-
-
-def _drift_lines(drift: pd.DataFrame, names: list[str]) -> list[str]:
-    rows = []
-    for r in drift[drift.mechanism.isin(names)].itertuples():
-        rows.append(
-            [
-                r.mechanism,
-                f"{r.alpha:.3g}",
-                _pm(r.loss_mean, r.loss_sem),
-                _pm(r.accuracy_mean, r.accuracy_sem),
-                _pm(r.entropy_mean, r.entropy_sem),
-                _pm(r.max_weight_mean, r.max_weight_sem),
-            ]
-        )
-    header = ["mechanism", "α", "held-out loss", "accuracy", "entropy (nats)", "max weight"]
-    return _table(header, rows)
-
-
-def _sweep_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
-    rates = sweep.lr.nunique()
-    lines = []
-    for (n, d_k), g in sweep[sweep.mechanism.isin(names)].groupby(["mechanism", "d_k"], sort=False):
-        if g.lr.nunique() != rates:
-            continue
-        s = sensitivity(g)
-        lines.append(
-            f"- {n}, d_k {int(d_k)}: sensitivity {_pm(s.sensitivity.mean(), _sem(s.sensitivity))}"
-            " (mean ± SE over seeds); per rate, median final loss / largest |logit| / "
-            "diverged seeds: "
-            + "; ".join(
-                f"{lr:.3g}: {r.final_loss.median():.3g} / {r.max_logit.median():.3g} / "
-                f"{int(r.diverged_step.notna().sum())}"
-                for lr, r in g.groupby("lr")
-            )
-        )
-    return lines
-
-
-def _sem(values: pd.Series) -> float:
-    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else np.nan
-
-
-def _median_step(steps: pd.Series) -> str:
-    """The median of milestone steps over seeds, ``never`` where none reached it."""
-    median = steps.astype(float).median()
-    return f"{median:.0f}" if np.isfinite(median) else "never"
-
-
-def _widths_lines(sweep: pd.DataFrame, names: list[str]) -> list[str]:
-    base = sweep.groupby("lr").d_k.nunique().idxmax()
-    rows = []
-    at_base = sweep[sweep.lr == base]
-    for (n, d_k), g in at_base[at_base.mechanism.isin(names)].groupby(
-        ["mechanism", "d_k"], sort=False
-    ):
-        reached = int(g.step_loss_below_1.notna().sum())
-        rows.append(
-            [
-                n,
-                int(d_k),
-                f"{_median_step(g.step_loss_below_1)} ({reached}/{len(g)})",
-                f"{g.eval_accuracy.median():.3f}",
-                f"{g.logit_std_step0.median():.3g}",
-                f"{g.logit_std_end.median():.3g}",
-                _diverged_text(g),
-            ]
-        )
-    header = ["mechanism", "d_k", "step to loss 1 (seeds)", "accuracy", "logit std step 0"]
-    return [
-        f"At the base rate {base:g}:",
-        "",
-        *_table([*header, "logit std end", "diverged"], rows),
-    ]
-
-
-def reused_lines(reused: Mapping[str, str], same: str) -> list[str]:
-    """One line per baseline whose rows were read from a committed card (``reused``:
-    baseline -> folder), saying what the equal settings make the same (``same``)."""
-    return [
-        f"The rows of `{baseline}` were read from `{where}`, whose settings equal this card's "
-        f"({same}), not recomputed."
-        for baseline, where in reused.items()
-    ]
-
-
-def card_markdown(
-    card: Card,
-    verdicts: pd.DataFrame,
-    name: str,
-    reference: str,
-    command: str,
-    reused: Mapping[str, str],
-    quick: bool = False,
-) -> str:
-    """``card.md`` of mechanism ``name`` (its baselines are the other mechanisms of
-    ``card``'s tables); ``reused``: baseline -> the committed card its rows were read from;
-    ``quick``: a ``--quick`` card, said in its first line."""
-    names = [name] + [n for n in dict.fromkeys(card.statics.mechanism) if n != name]
-    lines = [f"# Quick mechanism card: {name}" if quick else f"# Mechanism card: {name}", ""]
-    if quick:
-        lines += [QUICK_LINE, ""]
-    lines += [
-        *closing_lines(verdicts[verdicts.mechanism == name]),
-        "",
-        f"Mechanism `{reference}`, against {', '.join(names[1:]) or 'nothing'}. "
-        f"Made by `{command}`; every number below is read from this folder's CSVs.",
-    ]
-    lines += reused_lines(reused, "same draws, seeds and data")
-    lines += ["", "## Verdicts", "", *verdict_lines(verdicts, names), "", "![card](card.png)"]
-    lines += [
-        "",
-        "## Statics at initialisation",
-        "",
-        "q and k with iid N(0, 1) entries, drawn as experiments 02 and 03 draw them; means "
-        "± standard errors over trials. *mass* is the row's total weight; where it is not 1 "
-        "the entropy is that of the normalised row and ‖J‖_F is the Frobenius norm of the "
-        "weights' Jacobian with respect to the logits by autodiff (softmax's closed form "
-        "otherwise); — where not computed.",
-        "",
-        *_statics_lines(card.statics, name),
-        "",
-        "## Float16 headroom and masks",
-        "",
-        "q and k with iid N(0, σ²) entries rounded to float16, through the mechanism in "
-        "float16 and in float32: the largest weight difference per σ; the headroom is the "
-        "largest σ up to which every cell is finite and within 1e-2 (≥: the grid's top).",
-        "",
-        *_precision_lines(card.precision, names),
-        "",
-    ]
-    for r in card.masks[card.masks.mechanism == name].itertuples():
-        lines.append(
-            f"- fully masked row: finite output {bool(r.finite_output)}, finite gradients "
-            f"{bool(r.finite_gradients)}, largest weight on a masked key {r.masked_weight_max:.2g},"
-            f" largest output of the empty row {r.dead_row_max:.2g}"
-        )
-    lines += ["", "## Training (experiment 04's task and defaults)", ""]
-    lines += _training_lines(card.training, names)
-    lines += [
-        "",
-        "## Who owns the temperature",
-        "",
-        "Elasticity e = d ln std(z) / d ln α of the logits to q, k → αq, αk, q and k from the "
-        "projections on held-out sequences (mean ± SE over seeds): 2 where the weights own "
-        "the temperature, 0 where the mechanism does, falling from 2 under a cap.",
-        "",
-        *_ownership_lines(card.ownership, names),
-        "",
-        "## Static drift",
-        "",
-        "The trained model with W_Q and W_K multiplied by α, everything else fixed; held-out "
-        "sequences, mean ± SE over seeds.",
-        "",
-        *_drift_lines(card.drift, names),
-        "",
-        "## Learning rates (Wortsman et al. 2023's sensitivity)",
-        "",
-        *_sweep_lines(card.sweep, names),
-        "",
-        "## Widths",
-        "",
-        *_widths_lines(card.sweep, names),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _owner(value: str) -> str:
-    """The owner named at the start of the owner verdict's value (``weights: e = ...``)."""
-    owner = str(value).split(":")[0]
-    return owner if owner in ("weights", "mechanism", "cap") else "undetermined"
-
-
-def closing_lines(verdicts: pd.DataFrame) -> list[str]:
-    """The closing question answered, one line per mechanism of ``verdicts`` (a verdicts
-    table or ``cards/comparison.csv``): who owns the temperature, whether it holds after
-    x4 drift of W_Q and W_K, whether it is stable at high learning rates."""
-    lines = []
-    for name, g in verdicts.groupby("mechanism", sort=False):
-        by = g.set_index("verdict")
-        owner = _owner(by.value[OWNER_VERDICT])
-
-        def answer(verdict: str, yes: str, no: str, by=by) -> str:
-            mark = _mark(by.passed[verdict], by.value[verdict])
-            return {"yes": yes, "**no**": no}.get(mark, f"{mark.strip('*')} ({verdict})")
-
-        drift = answer(DRIFT_VERDICT, "holds", "does **not** hold")
-        lr = answer(HIGH_LR_VERDICT, "stable", "**less** stable than scaled")
-        lines.append(
-            f"- **{name}**: owner **{owner}**; after x{DRIFT_ALPHA:g} drift of W_Q, W_K "
-            f"{drift}; at high learning rates {lr}."
-        )
-    return lines
-
-
-def comparison_markdown(verdicts: pd.DataFrame, owner: bool = False) -> str:
-    """Every carded mechanism (rows) against every verdict (columns); ``owner``: a first
-    column naming who owns the temperature (``closing_lines``' owner)."""
-    names = list(dict.fromkeys(verdicts.mechanism))
-    columns = list(dict.fromkeys(verdicts.verdict))
-    rows = []
-    for n in names:
-        g = verdicts[verdicts.mechanism == n].set_index("verdict")
-        marks = [_mark(g.passed[c], g.value[c]) for c in columns]
-        rows.append([n, _owner(g.value[OWNER_VERDICT]), *marks] if owner else [n, *marks])
-    header = ["mechanism", "owner", *columns] if owner else ["mechanism", *columns]
-    return "\n".join(_table(header, rows)) + "\n"
+from attnlab.studies.card.verdicts import OWNER_VERDICT
 
 
 def _comparison(tables: Tables, csv: str = COMPARISON_CSV) -> pd.DataFrame:
@@ -382,7 +44,7 @@ def lm_findings(verdicts: pd.DataFrame) -> list[str]:
     in every verdict."""
     lines = []
     for verdict, g in verdicts.groupby("verdict", sort=False):
-        marks = {_mark(p, v) for p, v in zip(g.passed, g.value, strict=True)}
+        marks = {mark(p, v) for p, v in zip(g.passed, g.value, strict=True)}
         if len(marks) == 1 and len(g) > 1:
             why = UNIFORM_WHY.get(verdict, "")
             lines.append(f"- *{verdict}* is {marks.pop()} for all {len(g)}" +
@@ -410,7 +72,7 @@ def lm_closing_lines(verdicts: pd.DataFrame) -> list[str]:
                                                     LM_LOGITS.verdict))  # fmt: skip
         lines.append(
             f"- **{name}**: {owner.value}; after {DRIFT_FACTOR:g}x the best rate "
-            f"{_mark(drift.passed, drift.value)} ({drift.value}); largest logit at the top "
+            f"{mark(drift.passed, drift.value)} ({drift.value}); largest logit at the top "
             f"rate {logits.value}."
         )
     return lines
@@ -479,10 +141,10 @@ def readme(tables: Tables) -> str:
     rows = []
     for n in names:
         g = both[both.mechanism == n].set_index("verdict")
-        owner = _owner(g.value[OWNER_VERDICT]) if OWNER_VERDICT in g.index else "—"
-        rows.append([n, owner, *(_mark(g.passed[c], g.value[c]) if c in g.index else "—"
+        owner = owner_of(g.value[OWNER_VERDICT]) if OWNER_VERDICT in g.index else "—"
+        rows.append([n, owner, *(mark(g.passed[c], g.value[c]) if c in g.index else "—"
                                  for c in columns)])  # fmt: skip
-    return "\n".join(_table(["mechanism", "owner", *columns], rows))
+    return "\n".join(table(["mechanism", "owner", *columns], rows))
 
 
 def _verdicts_held(verdicts: pd.DataFrame) -> str:

@@ -31,7 +31,8 @@ from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
 from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.lm_report import lm_card_markdown
 from attnlab.studies.card.lm_verdicts import LMCard
-from attnlab.studies.card.report import card_markdown, comparison_markdown
+from attnlab.studies.card.markdown import comparison_markdown
+from attnlab.studies.card.recall_report import card_markdown
 from attnlab.studies.card.verdicts import Card
 
 #: A mechanism as the card takes it: a reference (``references.load_mechanism``) or itself.

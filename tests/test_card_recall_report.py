@@ -1,4 +1,4 @@
-"""attnlab/studies/card/report.py: a milestone never reached reads "never" in the training
+"""attnlab/studies/card/recall_report.py: a milestone never reached reads "never" in the training
 table, and a mechanism's name is printed as it is (``trainnan`` stays ``trainnan``)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from attnlab.studies.card.report import _training_lines
+from attnlab.studies.card.recall_report import _training_lines
 
 
 def test_a_name_holding_nan_is_kept_and_a_missed_milestone_reads_never():
