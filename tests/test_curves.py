@@ -14,6 +14,7 @@ from attnlab.core.curves import (
     find_plateau,
     first_nonfinite_steps,
     first_step_below,
+    summarize_losses,
     trailing_mean,
 )
 
@@ -334,3 +335,21 @@ def test_first_nonfinite_steps_per_run():
     losses = np.array([[1.0, 2.0, 3.0], [1.0, np.nan, np.inf], [np.inf, 1.0, 1.0]])
     np.testing.assert_array_equal(first_nonfinite_steps(losses), [-1, 1, 0])
     assert first_nonfinite_steps(np.ones((2, 0))).tolist() == [-1, -1]
+
+
+def test_summarize_losses_by_hand():
+    """Two seeds from step 100: one crosses 1 at its third step and never 0.1; the other
+    goes NaN at its second step (its smoothed curve NaN from there)."""
+    loss = np.array([[3.0, 2.0, 0.5, 0.4], [3.0, np.nan, 1.0, 1.0]])
+    run = summarize_losses(loss, lambda x: x, (("below_1", 1.0), ("below_0p1", 0.1)), 100)
+    np.testing.assert_array_equal(run.steps, [100, 101, 102, 103])
+    np.testing.assert_array_equal(run.diverged_step, [-1, 101])
+    assert run.milestones == {"below_1": [102, 102], "below_0p1": [None, None]}
+    np.testing.assert_array_equal(run.final_loss, [0.4, 1.0])
+
+
+def test_summarize_losses_smooths_before_reading():
+    loss = np.array([[2.0, 0.0, 2.0, 0.0]])
+    run = summarize_losses(loss, lambda x: trailing_mean(x, 2), (("below_1", 1.0),))
+    np.testing.assert_array_equal(run.smoothed, [[2.0, 1.0, 1.0, 1.0]])
+    assert run.milestones["below_1"] == [1] and run.diverged_step[0] == -1

@@ -1,7 +1,10 @@
-"""Features of measured curves: where one curve crosses another, milestones, plateaus, and
-where a run went non-finite."""
+"""Features of measured curves: where one curve crosses another, milestones, plateaus,
+where a run went non-finite, and one run's loss curves summarised per seed."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -95,3 +98,43 @@ def first_nonfinite_steps(losses: np.ndarray) -> np.ndarray:
     if bad.shape[1] == 0:
         return np.full(bad.shape[0], -1)
     return np.where(bad.any(axis=1), bad.argmax(axis=1), -1)
+
+
+@dataclass(frozen=True)
+class LossSummary:
+    """One run's loss curves ``[seeds, steps]`` summarised per seed: what every table of
+    the suite that summarises a run reads (04's and 05's summaries, 10's sweep, the card's
+    learning rates, the fits' numbers).
+
+    Attributes:
+      smoothed: the loss under the table's smoothing, ``[seeds, steps]``.
+      steps: the step of each column (``start_step`` onwards).
+      diverged_step: per seed, the first step whose loss is NaN or infinite; -1 where none
+        is (``first_nonfinite_steps``).
+      milestones: per threshold's name, per seed, the first step at which the smoothed loss
+        is ``<=`` the threshold; None where it never is.
+      final_loss: per seed, the smoothed loss at the last step.
+    """
+
+    smoothed: np.ndarray
+    steps: np.ndarray
+    diverged_step: np.ndarray
+    milestones: dict[str, list[int | None]]
+    final_loss: np.ndarray
+
+
+def summarize_losses(
+    loss: np.ndarray,
+    smoothing: Callable[[np.ndarray], np.ndarray],
+    thresholds: Iterable[tuple[str, float]],
+    start_step: int = 0,
+) -> LossSummary:
+    """``LossSummary`` of ``loss`` ``[seeds, steps]`` recorded from ``start_step``, smoothed
+    by ``smoothing`` (along the last axis) and read at each ``(name, threshold)``."""
+    smoothed = np.asarray(smoothing(np.asarray(loss)))
+    steps = np.arange(smoothed.shape[1]) + start_step
+    first = first_nonfinite_steps(loss)
+    milestones = {name: [first_step_below(curve, threshold, steps) for curve in smoothed]
+                  for name, threshold in thresholds}  # fmt: skip
+    return LossSummary(smoothed, steps, np.where(first >= 0, first + start_step, -1),
+                       milestones, smoothed[:, -1])  # fmt: skip

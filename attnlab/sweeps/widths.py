@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import attention_logits
-from attnlab.core.curves import first_nonfinite_steps, first_step_below, trailing_mean
+from attnlab.core.curves import summarize_losses, trailing_mean
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
@@ -58,7 +58,7 @@ from attnlab.training.config import RecallConfig
 from attnlab.training.model import MechanismConstants, RecallModel
 from attnlab.training.summary import MILESTONES
 from attnlab.training.task import Batch
-from attnlab.training.trainer import Diagnostics, Run, Trainer, TrainResult, group_runs
+from attnlab.training.trainer import Diagnostics, Run, TrainResult, train_runs
 
 DIAGNOSTICS = (
     "q_norm",
@@ -235,14 +235,8 @@ def train_width(
     ``eval_accuracy`` is left NaN (the diagnostics' records hold the held-out accuracy)."""
     config = replace(config, chunk_steps=record_every)
     runs = [Run(config, mechanism, lr=lr) for mechanism, lrs in entries for lr in lrs]
-    results: list[TrainResult | None] = [None] * len(runs)
-    for group in group_runs(runs):
-        trainer = Trainer([runs[i] for i in group], metrics=metrics, diagnostics=diagnose,
-                          on_diverge="record")  # fmt: skip
-        trainer.run(config.steps, on_chunk)
-        for i, result in zip(group, trainer.results(evaluate=False), strict=True):
-            results[i] = result
-    return results
+    return train_runs(runs, on_chunk=on_chunk, on_diverge="record", metrics=metrics,
+                      diagnostics=diagnose, evaluate=False)  # fmt: skip
 
 
 def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[TrainResult]:
@@ -261,15 +255,15 @@ def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[Train
 
 def summary_frame(results: Sequence[TrainResult], smoothing: int) -> pd.DataFrame:
     """One row per lane (``SUMMARY_COLUMNS``); a diverged lane keeps only its step-0
-    numbers and ``diverged_step``."""
+    numbers and ``diverged_step`` (``summarize_losses``, the trailing mean over
+    ``smoothing`` steps)."""
     rows = []
     for result in results:
         d = result.records
-        first = first_nonfinite_steps(result.metrics["loss"])
+        run = summarize_losses(result.metrics["loss"], lambda x: trailing_mean(x, smoothing),
+                               MILESTONES)  # fmt: skip
         for i, seed in enumerate(result.seeds):
-            loss = result.metrics["loss"][i]
-            diverged = int(first[i]) if first[i] >= 0 else None
-            smoothed = trailing_mean(loss, smoothing)
+            diverged = int(run.diverged_step[i]) if run.diverged_step[i] >= 0 else None
             row = {
                 "d_k": result.d_k,
                 "mechanism": result.mechanism,
@@ -283,14 +277,9 @@ def summary_frame(results: Sequence[TrainResult], smoothing: int) -> pd.DataFram
                 "diverged_step": diverged,
             }
             if diverged is None:
+                row.update({column: run.milestones[column][i] for column, _ in MILESTONES})
                 row.update(
-                    {
-                        column: first_step_below(smoothed, threshold)
-                        for column, threshold in MILESTONES
-                    }
-                )
-                row.update(
-                    final_loss=float(smoothed[-1]),
+                    final_loss=float(run.final_loss[i]),
                     eval_accuracy=float(d["accuracy"][i, -1]),
                     routing_accuracy_end=float(d["routing_accuracy"][i, -1]),
                     asked_weight_end=float(d["asked_weight"][i, -1]),

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from attnlab.core.curves import find_plateau, first_step_below, trailing_mean
+from attnlab.core.curves import find_plateau, summarize_losses, trailing_mean
 from attnlab.training.columns import CURVES, SUMMARY
 from attnlab.training.config import RecallConfig
 from attnlab.training.step import METRICS
@@ -52,15 +52,20 @@ def curves_frame(
 
 
 def summary_frame(
-    results: Iterable[TrainResult], config: RecallConfig, smoothing: Smoother | None = None
+    results: Iterable[TrainResult],
+    config: RecallConfig,
+    smoothing: Smoother | None = None,
+    divergence: bool = False,
 ) -> pd.DataFrame:
     """One row per (variant, seed): step-0 gradients, milestones and final loss of the loss
     under ``smoothing`` (as ``curves_frame``), accuracy and the mid-training plateau if
-    there is one. Milestones never reached are left empty."""
+    there is one (``summarize_losses``). Milestones never reached are left empty. With
+    ``divergence``, also ``diverged_step`` and ``nonfinite`` (the first step whose loss is
+    not finite, and what), a diverged seed's accuracy left NaN."""
     rows = []
     for result in results:
-        smoothed = _smoother(config, smoothing)(result.metrics["loss"])
-        steps = np.arange(smoothed.shape[1]) + result.start_step
+        run = summarize_losses(result.metrics["loss"], _smoother(config, smoothing),
+                               MILESTONES, result.start_step)  # fmt: skip
         for i, seed in enumerate(result.seeds):
             row = {
                 "variant": result.mechanism,
@@ -68,20 +73,28 @@ def summary_frame(
                 "grad_wq_step0": float(result.metrics["grad_norm_wq"][i, 0]),
                 "grad_wk_step0": float(result.metrics["grad_norm_wk"][i, 0]),
             }
-            for column, threshold in MILESTONES:
-                row[column] = first_step_below(smoothed[i], threshold, steps)
-            row["final_loss"] = float(smoothed[i, -1])
+            for column, _ in MILESTONES:
+                row[column] = run.milestones[column][i]
+            row["final_loss"] = float(run.final_loss[i])
             row["final_attn_entropy"] = float(result.metrics["attn_entropy"][i, -1])
             row["eval_accuracy"] = float(result.eval_accuracy[i])
-            crossed = first_step_below(smoothed[i], MILESTONES[0][1])
-            plateau = None if crossed is None else find_plateau(smoothed[i], crossed)
+            crossed = run.milestones[MILESTONES[0][0]][i]
+            plateau = (None if crossed is None
+                       else find_plateau(run.smoothed[i], crossed - result.start_step))  # fmt: skip
             row["plateau_start"], row["plateau_end"], row["plateau_level"] = (
-                (int(steps[plateau[0]]), int(steps[plateau[1]]), plateau[2])
+                (int(run.steps[plateau[0]]), int(run.steps[plateau[1]]), plateau[2])
                 if plateau
                 else (None, None, None)
             )
+            if divergence:
+                diverged = int(run.diverged_step[i])
+                row["diverged_step"] = diverged if diverged >= 0 else None
+                row["nonfinite"] = "loss" if diverged >= 0 else ""
+                row["eval_accuracy"] = np.nan if diverged >= 0 else row["eval_accuracy"]
             rows.append(row)
-    frame = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    for column in ("step_loss_below_1", "step_loss_below_0p1", "plateau_start", "plateau_end"):
+    columns = SUMMARY_COLUMNS + (["diverged_step", "nonfinite"] if divergence else [])
+    frame = pd.DataFrame(rows, columns=columns)
+    integers = ["step_loss_below_1", "step_loss_below_0p1", "plateau_start", "plateau_end"]
+    for column in integers + (["diverged_step"] if divergence else []):
         frame[column] = frame[column].astype("Int64")
     return frame

@@ -381,10 +381,15 @@ def train_runs(
     start_step: int = 0,
     on_chunk: Callable[[int], None] | None = None,
     on_diverge: str = "raise",
+    metrics: tuple[str, ...] = METRICS,
+    diagnostics: Diagnostics | None = None,
+    evaluate: bool = True,
 ) -> list[TrainResult]:
     """Train every run for ``steps`` steps (its ``config.steps - start_step`` if None), runs
-    that share a program as lanes of one ``Trainer`` (``on_diverge`` as ``Trainer``'s);
-    results in the order of ``runs``."""
+    that share a program as lanes of one ``Trainer`` (``on_diverge``, ``metrics`` and
+    ``diagnostics`` as ``Trainer``'s; ``evaluate`` as ``Trainer.results``'); results in the
+    order of ``runs``. The one loop from runs to results: every training of the suite on
+    the recall task goes through it."""
     runs = list(runs)
     out: list[TrainResult | None] = [None] * len(runs)
     for group in group_runs(runs):
@@ -394,9 +399,10 @@ def train_runs(
             raise ValueError(f"train: steps must be >= 1, got {length} (start_step {start_step})")
         if any(m.config.steps != members[0].config.steps for m in members) and steps is None:
             raise ValueError("train_runs: runs of one program must train equally long")
-        trainer = Trainer(members, start_step=start_step, on_diverge=on_diverge)
+        trainer = Trainer(members, start_step=start_step, on_diverge=on_diverge,
+                          metrics=metrics, diagnostics=diagnostics)  # fmt: skip
         trainer.run(start_step + length, on_chunk)
-        for i, result in zip(group, trainer.results(), strict=True):
+        for i, result in zip(group, trainer.results(evaluate), strict=True):
             out[i] = result
     return out
 

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from attnlab.core.curves import first_step_below
+from attnlab.core.curves import summarize_losses
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
@@ -71,11 +71,12 @@ def seed_numbers(
     crosses counting as crossing at ``horizon`` (the number of steps trained if None), with
     a ``censored_*`` flag; and the smoothed loss at step ``L - 1`` for every run length
     ``L`` trained."""
-    smoothed = smoothing(metrics["loss"])
+    run = summarize_losses(metrics["loss"], smoothing, THRESHOLDS.items())
+    smoothed = run.smoothed
     horizon = smoothed.shape[1] if horizon is None else horizon
     out = {"grad_norm_wq": np.asarray(metrics["grad_norm_wq"][:, 0])}
-    for term, threshold in THRESHOLDS.items():
-        steps = [first_step_below(curve, threshold) for curve in smoothed]
+    for term in THRESHOLDS:
+        steps = run.milestones[term]
         out[term] = np.array([horizon if s is None else s for s in steps], np.float64)
         out["censored_" + term.removeprefix("step_loss_below_")] = np.array(
             [s is None for s in steps]

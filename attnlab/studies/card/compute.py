@@ -59,7 +59,7 @@ from attnlab.studies.card.verdicts import Card, verdicts_frame
 from attnlab.training.config import RecallConfig
 from attnlab.training.step import initial_state
 from attnlab.training.summary import summary_frame as recall_summary_frame
-from attnlab.training.trainer import Run, Trainer, group_runs
+from attnlab.training.trainer import Run, group_runs, train_runs
 
 #: Keys up to which a non-softmax mechanism's Jacobian is computed (``n^2`` per row).
 JACOBIAN_MAX_N = 1024
@@ -267,9 +267,8 @@ def train_group(config: CardConfig, references: Sequence[str], on_progress: Prog
     (``trained_frames``)."""
     training = dataclasses.replace(config.training, mechanisms=tuple(references))
     mechanisms = [load_mechanism(r) for r in references]
-    trainer = Trainer([Run(training, m) for m in mechanisms], on_diverge="record")
-    trainer.run(training.steps, on_progress)
-    results = trainer.results()
+    runs = [Run(training, m) for m in mechanisms]
+    results = train_runs(runs, on_chunk=on_progress, on_diverge="record")
     initial = [initial_state(training, m).params for m in mechanisms]
     ownership, drift = trained_frames(training, mechanisms, initial, results)
     return results, ownership, drift
@@ -289,11 +288,8 @@ def training_frames(
     names = [load_mechanism(r).name for r in references]
     by_name = {result.mechanism: result for results, _, _ in trained for result in results}
     results = [by_name[name] for name in names]
-    summary = recall_summary_frame(results, training).rename(columns={"variant": "mechanism"})
-    steps = np.concatenate([result.diverged_step for result in results])
-    summary["diverged_step"] = pd.array([s if s >= 0 else None for s in steps], "Int64")
-    summary["nonfinite"] = np.where(steps >= 0, "loss", "")
-    summary.loc[steps >= 0, "eval_accuracy"] = np.nan
+    summary = recall_summary_frame(results, training, divergence=True)
+    summary = summary.rename(columns={"variant": "mechanism"})
     frames = []
     for result in results:
         smoothed = trailing_mean(result.metrics["loss"], training.smoothing)[:, ::CURVE_EVERY]

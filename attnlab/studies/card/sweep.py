@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.core.curves import first_step_below, trailing_mean
+from attnlab.core.curves import summarize_losses, trailing_mean
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.harness.io import FLOAT_FORMAT
@@ -58,6 +58,9 @@ LRS: tuple[float, ...] = tuple(10.0 ** (e / 4) for e in range(-14, -1))
 LR_DKS: tuple[int, ...] = (16, 256)
 #: The per-step metric the sweep records.
 LANE_METRICS = ("loss",)
+
+#: The one milestone the sweep reads: the first step the smoothed loss is <= 1.
+LOSS_MILESTONES = (("step_loss_below_1", 1.0),)
 
 
 @dataclass(frozen=True)
@@ -129,12 +132,15 @@ def sweep_table(rows: Sequence[dict], references: Sequence[str]) -> pd.DataFrame
 
 
 def _lane_rows(result: TrainResult, config: RecallConfig) -> list[dict]:
-    """One row per seed of one (mechanism, rate) run."""
+    """One row per seed of one (mechanism, rate) run (``summarize_losses``, the trailing
+    mean over ``config.smoothing`` steps)."""
+    smoothing = config.smoothing
+    run = summarize_losses(result.metrics["loss"], lambda x: trailing_mean(x, smoothing),
+                           LOSS_MILESTONES)  # fmt: skip
     rows = []
     for i, seed in enumerate(result.seeds):
         loss, records = result.metrics["loss"][i], {k: v[i] for k, v in result.records.items()}
-        diverged = int(result.diverged_step[i])
-        smoothed = trailing_mean(loss, config.smoothing)
+        diverged = int(run.diverged_step[i])
         finite = diverged < 0
         seen = records["max_logit"]
         max_logit = float(np.nanmax(seen)) if np.isfinite(seen).any() else np.nan
@@ -145,8 +151,8 @@ def _lane_rows(result: TrainResult, config: RecallConfig) -> list[dict]:
                 "lr": result.lr,
                 "seed": seed,
                 "loss_step0": float(loss[0]),
-                "final_loss": float(smoothed[-1]) if finite else np.nan,
-                "step_loss_below_1": first_step_below(smoothed, 1.0) if finite else None,
+                "final_loss": float(run.final_loss[i]) if finite else np.nan,
+                "step_loss_below_1": run.milestones["step_loss_below_1"][i] if finite else None,
                 "eval_accuracy": float(records["accuracy"][-1]) if finite else np.nan,
                 "logit_std_step0": float(records["logit_std"][0]),
                 "logit_std_end": float(records["logit_std"][-1]) if finite else np.nan,
