@@ -13,9 +13,10 @@ import time
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.recall.flags import add_recall_flags, recall_config
+from attnlab.recall.tables import write_recall_outputs
 from attnlab.studies import headline
 from attnlab.studies.recall.study import CURVES_CSV, SUMMARY_CSV
-from attnlab.training.flags import add_recall_flags, recall_config, write_recall_outputs
 from attnlab.training.trainer import train_and_evaluate
 
 #: One result CSV per part of the run: --help says how long they took.

@@ -15,10 +15,10 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.recall.tables import write_recall_outputs
 from attnlab.studies import headline
 from attnlab.studies.remedies import compute, study
 from attnlab.studies.remedies.flags import add_remedies_flags, remedies_run
-from attnlab.training.flags import write_recall_outputs
 
 # --help says how long each part took
 TIMED_BY = (study.SUMMARY_CSV, study.FOLD_CHECK_CSV, study.SENSITIVITY_CSV)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.fits.readings import Smoothing
 from attnlab.harness.io import compact, sidecar_path
 from attnlab.studies.article_fit.compute import (
     median_numbers,
@@ -21,7 +22,6 @@ from attnlab.studies.article_fit.compute import (
     seed_numbers,
 )
 from attnlab.studies.article_fit.study import ARTICLE_SCALED, FIRST_CSVS, NOISE_SE
-from attnlab.training.readings import Smoothing
 
 #: No smoothing: a trailing mean over one step is the raw loss.
 RAW = Smoothing("mean1", window=1)

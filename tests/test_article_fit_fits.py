@@ -8,18 +8,18 @@ import pandas as pd
 import pytest
 
 from attnlab.core.references import load_mechanism
-from attnlab.studies.article_fit.compute import finalist_readings, predict, predicted_readings
-from attnlab.studies.article_fit.fits import get_pair, pass_a_readings
-from attnlab.studies.article_fit.study import ARTICLE_SCALED, QUALITY, SECOND_CSVS
-from attnlab.training.config import RecallConfig
-from attnlab.training.readings import (
+from attnlab.fits.readings import (
     FAMILY_2,
     SMOOTHINGS,
     get_reading,
     pair_name,
     reading_config,
 )
-from attnlab.training.summary import summary_frame
+from attnlab.recall.tables import summary_frame
+from attnlab.studies.article_fit.compute import finalist_readings, predict, predicted_readings
+from attnlab.studies.article_fit.fits import get_pair, pass_a_readings
+from attnlab.studies.article_fit.study import ARTICLE_SCALED, QUALITY, SECOND_CSVS
+from attnlab.training.config import RecallConfig
 from attnlab.training.trainer import Run, train_runs
 
 SCRIPT = "12_second_fit"

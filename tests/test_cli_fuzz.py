@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import attnlab.core.references
 import attnlab.harness.io
-import attnlab.training.flags
+import attnlab.recall.tables
 from attnlab.harness import cli
 from attnlab.studies.article_fit.study import SCORES_2
 from attnlab.studies.card.verdicts import Card
@@ -550,8 +550,8 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         target = functools.reduce(getattr, owner.split("."), module) if owner else module
         assert hasattr(target, attr), attr
         monkeypatch.setattr(target, attr, wrap(fake, i == 0))
-    monkeypatch.setattr(attnlab.training.flags, "curves_frame", _frame)
-    monkeypatch.setattr(attnlab.training.flags, "summary_frame", _frame)
+    monkeypatch.setattr(attnlab.recall.tables, "curves_frame", _frame)
+    monkeypatch.setattr(attnlab.recall.tables, "summary_frame", _frame)
     if name == "plot_figures":
         for i, (fig, study) in enumerate(list(module.FIGURES.items())):
             draw = wrap(_fake_draw(fig), i == 0)

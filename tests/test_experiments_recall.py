@@ -17,7 +17,7 @@ TINY = [
     "--eval-size", "64", "--chunk-steps", "10", "--quiet",
 ]  # fmt: skip
 # The CSVs' columns, spelled out here as the contract (the package derives its lists from
-# attnlab/training/columns.py).
+# attnlab/recall/columns.py).
 CURVE_COLUMNS = [
     "variant", "seed", "step", "loss", "smoothed_loss", "accuracy",
     "grad_norm_wq", "grad_norm_wk", "grad_norm_wv", "attn_entropy", "attn_max_weight",

@@ -24,11 +24,11 @@ import pandas as pd
 import pytest
 
 from attnlab.core.temperature import MECHANISMS
+from attnlab.recall.tables import curves_frame, summary_frame
 from attnlab.studies.remedies.compute import fold_params, run_fold, run_remedies, run_sensitivity
 from attnlab.training.config import RecallConfig, make_model, seed_keys
 from attnlab.training.model import RecallModel
 from attnlab.training.step import METRICS, init_params, loss_and_aux
-from attnlab.training.summary import curves_frame, summary_frame
 from attnlab.training.task import stream_batch
 from attnlab.training.trainer import train
 

@@ -45,18 +45,19 @@ results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	attnlab/core/context.py attnlab/core/curves.py attnlab/core/literature.py \
 	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
 	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/studies/recall/__init__.py \
-	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/temperature.py attnlab/fits/__init__.py attnlab/fits/readings.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/flags.py \
+	attnlab/recall/tables.py attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
+	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/studies/article_fit/study.py \
+	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/studies/article_fit/study.py \
 	attnlab/studies/recall/__init__.py attnlab/studies/recall/figure.py \
-	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	results/04_recall_curves.csv results/04_recall_summary.csv \
+	attnlab/studies/recall/study.py results/04_recall_curves.csv results/04_recall_summary.csv \
 	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
 	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv \
@@ -73,19 +74,20 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
 	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
 	attnlab/studies/remedies/flags.py attnlab/studies/remedies/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py attnlab/training/config.py \
-	attnlab/training/flags.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/readings.py attnlab/training/step.py attnlab/training/summary.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/studies/remedies/__init__.py \
-	attnlab/studies/remedies/figure.py attnlab/studies/remedies/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py results/05_fold_check.csv \
-	results/05_fold_curves.csv results/05_remedies_curves.csv results/05_remedies_summary.csv \
-	results/05_sensitivity.csv | $(STAMP)
+	attnlab/harness/tables.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/figure.py \
+	attnlab/studies/remedies/study.py results/05_fold_check.csv results/05_fold_curves.csv \
+	results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_sensitivity.csv \
+	| $(STAMP)
 	$(PY) experiments/plot_figures.py --study remedies
 
 # ------------------------------------------------------------ article_fit
@@ -99,13 +101,14 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/fits/__init__.py \
+	attnlab/fits/readings.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/flags.py attnlab/recall/tables.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
@@ -113,19 +116,20 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/fits/__init__.py \
+	attnlab/fits/readings.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/flags.py attnlab/recall/tables.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
+	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
+	attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/studies/article_fit/__init__.py \
+	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/figure.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/columns.py \
 	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
 	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv \
@@ -143,20 +147,21 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/core/temperature.py \
+	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
 	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
 	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/sweeps/__init__.py \
-	attnlab/sweeps/widths.py attnlab/training/__init__.py attnlab/training/columns.py \
-	attnlab/training/config.py attnlab/training/flags.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/readings.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/sweeps/widths.py attnlab/training/__init__.py attnlab/training/config.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
-	attnlab/harness/verdicts.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/figure.py attnlab/studies/widths/report.py \
-	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/columns.py \
-	results/10_jacobian_n16.csv results/10_lr_transfer.csv results/10_widths_curves.csv \
-	results/10_widths_summary.csv | $(STAMP)
+	attnlab/harness/verdicts.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/studies/widths/__init__.py attnlab/studies/widths/figure.py \
+	attnlab/studies/widths/report.py attnlab/studies/widths/study.py results/10_jacobian_n16.csv \
+	results/10_lr_transfer.csv results/10_widths_curves.csv results/10_widths_summary.csv \
+	| $(STAMP)
 	$(PY) experiments/plot_figures.py --study widths
 
 # ------------------------------------------------------------ condensation
@@ -212,7 +217,8 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/models/causal_lm.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
@@ -221,10 +227,10 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
 	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
 	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
-	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
-	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/optim.py attnlab/training/step.py attnlab/training/task.py \
+	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
+	| $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
@@ -235,7 +241,8 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/models/causal_lm.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
@@ -244,10 +251,10 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
 	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
 	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
-	attnlab/training/columns.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/optim.py attnlab/training/step.py \
-	attnlab/training/summary.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
-	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
+	attnlab/training/optim.py attnlab/training/step.py attnlab/training/task.py \
+	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
+	| $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/estimates.py \

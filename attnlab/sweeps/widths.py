@@ -53,10 +53,10 @@ from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
-from attnlab.training.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
+from attnlab.recall.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
+from attnlab.recall.tables import MILESTONES
 from attnlab.training.config import RecallConfig
 from attnlab.training.model import MechanismConstants, RecallModel
-from attnlab.training.summary import MILESTONES
 from attnlab.training.task import Batch
 from attnlab.training.trainer import Diagnostics, Run, TrainResult, train_runs
 
@@ -75,7 +75,7 @@ DIAGNOSTICS = (
     "attn_entropy",
     "accuracy",
 )
-#: The tables' columns, declared with their rules in ``attnlab.training.columns``.
+#: The tables' columns, declared with their rules in ``attnlab.recall.columns``.
 CURVE_COLUMNS = list(WIDTHS_CURVES)
 SUMMARY_COLUMNS = list(WIDTHS_SUMMARY)
 LR_COLUMNS = list(LR_TRANSFER)

@@ -9,16 +9,13 @@ rates as lanes); this package says *how*.
 ``config``          ``RecallConfig``, a seed's key streams, the model a configuration builds
 ``step``            one training step, readable top to bottom, and a chunk of them in a scan
 ``trainer``         ``Run``s as lanes of one compiled program: ``Trainer``, ``train_runs``
-``summary``         training results -> curves and per-seed summary tables (milestones)
-``readings``        the declared readings of the set-up the article leaves unstated
-``flags``           the recall flags every training script shares
-``columns``         the recall tables' column names (no JAX: declarations import it)
 ``lanes``           how the Trainer lays out its lanes in blocks for the compiled chunk
-``sweep``           a learning-rate and width sweep through the Trainer (10 and the card)
 ``optim``           AdamW with warmup and cosine decay, clipping, z-loss (the language model)
 ``tasks/lm``        the byte-level language-model task: data, loss, step, lanes of a sweep
 ==================  ==========================================================================
 
-This package's ``__init__`` imports nothing, so that a study's declaration can import
-``columns`` without loading JAX; import the module you need.
+What the studies make of its results lives above it: the recall studies' tables and flags
+in ``attnlab.recall``, the readings of the article's unstated set-up in ``attnlab.fits``,
+the sweeps in ``attnlab.sweeps``. This package's ``__init__`` imports nothing; import the
+module you need.
 """

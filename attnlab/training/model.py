@@ -11,7 +11,7 @@ model the 04 demo has always trained:
     logits = o W_O                            [n_value_tokens]
 
 The article leaves open how a pair becomes a slot and how parameters are initialised; the
-readings of ``attnlab.training.readings`` choose among these laws.
+readings of ``attnlab.fits.readings`` choose among these laws.
 
 ``slot`` (how a pair becomes a slot; the query is always the key token asked for):
 

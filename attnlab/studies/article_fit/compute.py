@@ -16,15 +16,7 @@ import pandas as pd
 from attnlab.core.curves import summarize_losses
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
-from attnlab.harness.errors import RunError
-from attnlab.studies.article_fit.study import (
-    ARTICLE_SCALED,
-    BOOTSTRAP_REPLICATES,
-    NOISE_SE,
-    TERMS,
-)
-from attnlab.training.config import RecallConfig
-from attnlab.training.readings import (
+from attnlab.fits.readings import (
     FIRST_SMOOTHING,
     RUN_LENGTHS,
     Reading,
@@ -35,7 +27,15 @@ from attnlab.training.readings import (
     reading_config,
     step0_fingerprints,
 )
-from attnlab.training.summary import MILESTONES, curves_frame, summary_frame
+from attnlab.harness.errors import RunError
+from attnlab.recall.tables import MILESTONES, curves_frame, summary_frame
+from attnlab.studies.article_fit.study import (
+    ARTICLE_SCALED,
+    BOOTSTRAP_REPLICATES,
+    NOISE_SE,
+    TERMS,
+)
+from attnlab.training.config import RecallConfig
 from attnlab.training.trainer import Run, Trainer, TrainResult
 
 #: The smoothed-loss thresholds of the two milestone terms.

@@ -153,7 +153,7 @@ def section(tables: Tables) -> str:
     )
     parts += [
         "### The second fit (a denser family, declared before its results)",
-        f"The second family (`FAMILY_2` in `attnlab/training/readings.py`) has "
+        f"The second family (`FAMILY_2` in `attnlab/fits/readings.py`) has "
         f"{second['screened']} readings (batch size and d_model in steps of about √2) and "
         f"{len(smoothings)} smoothings of the loss the milestones are read from "
         f"({', '.join(smoothings)}: "
@@ -180,7 +180,7 @@ def section(tables: Tables) -> str:
 
 def _smoothings(scores: pd.DataFrame) -> list[str]:
     """The smoothings a fit scored (``mean<window>``, ``ema<weight>``), in the order of
-    ``attnlab.training.readings.SMOOTHINGS``: trailing means, then moving averages, each
+    ``attnlab.fits.readings.SMOOTHINGS``: trailing means, then moving averages, each
     by its window or weight."""
     names = scores.smoothing.unique().tolist()
     return sorted(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from attnlab.harness.declaration import EXACT, KEY, UNCHECKED, Output, Study, close
-from attnlab.training.columns import CURVES, SUMMARY
+from attnlab.recall.columns import CURVES, SUMMARY
 
 SCRIPT = "09_article_fit.py"
 #: The second pass (the second family) runs as its own script, so that ``make`` runs it

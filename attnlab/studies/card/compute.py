@@ -43,6 +43,7 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.workers import Piece, run_pieces
+from attnlab.recall.tables import summary_frame as recall_summary_frame
 from attnlab.studies.card.headroom import SIGMAS
 from attnlab.studies.card.precision import precision_frame
 from attnlab.studies.card.store import (
@@ -58,7 +59,6 @@ from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
 from attnlab.training.config import RecallConfig
 from attnlab.training.step import initial_state
-from attnlab.training.summary import summary_frame as recall_summary_frame
 from attnlab.training.trainer import Run, group_runs, train_runs
 
 #: Keys up to which a non-softmax mechanism's Jacobian is computed (``n^2`` per row).

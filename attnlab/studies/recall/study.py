@@ -1,11 +1,11 @@
 """The declaration of study recall (experiment 04): its outputs, their columns and rules
-(the training tables' columns, ``attnlab.training.columns``)."""
+(the training tables' columns, ``attnlab.recall.columns``)."""
 
 from __future__ import annotations
 
 from attnlab.claims import TRAINING_CLAIMS, bind
 from attnlab.harness.declaration import Study
-from attnlab.training.columns import training_outputs
+from attnlab.recall.columns import training_outputs
 
 SCRIPT = "04_associative_recall.py"
 CURVES_CSV = "04_recall_curves.csv"

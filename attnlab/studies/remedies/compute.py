@@ -28,9 +28,9 @@ from attnlab.core.curves import trailing_mean
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
+from attnlab.recall.tables import summary_frame
 from attnlab.training.config import RecallConfig, make_model
 from attnlab.training.step import TrainState, held_out_batches
-from attnlab.training.summary import summary_frame
 from attnlab.training.trainer import Run, TrainResult, train, train_runs
 
 #: 05's defaults: the 04 configuration with every mechanism, but 3 seeds and 1500 steps

@@ -8,6 +8,7 @@ import dataclasses
 from typing import NamedTuple
 
 from attnlab.harness import cli
+from attnlab.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config
 from attnlab.studies.remedies.compute import (
     FOLD_STEP,
     REMEDIES_DEFAULT,
@@ -16,7 +17,6 @@ from attnlab.studies.remedies.compute import (
     SENSITIVITY_SEEDS,
 )
 from attnlab.training.config import RecallConfig
-from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
 
 
 def add_remedies_flags(parser: argparse.ArgumentParser) -> None:

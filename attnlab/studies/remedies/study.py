@@ -13,7 +13,7 @@ from attnlab.harness.declaration import (
     Study,
     close,
 )
-from attnlab.training.columns import training_outputs
+from attnlab.recall.columns import training_outputs
 
 SCRIPT = "05_remedies.py"
 CURVES_CSV = "05_remedies_curves.csv"

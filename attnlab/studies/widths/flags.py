@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 
 from attnlab.harness import cli
+from attnlab.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config
 from attnlab.sweeps.widths import WIDTHS_BASE, GridError, WidthsConfig
-from attnlab.training.flags import add_mechanisms_flag, add_recall_flags, recall_config
 
 DEFAULT = WidthsConfig()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from attnlab.claims import CheckClaim, Claim
 from attnlab.harness.declaration import EXACT, KEY, UNCHECKED, Output, Study, mean_with_se
-from attnlab.training.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
+from attnlab.recall.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
 
 SCRIPT = "10_widths.py"
 SUMMARY_CSV = "10_widths_summary.csv"

@@ -1,6 +1,6 @@
 """Flags of the recall experiments (04, 05, 10, and the fits), kept beside their configuration.
 
-``--reading NAME`` (a member of ``attnlab.training.readings.FAMILY``, or ``natural``)
+``--reading NAME`` (a member of ``attnlab.fits.readings.FAMILY``, or ``natural``)
 sets the slot, init, bias, d_model and batch size at once. Those five flags may still be
 given beside it only with the reading's own value: a flag typed on the command line with a
 different value is a UsageError naming both flags. (Typed flags are recorded in
@@ -10,19 +10,15 @@ different value is a UsageError naming both flags. (Typed flags are recorded in
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from attnlab.core.references import recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
+from attnlab.fits.readings import FAMILY, Reading, get_reading
 from attnlab.harness import cli
-from attnlab.harness.io import write_result
 from attnlab.training.config import RecallConfig
 from attnlab.training.model import INITS, SLOTS
-from attnlab.training.readings import FAMILY, Reading, get_reading
-from attnlab.training.summary import curves_frame, summary_frame
-from attnlab.training.trainer import TrainResult
 
 #: The flags a reading sets, and the RecallConfig fields they set.
 READING_FLAGS = {
@@ -174,7 +170,7 @@ def add_recall_flags(
         type=reading_name,
         default=None,
         metavar="NAME",
-        help="a declared reading (attnlab/training/readings.py) or 'natural': sets "
+        help="a declared reading (attnlab/fits/readings.py) or 'natural': sets "
         "--slot, --init, --bias, --d-model and --batch-size",
     )
     parser.set_defaults(given_recall_flags=[])
@@ -232,19 +228,3 @@ def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
         bias=chosen["bias"],
         **overrides,
     )
-
-
-def write_recall_outputs(
-    results: Mapping[str, TrainResult] | Iterable[TrainResult],
-    config: RecallConfig,
-    out_dir: Path,
-    csvs: tuple[str, str],
-    flags: Mapping[str, Any],
-    wall: float,
-) -> None:
-    """Write the curves and the summary into ``out_dir`` as the CSVs ``csvs`` (curves,
-    summary) with their sidecars; ``wall`` is the run's wall time in seconds."""
-    runs = list(results.values()) if isinstance(results, Mapping) else list(results)
-    curves_csv, summary_csv = csvs
-    write_result(curves_frame(runs, config), out_dir / curves_csv, flags, wall)
-    write_result(summary_frame(runs, config), out_dir / summary_csv, flags, wall)

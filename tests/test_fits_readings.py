@@ -1,5 +1,5 @@
 """Tests of the recall readings: the slot encodings, init conventions and biases of
-``RecallModel``, the declared family of ``attnlab.training.readings``, its stage-1
+``RecallModel``, the declared family of ``attnlab.fits.readings``, its stage-1
 screen (``step0_fingerprints``, ``kept``) and the ``--slot/--init/--bias/--reading`` flags."""
 
 import functools
@@ -15,10 +15,8 @@ import pytest
 
 from attnlab.core.attention import attention_weights, dot_product_attention
 from attnlab.core.temperature import MECHANISMS
-from attnlab.harness import cli
-from attnlab.training import readings as rd
+from attnlab.fits import readings as rd
 from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.flags import add_recall_flags, recall_config
 from attnlab.training.model import GPT_STD, RecallModel, _rows
 from attnlab.training.step import loss_and_aux
 from attnlab.training.task import sample_batch, stream_batch
@@ -478,58 +476,6 @@ def test_config_validation_names_the_field(change, field):
         RecallConfig(**change)
 
 
-def parse(*argv):
-    parser = cli.new_parser("test")
-    add_recall_flags(parser)
-    return recall_config(parser.parse_args(list(argv)))
-
-
-def test_flags_defaults_and_choices():
-    assert parse() == RecallConfig()
-    c = parse("--slot", "sum", "--init", "gpt", "--bias")
-    assert (c.slot, c.init, c.bias) == ("sum", "gpt", True)
-    assert parse("--no-bias").bias is False
-
-
-def test_reading_flag_sets_the_five_choices():
-    c = parse("--reading", "separate-gpt-bias-d64-b32", "--steps", "5")
-    assert (c.slot, c.init, c.bias, c.d_model, c.batch_size, c.steps) == (
-        "separate",
-        "gpt",
-        True,
-        64,
-        32,
-        5,
-    )
-    assert parse("--reading", "natural") == RecallConfig()
-    # the reading's own values may be repeated
-    assert parse("--reading", "separate-gpt-bias-d64-b32", "--batch-size", "32", "--bias") == (
-        parse("--reading", "separate-gpt-bias-d64-b32")
-    )
-
-
-@pytest.mark.parametrize(
-    ("flags", "named"),
-    [
-        (["--batch-size", "64"], "--batch-size"),  # the default value, but typed
-        (["--no-bias"], "--no-bias"),
-        (["--slot", "concat"], "--slot"),
-        (["--init", "natural"], "--init"),
-        (["--d-model", "256"], "--d-model"),
-    ],
-)
-def test_reading_flag_conflict_names_both_flags(flags, named):
-    with pytest.raises(cli.UsageError) as err:
-        parse("--reading", "separate-gpt-bias-d64-b32", *flags)
-    assert named in str(err.value) and "--reading" in str(err.value)
-
-
-def test_embed_init_std_only_with_natural_init():
-    with pytest.raises(cli.UsageError, match="--embed-init-std"):
-        parse("--init", "pytorch", "--embed-init-std", "2")
-    assert parse("--embed-init-std", "2").embed_init_std == 2.0
-
-
 def test_model_init_rule_field():
     assert RecallModel(SMALL.task, SCALED).init_rule == "natural"
 
@@ -541,7 +487,7 @@ def test_second_family_is_pinned():
     """Experiment 09's second family, declared before its results: 9 batch sizes x 9
     d_models (onehot: no d_model) x the first family's slots, inits and biases, x 7
     smoothings; the first family is its subset with the trailing mean over 25 steps."""
-    from attnlab.training import readings
+    from attnlab.fits import readings
 
     assert readings.BATCH_SIZES_2 == readings.D_MODELS_2 == (16, 24, 32, 48, 64, 96, 128, 192, 256)
     assert [s.name for s in readings.SMOOTHINGS] == [

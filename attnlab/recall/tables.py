@@ -1,14 +1,18 @@
-"""Training results -> tables: per-step curves and a per-seed summary with milestones."""
+"""Training results -> tables: per-step curves and a per-seed summary with milestones,
+and both written with their sidecars (``write_recall_outputs``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import find_plateau, summarize_losses, trailing_mean
-from attnlab.training.columns import CURVES, SUMMARY
+from attnlab.harness.io import write_result
+from attnlab.recall.columns import CURVES, SUMMARY
 from attnlab.training.config import RecallConfig
 from attnlab.training.step import METRICS
 from attnlab.training.trainer import TrainResult
@@ -98,3 +102,19 @@ def summary_frame(
     for column in integers + (["diverged_step"] if divergence else []):
         frame[column] = frame[column].astype("Int64")
     return frame
+
+
+def write_recall_outputs(
+    results: Mapping[str, TrainResult] | Iterable[TrainResult],
+    config: RecallConfig,
+    out_dir: Path,
+    csvs: tuple[str, str],
+    flags: Mapping[str, Any],
+    wall: float,
+) -> None:
+    """Write the curves and the summary into ``out_dir`` as the CSVs ``csvs`` (curves,
+    summary) with their sidecars; ``wall`` is the run's wall time in seconds."""
+    runs = list(results.values()) if isinstance(results, Mapping) else list(results)
+    curves_csv, summary_csv = csvs
+    write_result(curves_frame(runs, config), out_dir / curves_csv, flags, wall)
+    write_result(summary_frame(runs, config), out_dir / summary_csv, flags, wall)
