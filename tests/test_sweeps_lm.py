@@ -61,7 +61,7 @@ def test_held_out_windows_are_disjoint_where_they_fit():
         held_out_windows(rest, 101, 1)
 
 
-def test_ownership_reads_the_best_rate_and_its_multiple():
+def test_elasticity_reads_the_best_rate_and_its_multiple():
     result, split, found = trained("rotary")
     sweep = sweep_rows(result)
     table = ownership_rows(result, sweep, split, found, 10.0)

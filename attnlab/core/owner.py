@@ -1,5 +1,5 @@
 """Who owns the attention temperature, read from an elasticity ``e = d ln s / d ln alpha``
-of the logits' scale ``s`` to the scale ``alpha`` of q and k (``attnlab.core.ownership``
+of the logits' scale ``s`` to the scale ``alpha`` of q and k (``attnlab.core.elasticity``
 computes it): the rule and the multipliers it is read at, in plain Python (no JAX), so the
 card's verdicts and the reports read it from the CSVs alone.
 """

@@ -211,8 +211,8 @@ CARD_CSVS := results/cards/comparison.csv results/cards/lm/comparison.csv
 CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/estimates.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/elasticity.py attnlab/core/estimates.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
@@ -235,8 +235,8 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/estimates.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/elasticity.py attnlab/core/estimates.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
@@ -272,8 +272,8 @@ REAL_MODEL_CSVS := results/13_real_model_heads.csv results/13_real_model_counter
 REAL_MODEL_FIGURES := figures/fig11_real_model.png figures/fig13_real_model_causal.png
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/context.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
 	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \
@@ -283,8 +283,8 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
-	attnlab/core/attention.py attnlab/core/context.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
 	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \
@@ -308,8 +308,8 @@ LM_PROXY_CSVS := results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_
 LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
 results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
 	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/context.py \
-	attnlab/core/curves.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/ownership.py \
+	attnlab/core/curves.py attnlab/core/elasticity.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/core/text.py attnlab/harness/workers.py attnlab/models/__init__.py \

@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.context import causal_context
+from attnlab.core.elasticity import logit_elasticity, logit_scale
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import owner
-from attnlab.core.ownership import logit_elasticity, logit_scale
 from attnlab.models.causal_lm import CausalLM, causal_mask
 from attnlab.sweeps.lm_tables import best_lane_rates
 from attnlab.training.tasks.lm import Split, SweepResult, held_out_loss, held_out_windows

@@ -4,7 +4,7 @@ Both read the models of the card's training section (04's task) on each seed's h
 sequences (``held_out_batches``), at step 0 and after training:
 
 - *ownership* (``ownership_frame``): the elasticity ``e(alpha) = d ln s / d ln alpha`` of
-  the logits' scale ``s`` to ``q, k -> alpha q, alpha k`` (``attnlab.core.ownership``), with
+  the logits' scale ``s`` to ``q, k -> alpha q, alpha k`` (``attnlab.core.elasticity``), with
   q and k as they leave the projections and the mechanism's scalars as trained, at every
   ``alpha`` of ``ALPHAS``; 2 where the weights own the temperature, 0 where the mechanism
   does, falling from 2 under a cap (``verdicts.owner_words`` names the owner).
@@ -29,10 +29,10 @@ import numpy as np
 import optax
 import pandas as pd
 
+from attnlab.core.elasticity import logit_elasticity
 from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import ALPHAS
-from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.training.config import RecallConfig, make_model
 from attnlab.training.model import QUERY_KEY_PARAMS, RecallModel

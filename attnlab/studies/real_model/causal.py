@@ -26,8 +26,8 @@ import pandas as pd
 
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
+from attnlab.core.elasticity import logit_elasticity
 from attnlab.core.owner import ALPHAS
-from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.gpt2 import (

@@ -11,7 +11,7 @@ every row of text, with ``z`` the row's logits and ``p = softmax(z)``:
 - what sets them: ``|q|`` and ``|k|`` per token, the spectral norm ``sigma`` of
   ``W_Q,h^T W_K,h / sqrt(d)`` (the bilinear form of the head's logits, the sigma of Zhai et
   al. 2023's entropy bound), and the card's ownership elasticity ``d ln s / d ln alpha`` of
-  the logits' scale under ``q, k -> alpha q, alpha k`` (``attnlab.core.ownership``);
+  the logits' scale under ``q, k -> alpha q, alpha k`` (``attnlab.core.elasticity``);
 
 each summarised by its median and 10th and 90th percentiles over rows, for the trained
 weights and for the same architecture re-initialised as BERT initialises it (``bert_init``,
@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.attention import attention_logits, dot_product_attention, masked_softmax
+from attnlab.core.elasticity import logit_elasticity
 from attnlab.core.owner import ALPHAS, owner
-from attnlab.core.ownership import logit_elasticity
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.core.text import TextSource
@@ -56,7 +56,7 @@ from attnlab.studies.real_model.study import (
 
 Array = jax.Array
 #: The elasticity is read on this many rows of text per length: for logits bilinear in
-#: q and k it is 2 on any rows (``attnlab.core.ownership``), so more rows only cost time.
+#: q and k it is 2 on any rows (``attnlab.core.elasticity``), so more rows only cost time.
 ELASTICITY_ROWS = 4
 
 

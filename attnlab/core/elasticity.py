@@ -1,5 +1,5 @@
-"""Who owns the attention temperature: the elasticity of the logits' scale to the scale of
-q and k.
+"""The elasticity of the logits' scale to the scale of q and k, from which who owns the
+attention temperature is read (``attnlab.core.owner``).
 
 Multiply queries and keys by ``alpha`` (the same as ``W_Q, W_K -> alpha W_Q, alpha W_K``
 up to biases, the weight-norm growth of long training runs) and watch the logits' scale

@@ -1,4 +1,4 @@
-"""attnlab.core.ownership: the logits' elasticity to the scale of q and k, against closed
+"""attnlab.core.elasticity: the logits' elasticity to the scale of q and k, against closed
 forms (2 for bilinear logits, 0 for normalised q and k, a cap's tanh law)."""
 
 import jax
@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnlab.core.elasticity import logit_elasticity, logit_scale
 from attnlab.core.owner import owner
-from attnlab.core.ownership import logit_elasticity, logit_scale
 from attnlab.core.temperature import BUILTINS
 
 D_K, N = 32, 16
