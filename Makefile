@@ -77,14 +77,15 @@ lint: $(STAMP)
 	$(PY) -m ruff check attnlab experiments tests
 	$(PY) -m ruff format --check attnlab experiments tests
 
-# Two workers: the suite is dominated by XLA compiling small programs, one core each.
+# Two workers: the suite is dominated by XLA compiling small programs, one core each;
+# work stealing keeps both busy to the end (the longest tests take 10-16 s cold).
 # `make test` (CI) leaves out the tests marked slow, to stay within 4 minutes on 2 cores (no
 # fast test may use over 20 s of CPU: tests/conftest.py); `make test-all` runs every test.
 test: lint
-	$(PY) -m pytest -q -n 2 -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
 
 test-all: lint
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 # The suite under configurations that change XLA's CPU code paths and the device layout
 # (see .ci/test-matrix: the fast tests, as `make test`); run it before every change to numerics.

@@ -30,7 +30,7 @@ TINY = lm.LMCardConfig(
 
 def test_a_mechanism_with_a_position_bias_trains_without_positions(tmp_path):
     (tmp_path / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
-    users = load_mechanism(f"{tmp_path}/my_alibi.py:logits")
+    users = load_mechanism(f"{tmp_path}/my_alibi.py:alibi")
     config = lm.LMCardConfig()
     assert config.positions_for(users) == "none" == config.positions_for(POSITIONAL["alibi"])
     for name in ("scaled", "qk_norm"):
@@ -132,13 +132,13 @@ def test_a_users_alibi_gets_a_language_model_card(script, run_main, tmp_path):
     (tmp_path / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
     out = tmp_path / "out"
     out.mkdir()
-    argv = ["--task", "lm", "--mechanism", f"{tmp_path}/my_alibi.py:logits", "--quick",
+    argv = ["--task", "lm", "--mechanism", f"{tmp_path}/my_alibi.py:alibi", "--quick",
             "--quiet", "--out-dir", str(out)]  # fmt: skip
     assert run_main(script, argv) == 0
-    folder = out / "cards" / "user" / "my_alibi.logits" / "lm"
+    folder = out / "cards" / "user" / "my_alibi.alibi" / "lm"
     verdicts = pd.read_csv(folder / "verdicts.csv")
-    assert set(verdicts.mechanism) == {"logits", "scaled"}  # --against defaults to scaled
-    mine = verdicts[verdicts.mechanism == "logits"].set_index("verdict")
+    assert set(verdicts.mechanism) == {"alibi", "scaled"}  # --against defaults to scaled
+    mine = verdicts[verdicts.mechanism == "alibi"].set_index("verdict")
     assert mine.value["LM: generalises to longer sequences"].startswith("none positions")
     sidecar = json.loads((folder / "lm_sweep.json").read_text(encoding="utf-8"))
     assert sidecar["flags"]["task"] == "lm"

@@ -17,7 +17,7 @@ CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
 USER_FILE = """\
 import jax.numpy as jnp
 
-def logits(q, k):
+def cosine(q, k):
     q = q / jnp.sqrt(jnp.sum(q * q, -1, keepdims=True) + 1e-6)
     k = k / jnp.sqrt(jnp.sum(k * k, -1, keepdims=True) + 1e-6)
     return 4.0 * jnp.einsum("...qd,...kd->...qk", q, k)
@@ -26,7 +26,7 @@ def logits(q, k):
 ALIBI_FILE = """\
 import jax.numpy as jnp
 
-def logits(q, k, q_pos, k_pos, head, n_heads):
+def alibi(q, k, q_pos, k_pos, head, n_heads):
     d = q.shape[-1]
     slope = 2.0 ** (-8.0 * (head + 1) / n_heads)
     z = jnp.einsum("...qd,...kd->...qk", q, k) / jnp.sqrt(jnp.float32(d))
@@ -47,20 +47,31 @@ def _run(script, run_main, out, *flags):
     return run_main(script, [*TINY, *flags, "--out-dir", str(out)])
 
 
-def test_a_users_mechanism_gets_its_rows_and_its_owner(script, run_main, tmp_path):
-    (tmp_path / "my_attention.py").write_text(USER_FILE, encoding="utf-8")
-    reference = f"{tmp_path}/my_attention.py:logits"
-    out = tmp_path / "out"
-    assert _run(script, run_main, out, "--mechanisms", reference, "--jobs", "1") == 0
+@pytest.fixture(scope="module")
+def users_run(script, run_main, tmp_path_factory):
+    """One 14 run of two mechanisms a researcher brings from files: cosine logits (no
+    positions) and ALiBi (positions and the head index)."""
+    folder = tmp_path_factory.mktemp("users")
+    (folder / "my_attention.py").write_text(USER_FILE, encoding="utf-8")
+    (folder / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
+    references = [f"{folder}/my_attention.py:cosine", f"{folder}/my_alibi.py:alibi"]
+    out = folder / "out"
+    assert _run(script, run_main, out, "--mechanisms", *references, "--jobs", "1") == 0
+    return out, references
+
+
+def test_a_users_mechanism_gets_its_rows_and_its_owner(users_run):
+    out, _ = users_run
     sweep = pd.read_csv(out / SWEEP_CSV)
-    assert set(sweep.mechanism) == {"logits"}
-    assert sorted(sweep.lr) == [1e-3, 1e-2]
+    assert set(sweep.mechanism) == {"cosine", "alibi"}
+    assert sorted(sweep[sweep.mechanism == "cosine"].lr) == [1e-3, 1e-2]
     assert (sweep.diverged_step == -1).all()
     ownership = pd.read_csv(out / OWNERSHIP_CSV)
-    assert set(ownership.owner) == {"mechanism"}  # cosine logits: elasticity 0
-    best = ownership[ownership.weights == "best"]
+    cosine = ownership[ownership.mechanism == "cosine"]
+    assert set(cosine.owner) == {"mechanism"}  # cosine logits: elasticity 0
+    best = cosine[cosine.weights == "best"]
     assert len(best) == 2 * 2  # 2 layers, 2 heads
-    drifted = ownership[ownership.weights == "drifted"]  # 10x the best, if on the grid
+    drifted = cosine[cosine.weights == "drifted"]  # 10x the best, if on the grid
     assert len(drifted) == (4 if best.lr.iloc[0] == 1e-3 else 0)
     sidecar = json.loads((out / SWEEP_CSV).with_suffix(".json").read_text())
     assert len(sidecar["flags"]["text_sha256"]) == 64
@@ -97,18 +108,14 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
 
 
 def test_a_users_alibi_runs_in_the_lm_and_is_refused_by_the_recall_scripts(
-    script, run_main, load_script, tmp_path, capsys
+    users_run, run_main, load_script, tmp_path, capsys
 ):
-    (tmp_path / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
-    reference = f"{tmp_path}/my_alibi.py:logits"
-    out = tmp_path / "out"
-    assert _run(script, run_main, out, "--mechanisms", reference, "--jobs", "1") == 0
-    sweep = pd.read_csv(out / SWEEP_CSV)
-    assert set(sweep.mechanism) == {"logits"} and (sweep.diverged_step == -1).all()
+    out, (_, reference) = users_run
     # z = alpha^2 q.k - m (i - j): the fixed bias owns the spread where q.k is small (4 steps
     # from N(0, 0.02^2) weights), the weights more as alpha grows (e -> 2 for large alpha).
     ownership = pd.read_csv(out / OWNERSHIP_CSV)
-    assert (ownership.elasticity_8 > ownership.elasticity_1).all()
+    alibi = ownership[ownership.mechanism == "alibi"]
+    assert len(alibi) and (alibi.elasticity_8 > alibi.elasticity_1).all()
     recall = tmp_path / "recall"
     recall.mkdir()
     argv = ["--mechanisms", reference, "--steps", "4", "--quiet", "--out-dir", str(recall)]
