@@ -303,3 +303,16 @@ def test_announce_written_skips_files_that_are_gone(tmp_path, capsys):
     kept.write_text("x\n1\n")
     cli.announce_written([gone, kept])
     assert capsys.readouterr().out == f"wrote {kept} (1 rows)\n"
+
+
+def test_rates_flag_takes_positive_rates_and_refuses_others_in_one_line(capsys):
+    parser = cli.new_parser("rates")
+    cli.add_rates_flag(parser, (1e-3,))
+    assert parser.parse_args([]).lrs == [1e-3]
+    assert parser.parse_args(["--lrs", "3e-4", "2"]).lrs == [3e-4, 2.0]
+    for bad in ("-1", "0", "inf", "fast"):
+        with pytest.raises(SystemExit) as exit_:
+            parser.parse_args(["--lrs", bad])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--lrs" in err

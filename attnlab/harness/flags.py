@@ -187,6 +187,15 @@ def add_dk_flag(
     add_int_flag(parser, "--dk", default, help)
 
 
+def add_rates_flag(
+    parser: argparse.ArgumentParser, default: Sequence[float], help: str = "learning rates"
+) -> None:
+    """``--lrs``: one or more learning rates, each a finite float ``> 0``."""
+    parser.add_argument(
+        "--lrs", nargs="+", type=positive_float, default=list(default), metavar="LR", help=help
+    )
+
+
 def add_seed_flag(
     parser: argparse.ArgumentParser, default: int = 0, help: str = "root PRNG seed"
 ) -> None:

@@ -50,14 +50,7 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     cli.add_int_flag(
         parser, "--one-width", DEFAULT.one_width_d_model, "d_model of the one-width mechanisms", 2
     )
-    parser.add_argument(
-        "--lrs",
-        nargs="+",
-        type=cli.positive_float,
-        default=list(DEFAULT.lrs),
-        metavar="LR",
-        help="peak learning rates",
-    )
+    cli.add_rates_flag(parser, DEFAULT.lrs, "peak learning rates")
     cli.add_int_flag(parser, "--steps", DEFAULT.lm.steps, "training steps", 2)
     cli.add_int_flag(parser, "--seeds", DEFAULT.seeds, "seeds per rate")
     parser.add_argument(

@@ -20,12 +20,8 @@ def add_widths_flags(parser: argparse.ArgumentParser) -> None:
     add_mechanisms_flag(
         parser, "--mechanisms", DEFAULT.mechanisms, "mechanisms trained at every width"
     )
-    parser.add_argument(
-        "--lrs",
-        nargs="+",
-        type=cli.positive_float,
-        default=list(DEFAULT.lrs),
-        help="learning rates of the transfer sweep (must include --lr)",
+    cli.add_rates_flag(
+        parser, DEFAULT.lrs, "learning rates of the transfer sweep (must include --lr)"
     )
     cli.add_int_flag(parser, "--lr-dks", DEFAULT.lr_dks, "widths of the learning-rate sweep")
     add_mechanisms_flag(
