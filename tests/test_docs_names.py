@@ -1,7 +1,7 @@
 """Every dotted ``attnlab.…`` name and every repository path that README.md, docs/*.md and
 the study READMEs quote exists: a module, or an attribute of one; a file or folder of the
-repository (paths with a placeholder, ``NAME``, ``<…>``, ``*``, left out). The checker is
-shown to catch a module that is not there."""
+repository (paths with a placeholder, ``NAME``, ``<…>``, ``*``, left out), and every
+relative markdown link's target. The checker is shown to catch a module that is not there."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ DOCUMENTS += sorted((REPO / "attnlab" / "studies").glob("*/README.md"))
 DOTTED = re.compile(r"(?<![\w/.])attnlab(?:\.[A-Za-z_<][\w<>]*)+")
 #: A path in backticks or a link target, from a top-level folder of the repository.
 PATH = re.compile(r"(?<![\w/.])((?:attnlab|experiments|tests|docs|results|figures)/[\w./<>{},-]*)")
+#: A relative link target of markdown, ``[text](target)``: neither a web address nor an
+#: anchor of the same page (``#…`` is cut off the target).
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s#]+)")
 #: Paths that name a kind of file, not one (placeholders) or what runs write (ignored).
 PLACEHOLDER = re.compile(r"NAME|NN_|<|\*|…|\{|LABEL|results/runs/|cards/user/|\.\.\.")
 
@@ -31,6 +34,11 @@ def dotted_names(text: str) -> set[str]:
 def repository_paths(text: str) -> set[str]:
     found = {p.rstrip(".,:;)") for p in PATH.findall(text)}
     return {p for p in found if p and not PLACEHOLDER.search(p)}
+
+
+def link_targets(text: str) -> set[str]:
+    """The relative link targets of markdown ``text``, resolved from its own folder."""
+    return {m for m in LINK.findall(text) if not PLACEHOLDER.search(m)}
 
 
 def resolves(name: str) -> bool:
@@ -58,6 +66,8 @@ def test_every_quoted_name_and_path_exists(document: Path):
     for where in (document.parent, REPO):
         absent = [p for p in absent if not (where / p).exists()]
     assert absent == [], f"{document.relative_to(REPO)} quotes paths that do not exist"
+    broken = sorted(t for t in link_targets(text) if not (document.parent / t).exists())
+    assert broken == [], f"{document.relative_to(REPO)} links to what does not exist"
 
 
 def test_a_renamed_module_is_caught():
@@ -67,3 +77,8 @@ def test_a_renamed_module_is_caught():
     assert not any(resolves(n) for n in dotted_names(renamed))
     assert all(not (REPO / p).exists() for p in repository_paths(renamed))
     assert dotted_names("attnlab.claims.STATIC_CLAIMS.") == {"attnlab.claims.STATIC_CLAIMS"}
+    folder = REPO / "attnlab" / "studies" / "recall"
+    link = "[`tables.py`](../../recall/tables.py), [a](https://x.org/y.py), [b](#top)"
+    assert link_targets(link) == {"../../recall/tables.py"}
+    assert (folder / "../../recall/tables.py").exists()
+    assert not (folder / "../../recall/summaries.py").exists()
