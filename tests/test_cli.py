@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_experiments_recall import TINY as TINY_RECALL
 
 from attnlab.harness import cli
 from attnlab.harness.io import is_csv
@@ -22,23 +23,8 @@ from attnlab.report import not_from_defaults
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: A fast non-default run of 01 and of 04.
 TINY_01 = ["--dk", "1", "4", "--samples", "64", "--hp-samples", "64", "--quiet"]
-TINY_04 = [
-    "--steps",
-    "4",
-    "--seeds",
-    "1",
-    "--batch-size",
-    "4",
-    "--dk",
-    "4",
-    "--d-model",
-    "4",
-    "--eval-size",
-    "8",
-    "--chunk-steps",
-    "2",
-    "--quiet",
-]
+#: 04 at test_experiments_recall's tiny settings: the same programs, compiled once.
+TINY_04 = TINY_RECALL
 
 
 def _parser():

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+from test_experiments_recall import TINY as TINY_RECALL
 
 from attnlab.report import (
     LEFT_OUT,
@@ -22,10 +23,7 @@ from attnlab.studies import STUDIES
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 README = REPO / "README.md"
-TINY_04 = [
-    "--steps", "30", "--seeds", "2", "--batch-size", "8", "--dk", "16", "--d-model", "16",
-    "--eval-size", "64", "--chunk-steps", "10", "--quiet",
-]  # fmt: skip
+TINY_04 = TINY_RECALL  # test_experiments_recall's: the same programs, compiled once
 
 
 def _block(text: str, begin: str = README_BEGIN) -> str:
