@@ -79,8 +79,8 @@ lint: $(STAMP)
 
 # Two workers: the suite is dominated by XLA compiling small programs, one core each;
 # work stealing keeps both busy to the end (the longest tests take 10-16 s cold).
-# `make test` (CI) leaves out the tests marked slow, to stay within 4 minutes on 2 cores (no
-# fast test may use over 20 s of CPU: tests/conftest.py); `make test-all` runs every test.
+# `make test` (CI) leaves out the tests marked slow (no fast test may use over 20 s of CPU:
+# tests/conftest.py); `make test-all` runs every test.
 test: lint
 	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
 
