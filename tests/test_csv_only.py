@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-#: Every figure and report module of every study folder, found on disk (not only the ones
+#: Every figure and report module of every study folder (a card's pages and what they share
+#: too: ``*_report.py``, ``markdown.py``), found on disk (not only the ones
 #: the registry lists), as module names.
 MODULES = sorted(
     ".".join(path.relative_to(REPO).with_suffix("").parts)
-    for kind in ("figure", "report")
+    for kind in ("figure", "report", "*_report", "markdown")
     for path in (REPO / "attnlab" / "studies").glob(f"*/{kind}.py")
 )
 

@@ -102,9 +102,9 @@ def first_nonfinite_steps(losses: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LossSummary:
-    """One run's loss curves ``[seeds, steps]`` summarised per seed: what every table of
-    the suite that summarises a run reads (04's and 05's summaries, 10's sweep, the card's
-    learning rates, the fits' numbers).
+    """One run's loss curves ``[seeds, steps]`` summarised per seed: what the per-run
+    summaries read (04's and 05's summaries, 10's sweep, the card's learning rates, the
+    fits' numbers).
 
     Attributes:
       smoothed: the loss under the table's smoothing, ``[seeds, steps]``.

@@ -11,8 +11,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from attnlab.core.context import Context
 from attnlab.core.mechanism import (
-    Context,
     Mechanism,
     MechanismError,
     is_one_number,

@@ -20,7 +20,7 @@ from attnlab.training.trainer import TrainResult
 #: Smoothed-loss milestones of the article: (column, threshold).
 MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))
 
-#: The CSVs' columns, declared with their rules in study.py.
+#: The CSVs' columns, declared with their rules in ``attnlab.recall.columns``.
 CURVE_COLUMNS = list(CURVES)
 SUMMARY_COLUMNS = list(SUMMARY)
 

@@ -261,7 +261,7 @@ def summary_frame(results: Sequence[TrainResult], smoothing: int) -> pd.DataFram
     for result in results:
         d = result.records
         run = summarize_losses(result.metrics["loss"], lambda x: trailing_mean(x, smoothing),
-                               MILESTONES)  # fmt: skip
+                               MILESTONES, result.start_step)  # fmt: skip
         for i, seed in enumerate(result.seeds):
             diverged = int(run.diverged_step[i]) if run.diverged_step[i] >= 0 else None
             row = {

@@ -285,5 +285,5 @@ def program_model(model: RecallModel) -> RecallModel:
     """``model`` with everything that only sets its initial parameters or its mechanism's
     constants put to canonical values (``Mechanism.program``): two models with equal
     ``program_model`` compute the same function of (parameters, batch, constants), so they
-    can share one compiled training program (``attnlab.training.Trainer``)."""
+    can share one compiled training program (``attnlab.training.trainer.Trainer``)."""
     return model.clone(mechanism=model.mechanism.program(), init_rule="natural", embed_init_std=1.0)

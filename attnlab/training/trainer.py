@@ -388,8 +388,9 @@ def train_runs(
     """Train every run for ``steps`` steps (its ``config.steps - start_step`` if None), runs
     that share a program as lanes of one ``Trainer`` (``on_diverge``, ``metrics`` and
     ``diagnostics`` as ``Trainer``'s; ``evaluate`` as ``Trainer.results``'); results in the
-    order of ``runs``. The one loop from runs to results: every training of the suite on
-    the recall task goes through it."""
+    order of ``runs``. The loop from runs to results of 04, 05, 10 and the card; the fits
+    (a stop condition, results at several lengths of one training) and the bench drive a
+    ``Trainer`` themselves."""
     runs = list(runs)
     out: list[TrainResult | None] = [None] * len(runs)
     for group in group_runs(runs):

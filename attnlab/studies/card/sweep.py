@@ -136,7 +136,7 @@ def _lane_rows(result: TrainResult, config: RecallConfig) -> list[dict]:
     mean over ``config.smoothing`` steps)."""
     smoothing = config.smoothing
     run = summarize_losses(result.metrics["loss"], lambda x: trailing_mean(x, smoothing),
-                           LOSS_MILESTONES)  # fmt: skip
+                           LOSS_MILESTONES, result.start_step)  # fmt: skip
     rows = []
     for i, seed in enumerate(result.seeds):
         loss, records = result.metrics["loss"][i], {k: v[i] for k, v in result.records.items()}
