@@ -33,6 +33,7 @@ from attnlab.core.curves import summarize_losses, trailing_mean
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.harness.io import FLOAT_FORMAT
+from attnlab.recall.tables import MILESTONES
 from attnlab.sweeps.widths import check_grid, train_width
 from attnlab.training.config import RecallConfig
 from attnlab.training.model import MechanismConstants, RecallModel
@@ -58,9 +59,6 @@ LRS: tuple[float, ...] = tuple(10.0 ** (e / 4) for e in range(-14, -1))
 LR_DKS: tuple[int, ...] = (16, 256)
 #: The per-step metric the sweep records.
 LANE_METRICS = ("loss",)
-
-#: The one milestone the sweep reads: the first step the smoothed loss is <= 1.
-LOSS_MILESTONES = (("step_loss_below_1", 1.0),)
 
 
 @dataclass(frozen=True)
@@ -132,11 +130,11 @@ def sweep_table(rows: Sequence[dict], references: Sequence[str]) -> pd.DataFrame
 
 
 def _lane_rows(result: TrainResult, config: RecallConfig) -> list[dict]:
-    """One row per seed of one (mechanism, rate) run (``summarize_losses``, the trailing
-    mean over ``config.smoothing`` steps)."""
+    """One row per seed of one (mechanism, rate) run (``summarize_losses`` at the article's
+    first milestone only, loss 1, under the trailing mean over ``config.smoothing`` steps)."""
     smoothing = config.smoothing
     run = summarize_losses(result.metrics["loss"], lambda x: trailing_mean(x, smoothing),
-                           LOSS_MILESTONES, result.start_step)  # fmt: skip
+                           MILESTONES[:1], result.start_step)  # fmt: skip
     rows = []
     for i, seed in enumerate(result.seeds):
         loss, records = result.metrics["loss"][i], {k: v[i] for k, v in result.records.items()}
