@@ -5,7 +5,7 @@ user's mechanism, ``attnlab.core.references``)."""
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -70,8 +70,8 @@ def _vectors(mechanism: Mechanism, d_k: int) -> list[tuple[str, Any]]:
 
 def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
     """Run ``mechanism`` on iid N(0, 1) queries and keys ``[H, 3, d_k]``, ``[H, n, d_k]`` at
-    its initial scalars, eagerly, under ``jax.jit`` and under ``jax.grad`` (as training runs
-    it, the scalars traced), so that whatever would stop a run stops here first. The
+    its initial scalars, eagerly, under ``jax.jit`` and under ``jax.jit(jax.grad(...))`` (as
+    training runs it, the scalars traced), so that whatever would stop a run stops here first. The
     leading axis is ``H`` heads (2, or the length of its ``per_head`` vectors) with their
     ``Context``: the queries at the last 3 of ``n`` positions, and, for a mechanism that
     needs positions, a causal mask and its own. Raise ``MechanismError``, one line naming
@@ -129,7 +129,9 @@ def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
     def objective(q: Array, k: Array, theta: dict[str, Array]) -> Array:
         return jnp.sum(mechanism.attend(q, k, theta, mask, context)[1] ** 2)
 
-    gradient = functools.partial(jax.grad, argnums=(0, 1, 2))
+    def gradient(f: Callable) -> Callable:  # compiled, as training runs it: one program
+        return jax.jit(jax.grad(f, argnums=(0, 1, 2)))
+
     for how, transform in (("jax.jit", jax.jit), ("jax.grad", gradient)):
         try:
             jax.block_until_ready(transform(objective)(q, k, traced))
