@@ -407,7 +407,7 @@ def _mechanism_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [a for a in parser._actions if a.type in MECHANISM_TYPES]
 
 
-TAKING = ("05_remedies", "10_widths", "11_mechanism_card", "14_lm_proxy")
+TAKING = ("05_remedies", "10_widths", "11_mechanism_card", "13_real_model", "14_lm_proxy")
 MECHANISM_SCRIPTS = [n for n in SCRIPTS if n in TAKING]
 
 
@@ -421,7 +421,7 @@ def test_every_script_that_takes_a_mechanism_is_covered(load_script):
 def test_a_broken_mechanism_is_one_worded_line_in_every_script_that_takes_one(
     name, file, load_script, run_main, in_tmp_path, capsys, monkeypatch
 ):
-    """Each broken case through every mechanism flag of 05, 10, 11 and 14: exit 2, one line
+    """Each broken case through every mechanism flag of 05, 10, 11, 13 and 14: exit 2, one line
     naming the flag and the cause in words (no traceback, no raw exception repr), nothing
     written, no run folder (``_assert_rejected``)."""
     module = load_script(name)

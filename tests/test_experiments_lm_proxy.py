@@ -50,13 +50,15 @@ def _run(script, run_main, out, *flags):
 @pytest.fixture(scope="module")
 def users_run(script, run_main, tmp_path_factory):
     """One 14 run of two mechanisms a researcher brings from files: cosine logits (no
-    positions) and ALiBi (positions and the head index)."""
+    positions) and ALiBi (positions and the head index), at --one-width 32 so that each
+    model at its best rate is saved for 13."""
     folder = tmp_path_factory.mktemp("users")
     (folder / "my_attention.py").write_text(USER_FILE, encoding="utf-8")
     (folder / "my_alibi.py").write_text(ALIBI_FILE, encoding="utf-8")
     references = [f"{folder}/my_attention.py:cosine", f"{folder}/my_alibi.py:alibi"]
     out = folder / "out"
-    assert _run(script, run_main, out, "--mechanisms", *references, "--jobs", "1") == 0
+    flags = ("--mechanisms", *references, "--one-width", "32", "--jobs", "1")
+    assert _run(script, run_main, out, *flags) == 0
     return out, references
 
 
@@ -139,22 +141,25 @@ def test_a_per_head_vector_of_the_wrong_length_is_one_line(script, run_main, tmp
     assert not any(out.iterdir())
 
 
-def test_each_mechanisms_best_model_is_saved_for_13(script, run_main, tmp_path):
+def test_each_mechanisms_best_model_is_saved_for_13(users_run):
     """At --one-width, each mechanism's model at its best rate is a GPT-2 checkpoint that
-    13's loader reads, recording the held-out loss of its row of the sweep."""
-    from attnlab.models.gpt2 import read_checkpoint
+    13's loader reads, recording the held-out loss of its row of the sweep and the reference
+    it was made from; a researcher's mechanism is read only when supplied again, even the
+    namesake of a built-in (ALiBi), never imported from the checkpoint."""
+    from attnlab.core.references import load_mechanism
+    from attnlab.models.gpt2 import UnknownMechanismError, read_checkpoint
 
-    out = tmp_path / "out"
-    # one mechanism (with a learned scalar) keeps the test within the fast tests' budget
-    flags = ("--mechanisms", "qk_norm", "--one-width", "32", "--jobs", "1")
-    assert _run(script, run_main, out, *flags) == 0
+    out, references = users_run
     sweep = pd.read_csv(out / SWEEP_CSV)
-    for mechanism in ("qk_norm",):
+    for mechanism, reference in zip(("cosine", "alibi"), references, strict=True):
         directory = out / "checkpoints" / f"14_lm_{mechanism}_d32"
-        assert read_checkpoint(directory).config.mechanism == mechanism
+        with pytest.raises(UnknownMechanismError, match=reference):
+            read_checkpoint(directory)
+        mine = load_mechanism(reference)
+        assert read_checkpoint(directory, {mechanism: mine}).config.attention is mine
         record = json.loads((directory / "config.json").read_text())["attnlab"]
         rows = sweep[sweep.mechanism == mechanism]
         best = rows.loc[rows.final_val_loss.idxmin()]
-        assert record["made_by"]["lr"] == best.lr
+        assert record["made_by"]["mechanism"] == reference and record["made_by"]["lr"] == best.lr
         # the CSV keeps 8 significant digits (float32's): half a unit in the 8th
         assert record["held_out_loss"] == pytest.approx(best.final_val_loss, rel=5e-8)

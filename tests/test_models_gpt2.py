@@ -13,9 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnlab.core.mechanism import as_mechanism
+from attnlab.core.positional import POSITIONAL
+from attnlab.core.temperature import BUILTINS
 from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from attnlab.models.gpt2 import (
     PREFIX,
+    UnknownMechanismError,
     gpt2_forward,
     gpt2_shapes,
     load_gpt2,
@@ -43,13 +47,14 @@ TINY = {
 LOGIT_RTOL = 10 * 15 * 64 * 2.0**-24
 
 
-def write_tiny_gpt2(directory: Path, seed: int = 0, **overrides) -> Path:
+def write_tiny_gpt2(directory: Path, seed: int = 0, mechanisms=None, **overrides) -> Path:
     """A tiny GPT-2 checkpoint (``TINY`` with ``overrides``, tied head) of random weights
-    and biases N(0, 0.3^2) (LayerNorm scales 1 + that), in ``directory``."""
+    and biases N(0, 0.3^2) (LayerNorm scales 1 + that), in ``directory``; ``mechanisms``
+    as ``parse_gpt2_config`` takes them (a researcher's that ``attnlab`` names)."""
     config = TINY | overrides
     rng = np.random.default_rng(seed)
     tensors = {}
-    for name, shape in gpt2_shapes(parse_gpt2_config(config)).items():
+    for name, shape in gpt2_shapes(parse_gpt2_config(config, mechanisms=mechanisms)).items():
         value = 0.3 * rng.standard_normal(shape)
         tensors[name] = (value + (1.0 if ".ln_" in name or "ln_f.w" in name else 0.0)).astype(
             np.float32
@@ -162,3 +167,37 @@ def test_missing_tokenizer_is_named(tmp_path):
     (directory / TOKENIZER).unlink()
     with pytest.raises(CheckpointError, match=TOKENIZER.replace(".", r"\.")):
         read_checkpoint(directory)
+
+
+# --------------------------------------------------------------------------- whose mechanism
+
+
+def _config(mechanism: str, made_from: str | None = None) -> dict:
+    ours = {"mechanism": mechanism} | ({"made_by": {"mechanism": made_from}} if made_from else {})
+    return TINY | {"attnlab": ours}
+
+
+def test_a_builtin_of_either_task_is_read_by_its_name():
+    assert parse_gpt2_config(TINY).attention is BUILTINS["scaled"]
+    assert parse_gpt2_config(_config("qk_norm", "qk_norm")).attention is BUILTINS["qk_norm"]
+    # the language model's positional built-ins too (14 saves ALiBi's model)
+    assert parse_gpt2_config(_config("alibi", "alibi")).attention is POSITIONAL["alibi"]
+
+
+def test_a_researchers_mechanism_is_read_only_when_supplied():
+    mine = as_mechanism(lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k), name="cosine")
+    raw = _config("cosine", "my_attention.py:cosine")
+    with pytest.raises(UnknownMechanismError, match="my_attention.py:cosine") as caught:
+        parse_gpt2_config(raw)
+    assert (caught.value.name, caught.value.made_from) == ("cosine", "my_attention.py:cosine")
+    assert parse_gpt2_config(raw, mechanisms={"cosine": mine}).attention is mine
+
+
+def test_a_namesake_of_a_builtin_is_not_read_as_the_builtin():
+    # made from a file of the researcher's, named like the built-in: theirs, never ours
+    raw = _config("alibi", "my_alibi.py:alibi")
+    with pytest.raises(UnknownMechanismError, match="not the built-in of its name"):
+        parse_gpt2_config(raw)
+    assert (
+        parse_gpt2_config(raw, mechanisms={"alibi": POSITIONAL["alibi"]}).attention.name == "alibi"
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
@@ -15,12 +16,33 @@ import pytest
 from test_models_checkpoint import write_tiny_checkpoint
 from test_models_gpt2 import _break, write_tiny_gpt2
 
+from attnlab.core.references import load_mechanism
 from attnlab.models.checkpoint import sha256
 from attnlab.studies.real_model.causal import causal_row_statistics
 from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS, STUDY
 
 SCRIPT = "13_real_model"
 TINY_FLAGS = ["--lengths", "16", "--tokens", "96", "--counterfactual-length", "16"]
+#: A researcher's mechanism: cosine logits times 4, whose temperature is its own.
+COSINE_FILE = """\
+import jax.numpy as jnp
+
+def cosine(q, k):
+    q = q / jnp.sqrt(jnp.sum(q * q, -1, keepdims=True) + 1e-6)
+    k = k / jnp.sqrt(jnp.sum(k * k, -1, keepdims=True) + 1e-6)
+    return 4.0 * jnp.einsum("...qd,...kd->...qk", q, k)
+"""
+
+
+def researchers_checkpoint(directory: Path, seed: int = 1) -> tuple[Path, str]:
+    """A tiny GPT-2 checkpoint of a researcher's mechanism (``COSINE_FILE``, written beside
+    it), recorded as experiment 14 records it; the checkpoint and the file's reference."""
+    directory.mkdir()
+    (directory / "my_attention.py").write_text(COSINE_FILE, encoding="utf-8")
+    reference = f"{directory / 'my_attention.py'}:cosine"
+    ours = {"mechanism": "cosine", "made_by": {"mechanism": reference}}
+    mine = {"cosine": load_mechanism(reference)}
+    return write_tiny_gpt2(directory / "cosine_gpt2", seed, mine, attnlab=ours), reference
 
 
 def test_causal_row_statistics_by_hand():
@@ -49,11 +71,14 @@ def tiny(tmp_path):
 
 
 def test_tiny_gpt2_end_to_end(load_script, run_main, tiny, tmp_path, capsys):
+    """GPT-2's scaled attention beside a researcher's mechanism, named with --mechanisms:
+    the owner comes out both ways in one run."""
     checkpoint, text = tiny
-    other = write_tiny_gpt2(tmp_path / "other", seed=1)
+    other, reference = researchers_checkpoint(tmp_path / "other")
     out = tmp_path / "out"
     out.mkdir()
-    argv = ["--checkpoint", checkpoint, other, "--text", text, *TINY_FLAGS, "--out-dir", out]
+    argv = ["--checkpoint", checkpoint, other, "--mechanisms", reference, "--text", text,
+            *TINY_FLAGS, "--out-dir", out]  # fmt: skip
     assert run_main(load_script(SCRIPT), argv) == 0
     assert "wrote" in capsys.readouterr().out
     for name, output in STUDY.outputs.items():
@@ -61,18 +86,34 @@ def test_tiny_gpt2_end_to_end(load_script, run_main, tiny, tmp_path, capsys):
             continue  # the encoder's tables
         frame = pd.read_csv(out / name)
         assert list(frame.columns) == output.column_names, name
-        assert list(frame.checkpoint.unique()) == ["ckpt", "other"]
+        assert list(frame.checkpoint.unique()) == ["ckpt", "cosine_gpt2"]
         meta = json.loads((out / name).with_suffix(".json").read_text())
         assert meta["flags"]["model_safetensors_sha256"][0] == sha256(
             checkpoint / "model.safetensors"
         )
     heads = pd.read_csv(out / "13_real_model_causal_heads.csv")
     assert len(heads) == 2 * 2 * 2 * 2  # checkpoints x models x layers x heads
-    assert (heads.owner == "weights").all()  # GPT-2's bilinear logits: elasticity 2
+    gpt2, mine = heads[heads.checkpoint == "ckpt"], heads[heads.checkpoint == "cosine_gpt2"]
+    assert (gpt2.owner == "weights").all()  # GPT-2's bilinear logits: elasticity 2
+    assert set(mine.mechanism) == {"cosine"} and (mine.owner == "mechanism").all()  # 0
     assert set(heads.rows) == {6 * 15}  # 96 bytes in rows of 16; rows with n_i >= 2
     drift = pd.read_csv(out / "13_real_model_causal_counterfactuals.csv")
     first = drift.iloc[0]
     assert first.next_token_loss_change == 0.0 and first.top1_agreement == 1.0
+
+
+def test_a_researchers_checkpoint_without_its_file_is_one_line(
+    load_script, run_main, tiny, tmp_path, capsys
+):
+    _, text = tiny
+    checkpoint, reference = researchers_checkpoint(tmp_path / "mine")
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--checkpoint", checkpoint, "--text", text, *TINY_FLAGS, "--out-dir", out]
+    assert run_main(load_script(SCRIPT), argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--mechanisms {reference}" in err
+    assert not any(out.iterdir())
 
 
 def test_bert_among_several_checkpoints_is_refused(load_script, run_main, tiny, tmp_path, capsys):

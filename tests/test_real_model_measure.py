@@ -25,8 +25,10 @@ def text(tmp_path):
     return path
 
 
-def inputs(text, *checkpoints, argv=TINY):
-    args = argparse.Namespace(text=text, checkpoint=list(checkpoints) or None)
+def inputs(text, *checkpoints, argv=TINY, mechanisms=()):
+    args = argparse.Namespace(
+        text=text, checkpoint=list(checkpoints) or None, mechanisms=list(mechanisms)
+    )
     return read_inputs(args, parse(*argv))
 
 
@@ -56,3 +58,9 @@ def test_gpt2_checkpoints_are_causal(tmp_path, text):
     one, two = write_tiny_gpt2(tmp_path / "a"), write_tiny_gpt2(tmp_path / "b", seed=1)
     found = inputs(text, one, two)
     assert found.causal and not found.packaged and len(found.checkpoints) == 2
+
+
+def test_mechanisms_are_for_gpt2_checkpoints_only(tmp_path, text):
+    encoder = write_tiny_checkpoint(tmp_path / "a")
+    with pytest.raises(cli.UsageError, match="^--mechanisms: only a GPT-2 checkpoint"):
+        inputs(text, encoder, mechanisms=["scaled"])

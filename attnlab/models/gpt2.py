@@ -13,8 +13,10 @@ of width ``d = n_embd / H``:
 
 ``act`` is ``activation_function``: ``gelu_new`` / ``gelu_pytorch_tanh`` (tanh GELU, GPT-2's)
 or ``gelu`` (erf). The mechanism is GPT-2's ``q.k / sqrt(d)`` (``scaled``; ``unscaled`` when
-``scale_attn_weights`` is false) unless the config's own ``attnlab`` object names a
-built-in (``attnlab.mechanism``), whose learned scalars are tensors
+``scale_attn_weights`` is false) unless the config's own ``attnlab`` object names another
+(``attnlab.mechanism``): a built-in (the recall task's twelve or the language model's
+positional ones, as experiment 14 saves them) or one the reader supplies by name (a
+researcher's own, ``load_gpt2(..., mechanisms=)``), whose learned scalars are tensors
 ``attnlab.h.<i>.attn.<name>`` (shape ``[]``, or ``[H]`` per head) and whose constants are
 its own at ``d``. ``a_qk`` (1 for the model as trained) is the static drift
 ``q, k -> a q, a k`` before the mechanism.
@@ -26,6 +28,7 @@ or without the ``transformer.`` prefix are read, others (attention-mask buffers)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,6 +41,7 @@ from jax.typing import ArrayLike
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
 from attnlab.core.mechanism import Mechanism
+from attnlab.core.positional import POSITIONAL
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.checkpoint import (
     CONFIG,
@@ -71,7 +75,8 @@ PREFIX = "transformer."
 @dataclass(frozen=True)
 class GPT2Config:
     """What the model computes from ``config.json``: GPT-2's fields, and the mechanism
-    (``attnlab.mechanism`` or GPT-2's scaled attention)."""
+    (``attnlab.mechanism`` or GPT-2's scaled attention): its name and ``attention``, the
+    mechanism itself."""
 
     vocab_size: int
     n_positions: int
@@ -83,14 +88,20 @@ class GPT2Config:
     tanh_gelu: bool
     tied: bool
     mechanism: str
+    attention: Mechanism
 
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
 
-    @property
-    def attention(self) -> Mechanism:
-        return BUILTINS[self.mechanism]
+
+class UnknownMechanismError(CheckpointError):
+    """A checkpoint's ``attnlab.mechanism`` that is no built-in and was not supplied:
+    ``name``, and ``made_from``, the reference its maker recorded (None if none)."""
+
+    def __init__(self, message: str, name: str, made_from: str | None) -> None:
+        super().__init__(message)
+        self.name, self.made_from = name, made_from
 
 
 def _positive_int(raw: dict[str, Any], name: str, where: str, default: Any = None) -> int:
@@ -100,9 +111,36 @@ def _positive_int(raw: dict[str, Any], name: str, where: str, default: Any = Non
     return value
 
 
-def parse_gpt2_config(raw: dict[str, Any], where: str = CONFIG) -> GPT2Config:
+def _mechanism_of(
+    name: Any, made_by: Any, supplied: Mapping[str, Mechanism], where: str
+) -> Mechanism:
+    """The mechanism ``attnlab.mechanism`` names: one ``supplied`` under that name, else the
+    built-in of the name unless the maker recorded another reference (``made_by.mechanism``:
+    a researcher's namesake of a built-in is never read as the built-in)."""
+    made_from = made_by.get("mechanism") if isinstance(made_by, dict) else None
+    made_from = made_from if isinstance(made_from, str) else None
+    builtins = {**BUILTINS, **POSITIONAL}
+    if isinstance(name, str) and name in supplied:
+        return supplied[name]
+    if isinstance(name, str) and name in builtins and made_from in (None, name):
+        return builtins[name]
+    if isinstance(name, str) and name in builtins:
+        why = f"was made from {made_from}, not the built-in of its name, and was not supplied"
+    else:
+        why = "is not a built-in and was not supplied" + (
+            f" (it was made from {made_from})" if made_from else ""
+        )
+    raise UnknownMechanismError(f"{where}: attnlab.mechanism {name!r} {why}", str(name), made_from)
+
+
+def parse_gpt2_config(
+    raw: dict[str, Any], where: str = CONFIG, mechanisms: Mapping[str, Mechanism] | None = None
+) -> GPT2Config:
     """A ``GPT2Config`` from a parsed ``config.json``; ``CheckpointError`` naming the field
-    unless it describes a GPT-2 this module computes."""
+    unless it describes a GPT-2 this module computes. ``attnlab.mechanism`` names a
+    built-in or one of ``mechanisms`` (by name; a supplied namesake of a built-in is taken
+    over it); another name, or a built-in's name the maker recorded as made from another
+    reference, is an ``UnknownMechanismError``."""
     if raw.get("model_type") != "gpt2":
         raise CheckpointError(f"{where}: model_type {raw.get('model_type')!r} is not 'gpt2'")
     for name in REFUSED_FLAGS:
@@ -121,8 +159,7 @@ def parse_gpt2_config(raw: dict[str, Any], where: str = CONFIG) -> GPT2Config:
         raise CheckpointError(f"{where}: attnlab must be an object")
     default = "scaled" if raw.get("scale_attn_weights", True) else "unscaled"
     mechanism = ours.get("mechanism", default)
-    if mechanism not in BUILTINS:
-        raise CheckpointError(f"{where}: attnlab.mechanism {mechanism!r} is not a built-in")
+    attention = _mechanism_of(mechanism, ours.get("made_by"), mechanisms or {}, where)
     positions = ours.get("positions", "learned")
     if positions not in POSITIONS:
         raise CheckpointError(f"{where}: attnlab.positions {positions!r}, only learned")
@@ -142,6 +179,7 @@ def parse_gpt2_config(raw: dict[str, Any], where: str = CONFIG) -> GPT2Config:
         tanh_gelu=ACTIVATIONS[act],
         tied=bool(raw.get("tie_word_embeddings", True)),
         mechanism=mechanism,
+        attention=attention,
     )
 
 
@@ -194,14 +232,17 @@ class GPT2Checkpoint:
     attnlab: dict[str, Any]
 
 
-def load_gpt2(directory: Path | str) -> GPT2Checkpoint:
+def load_gpt2(
+    directory: Path | str, mechanisms: Mapping[str, Mechanism] | None = None
+) -> GPT2Checkpoint:
     """Read and check the GPT-2 checkpoint in ``directory``: ``CheckpointError`` naming the
-    file if one is missing or unreadable, if ``config.json`` is not a GPT-2 computed here,
-    or if a tensor is missing or has another shape than ``config.json`` implies."""
+    file if one is missing or unreadable, if ``config.json`` is not a GPT-2 computed here
+    (its mechanism a built-in or one of ``mechanisms``: ``parse_gpt2_config``), or if a
+    tensor is missing or has another shape than ``config.json`` implies."""
     directory = Path(directory)
     files_present(directory)
     raw = _read_json(directory / CONFIG)
-    config = parse_gpt2_config(raw, str(directory / CONFIG))
+    config = parse_gpt2_config(raw, str(directory / CONFIG), mechanisms)
     path = directory / WEIGHTS
     tensors = read_tensors(path, gpt2_shapes(config), PREFIX)
     tokenizer = read_tokenizer(directory / TOKENIZER)
@@ -223,15 +264,17 @@ def model_type(directory: Path | str) -> str | None:
     return _read_json(path).get("model_type") if path.is_file() else None
 
 
-def read_checkpoint(directory: Path | str | None) -> GPT2Checkpoint | Checkpoint:
-    """The checkpoint in ``directory`` by its ``model_type``: GPT-2 (``load_gpt2``), else a
-    BERT encoder (``load_checkpoint``; None: the packaged one); ``CheckpointError`` naming
-    ``config.json`` for another model type."""
+def read_checkpoint(
+    directory: Path | str | None, mechanisms: Mapping[str, Mechanism] | None = None
+) -> GPT2Checkpoint | Checkpoint:
+    """The checkpoint in ``directory`` by its ``model_type``: GPT-2 (``load_gpt2``, with
+    ``mechanisms`` supplied), else a BERT encoder (``load_checkpoint``; None: the packaged
+    one); ``CheckpointError`` naming ``config.json`` for another model type."""
     if directory is None:
         return load_checkpoint(None)
     kind = model_type(directory)
     if kind == "gpt2":
-        return load_gpt2(directory)
+        return load_gpt2(directory, mechanisms)
     if kind not in (None, "bert"):
         raise CheckpointError(
             f"{Path(directory) / CONFIG}: model_type {kind!r}, only 'bert' and 'gpt2' are read"

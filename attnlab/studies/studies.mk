@@ -273,7 +273,8 @@ REAL_MODEL_FIGURES := figures/fig11_real_model.png figures/fig13_real_model_caus
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
 	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \
@@ -284,7 +285,8 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/owner.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
 	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attnlab.core.references import mechanism_reference
 from attnlab.harness import cli
 from attnlab.studies.real_model.compute import RealModelConfig
 from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS
@@ -23,6 +24,16 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a BERT-family checkpoint directory (default: the packaged all-MiniLM-L6-v2), "
         "or one or more GPT-2-family ones",
+    )
+    parser.add_argument(
+        "--mechanisms",
+        nargs="+",
+        type=mechanism_reference,
+        default=[],
+        metavar="SPEC",
+        help="your own mechanisms that --checkpoint's GPT-2 checkpoints name (attnlab.mechanism"
+        ", as experiment 14 saves a model of yours), as MODULE:NAME or path/to/file.py:NAME; "
+        "the built-ins need none",
     )
     parser.add_argument(
         "--text",

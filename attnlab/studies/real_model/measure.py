@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from attnlab.core.references import load_mechanism
 from attnlab.core.text import TextSource, read_text
 from attnlab.harness import cli
 from attnlab.models.checkpoint import Checkpoint, CheckpointError
-from attnlab.models.gpt2 import GPT2Checkpoint, read_checkpoint
+from attnlab.models.gpt2 import GPT2Checkpoint, UnknownMechanismError, read_checkpoint
 from attnlab.studies.real_model.causal import causal_progress_steps, run_causal
 from attnlab.studies.real_model.compute import (
     RealModelConfig,
@@ -35,20 +36,29 @@ class Inputs:
 
 
 def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
-    """``--text`` and ``--checkpoint`` read and checked against ``config``: every row
+    """``--text`` and ``--checkpoint`` (with ``--mechanisms``, the user's mechanisms its
+    GPT-2 checkpoints name) read and checked against ``config``: every row
     length within each checkpoint's context, enough tokens in the text for each;
     ``cli.UsageError`` naming the flag otherwise."""
     try:
         source = read_text(args.text)
     except (OSError, UnicodeDecodeError) as err:
         raise cli.UsageError(f"--text: cannot read {args.text} as UTF-8 text ({err})") from None
+    supplied = {m.name: m for m in map(load_mechanism, args.mechanisms)}
     try:
-        checkpoints = [read_checkpoint(d) for d in args.checkpoint or [None]]
+        checkpoints = [read_checkpoint(d, supplied) for d in args.checkpoint or [None]]
+    except UnknownMechanismError as err:
+        example = err.made_from or f"path/to/file.py:{err.name}"
+        raise cli.UsageError(
+            f"--mechanisms: {err}; name its file: --mechanisms {example}"
+        ) from None
     except CheckpointError as err:
         raise cli.UsageError(f"--checkpoint: {err}") from None
     causal = all(isinstance(c, GPT2Checkpoint) for c in checkpoints)
     if len(checkpoints) > 1 and not causal:
         raise cli.UsageError("--checkpoint: several directories are read only if all are GPT-2")
+    if supplied and not causal:
+        raise cli.UsageError("--mechanisms: only a GPT-2 checkpoint names a mechanism")
     if causal and config.tokens < max(config.lengths):
         raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
     for checkpoint in checkpoints:
