@@ -116,6 +116,20 @@ def test_a_researchers_checkpoint_without_its_file_is_one_line(
     assert not any(out.iterdir())
 
 
+def test_two_checkpoints_of_one_folder_name_are_refused(
+    load_script, run_main, tiny, tmp_path, capsys
+):
+    checkpoint, text = tiny  # the tables name a checkpoint by its folder: rows would mix
+    namesake = write_tiny_gpt2(tmp_path / "elsewhere" / "ckpt", seed=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--checkpoint", checkpoint, namesake, "--text", text, *TINY_FLAGS, "--out-dir", out]
+    assert run_main(load_script(SCRIPT), argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--checkpoint" in err and "'ckpt'" in err
+    assert not any(out.iterdir())
+
+
 def test_bert_among_several_checkpoints_is_refused(load_script, run_main, tiny, tmp_path, capsys):
     checkpoint, text = tiny
     bert = write_tiny_checkpoint(tmp_path / "bert")

@@ -59,6 +59,10 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         raise cli.UsageError("--checkpoint: several directories are read only if all are GPT-2")
     if supplied and not causal:
         raise cli.UsageError("--mechanisms: only a GPT-2 checkpoint names a mechanism")
+    names = [c.directory.name for c in checkpoints]
+    if len(set(names)) < len(names):  # the tables name each checkpoint by its folder
+        twice = next(n for n in names if names.count(n) > 1)
+        raise cli.UsageError(f"--checkpoint: two directories named {twice!r}; rename one")
     if causal and config.tokens < max(config.lengths):
         raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
     for checkpoint in checkpoints:
