@@ -261,7 +261,11 @@ def test_a_syntax_error_is_worded_with_its_line(tmp_path):
 # --- a mechanism that diverges: recorded by 05 and 10, never a traceback -------------------
 
 #: NaN once its learned gain has moved 0.004 from 1 (a few Adam steps), and NaN from the
-#: start at d_k >= 256 only: both pass check_mechanism (d_k 16, the initial gain).
+#: start at d_k >= 256 only: both pass check_mechanism (d_k 16, the initial gain). The NaN
+#: is computed from the logits (the log of a negative number), never a NaN constant:
+#: XLA's CPU compiler (jaxlib 0.10.2) turns exp of a product with a NaN constant into
+#: unwritten memory, and this test then failed at random (finite losses where it diverges;
+#: the module docstring of attnlab.core.mechanism, *Limits*).
 DIVERGING = textwrap.dedent(
     """
     import jax.numpy as jnp
@@ -270,14 +274,18 @@ DIVERGING = textwrap.dedent(
     def _dots(q, k):
         return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
 
+    def _nan(z):
+        return jnp.log(-1.0 - jnp.abs(z))
+
     nan_mid = attnlab.Mechanism(
         "nan_mid",
-        lambda q, k, g: jnp.where(jnp.abs(g - 1.0) > 0.004, jnp.nan, g * _dots(q, k)),
+        lambda q, k, g: jnp.where(jnp.abs(g - 1.0) > 0.004, _nan(_dots(q, k)), g * _dots(q, k)),
         params={"g": 1.0},
     )
 
     def nan_large_dk(q, k):
-        return _dots(q, k) * (jnp.nan if q.shape[-1] >= 256 else 1.0)
+        z = _dots(q, k)
+        return _nan(z) if q.shape[-1] >= 256 else z
     """
 )
 

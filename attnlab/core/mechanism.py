@@ -55,6 +55,11 @@ Limits (what the API cannot express, and what ``check_mechanism`` refuses):
   nor like the models' parameters (``RESERVED_PREFIXES``: ``E_*``, ``W_*``, ``b_*``).
 - It is traced: ``jnp.where`` or ``jax.lax.cond``, not a Python ``if`` on an array;
   ``jax.numpy``, not numpy.
+- A NaN it returns on purpose (to test what diverges) must come from the values, e.g.
+  ``jnp.log(-1 - jnp.abs(z))``, not from a NaN constant: XLA's CPU compiler (jaxlib
+  0.10.2) turns ``exp(x * nan)`` and ``exp(x + nan)`` into values read from memory it
+  never wrote (``jax.jit(lambda x: jnp.exp(x * jnp.nan))`` gives finite numbers that
+  change from run to run), so such a run records finite losses instead of diverging.
 """
 
 from __future__ import annotations
