@@ -17,7 +17,8 @@ GPT2LMHeadModel tensors; experiment 14 saves its models so): the same tables wit
 rows (query i sees keys 0..i), the model's own mechanism, re-initialised as GPT-2
 initialises it, and the drift's effect on the next-token loss; rows of T consecutive
 tokens. Writes 13_real_model_causal_{heads,counterfactuals,layers}.csv, one block of rows
-per checkpoint.
+per checkpoint. A model of your own mechanism (14 saves one) is read with --mechanisms
+naming its file again; code is never imported from a checkpoint.
 """
 
 import sys

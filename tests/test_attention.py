@@ -519,12 +519,13 @@ def test_scale_equals_prescaled_query(args, c):
     # Both logits are within (d_k + 2) EPS c |q|.|k| of c q.k (d_k-term sums, float32(c)
     # and one product, on the logits or on q): two float32 evaluations. Plus underflow: XLA's
     # CPU kernels flush subnormals to zero (inputs and results), and hypothesis draws values
-    # near zero, so numpy's c q_i may be a subnormal XLA reads as 0 (off by < TINY |k_i|),
-    # and each of the d_k products, d_k sums and the scaling may flush (< TINY (1 + c) each).
+    # near zero, so an input q_i may be a subnormal XLA reads as 0 (off by < max(1, c) TINY
+    # |k_i|: c q_i may be normal), and each of the d_k products, d_k sums and the scaling
+    # may flush (< TINY (1 + c) each).
     c32 = float(np.float32(c))
     q64, k64 = q.astype(np.float64), k.astype(np.float64)
     e_z = (PROP_D + 2) * EPS * c32 * (np.abs(q64) @ np.swapaxes(np.abs(k64), -1, -2))
-    e_z += TINY * (np.abs(k64).sum(-1)[..., None, :] + (2 * PROP_D + 1) * (1 + c32))
+    e_z += TINY * (max(1.0, c32) * np.abs(k64).sum(-1)[..., None, :] + (2 * PROP_D + 1) * (1 + c32))
     p, gap = exact_softmax(c32 * q64 @ np.swapaxes(k64, -1, -2), mask)
     a = jit_weights(q, k, mask, scale=c)
     b = jit_weights(np.float32(c) * q, k, mask, scale=1.0)

@@ -195,9 +195,29 @@ def test_a_researchers_mechanism_is_read_only_when_supplied():
 
 def test_a_namesake_of_a_builtin_is_not_read_as_the_builtin():
     # made from a file of the researcher's, named like the built-in: theirs, never ours
+    theirs = as_mechanism(lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k), name="alibi")
     raw = _config("alibi", "my_alibi.py:alibi")
     with pytest.raises(UnknownMechanismError, match="not the built-in of its name"):
         parse_gpt2_config(raw)
-    assert (
-        parse_gpt2_config(raw, mechanisms={"alibi": POSITIONAL["alibi"]}).attention.name == "alibi"
-    )
+    read = parse_gpt2_config(raw, mechanisms={"alibi": theirs}).attention
+    assert read is theirs and read is not POSITIONAL["alibi"]
+    # supplied, a namesake is taken over the built-in even where the maker recorded none
+    assert parse_gpt2_config(_config("alibi"), mechanisms={"alibi": theirs}).attention is theirs
+
+
+@pytest.mark.parametrize("name", [None, 3, ""])
+def test_a_mechanism_that_is_no_name_is_a_broken_config(name):
+    with pytest.raises(CheckpointError, match="must be a name") as caught:
+        parse_gpt2_config(TINY | {"attnlab": {"mechanism": name}})
+    assert not isinstance(caught.value, UnknownMechanismError)
+
+
+def test_a_learned_scalar_the_mechanism_read_lacks_is_refused(tmp_path):
+    # a model of qk_norm read as plain scaled would drop its learned gains: refused
+    from safetensors.numpy import load_file, save_file
+
+    directory = write_tiny_gpt2(tmp_path / "ckpt")
+    stored = load_file(directory / WEIGHTS)
+    save_file({**stored, "attnlab.h.0.attn.g": np.ones((), np.float32)}, directory / WEIGHTS)
+    with pytest.raises(CheckpointError, match=r"attnlab\.h\.0\.attn\.g"):
+        load_gpt2(directory)

@@ -64,3 +64,18 @@ def test_mechanisms_are_for_gpt2_checkpoints_only(tmp_path, text):
     encoder = write_tiny_checkpoint(tmp_path / "a")
     with pytest.raises(cli.UsageError, match="^--mechanisms: only a GPT-2 checkpoint"):
         inputs(text, encoder, mechanisms=["scaled"])
+
+
+def test_each_supplied_mechanism_is_one_a_checkpoint_names(tmp_path, text):
+    gpt2 = write_tiny_gpt2(tmp_path / "a")  # GPT-2's own attention: scaled
+    assert inputs(text, gpt2, mechanisms=["scaled"]).causal  # a built-in's name: allowed
+    with pytest.raises(cli.UsageError, match=r"^--mechanisms: no --checkpoint names 'qk_norm'"):
+        inputs(text, gpt2, mechanisms=["qk_norm"])
+    with pytest.raises(cli.UsageError, match="^--mechanisms: two are named 'scaled'"):
+        inputs(text, gpt2, mechanisms=["scaled", "scaled"])
+
+
+def test_a_checkpoint_given_twice_is_named_once(tmp_path, text):
+    gpt2 = write_tiny_gpt2(tmp_path / "a")
+    with pytest.raises(cli.UsageError, match="^--checkpoint: .* is given twice"):
+        inputs(text, gpt2, tmp_path / "." / "a")

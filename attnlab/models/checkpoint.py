@@ -168,11 +168,14 @@ def files_present(directory: Path) -> None:
             raise CheckpointError(f"{directory / name}: is missing")
 
 
-def read_tensors(path: Path, shapes: dict[str, tuple[int, ...]], prefix: str) -> dict:
+def read_tensors(
+    path: Path, shapes: dict[str, tuple[int, ...]], prefix: str, owned: str | None = None
+) -> dict:
     """The tensors ``shapes`` names from the safetensors file ``path`` (through
     ``safetensors.numpy``, no PyTorch; a name's ``prefix`` dropped), as float32;
     ``CheckpointError`` naming the file if it is unreadable or a tensor is missing or has
-    another shape. Tensors it does not name are ignored."""
+    another shape. Tensors it does not name are ignored, except those whose name starts
+    with ``owned`` (a model's own tensors: one it does not name is an error)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
@@ -181,6 +184,11 @@ def read_tensors(path: Path, shapes: dict[str, tuple[int, ...]], prefix: str) ->
     except (OSError, SafetensorError, ValueError) as err:
         raise CheckpointError(f"{path}: cannot be read as safetensors ({err})") from None
     stored = {k.removeprefix(prefix): v for k, v in stored.items()}
+    unnamed = sorted(k for k in stored if owned and k.startswith(owned) and k not in shapes)
+    if unnamed:
+        raise CheckpointError(
+            f"{path}: holds {unnamed[0]}, which the model config.json describes does not have"
+        )
     tensors = {}
     for name, shape in shapes.items():
         if name not in stored:

@@ -112,7 +112,7 @@ def _positive_int(raw: dict[str, Any], name: str, where: str, default: Any = Non
 
 
 def _mechanism_of(
-    name: Any, made_by: Any, supplied: Mapping[str, Mechanism], where: str
+    name: str, made_by: Any, supplied: Mapping[str, Mechanism], where: str
 ) -> Mechanism:
     """The mechanism ``attnlab.mechanism`` names: one ``supplied`` under that name, else the
     built-in of the name unless the maker recorded another reference (``made_by.mechanism``:
@@ -120,17 +120,17 @@ def _mechanism_of(
     made_from = made_by.get("mechanism") if isinstance(made_by, dict) else None
     made_from = made_from if isinstance(made_from, str) else None
     builtins = {**BUILTINS, **POSITIONAL}
-    if isinstance(name, str) and name in supplied:
+    if name in supplied:
         return supplied[name]
-    if isinstance(name, str) and name in builtins and made_from in (None, name):
+    if name in builtins and made_from in (None, name):
         return builtins[name]
-    if isinstance(name, str) and name in builtins:
-        why = f"was made from {made_from}, not the built-in of its name, and was not supplied"
+    if name in builtins:
+        why = f"was made from {made_from!r}, not the built-in of its name, and was not supplied"
+    elif made_from:
+        why = f"is not a built-in and was not supplied (it was made from {made_from!r})"
     else:
-        why = "is not a built-in and was not supplied" + (
-            f" (it was made from {made_from})" if made_from else ""
-        )
-    raise UnknownMechanismError(f"{where}: attnlab.mechanism {name!r} {why}", str(name), made_from)
+        why = f"is neither a built-in ({', '.join(builtins)}) nor supplied"
+    raise UnknownMechanismError(f"{where}: attnlab.mechanism {name!r} {why}", name, made_from)
 
 
 def parse_gpt2_config(
@@ -159,6 +159,8 @@ def parse_gpt2_config(
         raise CheckpointError(f"{where}: attnlab must be an object")
     default = "scaled" if raw.get("scale_attn_weights", True) else "unscaled"
     mechanism = ours.get("mechanism", default)
+    if not isinstance(mechanism, str) or not mechanism:
+        raise CheckpointError(f"{where}: attnlab.mechanism must be a name, got {mechanism!r}")
     attention = _mechanism_of(mechanism, ours.get("made_by"), mechanisms or {}, where)
     positions = ours.get("positions", "learned")
     if positions not in POSITIONS:
@@ -211,9 +213,13 @@ def gpt2_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+#: The names of the mechanism's learned scalars start so (``learned_name``).
+LEARNED_PREFIX = "attnlab."
+
+
 def learned_name(layer: int, name: str) -> str:
     """The tensor of layer ``layer``'s learned mechanism scalar ``name`` (ours, not GPT-2's)."""
-    return f"attnlab.h.{layer}.attn.{name}"
+    return f"{LEARNED_PREFIX}h.{layer}.attn.{name}"
 
 
 @dataclass(frozen=True)
@@ -238,13 +244,14 @@ def load_gpt2(
     """Read and check the GPT-2 checkpoint in ``directory``: ``CheckpointError`` naming the
     file if one is missing or unreadable, if ``config.json`` is not a GPT-2 computed here
     (its mechanism a built-in or one of ``mechanisms``: ``parse_gpt2_config``), or if a
-    tensor is missing or has another shape than ``config.json`` implies."""
+    tensor is missing or has another shape than ``config.json`` implies, or is a learned
+    scalar (``LEARNED_PREFIX``) the mechanism read does not have."""
     directory = Path(directory)
     files_present(directory)
     raw = _read_json(directory / CONFIG)
     config = parse_gpt2_config(raw, str(directory / CONFIG), mechanisms)
     path = directory / WEIGHTS
-    tensors = read_tensors(path, gpt2_shapes(config), PREFIX)
+    tensors = read_tensors(path, gpt2_shapes(config), PREFIX, owned=LEARNED_PREFIX)
     tokenizer = read_tokenizer(directory / TOKENIZER)
     if tokenizer.get_vocab_size() > config.vocab_size:
         raise CheckpointError(

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import is_builtin
 from attnlab.models.gpt2_export import causal_lm_config, causal_lm_tensors, write_gpt2
 from attnlab.studies.lm_proxy.study import CHECKPOINTS_DIR, SCRIPT, checkpoint_name
 from attnlab.training.tasks.lm import SweepResult
@@ -30,7 +31,8 @@ class Saved(NamedTuple):
 def best_model(result: SweepResult, rate: float, mechanism: Mechanism, reference: str) -> Saved:
     """The lane of ``result`` at ``rate`` and its first seed, as a GPT-2 checkpoint whose
     ``attnlab`` object records the held-out loss 14 measured (mean over windows and SE,
-    nats per byte) and how it was made."""
+    nats per byte) and how it was made (the mechanism: a built-in's name, else
+    ``reference``, which experiment 13 then asks for again)."""
     lm = result.config
     lane = int(np.flatnonzero(np.isclose(result.lrs, rate))[0])
     params = jax.tree.map(lambda x: np.asarray(x[lane]), result.params)
@@ -41,7 +43,7 @@ def best_model(result: SweepResult, rate: float, mechanism: Mechanism, reference
         "held_out_loss_se": float(losses.std(ddof=1) / math.sqrt(len(losses))),
         "made_by": {
             "script": f"experiments/{SCRIPT}",
-            "mechanism": reference,
+            "mechanism": mechanism.name if is_builtin(mechanism) else reference,
             "lr": float(rate),
             "seed": int(result.seeds[lane]),
             "lm_config": dataclasses.asdict(lm),

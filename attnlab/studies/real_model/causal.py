@@ -187,7 +187,7 @@ def causal_counterfactuals_frame(
     the share of positions whose top-1 prediction is the model's."""
     params = {name: jnp.asarray(value) for name, value in tensors.items()}
     settings = [("drift", a, a * a) for a in DRIFT_ALPHAS]
-    if config.mechanism == "scaled":
+    if config.attention is BUILTINS["scaled"]:  # GPT-2's q.k / sqrt(d), not a namesake
         settings.append(("divisor removed", config.head_dim**0.25, math.sqrt(config.head_dim)))
     records, base = [], None
     for name, alpha, factor in settings:

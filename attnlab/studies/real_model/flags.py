@@ -32,8 +32,9 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="SPEC",
         help="your own mechanisms that --checkpoint's GPT-2 checkpoints name (attnlab.mechanism"
-        ", as experiment 14 saves a model of yours), as MODULE:NAME or path/to/file.py:NAME; "
-        "the built-ins need none",
+        ", as experiment 14 saves a model of yours), as MODULE:NAME or path/to/file.py:NAME, "
+        "read by name; the built-ins need none (a built-in's name here reads a model made from "
+        "a namesake of it as the built-in)",
     )
     parser.add_argument(
         "--text",

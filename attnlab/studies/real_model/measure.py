@@ -5,10 +5,13 @@ the configuration (``read_inputs``), then the encoder's or the causal tables
 from __future__ import annotations
 
 import argparse
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import TextSource, read_text
 from attnlab.harness import cli
@@ -35,6 +38,16 @@ class Inputs:
     packaged: bool
 
 
+def _supplied(references: list[str]) -> dict[str, Mechanism]:
+    """``--mechanisms`` by name; ``cli.UsageError`` if two share a name."""
+    supplied: dict[str, Mechanism] = {}
+    for mechanism in map(load_mechanism, references):
+        if mechanism.name in supplied:
+            raise cli.UsageError(f"--mechanisms: two are named {mechanism.name!r}")
+        supplied[mechanism.name] = mechanism
+    return supplied
+
+
 def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
     """``--text`` and ``--checkpoint`` (with ``--mechanisms``, the user's mechanisms its
     GPT-2 checkpoints name) read and checked against ``config``: every row
@@ -44,13 +57,19 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         source = read_text(args.text)
     except (OSError, UnicodeDecodeError) as err:
         raise cli.UsageError(f"--text: cannot read {args.text} as UTF-8 text ({err})") from None
-    supplied = {m.name: m for m in map(load_mechanism, args.mechanisms)}
+    supplied = _supplied(args.mechanisms)
+    folders = [Path(d).resolve() for d in args.checkpoint or []]
+    for i, folder in enumerate(folders):  # the tables name each checkpoint by its folder
+        if folder in folders[:i]:
+            raise cli.UsageError(f"--checkpoint: {folder} is given twice")
+        if folder.name in (f.name for f in folders[:i]):
+            raise cli.UsageError(f"--checkpoint: two directories named {folder.name!r}; rename one")
     try:
         checkpoints = [read_checkpoint(d, supplied) for d in args.checkpoint or [None]]
     except UnknownMechanismError as err:
-        example = err.made_from or f"path/to/file.py:{err.name}"
+        again = shlex.quote(err.made_from or f"path/to/file.py:{err.name}")
         raise cli.UsageError(
-            f"--mechanisms: {err}; name its file: --mechanisms {example}"
+            f"--mechanisms: {err}; supply it again: --mechanisms {again}"
         ) from None
     except CheckpointError as err:
         raise cli.UsageError(f"--checkpoint: {err}") from None
@@ -59,10 +78,13 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         raise cli.UsageError("--checkpoint: several directories are read only if all are GPT-2")
     if supplied and not causal:
         raise cli.UsageError("--mechanisms: only a GPT-2 checkpoint names a mechanism")
-    names = [c.directory.name for c in checkpoints]
-    if len(set(names)) < len(names):  # the tables name each checkpoint by its folder
-        twice = next(n for n in names if names.count(n) > 1)
-        raise cli.UsageError(f"--checkpoint: two directories named {twice!r}; rename one")
+    named_by = {c.config.mechanism for c in checkpoints} if supplied else set()
+    unused = sorted(set(supplied) - named_by)
+    if unused:
+        named = ", ".join(sorted(named_by))
+        raise cli.UsageError(
+            f"--mechanisms: no --checkpoint names {unused[0]!r} (they name {named})"
+        )
     if causal and config.tokens < max(config.lengths):
         raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
     for checkpoint in checkpoints:
