@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
+from test_experiments_lm_proxy import USER_FILE
 from test_models_checkpoint import write_tiny_checkpoint
 from test_models_gpt2 import _break, write_tiny_gpt2
 
@@ -23,22 +24,14 @@ from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS, STUDY
 
 SCRIPT = "13_real_model"
 TINY_FLAGS = ["--lengths", "16", "--tokens", "96", "--counterfactual-length", "16"]
-#: A researcher's mechanism: cosine logits times 4, whose temperature is its own.
-COSINE_FILE = """\
-import jax.numpy as jnp
-
-def cosine(q, k):
-    q = q / jnp.sqrt(jnp.sum(q * q, -1, keepdims=True) + 1e-6)
-    k = k / jnp.sqrt(jnp.sum(k * k, -1, keepdims=True) + 1e-6)
-    return 4.0 * jnp.einsum("...qd,...kd->...qk", q, k)
-"""
 
 
 def researchers_checkpoint(directory: Path, seed: int = 1) -> tuple[Path, str]:
-    """A tiny GPT-2 checkpoint of a researcher's mechanism (``COSINE_FILE``, written beside
-    it), recorded as experiment 14 records it; the checkpoint and the file's reference."""
+    """A tiny GPT-2 checkpoint of a researcher's mechanism (14's tests' ``USER_FILE``: cosine
+    logits times 4, whose temperature is its own), written beside it and recorded as
+    experiment 14 records it; the checkpoint and the file's reference."""
     directory.mkdir()
-    (directory / "my_attention.py").write_text(COSINE_FILE, encoding="utf-8")
+    (directory / "my_attention.py").write_text(USER_FILE, encoding="utf-8")
     reference = f"{directory / 'my_attention.py'}:cosine"
     ours = {"mechanism": "cosine", "made_by": {"mechanism": reference}}
     mine = {"cosine": load_mechanism(reference)}

@@ -71,11 +71,11 @@ def _vectors(mechanism: Mechanism, d_k: int) -> list[tuple[str, Any]]:
 def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
     """Run ``mechanism`` on iid N(0, 1) queries and keys ``[H, 3, d_k]``, ``[H, n, d_k]`` at
     its initial scalars, eagerly, under ``jax.jit`` and under ``jax.jit(jax.grad(...))`` (as
-    training runs it, the scalars traced), so that whatever would stop a run stops here first. The
-    leading axis is ``H`` heads (2, or the length of its ``per_head`` vectors) with their
-    ``Context``: the queries at the last 3 of ``n`` positions, and, for a mechanism that
-    needs positions, a causal mask and its own. Raise ``MechanismError``, one line naming
-    the mechanism and the cause in words, if
+    training runs it, the scalars traced), so that whatever would stop a run stops here
+    first. The leading axis is ``H`` heads (2, or the length of its ``per_head`` vectors)
+    with their ``Context``: the queries at the last 3 of ``n`` positions, and, for a
+    mechanism that needs positions, a causal mask and its own. Raise ``MechanismError``,
+    one line naming the mechanism and the cause in words, if
 
     - its scalars are not numbers at ``d_k`` (each learned or fixed value is one scalar);
     - its logits are not ``[2, 3, n]`` float32, or, with softmax weights, look like

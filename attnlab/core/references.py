@@ -37,10 +37,15 @@ def _checked(mechanism: Mechanism) -> Mechanism:
     return mechanism
 
 
+#: Every built-in by name: the recall task's twelve (``BUILTINS``) and the language model's
+#: three more (``POSITIONAL``).
+ALL_BUILTINS: dict[str, Mechanism] = {**BUILTINS, **POSITIONAL}
+
+
 def is_builtin(mechanism: Mechanism) -> bool:
     """Whether ``mechanism`` is the built-in of its name (the object itself, not a namesake):
-    one of the recall task's twelve or the language model's three more."""
-    return {**BUILTINS, **POSITIONAL}.get(mechanism.name) is mechanism
+    one of ``ALL_BUILTINS``."""
+    return ALL_BUILTINS.get(mechanism.name) is mechanism
 
 
 def _import_file(path: Path):
@@ -81,12 +86,11 @@ def load_mechanism(reference: str | Mechanism) -> Mechanism:
 @cache
 def _load_mechanism(reference: str) -> Mechanism:
     """``load_mechanism`` of ``reference`` (a file's path absolute), cached."""
-    builtins = {**BUILTINS, **POSITIONAL}  # the recall task's twelve, the LM's three more
-    if reference in builtins:
-        return builtins[reference]
+    if reference in ALL_BUILTINS:
+        return ALL_BUILTINS[reference]
     if ":" not in reference:
         raise MechanismReferenceError(
-            f"{reference!r} is not a built-in mechanism ({', '.join(builtins)}) and not of "
+            f"{reference!r} is not a built-in mechanism ({', '.join(ALL_BUILTINS)}) and not of "
             "the form MODULE:NAME or path/to/file.py:NAME"
         )
     where, _, attribute = reference.rpartition(":")

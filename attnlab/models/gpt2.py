@@ -41,8 +41,7 @@ from jax.typing import ArrayLike
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
 from attnlab.core.mechanism import Mechanism
-from attnlab.core.positional import POSITIONAL
-from attnlab.core.temperature import BUILTINS
+from attnlab.core.references import ALL_BUILTINS
 from attnlab.models.checkpoint import (
     CONFIG,
     TOKENIZER,
@@ -75,8 +74,7 @@ PREFIX = "transformer."
 @dataclass(frozen=True)
 class GPT2Config:
     """What the model computes from ``config.json``: GPT-2's fields, and the mechanism
-    (``attnlab.mechanism`` or GPT-2's scaled attention): its name and ``attention``, the
-    mechanism itself."""
+    (``attnlab.mechanism`` or GPT-2's scaled attention), ``attention``."""
 
     vocab_size: int
     n_positions: int
@@ -87,12 +85,16 @@ class GPT2Config:
     layer_norm_epsilon: float
     tanh_gelu: bool
     tied: bool
-    mechanism: str
     attention: Mechanism
 
     @property
     def head_dim(self) -> int:
         return self.n_embd // self.n_head
+
+    @property
+    def mechanism(self) -> str:
+        """The name of ``attention`` (as ``config.json`` names it)."""
+        return self.attention.name
 
 
 class UnknownMechanismError(CheckpointError):
@@ -119,17 +121,16 @@ def _mechanism_of(
     a researcher's namesake of a built-in is never read as the built-in)."""
     made_from = made_by.get("mechanism") if isinstance(made_by, dict) else None
     made_from = made_from if isinstance(made_from, str) else None
-    builtins = {**BUILTINS, **POSITIONAL}
     if name in supplied:
         return supplied[name]
-    if name in builtins and made_from in (None, name):
-        return builtins[name]
-    if name in builtins:
+    if name in ALL_BUILTINS and made_from in (None, name):
+        return ALL_BUILTINS[name]
+    if name in ALL_BUILTINS:
         why = f"was made from {made_from!r}, not the built-in of its name, and was not supplied"
     elif made_from:
         why = f"is not a built-in and was not supplied (it was made from {made_from!r})"
     else:
-        why = f"is neither a built-in ({', '.join(builtins)}) nor supplied"
+        why = f"is neither a built-in ({', '.join(ALL_BUILTINS)}) nor supplied"
     raise UnknownMechanismError(f"{where}: attnlab.mechanism {name!r} {why}", name, made_from)
 
 
@@ -180,7 +181,6 @@ def parse_gpt2_config(
         layer_norm_epsilon=float(eps),
         tanh_gelu=ACTIVATIONS[act],
         tied=bool(raw.get("tie_word_embeddings", True)),
-        mechanism=mechanism,
         attention=attention,
     )
 

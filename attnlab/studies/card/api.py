@@ -18,8 +18,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism
-from attnlab.core.positional import POSITIONAL
-from attnlab.core.references import load_mechanism, recall_refusal
+from attnlab.core.references import ALL_BUILTINS, load_mechanism, recall_refusal
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.studies.card import store
@@ -103,7 +102,7 @@ class CardJob:
         than the default place (``--out-dir``, a run folder), there only for ``make cards``
         (every built-in of the task); any other card at the default place goes to
         ``cards/user/``, which git ignores (``store.card_folder``)."""
-        builtins = {**BUILTINS, **POSITIONAL} if self.task == LM else BUILTINS
+        builtins = ALL_BUILTINS if self.task == LM else BUILTINS
         return not default_place or set(self.plan.targets) == set(builtins)
 
     def outputs_note(self, out_dir: Path, default_place: bool) -> str | None:
