@@ -149,10 +149,14 @@ def test_step_rows_and_profile_rows():
 
 
 def _loss_jaxpr(recall: RecallConfig) -> str:
+    """The jaxpr of the loss's gradient, traced on the shapes of the parameters and of a
+    batch (``jax.eval_shape``: tracing needs no values, so nothing is compiled)."""
     mechanism = MECHANISMS["scaled"]
-    model, params = make_model(recall, mechanism), init_params(recall, mechanism, 0)
-    batch = sample_batch(jax.random.key(1), 2, recall.task)
-    return str(jax.make_jaxpr(jax.grad(lambda p: loss_and_aux(model, p, batch)[0]))(params))
+    model = make_model(recall, mechanism)
+    params = jax.eval_shape(lambda: init_params(recall, mechanism, 0))
+    batch = jax.eval_shape(lambda: sample_batch(jax.random.key(1), 2, recall.task))
+    loss = jax.grad(lambda p, b: loss_and_aux(model, p, b)[0])
+    return str(jax.make_jaxpr(loss)(params, batch))
 
 
 def test_autodiff_gathers_swaps_the_gather_while_tracing_and_restores_it():

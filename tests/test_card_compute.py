@@ -102,24 +102,32 @@ def test_softmax_closed_form_jacobian_equals_autodiff():
         "wrapped", BUILTINS["scaled"].logits, weights=lambda z, mask: softmax_weights(z, mask),
         constants=BUILTINS["scaled"].constants,
     )  # fmt: skip
-    q, k = jax.random.normal(jax.random.key(3), (2, 1, 128, 32))
-    closed = float(row_statistics(BUILTINS["scaled"], q[0, 0], k[0])[3])
-    autodiff = float(row_statistics(wrapped, q[0, 0], k[0])[3])
+    q, k = np.asarray(jax.random.normal(jax.random.key(3), (2, 1, 128, 32)))
+    # Jitted, as the card evaluates it (inside one program): a compile each, not one per op.
+    closed = float(jax.jit(functools.partial(row_statistics, BUILTINS["scaled"]))(q[0, 0], k[0])[3])
+    autodiff = float(jax.jit(functools.partial(row_statistics, wrapped))(q[0, 0], k[0])[3])
     # both sum n^2 = 16384 float32 products of weights ~1/n: ~n eps relative to their size
     assert abs(closed - autodiff) <= 128 * np.finfo(np.float32).eps * closed
 
 
 def test_jacobian_beyond_its_limit_is_left_empty():
-    q, k = jax.random.normal(jax.random.key(4), (2, 1, compute.JACOBIAN_MAX_N + 1, 4))
-    stats = np.asarray(row_statistics(BUILTINS["sigmoid"], q[0, 0], k[0]))
+    q, k = np.asarray(jax.random.normal(jax.random.key(4), (2, 1, compute.JACOBIAN_MAX_N + 1, 4)))
+    stats = np.asarray(
+        jax.jit(functools.partial(row_statistics, BUILTINS["sigmoid"]))(q[0, 0], k[0])
+    )
     assert math.isnan(stats[3]) and np.isfinite(np.delete(stats, 3)).all()
 
 
 def test_scaled_and_unscaled_statics_equal_02_and_03_at_the_same_settings():
-    """Same draws (02/03's trial keys): every mean within one standard error of 02/03's."""
-    config = dataclasses.replace(TINY, trials=200)
+    """Same draws (02/03's trial keys): every mean within one standard error of 02/03's.
+
+    The widths, row length and trials of tests/test_statics_compute.py's sweeps (d_k 16
+    and 256 of its 1, 16, 256; 16 keys; 512 trials), so 02/03's programs compile once for
+    both files; the n sweep is the d_k sweep's (16, 16) cell (only the d_k rows are
+    compared)."""
+    config = dataclasses.replace(TINY, trials=512, statics_dks=(16, 256), statics_ns=(16,))
     card = compute.statics_frame(config, ["scaled", "unscaled"])
-    sweep = SoftmaxSweepConfig(dks=config.statics_dks, n_keys=config.n_keys, trials=200)
+    sweep = SoftmaxSweepConfig(dks=config.statics_dks, n_keys=config.n_keys, trials=512)
     keys = ["variant", "d_k", "n_keys", "trials", "sampler"]
     theirs = run_saturation_sweep(sweep).merge(run_jacobian_sweep(sweep), on=keys)
     ours = card[card.sweep == "d_k"].rename(columns={"mechanism": "variant"})

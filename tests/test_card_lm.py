@@ -20,10 +20,12 @@ from attnlab.studies.card.lm_verdicts import LM_VERDICTS, LMCard
 from attnlab.training.tasks.lm import LMConfig
 
 #: A card that compiles and runs in seconds: d_model 16 (2 heads of 8), 4 steps, two rates
-#: ten apart, lengths 1x and 2x.
+#: ten apart, lengths 1x and 2x. ``lm`` is the LM tests' common tiny config (see
+#: tests/test_training_tasks_lm.py's COMMON), the same literal values, so that the card's
+#: compiled programs are those of test_sweeps_lm and test_training_tasks_lm.
 TINY = lm.LMCardConfig(
     lm=LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=4, steps=4, warmup=1,
-                chunk_steps=2, eval_windows=8, positions="rotary"),
+                chunk_steps=2, eval_windows=400, positions="rotary"),
     widths=(16,), lrs=(1e-2, 1e-1), length_factors=(1, 2), quick=True,
 )  # fmt: skip
 

@@ -23,10 +23,11 @@ D_HEAD = D_MODEL // N_HEADS
 B, T = 2, 12
 #: Tokens after position CUT differ between the two halves of the batch.
 CUT = 5
-#: The built-ins in groups of four, one compiled program per group (about 3 s of CPU each);
-#: the first group also runs ``scaled`` with rotary positions.
-GROUPS = [tuple(list(BUILTINS)[i : i + 4]) for i in range(0, len(BUILTINS), 4)]
+#: Every built-in, and ``scaled`` with rotary positions, initialised and run by one compiled
+#: program (about 9 s of CPU: the models share their initialisation's random draws, which
+#: would be compiled again in every program of a split).
 ROTARY = "scaled+rotary"
+NAMES = (*BUILTINS, ROTARY)
 
 
 def model_of(name: str, n_layers: int = N_LAYERS) -> CausalLM:
@@ -35,23 +36,22 @@ def model_of(name: str, n_layers: int = N_LAYERS) -> CausalLM:
     return CausalLM(mechanism, D_MODEL, n_layers, N_HEADS, MAX_LENGTH, positions)
 
 
-def tokens() -> jax.Array:
+def tokens() -> np.ndarray:
     """``[2 B, T]``: B random sequences, then the same with every token after CUT changed."""
-    base = jax.random.randint(jax.random.key(1), (B, T), 0, VOCAB)
-    future = jnp.arange(T) > CUT
-    return jnp.concatenate([base, jnp.where(future, (base + 1) % VOCAB, base)])
+    base = np.random.default_rng(1).integers(0, VOCAB, (B, T), dtype=np.int32)
+    future = np.arange(T) > CUT
+    return np.concatenate([base, np.where(future, (base + 1) % VOCAB, base)])
 
 
 @functools.cache
-def forward_group(group: int):
-    """name -> (params, intermediates, logits, stats) of every model of ``group`` at its
+def forward_all():
+    """name -> (params, intermediates, logits, stats) of every model of ``NAMES`` at its
     initialisation (key 0), as numpy, from one compiled program."""
-    names = GROUPS[group] + ((ROTARY,) if group == 0 else ())
 
     @jax.jit
     def run(x):
         out = {}
-        for name in names:
+        for name in NAMES:
             (logits, stats), variables = model_of(name).init_with_output(
                 jax.random.key(0), x, mutable=["params", "intermediates"]
             )
@@ -62,37 +62,33 @@ def forward_group(group: int):
 
 
 def forward(name: str):
-    group = 0 if name == ROTARY else next(i for i, g in enumerate(GROUPS) if name in g)
-    return forward_group(group)[name]
+    return forward_all()[name]
 
 
-def test_builtins_are_twelve_in_three_groups():
-    assert len(BUILTINS) == 12 and sum(map(len, GROUPS)) == 12
+def test_builtins_are_twelve():
+    assert len(BUILTINS) == 12 and len(NAMES) == 13
 
 
-@pytest.mark.parametrize("group", range(len(GROUPS)))
-def test_every_builtin_gives_finite_logits_and_per_layer_stats(group):
+@pytest.mark.parametrize("name", NAMES)
+def test_every_builtin_gives_finite_logits_and_per_layer_stats(name):
     """Logits ``[B, T, 256]``, finite; every ``LayerStats`` field ``[n_layers]``, finite."""
-    for name in GROUPS[group]:
-        _, _, logits, stats = forward(name)
-        assert logits.shape == (2 * B, T, VOCAB), name
-        assert np.all(np.isfinite(logits)), name
-        assert isinstance(stats, LayerStats)
-        for field, value in stats._asdict().items():
-            assert value.shape == (N_LAYERS,), (name, field)
-            assert np.all(np.isfinite(value)), (name, field)
+    _, _, logits, stats = forward(name)
+    assert logits.shape == (2 * B, T, VOCAB)
+    assert np.all(np.isfinite(logits))
+    assert isinstance(stats, LayerStats)
+    for field, value in stats._asdict().items():
+        assert value.shape == (N_LAYERS,), field
+        assert np.all(np.isfinite(value)), field
 
 
-@pytest.mark.parametrize("group", range(len(GROUPS)))
-def test_every_builtin_is_causal(group):
+@pytest.mark.parametrize("name", NAMES)
+def test_every_builtin_is_causal(name):
     """Changing the tokens after CUT leaves the logits at positions <= CUT unchanged, bit
     for bit: masked keys get weight exactly 0, ``0 * v`` adds exactly nothing, and every
     other operation acts on one position. The later logits do change."""
-    names = GROUPS[group] + ((ROTARY,) if group == 0 else ())
-    for name in names:
-        logits = forward(name)[2]
-        np.testing.assert_array_equal(logits[:B, : CUT + 1], logits[B:, : CUT + 1], err_msg=name)
-        assert np.all(np.abs(logits[:B, CUT + 1 :] - logits[B:, CUT + 1 :]).max(-1) > 0), name
+    logits = forward(name)[2]
+    np.testing.assert_array_equal(logits[:B, : CUT + 1], logits[B:, : CUT + 1])
+    assert np.all(np.abs(logits[:B, CUT + 1 :] - logits[B:, CUT + 1 :]).max(-1) > 0)
 
 
 def test_a_mask_that_lets_the_future_in_is_caught(monkeypatch):
@@ -100,8 +96,8 @@ def test_a_mask_that_lets_the_future_in_is_caught(monkeypatch):
     monkeypatch.setattr(causal_lm, "causal_mask", lambda n: jnp.ones((n, n), bool))
     model = model_of("scaled", n_layers=1)
     x = tokens()
-    logits, _ = jax.jit(lambda x: model.init_with_output(jax.random.key(0), x)[0])(x)
-    early = np.abs(np.asarray(logits[:B, : CUT + 1] - logits[B:, : CUT + 1]))
+    logits = np.asarray(jax.jit(lambda x: model.init_with_output(jax.random.key(0), x)[0][0])(x))
+    early = np.abs(logits[:B, : CUT + 1] - logits[B:, : CUT + 1])
     assert early.max() > 0
 
 
@@ -115,10 +111,10 @@ def test_rotate_closed_form_in_two_dimensions():
     so ``rotate(e1)[t] = (cos t, sin t)`` and ``rotate(e2)[t] = (-sin t, cos t)``. Bound:
     float32 cos and sin of an argument below 8 are within a few eps (4 eps)."""
     t = np.arange(8.0)
-    e1 = jnp.tile(jnp.asarray([1.0, 0.0]), (8, 1))
-    e2 = jnp.tile(jnp.asarray([0.0, 1.0]), (8, 1))
-    np.testing.assert_allclose(rotate(e1), np.stack([np.cos(t), np.sin(t)], -1), atol=4 * EPS)
-    np.testing.assert_allclose(rotate(e2), np.stack([-np.sin(t), np.cos(t)], -1), atol=4 * EPS)
+    e1, e2 = np.tile(np.eye(2, dtype=np.float32)[:, None], (1, 8, 1))  # [8, 2] each
+    r1, r2 = np.asarray(jax.jit(rotate)(np.stack([e1, e2])))
+    np.testing.assert_allclose(r1, np.stack([np.cos(t), np.sin(t)], -1), atol=4 * EPS)
+    np.testing.assert_allclose(r2, np.stack([-np.sin(t), np.cos(t)], -1), atol=4 * EPS)
 
 
 def _rope_bound(length: int, d: int, scale: float) -> float:
@@ -130,19 +126,19 @@ def _rope_bound(length: int, d: int, scale: float) -> float:
 
 
 def test_rotate_preserves_norms():
-    x = jax.random.normal(jax.random.key(2), (3, T, D_HEAD))
+    x = np.random.default_rng(2).standard_normal((3, T, D_HEAD), np.float32)
     norms2 = np.sum(np.asarray(x, np.float64) ** 2, -1)
-    rotated2 = np.sum(np.asarray(rotate(x), np.float64) ** 2, -1)
+    rotated2 = np.sum(np.asarray(jax.jit(rotate)(x), np.float64) ** 2, -1)
     np.testing.assert_allclose(rotated2, norms2, rtol=0, atol=_rope_bound(T, D_HEAD, norms2.max()))
 
 
 def _relative_dots(rope) -> tuple[np.ndarray, float]:
     """``[T, T]`` dot products of the rotated query at position i with the rotated key at j,
-    the same q and k at every position, and ``|q| |k|``."""
-    q, k = jax.random.normal(jax.random.key(3), (2, D_HEAD))
-    dots = np.asarray(rope(jnp.tile(q, (T, 1))), np.float64)
-    dots = dots @ np.asarray(rope(jnp.tile(k, (T, 1))), np.float64).T
-    return dots, float(jnp.linalg.norm(q) * jnp.linalg.norm(k))
+    the same q and k at every position (rotated by one compiled call), and ``|q| |k|``."""
+    q, k = np.random.default_rng(3).standard_normal((2, D_HEAD), np.float32)
+    rq, rk = np.asarray(jax.jit(rope)(np.stack([np.tile(q, (T, 1)), np.tile(k, (T, 1))])))
+    dots = rq.astype(np.float64) @ rk.astype(np.float64).T
+    return dots, float(np.linalg.norm(q.astype(np.float64)) * np.linalg.norm(k.astype(np.float64)))
 
 
 def test_rotated_dot_products_depend_on_the_position_difference_only():
@@ -210,10 +206,11 @@ def test_max_logit_closed_form_counts_allowed_entries_only():
     w_q = np.zeros((D_MODEL, D_MODEL), np.float32)
     w_k = np.zeros((D_MODEL, D_MODEL), np.float32)
     w_q[0, 0] = w_k[1, 0] = 1.0
-    rest = jax.random.normal(jax.random.key(4), (2, D_MODEL, D_MODEL))
+    rest = np.random.default_rng(4).standard_normal((2, D_MODEL, D_MODEL), np.float32)
     params = {"W_Q": w_q, "W_K": w_k, "W_V": rest[0], "W_O": rest[1]}
     attention = causal_lm.CausalSelfAttention(BUILTINS["scaled"], N_HEADS, 1)
-    _, (max_logit, _, q_norm, k_norm) = attention.apply({"params": params}, a)
+    apply = jax.jit(lambda p, a: attention.apply({"params": p}, a))
+    _, (max_logit, _, q_norm, k_norm) = apply(params, a)
     assert ((T - t) * (t + 1)).max() == 42 and T * T == 144
     assert float(max_logit) == pytest.approx(42 / math.sqrt(D_HEAD), rel=2 * EPS, abs=0)
     for norm in (q_norm, k_norm):

@@ -48,7 +48,7 @@ def test_every_positional_builtin_passes_the_check(name):
 
 def test_alibi_slopes_are_press_et_als_geometric_sequence():
     """For 8 heads: 1/2, 1/4, ..., 1/256 (Press et al. 2022, sec. 3)."""
-    slopes = np.asarray(alibi_slope(jnp.arange(8), 8))
+    slopes = np.asarray(alibi_slope(np.arange(8), 8))
     np.testing.assert_array_equal(slopes, 2.0 ** -np.arange(1, 9))
 
 
@@ -83,7 +83,7 @@ def test_ssmax_causal_is_ssmax_with_each_causal_rows_own_length():
     ssmax with n counted from the causal mask (two routes to one closed form)."""
     q, k = _qk(2)
     context = causal_context(T, H)
-    causal = context.k_pos <= context.q_pos
+    causal = np.asarray(context.k_pos) <= np.asarray(context.q_pos)
     z = np.asarray(_logits("ssmax_causal", q, k, context, causal))
     ssmax = LITERATURE["ssmax"]
     reference = ssmax.attend(q, k, ssmax.initial_theta(D), causal, context)[0]
@@ -97,7 +97,7 @@ def test_ssmax_causal_is_ssmax_with_each_causal_rows_own_length():
 def test_log_length_is_llama4s_temperature_tuning():
     """Llama 4's ``log(floor((pos + 1) / floor_scale) + 1) * attn_scale + 1``: 1 before the
     first step, 1 + 0.1 ln 2 from position floor_scale - 1 on, 1 + 0.1 ln 9 at 8 steps."""
-    positions = jnp.arange(64)[:, None]
+    positions = np.arange(64)[:, None]
     scale = np.asarray(log_length_scale(positions, LOG_LENGTH_FLOOR_SCALE,
                                         LOG_LENGTH_ATTN_SCALE))[:, 0]  # fmt: skip
     reference = np.log(np.floor((np.arange(64) + 1.0) / 8.0) + 1.0) * 0.1 + 1.0
@@ -105,7 +105,7 @@ def test_log_length_is_llama4s_temperature_tuning():
     assert scale[6] == 1.0 and scale[7] == pytest.approx(1 + 0.1 * math.log(2), rel=4 * EPS)
     q, k = _qk(3)
     z = np.asarray(_logits("log_length", q, k, causal_context(T, H)))
-    expected = np.asarray(log_length_scale(jnp.arange(T)[:, None], 8.0, 0.1)) * np.asarray(
+    expected = np.asarray(log_length_scale(np.arange(T)[:, None], 8.0, 0.1)) * np.asarray(
         attention_logits(q, k)
     )
     np.testing.assert_allclose(z, expected, rtol=4 * EPS, atol=4 * EPS)
@@ -119,16 +119,17 @@ def test_ssmax_attention_does_not_fade_with_length():
     length, delta = 256, 4.0
     s = POSITIONAL["ssmax_causal"].initial_theta(1)["s"]
     assert s * delta > 1  # the regime the paper's figure shows
-    q = jnp.ones((1, length, 1), jnp.float32)
-    k = jnp.zeros((1, length, 1), jnp.float32).at[0, 0, 0].set(delta)  # d = 1: z = q.k
+    q = np.ones((1, length, 1), np.float32)
+    k = np.zeros((1, length, 1), np.float32)
+    k[0, 0, 0] = delta  # d = 1: z = q.k
     context = causal_context(length, 1)
-    mask = context.k_pos <= context.q_pos
+    mask = np.asarray(context.k_pos) <= np.asarray(context.q_pos)
     n = np.arange(1, length + 1, dtype=np.float64)
     weights = {}
     for name, mechanism in (("ssmax_causal", POSITIONAL["ssmax_causal"]),
                             ("scaled", BUILTINS["scaled"])):  # fmt: skip
         theta = mechanism.initial_theta(1)
-        weights[name] = np.asarray(mechanism.attend(q, k, theta, mask, context)[1][0, :, 0])
+        weights[name] = np.asarray(mechanism.attend(q, k, theta, mask, context)[1])[0, :, 0]
     ssmax = 1 / (1 + (n - 1) * n ** (-s * delta))
     softmax = 1 / (1 + (n - 1) * np.exp(-delta))
     # Each weight is a float32 softmax over at most 256 terms: within 256 eps relative.

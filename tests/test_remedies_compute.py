@@ -28,7 +28,7 @@ from attnlab.recall.tables import curves_frame, summary_frame
 from attnlab.studies.remedies.compute import fold_params, run_fold, run_remedies, run_sensitivity
 from attnlab.training.config import RecallConfig, make_model, seed_keys
 from attnlab.training.model import RecallModel
-from attnlab.training.step import METRICS, init_params, loss_and_aux
+from attnlab.training.step import METRICS, initial_state, loss_and_aux
 from attnlab.training.task import stream_batch
 from attnlab.training.trainer import train
 
@@ -69,24 +69,46 @@ def published_columns(name: str) -> list[str]:
 
 
 @functools.cache
-def _float64_step0(model: RecallModel) -> Callable:
-    """Jitted: loss, |grad W_Q|, max |attention logit| and max |value logit| of ``model``
-    (to be called with float64 parameters under ``jax.enable_x64``)."""
+def _float64_step0(config: RecallConfig) -> Callable:
+    """Jitted, for every mechanism of ``config`` (keys of its result; one program), seeds
+    vmapped: loss, |grad W_Q|, max |attention logit| and max |value logit| of the step-0
+    model (to be called with float64 parameters under ``jax.enable_x64``)."""
+    models = {m: make_model(config, MECHANISMS[m]) for m in config.mechanisms}
 
-    def step0(params: dict, batch) -> tuple[jax.Array, ...]:
+    def step0(model: RecallModel, params: dict, batch) -> tuple[jax.Array, ...]:
         loss, grads = jax.value_and_grad(lambda p: loss_and_aux(model, p, batch)[0])(params)
         (logits, _), state = model.apply({"params": params}, batch, mutable=["intermediates"])
         z = state["intermediates"]["logits"][0]
         return loss, jnp.linalg.norm(grads["W_Q"]), jnp.abs(z).max(), jnp.abs(logits).max()
 
-    return jax.jit(step0)
+    def every(params: dict, batches) -> dict:
+        return {m: jax.vmap(lambda p, b, m=m: step0(models[m], p, b))(params[m], batches)
+                for m in models}  # fmt: skip
+
+    return jax.jit(every)
 
 
 @functools.cache
+def _float64_step0_values(config: RecallConfig) -> dict:
+    """``_float64_step0`` of ``config`` as floats, ``(mechanism, seed) -> (loss, |grad W_Q|,
+    max |z|, max |logit|)``: each mechanism's step-0 parameters of every seed
+    (``initial_state``'s rows, each the seed's ``init_params``; its compiled initialiser is
+    the training's), on batch 0 of each seed's training stream."""
+    batches = [stream_batch(seed_keys(s).data, 0, config.batch_size, config.task)
+               for s in config.seed_values]  # fmt: skip
+    batches = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *batches)
+    params = {m: initial_state(config, MECHANISMS[m]).params for m in config.mechanisms}
+    with jax.enable_x64(True):
+        p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params)
+        values = jax.tree.map(np.asarray, _float64_step0(config)(p64, batches))
+    return {(m, seed): tuple(float(v[i]) for v in values[m])
+            for m in config.mechanisms for i, seed in enumerate(config.seed_values)}  # fmt: skip
+
+
 def step0_reference(config: RecallConfig, mechanism: str, seed: int) -> tuple[float, float, float]:
     """float64 loss and |grad W_Q| of ``mechanism``'s step-0 model of ``seed`` on batch 0 of
-    the seed's training stream, by autodiff, and the relative error bound of a float32
-    evaluation of either.
+    the seed's training stream, by autodiff (``_float64_step0_values``), and the relative
+    error bound of a float32 evaluation of either.
 
     The bound: a float32 reduction of length L errs by <= L EPS of the sum of magnitudes. On
     the forward path the reductions are E W_Q (d_model terms), the slot's key (2 d_model + 1),
@@ -95,17 +117,12 @@ def step0_reference(config: RecallConfig, mechanism: str, seed: int) -> tuple[fl
     the batch's queries (batch_size) and its norm over d_model d_k squares. Each softmax
     turns a logit's relative error into its weight's by a factor up to 1 + 2 |logit|
     (ULPS for its exp and log), and the two softmaxes compound."""
-    model = make_model(config, MECHANISMS[mechanism])
-    batch = stream_batch(seed_keys(seed).data, 0, config.batch_size, config.task)
-    params = init_params(config, MECHANISMS[mechanism], seed)
-    with jax.enable_x64(True):
-        p64 = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), params)
-        loss, grad_wq, max_z, max_logit = map(float, _float64_step0(model)(p64, batch))
+    loss, grad_wq, max_z, max_logit = _float64_step0_values(config)[mechanism, seed]
     c = config
     forward = c.d_model + (2 * c.d_model + 1) + c.d_k + 2 + c.pairs + c.d_k + c.n_value_tokens
     lengths = 2 * forward + c.batch_size + c.d_model * c.d_k
     conditioning = (1 + 2 * max_z + ULPS) * (1 + 2 * max_logit + ULPS)
-    return float(loss), grad_wq, lengths * EPS * conditioning
+    return loss, grad_wq, lengths * EPS * conditioning
 
 
 # --- remedies ----------------------------------------------------------------------------
@@ -176,7 +193,9 @@ def test_folded_init_and_learned_temperature_start_as_scaled(remedies):
 
 
 def test_fold_params_divides_w_q_only():
-    params = init_params(CONFIG, MECHANISMS["scaled"], 0)
+    # Seed 0's step-0 parameters (its init_params), as numpy: the training's initialiser.
+    stacked = initial_state(CONFIG, MECHANISMS["scaled"]).params
+    params = {name: np.asarray(value)[0] for name, value in stacked.items()}
     folded = fold_params(params, CONFIG.d_k)
     assert set(folded) == set(params)
     # Exact: the division by sqrt(16) = 4 is by a power of two.

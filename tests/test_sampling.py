@@ -147,45 +147,58 @@ def test_logit_variance_is_d_k(sampler):
         assert z.var() == pytest.approx(d_k, rel=5 * rel_se), d_k  # 5 SE
 
 
-def test_dot_product_samples_prefix_and_seed():
+#: CHUNK_ELEMENTS that gives dot_product_samples at d_k 8 chunks of 100 samples.
+DOT_CHUNK_ELEMENTS = 100 * 2 * 8
+
+
+def test_dot_product_samples_prefix_and_seed(monkeypatch):
     key = jax.random.key(0)
-    long = dot_product_samples(key, 8, 300)
+    monkeypatch.setattr(sampling, "CHUNK_ELEMENTS", DOT_CHUNK_ELEMENTS)
+    long = dot_product_samples(key, 8, 300)  # three chunks of 100
     short = dot_product_samples(key, 8, 100)
     assert long.shape == (300,) and long.dtype == np.float32
     # Sample t depends on (seed, d_k, t) only, so fewer samples give a prefix (exact: the
-    # same compiled chunk, padded, computes both).
+    # same compiled chunk computes both).
     np.testing.assert_array_equal(long[:100], short)
     assert not np.array_equal(dot_product_samples(jax.random.key(1), 8, 100), short)
 
 
 def test_dot_product_samples_independent_of_chunk_size(monkeypatch):
     key = jax.random.key(0)
-    reference = dot_product_samples(key, 8, 50)
+    monkeypatch.setattr(sampling, "CHUNK_ELEMENTS", DOT_CHUNK_ELEMENTS)
+    reference = dot_product_samples(key, 8, 100)  # one chunk: the program of the test above
     monkeypatch.setattr(sampling, "CHUNK_ELEMENTS", 7 * 2 * 8)  # chunks of 7 samples
     # The same draws in another program shape: two 8-term float32 products, plus the
     # normal transform of each draw (ULPS each for q and k).
-    _, z_abs = direct_draws(key, 8, 1, 50)
-    err = np.abs(dot_product_samples(key, 8, 50).astype(np.float64) - reference)
+    _, z_abs = direct_draws(key, 8, 1, 100)
+    err = np.abs(dot_product_samples(key, 8, 100).astype(np.float64) - reference)
     assert (err <= 2 * (8 + 2 * ULPS) * EPS * z_abs[:, 0]).all()
 
 
 # --- softmax_row_statistics -------------------------------------------------------------
 
 
+#: Trials of one chunk of the direct sampler at d_k 4 and 64 keys under TEST_CHUNK_ELEMENTS
+#: (as ``sampler_pairs`` cuts its 1500 trials): the row statistics tests below run in
+#: ``sampler_pairs``'s compiled program.
+CHUNK_4_64 = 167
+
+
 def test_row_statistics_layout_prefix_and_seed():
     key = jax.random.key(0)
-    long = softmax_row_statistics(key, 4, 8, 40)
+    long = softmax_row_statistics(key, 4, 64, 2 * CHUNK_4_64)  # two chunks
     assert long.variants == ("scaled", "unscaled")
-    for name, (lo, hi) in statistic_ranges(8).items():
+    for name, (lo, hi) in statistic_ranges(64).items():
         values = getattr(long, name)
-        assert values.shape == (2, 40) and values.dtype == np.float32
+        assert values.shape == (2, 2 * CHUNK_4_64) and values.dtype == np.float32
         assert np.all(np.isfinite(values))
         assert np.all((values >= lo) & (values <= hi)), name
     # A trial depends on (seed, d_k, t) only: fewer trials give a prefix (same chunk shape,
     # so equal bits), another seed other values.
-    short = _stacked(softmax_row_statistics(key, 4, 8, 25))
-    np.testing.assert_array_equal(_stacked(long)[..., :25], short)
-    assert not np.array_equal(_stacked(softmax_row_statistics(jax.random.key(1), 4, 8, 25)), short)
+    short = _stacked(softmax_row_statistics(key, 4, 64, CHUNK_4_64))
+    np.testing.assert_array_equal(_stacked(long)[..., :CHUNK_4_64], short)
+    other_seed = softmax_row_statistics(jax.random.key(1), 4, 64, CHUNK_4_64)
+    assert not np.array_equal(_stacked(other_seed), short)
 
 
 def _chunk_elements_for(chunk: int, d_k: int, n_keys: int, variants: int = 2) -> int:
@@ -195,13 +208,13 @@ def _chunk_elements_for(chunk: int, d_k: int, n_keys: int, variants: int = 2) ->
 
 def test_row_statistics_independent_of_chunk_size(monkeypatch):
     key = jax.random.key(0)
-    reference = _stacked(softmax_row_statistics(key, 4, 8, 40))  # one padded chunk
-    monkeypatch.setattr(sampling, "CHUNK_ELEMENTS", _chunk_elements_for(3, 4, 8))
-    assert sampling.chunk_for(4 * 8 + 2 * 8) == 3  # 14 calls, the last one padded
-    chunked = _stacked(softmax_row_statistics(key, 4, 8, 40))
+    reference = _stacked(softmax_row_statistics(key, 4, 64, CHUNK_4_64))  # one chunk
+    monkeypatch.setattr(sampling, "CHUNK_ELEMENTS", _chunk_elements_for(3, 4, 64))
+    assert sampling.chunk_for(4 * 64 + 2 * 64) == 3  # 56 calls, the last one padded
+    chunked = _stacked(softmax_row_statistics(key, 4, 64, CHUNK_4_64))
     # Same draws; XLA:CPU may round the row reductions differently for another batch size:
     # two float32 evaluations, each within row_statistic_bounds.
-    z, z_abs = direct_draws(key, 4, 8, 40)
+    z, z_abs = direct_draws(key, 4, 64, CHUNK_4_64)
     bounds = np.stack([row_statistic_bounds(z, z_abs, c, 4) for c in (0.5, 1.0)], axis=1)
     err = np.abs(chunked.astype(np.float64) - reference)
     assert (err <= 2 * bounds).all(), np.max(err / bounds)
@@ -209,7 +222,8 @@ def test_row_statistics_independent_of_chunk_size(monkeypatch):
 
 @pytest.mark.parametrize("sampler", ["direct", "exact"])
 def test_scaled_equals_unscaled_at_d_k_1(sampler):
-    stats = softmax_row_statistics(jax.random.key(0), 1, 64, 40, sampler)
+    # 64 keys, 1500 trials: the exact sampler's program (d_k traced) is sampler_pairs'.
+    stats = softmax_row_statistics(jax.random.key(0), 1, 64, 1500, sampler)
     # Exact: the scales 1/sqrt(1) and 1 are both 1, the same ops on the same logits.
     for name in STATISTICS:
         values = getattr(stats, name)

@@ -11,6 +11,7 @@ written beside each comparison.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -204,6 +205,7 @@ def test_sweep_columns_rows_and_progress(sweeps):
         assert sum(counts) == len(DKS) * TRIALS
 
 
+@functools.cache  # both variants of a width read the same draws
 def _draws(sampler: str, d_k: int) -> tuple[np.ndarray, np.ndarray]:
     """float64 unscaled logits ``[trials, n_keys]`` of every trial of ``sampler`` from its
     own float32 draws, and the bound on the float32 logits' error, relative to |scale|."""
@@ -221,16 +223,24 @@ def _draws(sampler: str, d_k: int) -> tuple[np.ndarray, np.ndarray]:
         z_err = (d_k + 2 * ULPS + 2) * EPS * np.einsum("tnd,td->tn", np.abs(k), np.abs(q))
         return z, z_err
 
-    def draw_exact(key, width):
-        kr, kg = jax.random.split(key)
-        return jax.random.chisquare(kr, width), jax.random.normal(kg, (N_KEYS,))
-
-    widths = jnp.full((TRIALS,), d_k, jnp.float32)
+    widths = np.full((TRIALS,), d_k, np.float32)
     with jax.threefry_partitionable(False):
-        chi2, g = (np.asarray(a, np.float64) for a in jax.jit(jax.vmap(draw_exact))(keys, widths))
+        chi2, g = (np.asarray(a, np.float64) for a in _draw_exact(keys, widths))
     z = np.sqrt(chi2)[:, None] * g
     # float32 sqrt, product and scale, and the samplers' transforms.
     return z, (2 * ULPS + 3) * EPS * np.abs(z)
+
+
+def _draw_exact_one(key, width):
+    """The exact sampler's chi-square and normals of one trial (as ``exact_logits``)."""
+    kr, kg = jax.random.split(key)
+    return jax.random.chisquare(kr, width), jax.random.normal(kg, (N_KEYS,))
+
+
+#: One program for every width (traced): the chi-square sampler is slow to compile.
+_draw_exact = jax.jit(jax.vmap(_draw_exact_one))
+#: The softmax Jacobian of each row, by autodiff (run under float64).
+_softmax_jacobians = jax.jit(jax.vmap(jax.jacfwd(jax.nn.softmax)))
 
 
 def _softmax64(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +274,7 @@ def _reference(sampler: str, d_k: int, variant: str) -> tuple[np.ndarray, np.nda
     e_entropy = np.sum(np.abs(log_p + 1) * e_p, -1) + (n + ULPS + 1) * EPS * entropy
 
     with jax.enable_x64(True):
-        jacobian = jax.jit(jax.vmap(jax.jacfwd(jax.nn.softmax)))(jnp.asarray(scale * z))
+        jacobian = _softmax_jacobians(jnp.asarray(scale * z))
     frobenius = np.sqrt(np.sum(np.asarray(jacobian) ** 2, axis=(-2, -1)))
     largest = np.max(np.where(p >= TINY, relative, 0.0), -1)
     e_frobenius = (2 * largest + 4 * n * EPS) * frobenius + 3 * n * TINY + 4 * EPS64

@@ -28,12 +28,7 @@ def cap_of(mech):
     return mech.constant_values(CONFIG.d_k).get("cap")
 
 
-@functools.cache
-def batch():
-    return jax.jit(sample_batch, static_argnums=(1, 2))(jax.random.key(123), B, CONFIG.task)
-
-
-#: Programs compiled for the tests: name -> (mechanisms, embed_init_std, d_k, seed).
+#: The tests' forward passes: group -> (mechanisms, embed_init_std, d_k, seed).
 GROUPS = {
     "default": (tuple(MECHANISMS), 1.0, CONFIG.d_k, 0),
     "dk32": (("scaled", "folded_init"), 1.0, 32, 0),
@@ -42,29 +37,43 @@ GROUPS = {
 
 
 @functools.cache
-def forward_group(group: str):
-    """Params at init (``init_params``), value logits and attention weights of every
-    mechanism of ``group``, as numpy, from one compiled program (eager init would compile
-    every op separately); also the float32 query, keys and attention logits from which the
-    model computed the weights it returns (the intermediates it records)."""
-    names, embed_init_std, d_k, seed = GROUPS[group]
-    config = replace(CONFIG, embed_init_std=embed_init_std, d_k=d_k)
+def forward_groups():
+    """The batch (``B`` sequences from key 123) and, for every group of ``GROUPS`` and every
+    mechanism in it: params at init (``init_params``), value logits and attention weights,
+    and the float32 query, keys and attention logits from which the model computed the
+    weights it returns (the intermediates it records); as numpy, from one compiled program
+    (eager init would compile every op separately; a program per group, or the sampler's
+    own, would cost nearly as much as this one)."""
 
     @jax.jit
-    def run(b):
+    def run(key):
+        b = sample_batch(key, B, CONFIG.task)
         out = {}
-        for name in names:
-            mech = MECHANISMS[name]
-            params = init_params(config, mech, seed)
-            (logits, weights), state = make_model(config, mech).apply(
-                {"params": params}, b, mutable=["intermediates"]
-            )
-            sown = state["intermediates"]
-            seen = {"q": sown["q_attn"][0][:, 0], "k": sown["k_attn"][0], "z": sown["logits"][0]}
-            out[name] = (params, logits, weights, seen)
-        return out
+        for group, (names, embed_init_std, d_k, seed) in GROUPS.items():
+            config = replace(CONFIG, embed_init_std=embed_init_std, d_k=d_k)
+            for name in names:
+                mech = MECHANISMS[name]
+                params = init_params(config, mech, seed)
+                (logits, weights), state = make_model(config, mech).apply(
+                    {"params": params}, b, mutable=["intermediates"]
+                )
+                sown = state["intermediates"]
+                seen = {"q": sown["q_attn"][0][:, 0], "k": sown["k_attn"][0],
+                        "z": sown["logits"][0]}  # fmt: skip
+                out[group, name] = (params, logits, weights, seen)
+        return b, out
 
-    return jax.tree.map(np.asarray, run(batch()))
+    return jax.tree.map(np.asarray, run(jax.random.key(123)))
+
+
+def batch():
+    """The ``B`` sequences every test reads (numpy fields)."""
+    return forward_groups()[0]
+
+
+def forward_group(group: str) -> dict:
+    """``forward_groups``' outputs of ``group``, by mechanism."""
+    return {name: v for (g, name), v in forward_groups()[1].items() if g == group}
 
 
 def forward(name: str, group: str = "default"):
@@ -410,14 +419,20 @@ def test_rows_gathers_and_its_gradient_is_the_one_hot_product(shape):
     most ``n`` float32 terms, so the error is at most ``n * eps * sum |g_i|`` (n = count
     of tokens)."""
     n_tokens, width = 9, 6
-    keys = jax.random.split(jax.random.key(3), 3)
-    tokens = jax.random.randint(keys[0], shape, 0, n_tokens)
-    table = jax.random.normal(keys[1], (n_tokens, width))
-    g = jax.random.normal(keys[2], (*shape, width))
-    rows, vjp = jax.vjp(lambda t: recall_model._rows(t, tokens), table)
-    np.testing.assert_array_equal(rows, np.asarray(table)[np.asarray(tokens)])
-    (grad,) = vjp(g)
-    one_hot = np.eye(n_tokens)[np.asarray(tokens)].reshape(-1, n_tokens)
+    # Inputs from numpy (eager jax.random would compile a sampler per shape); one program.
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, n_tokens, shape).astype(np.int32)
+    table = rng.standard_normal((n_tokens, width)).astype(np.float32)
+    g = rng.standard_normal((*shape, width)).astype(np.float32)
+
+    @jax.jit
+    def rows_and_grad(table, tokens, g):
+        rows, vjp = jax.vjp(lambda t: recall_model._rows(t, tokens), table)
+        return rows, vjp(g)[0]
+
+    rows, grad = rows_and_grad(table, tokens, g)
+    np.testing.assert_array_equal(rows, table[tokens])
+    one_hot = np.eye(n_tokens)[tokens].reshape(-1, n_tokens)
     g64 = np.asarray(g, np.float64).reshape(-1, width)
     exact = one_hot.T @ g64
     bound = one_hot.shape[0] * EPS * (one_hot.T @ np.abs(g64))

@@ -17,13 +17,16 @@ from attnlab.training.optim import adamw_independent, decay_mask, warmup_cosine,
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
 B1, B2, ADAM_EPS = 0.9, 0.95, 1e-8
 
+#: The schedule compiled once per (total, warmup): eager, each of its operations compiles.
+schedule = jax.jit(warmup_cosine, static_argnums=(1, 2))
+
 
 def test_warmup_cosine_closed_form_points():
     """``s(0) = 1/w``, ``s(w-1) = s(w) = 1``, ``s`` at the cosine's midpoint is 1/2, ``s(T)
     = 0`` and stays 0 after. Bound: a float32 cosine of an argument within ``pi`` is within
     a few eps of exact; 4 eps."""
     total, warmup = 20, 4
-    s = np.asarray(warmup_cosine(jnp.arange(total + 5), total, warmup), np.float64)
+    s = np.asarray(schedule(np.arange(total + 5), total, warmup), np.float64)
     midpoint = warmup + (total - warmup) // 2
     expected = {0: 1 / warmup, warmup - 1: 1.0, warmup: 1.0, midpoint: 0.5, total: 0.0}
     for step, value in expected.items():
@@ -39,15 +42,16 @@ def test_warmup_cosine_is_monotone_and_zero_warmup_starts_at_one():
     """Non-decreasing over the warmup, non-increasing after; without warmup the cosine
     starts at step 0 with ``s = 1``."""
     total, warmup = 50, 10
-    s = np.asarray(warmup_cosine(jnp.arange(total + 1), total, warmup))
+    s = np.asarray(schedule(np.arange(total + 1), total, warmup))
     assert np.all(np.diff(s[:warmup]) > 0)
     assert np.all(np.diff(s[warmup - 1 :]) <= 0)
-    assert float(warmup_cosine(0, total, 0)) == 1.0
-    assert 0 < float(warmup_cosine(1, total, 0)) < 1
+    s0 = np.asarray(schedule(np.arange(2), total, 0))
+    assert s0[0] == 1.0
+    assert 0 < s0[1] < 1
 
 
 def test_decay_mask_selects_matrices_only():
-    params = {"w": jnp.ones((3, 2)), "e": jnp.ones((4, 2, 2)), "g": jnp.ones(2), "s": jnp.ones(())}
+    params = {"w": np.ones((3, 2)), "e": np.ones((4, 2, 2)), "g": np.ones(2), "s": np.ones(())}
     assert decay_mask(params) == {"w": True, "e": True, "g": False, "s": False}
 
 
@@ -86,30 +90,35 @@ def test_adamw_independent_matches_numpy_reference_for_two_steps():
     (2 n + 32) eps times the size of what is added up (|theta| + lr |u|, |u| <= 1/(1-b1)
     here)."""
     lr, total, warmup, wd, clip = 0.1, 10, 2, 0.05, 1.0
-    keys = jax.random.split(jax.random.key(7), 4)
+    # float32 inputs from numpy: eager jax.random would compile a sampler per shape.
+    rng = np.random.default_rng(7)
     params = {
-        "w": jax.random.normal(keys[0], (3, 2)),
-        "b": jax.random.normal(keys[1], (2,)),
-        "s": jnp.asarray(0.7),
+        "w": rng.standard_normal((3, 2)).astype(np.float32),
+        "b": rng.standard_normal(2).astype(np.float32),
+        "s": np.float32(0.7),
     }
 
-    def grads(key, size):
-        parts = jax.random.split(key, 3)
-        shapes = {k: jnp.shape(v) for k, v in params.items()}
-        return {
-            k: size * jax.random.normal(p, shapes[k]) for k, p in zip(shapes, parts, strict=True)
-        }
+    def grads(size):
+        return {k: (size * rng.standard_normal(np.shape(v))).astype(np.float32)
+                for k, v in params.items()}  # fmt: skip
 
-    steps = [grads(keys[2], 3.0), grads(keys[3], 0.05)]
-    norms = [math.sqrt(sum(float(jnp.sum(x * x)) for x in g.values())) for g in steps]
+    steps = [grads(3.0), grads(0.05)]
+    norms = [math.sqrt(sum(float(np.sum(np.float64(x) ** 2)) for x in g.values())) for g in steps]
     assert norms[0] > clip > norms[1]  # both branches of the clipping are exercised
 
     optimizer = adamw_independent(lr, total, warmup, weight_decay=wd, clip=clip, b1=B1, b2=B2)
-    state = optimizer.init(params)
-    current = params
-    for g in steps:
-        updates, state = optimizer.update(g, state, current)
-        current = optax.apply_updates(current, updates)
+
+    @jax.jit
+    def two_steps(params, steps):
+        """Both updates in one program (eager, each operation compiles on its own)."""
+        state = optimizer.init(params)
+        current = params
+        for g in steps:
+            updates, state = optimizer.update(g, state, current)
+            current = optax.apply_updates(current, updates)
+        return current
+
+    current = two_steps(params, steps)
 
     reference = _adamw_reference(params, steps, lr, total, warmup, wd, clip)
     n = 9
@@ -128,24 +137,27 @@ def test_weight_decay_does_not_scale_with_the_learning_rate():
     wd s, times theta), 4 eps relative. Optax's AdamW, whose decay is ``lr`` times
     ``wd``, gives two different steps for the same two rates: the check can fail."""
     total, warmup, wd = 10, 4, 0.1
-    params = {"w": jnp.arange(1.0, 7.0).reshape(3, 2), "g": jnp.ones(2)}
-    zeros = jax.tree.map(jnp.zeros_like, params)
+    params = {"w": np.arange(1.0, 7.0, dtype=np.float32).reshape(3, 2),
+              "g": np.ones(2, np.float32)}  # fmt: skip
+    zeros = jax.tree.map(np.zeros_like, params)
 
     @jax.jit
     def first_update(lr):
         optimizer = adamw_independent(lr, total, warmup, weight_decay=wd)
         return optimizer.update(zeros, optimizer.init(params), params)[0]
 
-    small, large = first_update(1e-3), first_update(1.0)
-    assert all(jax.tree.leaves(jax.tree.map(jnp.array_equal, small, large)))
+    small, large = (jax.tree.map(np.asarray, first_update(lr)) for lr in (1e-3, 1.0))
+    assert all(jax.tree.leaves(jax.tree.map(np.array_equal, small, large)))
     expected = -wd * (1 / warmup) * np.asarray(params["w"], np.float64)
     np.testing.assert_allclose(small["w"], expected, rtol=4 * EPS, atol=0)
-    assert np.all(np.asarray(small["g"]) == 0)
+    assert np.all(small["g"] == 0)
 
-    coupled = [
-        optax.adamw(lr, weight_decay=wd).update(zeros, optax.adamw(lr).init(params), params)[0]
-        for lr in (1e-3, 1.0)
-    ]
+    @jax.jit
+    def coupled_update(lr):
+        optimizer = optax.adamw(lr, weight_decay=wd)
+        return optimizer.update(zeros, optimizer.init(params), params)[0]
+
+    coupled = [coupled_update(lr) for lr in (1e-3, 1.0)]
     assert not np.allclose(coupled[0]["w"], coupled[1]["w"])
 
 
@@ -155,14 +167,15 @@ def test_z_loss_known_answer_and_numpy():
     terms is within (V + 4) eps relative of exact (the sum inside the log dominates),
     squaring doubles it and the mean of M = 6 terms adds M eps: (2 (V + 4) + M) eps."""
     vocab = 256
-    assert float(z_loss(jnp.zeros((2, 3, vocab)))) == pytest.approx(
+    loss = jax.jit(z_loss)  # one program per input dtype; eager, every operation compiles
+    assert float(loss(np.zeros((2, 3, vocab), np.float32))) == pytest.approx(
         math.log(vocab) ** 2, rel=(2 * (vocab + 4) + 6) * EPS, abs=0
     )
-    logits = 4.0 * jax.random.normal(jax.random.key(3), (2, 3, vocab))
+    logits = (4.0 * np.random.default_rng(3).standard_normal((2, 3, vocab))).astype(np.float32)
     x = np.asarray(logits, np.float64)
     peak = x.max(axis=-1, keepdims=True)
     lse = peak[..., 0] + np.log(np.sum(np.exp(x - peak), axis=-1))
     expected = np.mean(lse**2)
-    assert float(z_loss(logits)) == pytest.approx(expected, rel=(2 * (vocab + 4) + 6) * EPS, abs=0)
+    assert float(loss(logits)) == pytest.approx(expected, rel=(2 * (vocab + 4) + 6) * EPS, abs=0)
     # Half-precision logits are promoted: the loss is a float32.
-    assert z_loss(logits.astype(jnp.bfloat16)).dtype == jnp.float32
+    assert loss(logits.astype(jnp.bfloat16)).dtype == jnp.float32

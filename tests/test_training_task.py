@@ -1,5 +1,7 @@
 """Tests of attnlab.training.task: the recall sequences and their keyed data streams."""
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,11 +23,39 @@ TASKS = [
     RecallTask(pairs=3, n_key_tokens=50, n_value_tokens=7),
 ]
 BATCH = 512
-N = 64
 
-# Eager jax.random compiles threefry op by op; one compiled sampler per (size, task) instead.
-sample = jax.jit(sample_batch, static_argnums=(1, 2))
-stream = jax.jit(stream_batch, static_argnums=(2, 3))
+
+class Draws(NamedTuple):
+    """What ``draw(key, step)`` gives: ``sample_batch(key, BATCH, task)`` for each of
+    ``TASKS``, ``stream_batch(key, step, BATCH, DEFAULT)``, ``sample_batch(fold_in(key, step),
+    BATCH, DEFAULT)`` and ``sample_sequence(key, DEFAULT)``."""
+
+    tasks: tuple[Batch, ...]
+    stream: Batch
+    folded: Batch
+    sequence: Batch
+
+
+@jax.jit
+def draw(key: jax.Array, step: int) -> Draws:
+    """Every draw the tests read, from one compiled program: eager jax.random compiles
+    threefry op by op, and a program per sampler costs nearly as much as this one."""
+    return Draws(
+        tuple(sample_batch(key, BATCH, task) for task in TASKS),
+        stream_batch(key, step, BATCH, DEFAULT),
+        sample_batch(jax.random.fold_in(key, step), BATCH, DEFAULT),
+        sample_sequence(key, DEFAULT),
+    )
+
+
+def sample(key: jax.Array) -> Batch:
+    """``sample_batch(key, BATCH, DEFAULT)``."""
+    return draw(key, 0).tasks[0]
+
+
+def stream(key: jax.Array, step: int) -> Batch:
+    """``stream_batch(key, step, BATCH, DEFAULT)``."""
+    return draw(key, step).stream
 
 
 def as_numpy(batch: Batch) -> Batch:
@@ -52,19 +82,19 @@ def assert_valid(batch: Batch, task: RecallTask, batch_size: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "task", TASKS, ids=lambda t: f"{t.pairs}-{t.n_key_tokens}-{t.n_value_tokens}"
+    "i", range(len(TASKS)), ids=[f"{t.pairs}-{t.n_key_tokens}-{t.n_value_tokens}" for t in TASKS]
 )
-def test_sample_batch_is_valid(task):
-    assert_valid(sample(jax.random.key(0), BATCH, task), task, BATCH)
+def test_sample_batch_is_valid(i):
+    assert_valid(draw(jax.random.key(0), 0).tasks[i], TASKS[i], BATCH)
 
 
 def test_stream_batch_is_valid():
     for step in (0, 1, 1000):
-        assert_valid(stream(jax.random.key(3), step, N, DEFAULT), DEFAULT, N)
+        assert_valid(stream(jax.random.key(3), step), DEFAULT, BATCH)
 
 
 def test_sample_sequence_unbatched():
-    seq = jax.jit(sample_sequence, static_argnums=1)(jax.random.key(1), DEFAULT)
+    seq = Batch(*(np.asarray(x) for x in draw(jax.random.key(1), 0).sequence))
     assert seq.keys.shape == seq.values.shape == (DEFAULT.pairs,)
     assert seq.query.shape == seq.target.shape == ()
     batched = Batch(*(x[None] for x in seq))
@@ -74,7 +104,7 @@ def test_sample_sequence_unbatched():
 def test_batch_covers_tokens_and_positions():
     """Over many sequences every key token, value token and asked position occurs, so the
     sampler is not stuck on a subset (a wrong range would fail the validity checks)."""
-    keys, values, query, _ = as_numpy(sample(jax.random.key(2), BATCH, DEFAULT))
+    keys, values, query, _ = as_numpy(sample(jax.random.key(2)))
     assert set(np.unique(keys)) == set(range(DEFAULT.n_key_tokens))
     assert set(np.unique(values)) == set(range(DEFAULT.n_value_tokens))
     position = (keys == query[:, None]).argmax(axis=1)
@@ -88,8 +118,8 @@ def test_batch_covers_tokens_and_positions():
 
 
 def test_sequences_in_a_batch_differ():
-    keys = np.asarray(sample(jax.random.key(4), N, DEFAULT).keys)
-    assert len({tuple(row) for row in keys}) == N
+    keys = np.asarray(sample(jax.random.key(4)).keys)
+    assert len({tuple(row) for row in keys}) == BATCH
 
 
 def assert_batches_equal(a: Batch, b: Batch) -> None:
@@ -105,26 +135,25 @@ def batches_differ(a: Batch, b: Batch) -> bool:
 
 def test_stream_batch_deterministic_per_key_and_step():
     key = jax.random.key(5)
-    assert_batches_equal(stream(key, 7, N, DEFAULT), stream(key, 7, N, DEFAULT))
+    assert_batches_equal(stream(key, 7), stream(key, 7))
     # A freshly built equal key gives the same batch.
-    assert_batches_equal(stream(jax.random.key(5), 7, N, DEFAULT), stream(key, 7, N, DEFAULT))
+    assert_batches_equal(stream(jax.random.key(5), 7), stream(key, 7))
 
 
 def test_stream_batch_is_fold_in_of_step():
     key = jax.random.key(6)
     for step in (0, 11):
-        assert_batches_equal(
-            stream(key, step, N, DEFAULT), sample(jax.random.fold_in(key, step), N, DEFAULT)
-        )
+        drawn = draw(key, step)
+        assert_batches_equal(drawn.stream, drawn.folded)
 
 
 def test_stream_batch_differs_across_steps_and_keys():
     key = jax.random.key(8)
-    batches = [stream(key, t, N, DEFAULT) for t in range(4)]
+    batches = [stream(key, t) for t in range(4)]
     for i in range(len(batches)):
         for j in range(i + 1, len(batches)):
             assert batches_differ(batches[i], batches[j]), (i, j)
-    assert batches_differ(stream(jax.random.key(9), 0, N, DEFAULT), batches[0])
+    assert batches_differ(stream(jax.random.key(9), 0), batches[0])
 
 
 def key_bits(key: jax.Array) -> tuple[int, ...]:
@@ -148,9 +177,9 @@ def stream_key_bits(data_key: jax.Array) -> jax.Array:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_eval_stream_differs_from_data_stream(seed):
     keys = seed_keys(seed)
-    held_out = sample(keys.eval, N, DEFAULT)
+    held_out = sample(keys.eval)
     for t in range(3):
-        assert batches_differ(held_out, stream(keys.data, t, N, DEFAULT))
+        assert batches_differ(held_out, stream(keys.data, t))
     # Nor is the held-out key the key of any of the stream's first 10 000 batches.
     eval_bits = np.asarray(key_bits(keys.eval))
     assert not (np.asarray(stream_key_bits(keys.data)) == eval_bits).all(axis=-1).any()

@@ -10,7 +10,6 @@ import functools
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -28,8 +27,17 @@ from attnlab.training.tasks.lm import (
 
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
 VOCAB = 256
-TINY = LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=4, steps=6, warmup=1,
-                chunk_steps=3, eval_windows=4)  # fmt: skip
+#: The LM tests' common tiny config: tests/test_card_lm.py, tests/test_sweeps_lm.py and this
+#: file train it on the whole default text (``read_text(None)``) with the same values, so that
+#: their compiled init, chunk and evaluation programs coincide (a program is keyed by every
+#: traced shape: the text's length, ``eval_windows``, the number of lanes). ``eval_windows``
+#: is large enough that ``length_rows`` at 4x the length runs out of held-out text first.
+COMMON = LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=4, steps=4, warmup=1,
+                  chunk_steps=2, eval_windows=400, positions="rotary")  # fmt: skip
+#: Its two-lane run, the card's: rates 1e-2 and 1e-1, seed 0.
+COMMON_LRS = [1e-2, 1e-1]
+#: The six-lane sweep below: COMMON in chunks of one step (the two-lane run's are two).
+TINY = dataclasses.replace(COMMON, chunk_steps=1)
 #: Rates: two that train, and one so large that the lane must diverge (see
 #: ``test_a_diverging_lane_is_recorded_at_its_first_non_finite_step``). Lanes are
 #: rate-major: (1e-3, 0), (1e-3, 1), (1e-2, 0), ...
@@ -42,15 +50,15 @@ HUGE = 2
 #: those reductions (vmapped over another number of lanes) give losses within
 #: FORWARD_TERMS eps relative of each other at step 0 ...
 FORWARD_TERMS = VOCAB + 4 * 8 + 4 * 16 + 16
-#: ... and, each of the 6 steps adding at most that again through the gradient, which
-#: Adam's ratio m / sqrt(v) at most doubles, within 6 x 4 x FORWARD_TERMS eps (about 1e-3
+#: ... and, each of the 4 steps adding at most that again through the gradient, which
+#: Adam's ratio m / sqrt(v) at most doubles, within 4 x 4 x FORWARD_TERMS eps (about 7e-4
 #: relative) at every step of training.
 LANE_RTOL = TINY.steps * 4 * FORWARD_TERMS * EPS
 
 
 @functools.cache
 def split():
-    return split_text(byte_tokens(read_text(None).text[:3000]), TINY)
+    return split_text(byte_tokens(read_text(None).text), COMMON)
 
 
 @functools.cache
@@ -143,8 +151,9 @@ def test_sample_windows_are_contiguous_slices_at_uniform_offsets():
     9 offsets 0..8 are drawn alike (each count within 5 standard errors of n / 9, SE =
     sqrt(n p (1 - p))), so neither the first nor the last whole window is left out."""
     n, length = 4000, 4
-    train = jnp.arange(12, dtype=jnp.int32)
-    windows = np.asarray(sample_windows(jax.random.key(5), train, n, length))
+    train = np.arange(12, dtype=np.int32)
+    draw = jax.jit(sample_windows, static_argnums=(2, 3))  # one program, not one per op
+    windows = np.asarray(draw(jax.random.key(5), train, n, length))
     assert windows.shape == (n, length)
     starts = windows[:, 0]
     np.testing.assert_array_equal(windows, starts[:, None] + np.arange(length))
@@ -165,7 +174,8 @@ def test_seed_keys_are_deterministic_and_disjoint():
 def test_cross_entropy_of_uniform_logits_is_ln_256():
     """Equal logits: every byte has probability 1/256, CE = ln 256 nats for any targets
     (float32 logsumexp of 256 terms: within (256 + 4) eps relative)."""
-    ce = cross_entropy(jnp.zeros((3, 5, VOCAB)), jnp.arange(15).reshape(3, 5))
+    logits, targets = np.zeros((3, 5, VOCAB), np.float32), np.arange(15).reshape(3, 5)
+    ce = np.asarray(jax.jit(cross_entropy)(logits, targets))  # one program, not one per op
     assert ce.shape == (3,)
     np.testing.assert_allclose(ce, math.log(VOCAB), rtol=(VOCAB + 4) * EPS)
 
@@ -176,7 +186,7 @@ def test_cross_entropy_of_uniform_logits_is_ln_256():
 def test_train_lanes_shapes_and_lane_order():
     """Lanes rate-major; per-step metrics ``[lanes, steps]`` and ``[lanes, steps, layers]``,
     held-out losses ``[lanes, eval_windows]``, parameters stacked over lanes; one report
-    per chunk of ``steps x lanes``."""
+    per chunk (of one step here) of ``steps x lanes``."""
     result, reported = sweep()
     n = len(LRS) * len(SEEDS)
     assert result.mechanism == "scaled" and result.config == TINY
@@ -189,7 +199,7 @@ def test_train_lanes_shapes_and_lane_order():
     assert result.initial_loss.shape == result.final_loss.shape == (n, TINY.eval_windows)
     assert result.diverged_step.shape == (n,)
     assert all(leaf.shape[0] == n for leaf in jax.tree.leaves(result.params))
-    assert reported == [3 * n, 3 * n]
+    assert reported == [n] * TINY.steps
 
 
 def test_every_rate_of_a_seed_starts_from_the_same_model():
@@ -212,7 +222,7 @@ def test_every_rate_of_a_seed_starts_from_the_same_model():
 
 def test_trainable_lanes_stay_finite_and_learn():
     """The rates 1e-3 and 1e-2 never diverge (-1), every metric is finite, and at 1e-2
-    six steps lower the held-out loss."""
+    four steps lower the held-out loss."""
     result, _ = sweep()
     for lr in LRS[:HUGE]:
         for seed in SEEDS:
@@ -255,20 +265,19 @@ def test_train_lanes_is_deterministic():
         assert a.tobytes() == b.tobytes()
 
 
-def test_a_lane_equals_its_own_solo_run():
-    """The lane (1e-2, seed 1) of the six-lane sweep equals a run of that one lane alone,
-    in chunks of 2 instead of 3: lanes do not interact (not even with a NaN lane beside
-    them) and chunking does not change the steps. Equal within LANE_RTOL (the two programs
-    may order float32 reductions differently); the neighbouring lane at another rate is
-    farther off than that, so the check can fail."""
+def test_a_lane_equals_its_run_beside_other_lanes():
+    """The lane (1e-2, seed 0) of the six-lane sweep, in chunks of one step, equals the same
+    lane of COMMON's two-lane run (beside 1e-1 instead, in chunks of two): lanes do not
+    interact (not even with a NaN lane beside them) and chunking does not change the steps.
+    Equal within LANE_RTOL (the two programs may order float32 reductions differently); the
+    neighbouring lane at another rate is farther off than that, so the check can fail."""
     result, _ = sweep()
-    solo = train_lanes(dataclasses.replace(TINY, chunk_steps=2), BUILTINS["scaled"], [1e-2], [1],
-                       split())  # fmt: skip
-    row = lane(1e-2, 1)
+    pair = train_lanes(COMMON, BUILTINS["scaled"], COMMON_LRS, [0], split())
+    row = lane(1e-2, 0)
     for name in STEP_METRICS:
-        np.testing.assert_allclose(result.metrics[name][row], solo.metrics[name][0],
+        np.testing.assert_allclose(result.metrics[name][row], pair.metrics[name][0],
                                    rtol=LANE_RTOL, atol=0, err_msg=name)  # fmt: skip
-    np.testing.assert_allclose(result.final_loss[row], solo.final_loss[0], rtol=LANE_RTOL)
-    assert solo.diverged_step[0] == -1
-    other = result.metrics["loss"][lane(1e-3, 1), -1]
-    assert abs(other - solo.metrics["loss"][0, -1]) > 10 * LANE_RTOL * abs(other)
+    np.testing.assert_allclose(result.final_loss[row], pair.final_loss[0], rtol=LANE_RTOL)
+    assert pair.diverged_step[0] == -1
+    other = result.metrics["loss"][lane(1e-3, 0), -1]
+    assert abs(other - pair.metrics["loss"][0, -1]) > 10 * LANE_RTOL * abs(other)

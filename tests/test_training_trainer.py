@@ -11,13 +11,23 @@ import numpy as np
 import optax
 import pytest
 
+from attnlab.core.parallel import replicate
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.training.config import RecallConfig, make_model, seed_keys
 from attnlab.training.step import METRICS, draw_chunk, init_params, initial_state
 from attnlab.training.task import stream_batch
-from attnlab.training.trainer import DivergenceError, earliest_nonfinite, train
+from attnlab.training.trainer import (
+    DivergenceError,
+    Run,
+    earliest_nonfinite,
+    train,
+    train_and_evaluate,
+    train_runs,
+)
 
+#: Experiment 04's TINY run of tests/test_experiments_recall.py (same sizes): the trainings
+#: below train scaled and unscaled together as 04 does, so both files share its programs.
 C = RecallConfig(d_k=16, d_model=16, steps=30, batch_size=8, seeds=2, eval_size=64, chunk_steps=10)
 SCALED, UNSCALED = MECHANISMS["scaled"], MECHANISMS["unscaled"]
 cached_init_params = functools.cache(init_params)
@@ -45,13 +55,25 @@ ENTROPY_MAX += 2 * C.pairs * EPS * (LN_PAIRS - 1)
 
 
 @functools.cache
-def run(mechanism: str = "scaled", **changes):
-    """``train`` of ``C`` (with ``changes``) for one mechanism, cached for the module; the
-    sizes of the chunks reported to ``on_chunk`` are kept in ``result.chunks``."""
+def trained(**changes) -> dict:
+    """``train_and_evaluate`` of ``C`` (with ``changes``): scaled and unscaled as lanes of one
+    program, as experiment 04 trains them; cached for the module. The sizes reported to
+    ``on_chunk`` are kept in each result's ``chunks``."""
     chunks: list[int] = []
-    result = train(replace(C, **changes), MECHANISMS[mechanism], on_chunk=chunks.append)
-    result.chunks = chunks
-    return result
+    results = train_and_evaluate(replace(C, **changes), on_chunk=chunks.append)
+    for result in results.values():
+        result.chunks = chunks
+    return results
+
+
+def run(mechanism: str = "scaled", **changes):
+    """The result of ``mechanism`` in ``trained(**changes)``."""
+    return trained(**changes)[mechanism]
+
+
+def both_runs(config: RecallConfig, states=(None, None)) -> list[Run]:
+    """Scaled and unscaled on ``config`` (from ``states``), in 04's order."""
+    return [Run(config, m, state=s) for m, s in zip((SCALED, UNSCALED), states, strict=True)]
 
 
 def assert_metrics_equal(a: dict, b: dict, rows=slice(None)) -> None:
@@ -95,8 +117,9 @@ def test_result_layout():
 
 
 def test_on_chunk_reports_every_step():
-    assert run().chunks == [10, 10, 10]
-    assert run(chunk_steps=30).chunks == [30]
+    """Each chunk reports its steps times the runs trained (two: scaled and unscaled)."""
+    assert run().chunks == [20, 20, 20]
+    assert run(chunk_steps=30).chunks == [60]
 
 
 # --------------------------------------------------------------------------- identical init
@@ -110,32 +133,36 @@ def test_initial_state_identical_across_mechanisms():
     for a, b in zip(leaves_s, leaves_u, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # Stacked over the two seeds, each row the seed's own init.
+    stacked = {key: np.asarray(value) for key, value in scaled.params.items()}
     for i, seed in enumerate(C.seed_values):
         params = cached_init_params(C, SCALED, seed)
         for key, value in params.items():
-            assert scaled.params[key].shape == (2, *value.shape)
-            np.testing.assert_array_equal(np.asarray(scaled.params[key][i]), np.asarray(value))
-    assert not np.array_equal(np.asarray(scaled.params["W_Q"][0]), scaled.params["W_Q"][1])
+            assert stacked[key].shape == (2, *value.shape)
+            np.testing.assert_array_equal(stacked[key][i], np.asarray(value))
+    assert not np.array_equal(stacked["W_Q"][0], stacked["W_Q"][1])
 
 
 # --------------------------------------------------------------------------- by hand
 
 
 @functools.cache
-def by_hand(mechanism: str):
-    """A compiled function of (init params, data key) recomputing, without train(), the
-    step-0 metrics, the step-1 metrics after one Adam step on batch 0, and the loss of the
-    init params on batch 1; each metrics dict also holds the value logits as "logits"."""
-    model = make_model(C, MECHANISMS[mechanism])
+def by_hand():
+    """A compiled function of (init params, data key) recomputing, without train(), for
+    scaled and unscaled (keys of its result; one program for both): the step-0 metrics,
+    the step-1 metrics after one Adam step on batch 0, and the loss of the init params on
+    batch 1; each metrics dict also holds the value logits as "logits"."""
+    models = {name: make_model(C, MECHANISMS[name]) for name in ("scaled", "unscaled")}
 
-    def loss_fn(params, batch):
+    def loss_fn(model, params, batch):
         logits, weights = model.apply({"params": params}, batch)
         logp = jax.nn.log_softmax(logits)
         loss = -jnp.mean(jnp.take_along_axis(logp, batch.target[:, None], axis=1))
         return loss, (logits, weights)
 
-    def metrics(params, batch):
-        (loss, (logits, weights)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+    def metrics(model, params, batch):
+        (loss, (logits, weights)), grads = jax.value_and_grad(
+            lambda p: loss_fn(model, p, batch), has_aux=True
+        )(params)
         entropy = -jnp.sum(weights * jnp.log(jnp.maximum(weights, 1e-30)), axis=-1)
         return grads, {
             "loss": loss,
@@ -152,11 +179,14 @@ def by_hand(mechanism: str):
     def recompute(params, data_key):
         batch0 = stream_batch(data_key, 0, C.batch_size, C.task)
         batch1 = stream_batch(data_key, 1, C.batch_size, C.task)
-        grads, at0 = metrics(params, batch0)
-        opt = optax.adam(C.lr)
-        updates, _ = opt.update(grads, opt.init(params), params)
-        _, at1 = metrics(optax.apply_updates(params, updates), batch1)
-        return at0, at1, loss_fn(params, batch1)[0]
+        out = {}
+        for name, model in models.items():
+            grads, at0 = metrics(model, params, batch0)
+            opt = optax.adam(C.lr)
+            updates, _ = opt.update(grads, opt.init(params), params)
+            _, at1 = metrics(model, optax.apply_updates(params, updates), batch1)
+            out[name] = (at0, at1, loss_fn(model, params, batch1)[0])
+        return out
 
     return recompute
 
@@ -184,7 +214,7 @@ def test_first_steps_recomputed_by_hand(mechanism):
     result = run(mechanism)
     for i, seed in enumerate(C.seed_values):
         params = cached_init_params(C, SCALED, seed)  # the scaled init: identical for both
-        at0, at1, other_loss = by_hand(mechanism)(params, seed_keys(seed).data)
+        at0, at1, other_loss = by_hand()(params, seed_keys(seed).data)[mechanism]
         assert_step_matches(result.metrics, (i, 0), at0)
         # Adam's first step is lr g / (|g| + 1e-8): a relative error r of g moves it by
         # lr r 1e-8 / |g|, negligible unless g is within rounding of 0; so step 1 is again
@@ -199,14 +229,17 @@ def test_draw_chunk_gives_each_seed_its_stream_batches():
     each seed's stream, each as ``stream_batch`` draws it alone: integer token ids, compared
     exactly."""
     seeds = (3, 4)
-    keys = jnp.stack([seed_keys(s).data for s in seeds])
-    steps = jnp.arange(5, 9)
-    together = draw_chunk(keys, steps, C.batch_size, C.task)
+    keys = [seed_keys(s).data for s in seeds]
+    # A chunk of C.chunk_steps steps, the keys placed as Trainer places them (replicated):
+    # the draw program the trainings above compiled.
+    steps = np.arange(5, 5 + C.chunk_steps)
+    stacked = replicate(jnp.stack(keys))
+    together = [np.asarray(x) for x in draw_chunk(stacked, steps, C.batch_size, C.task)]
     for j, key in enumerate(keys):
         for i, t in enumerate(steps):
-            alone = stream_batch(key, t, C.batch_size, C.task)
+            alone = stream_batch(key, int(t), C.batch_size, C.task)
             for got, want in zip(together, alone, strict=True):
-                np.testing.assert_array_equal(got[j, i], want)
+                np.testing.assert_array_equal(got[j, i], np.asarray(want))
 
 
 def test_mechanisms_differ_only_by_the_scale():
@@ -222,7 +255,7 @@ def test_mechanisms_differ_only_by_the_scale():
 
 def test_deterministic():
     first = run()
-    second = train(C, SCALED)
+    second = train_and_evaluate(C)["scaled"]
     for name in METRICS:
         np.testing.assert_array_equal(first.metrics[name], second.metrics[name], err_msg=name)
     np.testing.assert_array_equal(first.eval_accuracy, second.eval_accuracy)
@@ -235,10 +268,10 @@ def test_vmapped_seeds_equal_separate_runs(seed):
     (Later steps carry that rounding through training; the next test compares them
     exactly, within one compiled program.)"""
     together = run()
-    alone = run(seeds=1, seed=seed)
+    alone = train(replace(C, seeds=1, seed=seed), SCALED)
     assert alone.seeds == [seed]
     params = cached_init_params(C, SCALED, seed)
-    at0 = by_hand("scaled")(params, seed_keys(seed).data)[0]
+    at0 = by_hand()(params, seed_keys(seed).data)["scaled"][0]
     assert_step_matches(
         alone.metrics,
         (0, 0),
@@ -265,9 +298,10 @@ def test_chunking_invariance():
 
 
 def test_resume_from_state_continues_the_run():
-    """10 steps, then 20 more from the returned state, are the 30-step run."""
-    first = train(C, SCALED, steps=10)
-    rest = train(C, SCALED, state=first.state, start_step=10)
+    """10 steps, then 20 more from the returned state, are the 30-step run (scaled, trained
+    beside unscaled as in the run)."""
+    first, first_unscaled = train_runs(both_runs(C), steps=10)
+    rest = train_runs(both_runs(C, (first.state, first_unscaled.state)), start_step=10)[0]
     assert rest.start_step == 10
     assert rest.metrics["loss"].shape == (2, 20)
     full = run()
@@ -282,11 +316,12 @@ def test_resume_from_state_continues_the_run():
 
 def test_divergence_raises_naming_mechanism_seed_and_step():
     """An absurd learning rate blows the parameters up after the first update: the loss of
-    step start_step + 1 is the first non-finite one. (Seeds 3 and 4 from step 5: the
-    compiled program is the one of the experiment's divergence test, seeds 0 and 1.)"""
+    step start_step + 1 is the first non-finite one; the error names the earliest lane,
+    scaled's first seed. (Seeds 3 and 4 from step 5, scaled beside unscaled: the compiled
+    program is the one of the experiment's divergence test, seeds 0 and 1.)"""
     config = replace(C, lr=1e30, seed=3)
     with pytest.raises(DivergenceError) as info:
-        train(config, SCALED, start_step=5, steps=10)
+        train_runs(both_runs(config), start_step=5, steps=10)
     message = str(info.value)
     assert "mechanism scaled" in message
     assert "seed 3" in message
