@@ -294,6 +294,9 @@ def test_natural_reading_reproduces_today_exactly():
     assert (config.slot, config.init, config.bias) == ("concat", "natural", False)
     b = jax.jit(stream_batch, static_argnums=(2, 3))(seed_keys(2).data, 0, 8, config.task)
     names = ("scaled", "folded_init", "learned_temperature")
+    # The names in creation order, as init made them while tracing: a jitted function's
+    # dicts come back with their keys sorted, which would hide a change of order.
+    created = {}
 
     @jax.jit
     def run(key):
@@ -303,11 +306,13 @@ def test_natural_reading_reproduces_today_exactly():
             ours = make_model(config, mech)
             today = TodayModel(config.task, mech, config.d_k, config.d_model, 1.0)
             p, t = ours.init(key, b)["params"], today.init(key, b)["params"]
+            created[name] = (list(p), list(t))
             out[name] = (p, t, ours.apply({"params": p}, b), today.apply({"params": t}, b))
         return out
 
     for name, (p, t, out, out_today) in run(seed_keys(2).init).items():
-        assert list(p) == list(t), name
+        assert created[name][0] == created[name][1], name
+        assert sorted(created[name][0]) == list(p) == list(t), name
         for key in t:
             np.testing.assert_array_equal(p[key], t[key], err_msg=f"{name} {key}")
         for a, c in zip(out, out_today, strict=True):

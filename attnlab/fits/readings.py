@@ -46,7 +46,7 @@ from attnlab.core.temperature import MECHANISMS
 from attnlab.training.config import RecallConfig, make_model, seed_keys
 from attnlab.training.model import BIAS_PARAMS, INITS, SLOTS
 from attnlab.training.step import TrainState, make_optimizer
-from attnlab.training.task import Batch, RecallTask, sample_batch, sample_sequence
+from attnlab.training.task import Batch, RecallTask, example_batch, sample_batch, sample_sequence
 
 _SCALED = MECHANISMS["scaled"]
 
@@ -234,7 +234,7 @@ def _initial_params(
     fan-in from its weight's rows), so models whose parameter names and shapes agree (sum
     and separate slots) draw identical parameters and are initialised once.
     """
-    dummy = sample_batch(jax.random.key(0), 1, base.task)
+    dummy = example_batch(base.task)
     key0 = jax.random.key(0)
     models, signature_of = {}, {}
     for slot, init, d_model in needed:

@@ -18,7 +18,7 @@ from attnlab.core.mechanism import Mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.training.config import RecallConfig, make_model, seed_keys
 from attnlab.training.model import MechanismConstants, RecallModel
-from attnlab.training.task import Batch, RecallTask, sample_batch, stream_batches
+from attnlab.training.task import Batch, RecallTask, example_batch, sample_batch, stream_batches
 
 #: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
 METRICS = (
@@ -142,7 +142,7 @@ def _init_program(model: RecallModel, task: RecallTask):
     per model, where an eager ``model.init`` compiles each of its operations apart (jitted,
     ``std * normal`` may round differently from the eager product by an ulp). Adam's state
     does not depend on the learning rate."""
-    dummy = sample_batch(jax.random.key(0), 1, task)
+    dummy = example_batch(task)
 
     def step0(key: jax.Array) -> TrainState:
         params = model.init(key, dummy)["params"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,14 @@ def sample_sequence(key: jax.Array, task: RecallTask) -> Batch:
 def sample_batch(key: jax.Array, batch_size: int, task: RecallTask) -> Batch:
     """``batch_size`` independent sequences."""
     return jax.vmap(lambda k: sample_sequence(k, task))(jax.random.split(key, batch_size))
+
+
+def example_batch(task: RecallTask) -> Batch:
+    """One all-zero sequence with ``sample_batch``'s shapes and dtypes (numpy, nothing
+    compiled): the input ``model.init`` traces the model with, whose parameters depend on
+    the input's shapes only."""
+    shapes = jax.eval_shape(lambda: sample_batch(jax.random.key(0), 1, task))
+    return Batch(*(np.zeros(s.shape, s.dtype) for s in shapes))
 
 
 def stream_batch(

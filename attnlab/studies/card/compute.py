@@ -225,16 +225,14 @@ def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.Da
         mechanism = load_mechanism(reference)
         theta = {n: jnp.float32(x) for n, x in mechanism.initial_theta(d_k).items()}
 
-        def attend(q, k, v, theta, mechanism=mechanism):
+        def objective(q, k, v, theta, mechanism=mechanism):
             p = mechanism(q, k, mask, theta)
-            return p, p @ v
+            out = p @ v
+            return jnp.sum(out**2) + jnp.sum(p**2), (p, out)
 
-        def objective(q, k, v, theta, attend=attend):
-            p, out = attend(q, k, v, theta)
-            return jnp.sum(out**2) + jnp.sum(p**2)
-
-        p, out = attend(q, k, v, theta)
-        grads = jax.grad(objective, argnums=(0, 1, 2, 3))(q, k, v, theta)
+        # one compiled program per mechanism, as training runs it
+        gradient = jax.jit(jax.grad(objective, argnums=(0, 1, 2, 3), has_aux=True))
+        grads, (p, out) = gradient(q, k, v, theta)
         leaves = [np.asarray(g) for g in jax.tree.leaves(grads)]
         p, out = np.asarray(p), np.asarray(out)
         rows.append(
