@@ -93,6 +93,14 @@ def numpy_gpt2(t: dict[str, np.ndarray], config: dict, ids: np.ndarray) -> np.nd
     return ln(x, "ln_f") @ t.get("lm_head.weight", t["wte.weight"]).T
 
 
+def log_softmax64(logits: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, in float64 numpy (the references' next-token log
+    probabilities)."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
 def test_tiny_checkpoint_matches_numpy_gpt2(tmp_path):
     checkpoint = load_gpt2(write_tiny_gpt2(tmp_path / "ckpt"))
     ids = np.random.default_rng(1).integers(0, 256, (3, 16))
@@ -108,9 +116,7 @@ def test_tiny_checkpoint_matches_numpy_gpt2(tmp_path):
 def test_next_token_loss_is_the_mean_cross_entropy():
     logits = np.random.default_rng(0).standard_normal((2, 5, 7), np.float32)
     ids = np.asarray([[1, 2, 3, 4, 5], [6, 0, 1, 2, 3]])
-    z = logits.astype(np.float64)
-    logp = z - z.max(-1, keepdims=True)
-    logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))  # log-softmax, in float64
+    logp = log_softmax64(logits)
     expected = [-np.mean([logp[b, t, ids[b, t + 1]] for t in range(4)]) for b in range(2)]
     np.testing.assert_allclose(jax.jit(next_token_loss)(logits, ids), expected, rtol=1e-6)
 

@@ -107,6 +107,8 @@ def saved(tmp_path_factory):
 def _agree(directory, params, split) -> tuple[bool, float, float]:
     """Whether 13's reading of ``directory`` gives the logits of 14's model (``params``)
     within ``LOGIT_RTOL`` on the held-out windows, and 13's held-out loss and its bound."""
+    from test_models_gpt2 import log_softmax64
+
     checkpoint = read_checkpoint(directory)
     tensors = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
     inputs = split.held_out[:, :-1]
@@ -116,9 +118,7 @@ def _agree(directory, params, split) -> tuple[bool, float, float]:
     theirs, ours = np.asarray(theirs), np.asarray(ours)  # the rest in numpy: nothing compiled
     bound = LOGIT_RTOL * float(np.max(np.abs(ours)))
     agree = bool(np.max(np.abs(theirs - ours)) <= bound)
-    logits = theirs.astype(np.float64)
-    logp = logits - logits.max(-1, keepdims=True)
-    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    logp = log_softmax64(theirs)
     ce = -np.take_along_axis(logp, split.held_out[:, 1:, None], axis=-1)[..., 0]
     return agree, float(np.mean(ce)), LOSS_PER_LOGIT * bound
 

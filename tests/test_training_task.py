@@ -94,7 +94,7 @@ def test_stream_batch_is_valid():
 
 
 def test_sample_sequence_unbatched():
-    seq = Batch(*(np.asarray(x) for x in draw(jax.random.key(1), 0).sequence))
+    seq = as_numpy(draw(jax.random.key(1), 0).sequence)
     assert seq.keys.shape == seq.values.shape == (DEFAULT.pairs,)
     assert seq.query.shape == seq.target.shape == ()
     batched = Batch(*(x[None] for x in seq))

@@ -219,7 +219,7 @@ def chunk_program(model: CausalLM, config: LMConfig):
 @cache
 def init_program(model: CausalLM, config: LMConfig):
     """``(init keys, data keys) -> LaneState``, vmapped over lanes."""
-    dummy = jnp.zeros((1, config.seq_len), jnp.int32)
+    dummy = np.zeros((1, config.seq_len), np.int32)  # shapes only: nothing compiled
 
     def init(key, data_key):
         params = model.init(key, dummy)["params"]
