@@ -49,3 +49,18 @@ def test_a_text_too_short_to_hold_out_is_refused(tmp_path):
         text_tokens(short, DEFAULT)
     source, tokens = text_tokens(None, DEFAULT)
     assert len(tokens) == len(source.text.encode("utf-8"))
+
+
+def test_two_mechanisms_of_one_name_are_refused(tmp_path):
+    with pytest.raises(cli.UsageError, match="^--mechanisms: 'scaled' is given twice"):
+        parse("--mechanisms", "scaled", "scaled")
+    with pytest.raises(cli.UsageError, match="^--one-width-mechanisms: 'qk_norm' is given"):
+        parse("--mechanisms", "qk_norm", "--one-width-mechanisms", "qk_norm")
+    mine = tmp_path / "mine.py"
+    mine.write_text("def scaled(q, k):\n    return q @ k.swapaxes(-1, -2)\n", encoding="utf-8")
+    with pytest.raises(cli.UsageError, match="both named 'scaled'.*: rename yours$"):
+        parse("--mechanisms", "scaled", f"{mine}:scaled")
+    with pytest.raises(cli.UsageError, match="^--one-width-mechanisms: .* both named 'scaled'"):
+        parse("--mechanisms", f"{mine}:scaled", "--one-width-mechanisms", "scaled")
+    alone = parse("--mechanisms", f"{mine}:scaled", "qk_norm")  # a namesake alone is its own
+    assert alone.swept == (f"{mine}:scaled", "qk_norm")

@@ -81,8 +81,15 @@ def test_initial_values_may_be_functions_of_the_width():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"name": ""}, "non-empty name"),
-        ({"name": "a,b"}, "non-empty name"),
+        ({"name": ""}, "Mechanism.name must be"),
+        ({"name": "a,b"}, "Mechanism.name must be"),
+        ({"name": "x/../../scaled"}, "Mechanism.name must be"),
+        ({"name": "/tmp/abs"}, "Mechanism.name must be"),
+        ({"name": ".."}, "Mechanism.name must be"),
+        ({"name": "a b"}, "Mechanism.name must be"),
+        ({"name": "-flag"}, "Mechanism.name must be"),
+        ({"name": "x" * 65}, "Mechanism.name must be"),
+        ({"name": 3}, "Mechanism.name must be"),
         ({"logits": 3}, "logits must be callable"),
         ({"weights": None}, "weights must be callable"),
         ({"params": {"s": 1.0}, "constants": {"s": 2.0}}, "used twice"),
@@ -97,6 +104,11 @@ def test_a_malformed_mechanism_is_refused_by_name(kwargs, match):
     fields = {"name": "m", "logits": lambda q, k: q @ jnp.swapaxes(k, -1, -2), **kwargs}
     with pytest.raises(MechanismError, match=match):
         Mechanism(**fields)
+
+
+@pytest.mark.parametrize("name", ["scaled", "_mine", "soft-cap_2", "x" * 64])
+def test_a_plain_name_is_taken(name):
+    assert Mechanism(name, lambda q, k: q @ jnp.swapaxes(k, -1, -2)).name == name
 
 
 def test_program_ignores_what_only_sets_initial_values():

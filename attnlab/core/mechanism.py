@@ -65,6 +65,7 @@ Limits (what the API cannot express, and what ``check_mechanism`` refuses):
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -91,6 +92,10 @@ RESERVED_NAMES = frozenset(CONTEXT_ARGS)
 #: (weights) and ``b_*`` (biases), and stores a mechanism's learned scalars beside them:
 #: a scalar may not take a name of that form (the models declare their names themselves).
 RESERVED_PREFIXES = ("E_", "W_", "b_")
+#: A mechanism's name: a letter or ``_``, then letters, digits, ``_`` or ``-``, at most 64 in
+#: all. It names rows of CSVs and a card's folder, so it can hold no separator, dot or space
+#: that would lead a path out of its folder or split a row.
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 class MechanismError(ValueError):
@@ -235,7 +240,8 @@ class Mechanism:
     """One way of setting the attention temperature (the module docstring's hooks).
 
     Attributes:
-      name: the mechanism's name in CSVs, figures and the card.
+      name: the mechanism's name in CSVs, figures and the card (``NAME_PATTERN``: like a
+        Python identifier, ``-`` allowed, at most 64 characters).
       logits: ``logits(q, k, **theta) -> z``; ``theta`` are ``params`` and ``constants`` by
         name, and ``n=`` if ``row_length``. Logits of float32 inputs must be float32, and
         logits, not weights; traceable by ``jit`` and ``grad`` (the module's *Limits*).
@@ -264,8 +270,11 @@ class Mechanism:
     per_head: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or "," in self.name:
-            raise MechanismError(f"Mechanism.name must be a non-empty name, got {self.name!r}")
+        if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
+            raise MechanismError(
+                "Mechanism.name must be a letter or _ then letters, digits, _ or - (at most 64; "
+                f"a lambda needs name=), got {self.name!r}"
+            )
         for hook in ("logits", "weights"):
             if not callable(getattr(self, hook)):
                 raise MechanismError(f"mechanism {self.name!r}: {hook} must be callable")

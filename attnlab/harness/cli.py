@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from attnlab.harness import signals
 from attnlab.harness.errors import DataError, RunError, UsageError
 from attnlab.harness.flags import (
     MAX_SEED,
@@ -142,7 +141,9 @@ def entry_point(
     run: Callable[[argparse.Namespace], None],
     headline: Callable[[str, Any], str | None] | None = None,
 ) -> Callable[[list[str] | None], int]:
-    """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2.
+    """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2, a
+    RunError or a file-system error into one line and 1, and SIGINT, SIGTERM or SIGHUP
+    (``signals``) into one line and ``128 + signum``, whenever they come (parsing too).
     On success, one line per file the run wrote (``announce_written``; ``headline(csv_name,
     frame)`` gives a CSV's headline number, ``attnlab.studies.headline``). A run folder
     made for the run is removed again if the run ends with nothing in it (an error,
@@ -154,28 +155,40 @@ def entry_point(
     and its caller none of them."""
 
     def main(argv: list[str] | None = None) -> int:
-        if threading.current_thread() is threading.main_thread():
-            # experiments/_interrupt.py exits on Ctrl-C while a script imports; from here
-            # on it is a KeyboardInterrupt, handled below.
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-        parser = build_parser()
-        group_flags(parser)
-        args = parser.parse_args(argv)
-        args.written = []
-        resolve_out_dir(parser, args)
+        with signals.raising_handlers():
+            return _main(argv)
+
+    def _main(argv: list[str] | None) -> int:
+        # experiments/_interrupt.py exits on a signal while a script imports; from here on
+        # a signal is an ``Interrupted`` (a KeyboardInterrupt), handled below.
+        prog = Path(sys.argv[0]).name or "attnlab"
+        args = None
         try:
+            parser = build_parser()
+            prog = parser.prog
+            group_flags(parser)
+            args = parser.parse_args(argv)  # a mechanism's check may run here
+            args.written = []
+            resolve_out_dir(parser, args)
             configure_jax()
             run(args)
         except (UsageError, DataError) as err:
-            print(f"{parser.prog}: error: {one_line(str(err))}", file=sys.stderr)
+            print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
             return 2
         except RunError as err:
-            print(f"{parser.prog}: failed: {one_line(str(err))}", file=sys.stderr)
+            print(f"{prog}: failed: {one_line(str(err))}", file=sys.stderr)
             return 1
-        except KeyboardInterrupt:
-            # Outputs are renamed into place only when complete, so nothing partial is left.
-            print(f"{parser.prog}: interrupted; nothing written", file=sys.stderr)
-            return 130
+        except OSError as err:  # the file system: full, read-only, a loop of links
+            where = f": {err.filename}" if err.filename else ""
+            print(f"{prog}: failed: {err.strerror or err}{where}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt as err:
+            # Outputs are moved into place all or none (staged_outputs): nothing is left,
+            # unless the signal came after the move.
+            written = getattr(args, "written", None)
+            done = "its outputs were written" if written else "nothing written"
+            print(f"{prog}: interrupted; {done}", file=sys.stderr)
+            return signals.exit_status(err)
         finally:
             if getattr(args, "run_folder", False):
                 with contextlib.suppress(OSError):

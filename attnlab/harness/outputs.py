@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
+import json
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnlab.harness import signals
 from attnlab.harness.errors import RunError, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -139,48 +143,197 @@ def prepare_out_dir(args: argparse.Namespace) -> Path:
     return check_dir_writable(args.out_dir, "--out-dir", create=getattr(args, "run_folder", False))
 
 
+#: A stage's name in its output folder: ``.staging-<pid>-<random>`` (the pid tells a stage
+#: of a live run from one a killed run left behind).
+STAGE_PREFIX = ".staging-"
+#: Inside a stage: the run's new files, the old files they replace while the move lasts,
+#: and the move's plan (``_Move``), written before the first file moves.
+NEW, OLD, PLAN = "new", "old", "move.json"
+
+
+def _at_move_step(step: str) -> None:
+    """Called at each step of a final move (``"before"``, ``"moved <path>"``, ``"after"``);
+    does nothing. Fault-injection tests replace it to fail or signal at that instant."""
+
+
+@dataclass(frozen=True)
+class _Move:
+    """The final move of a stage into ``directory``: ``files`` (paths relative to it, in
+    order) and the folders ``made`` for them, recorded in the stage before anything moves
+    so that the move can be undone from what is on disk alone (``undo``), in this process
+    or, after a kill, in the next run into the folder (``recover_stages``)."""
+
+    stage: Path
+    directory: Path
+    files: tuple[Path, ...]
+    made: tuple[Path, ...]
+
+    @classmethod
+    def plan(cls, stage: Path, directory: Path) -> _Move:
+        new = stage / NEW
+        files = tuple(sorted(p.relative_to(new) for p in new.rglob("*") if not p.is_dir()))
+        parents = {parent for f in files for parent in f.parents[:-1]}
+        made = sorted(
+            (p for p in parents if not (directory / p).is_dir()), key=lambda p: len(p.parts)
+        )
+        return cls(stage, directory, files, tuple(made))
+
+    @classmethod
+    def read(cls, stage: Path, directory: Path) -> _Move:
+        plan = json.loads((stage / PLAN).read_text(encoding="utf-8"))
+        return cls(stage, directory, *(tuple(map(Path, plan[k])) for k in ("files", "made")))
+
+    def record(self) -> None:
+        plan = {"files": [str(f) for f in self.files], "made": [str(f) for f in self.made]}
+        (self.stage / PLAN).write_text(json.dumps(plan), encoding="utf-8")
+
+    def check(self) -> None:
+        """OSError (before anything moves) where a target is a folder or lies outside."""
+        for f in self.files:
+            target = self.directory / f
+            if target.is_dir() and not target.is_symlink():
+                raise IsADirectoryError(21, "a folder is in the way", str(target))
+            within(self.directory, f, "an output")
+
+    def run(self) -> None:
+        """Each old file aside into the stage, then the new one into its place."""
+        new, old = self.stage / NEW, self.stage / OLD
+        for folder in self.made:
+            (self.directory / folder).mkdir()
+        for f in self.files:
+            target = self.directory / f
+            if target.exists() or target.is_symlink():
+                (old / f).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(target, old / f)
+            os.replace(new / f, target)
+            _at_move_step(f"moved {f}")
+
+    def undo(self) -> None:
+        """Every file back as it was before ``run``: a new file already in place (it is no
+        longer in the stage) goes back to the stage, the old one it replaced back to its
+        place; the folders made for the move are removed."""
+        new, old = self.stage / NEW, self.stage / OLD
+        for f in reversed(self.files):
+            target = self.directory / f
+            if not (new / f).exists() and (target.exists() or target.is_symlink()):
+                (new / f).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(target, new / f)
+            if (old / f).exists() or (old / f).is_symlink():
+                os.replace(old / f, target)
+        for folder in reversed(self.made):
+            with contextlib.suppress(OSError):
+                (self.directory / folder).rmdir()
+
+
+def within(directory: Path, relative: Path | str, what: str) -> Path:
+    """``directory / relative``, checked to lie inside ``directory`` once both are resolved
+    (no ``..``, absolute part or symlink leads out); else a UsageError naming ``what``."""
+    path = Path(directory) / relative
+    base = Path(directory).resolve()
+    if Path(relative).is_absolute() or not path.resolve().is_relative_to(base):
+        raise UsageError(f"{what} {str(relative)!r} would be written outside {directory}")
+    return path
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on ``directory`` (``flock`` on the folder itself: nothing is left
+    in it), so that two runs' final moves into one folder never interleave."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_stages(directory: Path) -> None:
+    """Undo the final move of every stage in ``directory`` whose run was killed mid-move
+    (SIGKILL, a power cut: its plan is there and its process is gone), and remove it: the
+    folder holds the old outputs again, as if that run had never started. A stage of a
+    killed run that had not begun its move has no plan, and is only removed."""
+    for stage in Path(directory).glob(f"{STAGE_PREFIX}*"):
+        pid = stage.name.removeprefix(STAGE_PREFIX).partition("-")[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        if (stage / PLAN).is_file():
+            with _locked(directory):
+                _Move.read(stage, directory).undo()
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _undo(move: _Move, keep: list[bool]) -> None:
+    """Undo ``move`` and drop its plan. If the undo itself fails, a RunError says where the
+    old and the new files are, and ``keep[0]`` is set: the stage is kept (its plan lets
+    the next run into the folder finish the undo)."""
+    try:
+        move.undo()
+    except OSError as err:
+        keep[0] = True
+        raise RunError(
+            f"could not put the previous outputs back into {move.directory} ({err.strerror}); "
+            f"they are in {move.stage / OLD}, the new ones in {move.stage / NEW}"
+        ) from None
+    (move.stage / PLAN).unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterator[Path]:
-    """All outputs or none: yield a new hidden directory inside ``directory`` to write into;
-    when the block ends normally its files are moved into ``directory`` (files in
-    subdirectories of the stage to the same subdirectories, made where missing) and their
-    final paths appended to ``record`` (a script passes its run's ``args.written``, which
-    ``cli.entry_point`` announces), and when it raises (Ctrl-C, a bad CSV, a failed run)
-    they are deleted, so no run leaves part of its outputs. If moving fails (a full disk, a
-    file in the way), the files already moved go back and the stage is kept: a RunError
-    says where the computed outputs are."""
+    """All outputs or none: yield a new folder inside a hidden stage in ``directory`` to
+    write into; when the block ends normally its files are moved into ``directory`` (files
+    in subfolders to the same subfolders, made where missing) and their final paths
+    appended to ``record`` (a script passes its run's ``args.written``, which
+    ``cli.entry_point`` announces). When the block raises (Ctrl-C, a bad CSV, a failed
+    run) the stage is deleted and ``directory`` is untouched.
+
+    The final move holds the folder's lock (two runs never interleave), keeps each old
+    file in the stage until every new one is in place, and holds signals back
+    (``signals.deferred``): if a move fails (a full disk, a folder in the way) or a signal
+    arrives during it, every file goes back as it was and the signal is delivered after,
+    so ``directory`` holds either every old file or every new one, and the stage is
+    removed (a failed move is a RunError saying so); a move cut by a kill the process
+    cannot catch is undone by the next run into the folder (``recover_stages``)."""
     directory = Path(directory)
-    stage = Path(tempfile.mkdtemp(dir=directory, prefix=".staging-"))
-    keep = False
+    recover_stages(directory)
+    stage = Path(tempfile.mkdtemp(dir=directory, prefix=f"{STAGE_PREFIX}{os.getpid()}-"))
+    keep = [False]
     try:
-        yield stage
-        moved: list[tuple[Path, Path]] = []
-        made: list[Path] = []
-        try:
-            for path in sorted(p for p in stage.rglob("*") if not p.is_dir()):
-                target = directory / path.relative_to(stage)
-                for parent in reversed(target.relative_to(directory).parents[:-1]):
-                    if not (directory / parent).is_dir():
-                        (directory / parent).mkdir()
-                        made.append(directory / parent)
-                os.replace(path, target)
-                moved.append((path, target))
-            if record is not None:
-                record.extend(target for _, target in moved)
-        except BaseException as err:
-            for path, target in reversed(moved):
-                with contextlib.suppress(OSError):
-                    os.replace(target, path)
-            for folder in reversed(made):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-            if isinstance(err, OSError):
-                keep = True
+        (stage / NEW).mkdir()
+        yield stage / NEW
+        with signals.deferred() as pending, _locked(directory):
+            move = _Move.plan(stage, directory)
+            try:
+                move.check()
+                move.record()
+                _at_move_step("before")
+                move.run()
+                _at_move_step("after")
+            except BaseException as err:
+                _undo(move, keep)
+                if not isinstance(err, OSError):
+                    raise
                 raise RunError(
-                    f"could not move the outputs into {directory} ({err.strerror or err}); "
-                    f"all of them are kept in {stage}"
+                    f"could not move the outputs into {directory} ({err.strerror or err}"
+                    f"{': ' + str(err.filename) if err.filename else ''}); nothing written, "
+                    "the previous outputs are unchanged"
                 ) from None
-            raise
+            if pending:
+                _undo(move, keep)
+            elif record is not None:
+                record.extend(directory / f for f in move.files)
+        if pending:
+            signals.redeliver(pending)
+            raise signals.Interrupted(pending[0])
     finally:
-        if not keep:
+        if not keep[0]:
             shutil.rmtree(stage, ignore_errors=True)

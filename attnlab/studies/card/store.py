@@ -28,6 +28,7 @@ import pandas as pd
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin, load_mechanism
 from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
+from attnlab.harness.outputs import within
 from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.lm_report import lm_card_markdown
 from attnlab.studies.card.lm_verdicts import LMCard
@@ -121,7 +122,8 @@ def write_cards(
     cards' folders, in order."""
     folders = []
     for result in results:
-        folder = out_dir / card_folder(result.reference, committed) / TASK_FOLDER[task]
+        where = card_folder(result.reference, committed) / TASK_FOLDER[task]
+        folder = within(out_dir, where, f"the card of {result.name!r}")
         folder.mkdir(parents=True)
         for field in result.card._fields:
             write_result(getattr(result.card, field), folder / f"{field}.csv", flags, wall)

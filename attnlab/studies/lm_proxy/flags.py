@@ -103,10 +103,32 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
                 load_mechanism(reference).head_values(lm.d_head, d // lm.d_head)
             except MechanismError as err:
                 raise cli.UsageError(f"{flag}: {err}") from None
+    check_names(chosen["swept"], chosen["one_width"])
     cli.check_seeds(args.seed, args.seeds, "--seeds")
     return dataclasses.replace(
         base, lm=lm, one_width_d_model=args.one_width, seeds=args.seeds, seed=args.seed, **chosen
     )
+
+
+def check_names(swept: tuple[str, ...], one_width: tuple[str, ...]) -> None:
+    """A ``cli.UsageError`` where two mechanisms of a run share a name (the same one twice,
+    or a researcher's namesake beside the built-in, as the card and 13 refuse): 14's rows
+    and saved models (``14_lm_<name>_d<width>``) are told apart by name, so one would
+    replace the other."""
+    seen: dict[str, str] = {}
+    for flag, references in (("--mechanisms", swept), ("--one-width-mechanisms", one_width)):
+        for reference in references:
+            name = load_mechanism(reference).name
+            if name in seen:
+                builtin = reference == name or seen[name] == name
+                advice = "rename yours" if builtin else "give each a name of its own"
+                raise cli.UsageError(
+                    f"{flag}: {reference!r} and {seen[name]!r} are both named {name!r}, and "
+                    f"14 tells rows and saved models apart by name: {advice}"
+                    if reference != seen[name]
+                    else f"{flag}: {reference!r} is given twice"
+                )
+            seen[name] = reference
 
 
 def text_tokens(path: Path | None, config: ProxyConfig) -> tuple[TextSource, np.ndarray]:

@@ -1,0 +1,274 @@
+"""Fault injection: whatever fails or arrives during a run's final move, its output folder
+holds either every old file or every new one, and the stage is gone
+(``attnlab.harness.outputs.staged_outputs``); SIGINT, SIGTERM and SIGHUP end a run with one
+line and ``128 + signum`` (``attnlab.harness.signals``); a path built from a name stays in
+its folder (``outputs.within``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from attnlab.harness import cli, outputs, signals
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals and flock")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (hidden ones too) by relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def old_results(folder: Path, names: list[str]) -> dict[str, bytes]:
+    """``folder/results`` holding an 'old' version of each of ``names`` and one file no run
+    writes; returns its snapshot."""
+    results = folder / "results"
+    results.mkdir()
+    for name in [*names, "unrelated.txt"]:
+        (results / name).write_text(f"old {name}\n", encoding="utf-8")
+    return snapshot(results)
+
+
+class AtStep:
+    """A ``_at_move_step`` that does ``act()`` at the ``n``-th step (0: before the first
+    replace; 1 .. files: after each; files + 1: after the last) and records every step."""
+
+    def __init__(self, n: int, act) -> None:
+        self.n, self.act, self.steps = n, act, []
+
+    def __call__(self, step: str) -> None:
+        self.steps.append(step)
+        if len(self.steps) - 1 == self.n:
+            self.act()
+
+
+def send(signum: int):
+    return lambda: os.kill(os.getpid(), signum)
+
+
+def fail():
+    raise OSError(28, "No space left on device")
+
+
+COMPANION = ["08_companion_claims.csv", "08_companion_claims.json"]
+
+
+def test_a_defaults_run_cut_at_any_step_of_its_move_leaves_results_wholly_old(
+    load_script, run_main, in_tmp_path, capsys, monkeypatch
+):
+    """08 at the committed defaults writes results/: a signal (each of the three) or a
+    failure before the first replace, between the replaces and after the last leaves the
+    old results byte for byte and no stage; uncut, every file is new."""
+    script = load_script("08_companion_claims")
+    old = old_results(in_tmp_path, COMPANION)
+    results = in_tmp_path / "results"
+    cuts = [(send(signal.SIGTERM), 143), (send(signal.SIGINT), 130), (fail, 1),
+            (send(signal.SIGHUP), 129)]  # fmt: skip
+    for n, (act, code) in enumerate(cuts):  # before, after each replace, after the last
+        hook = AtStep(n, act)
+        monkeypatch.setattr(outputs, "_at_move_step", hook)
+        assert run_main(script, ["--quiet"]) == code, (n, hook.steps)
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "nothing written" in err, err
+        assert snapshot(results) == old, (n, code)
+    assert hook.steps == ["before", *(f"moved {n}" for n in COMPANION), "after"]
+    monkeypatch.setattr(outputs, "_at_move_step", lambda step: None)
+    assert run_main(script, ["--quiet"]) == 0
+    new = snapshot(results)
+    assert sorted(new) == sorted(old) and all(new[n] != old[n] for n in COMPANION)
+
+
+def test_07s_default_run_cut_between_replaces_keeps_the_committed_correlation_csv(
+    load_script, run_main, in_tmp_path, capsys, monkeypatch
+):
+    """The audit's case: Ctrl-C during the move of 07's default run deleted the committed
+    07_failure_modes_correlation.csv."""
+    names = [f"07_failure_modes_{p}.{e}" for p in ("correlation", "masks", "overflow")
+             for e in ("csv", "json")]  # fmt: skip
+    old = old_results(in_tmp_path, names)
+    monkeypatch.setattr(outputs, "_at_move_step", AtStep(3, send(signal.SIGINT)))
+    assert run_main(load_script("07_failure_modes"), ["--quiet"]) == 130
+    assert capsys.readouterr().err.endswith(": interrupted; nothing written\n")
+    assert snapshot(in_tmp_path / "results") == old
+
+
+def test_a_folder_in_the_way_fails_before_anything_moves(load_script, run_main, tmp_path, capsys):
+    """The audit's case: the sidecar's path is a folder. Nothing moves, the earlier outputs
+    stay, one line, exit 1, no stage."""
+    (tmp_path / "01_logit_variance.csv").write_text("old\n", encoding="utf-8")
+    (tmp_path / "01_logit_variance.json").mkdir()
+    old = snapshot(tmp_path)
+    argv = ["--dk", "1", "4", "--samples", "64", "--hp-samples", "64", "--quiet"]
+    assert run_main(load_script("01_logit_variance"), [*argv, "--out-dir", tmp_path]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a folder is in the way" in err and "unchanged" in err
+    assert snapshot(tmp_path) == old and sorted(p.name for p in tmp_path.iterdir()) == [
+        "01_logit_variance.csv",
+        "01_logit_variance.json",
+    ]
+
+
+def test_moves_into_one_folder_take_turns(tmp_path):
+    """A run's move waits while another holds the folder's lock, so two runs never pair a
+    CSV with the other's sidecar."""
+    done = threading.Event()
+
+    def write():
+        with cli.staged_outputs(tmp_path) as stage:
+            (stage / "x.csv").write_text("x\n", encoding="utf-8")
+        done.set()
+
+    with outputs._locked(tmp_path):
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.3)
+        assert not done.is_set() and not (tmp_path / "x.csv").exists()
+    writer.join(timeout=10)
+    assert done.is_set() and (tmp_path / "x.csv").read_text() == "x\n"
+
+
+KILLED_MID_MOVE = """
+import os, signal, sys
+from pathlib import Path
+from attnlab.harness import outputs
+folder = Path(sys.argv[1])
+steps = []
+def kill(step):
+    steps.append(step)
+    if len(steps) == 3:  # after the second replace
+        os.kill(os.getpid(), signal.SIGKILL)
+outputs._at_move_step = kill
+with outputs.staged_outputs(folder) as stage:
+    for name in ("a.csv", "b.csv", "c.csv", "sub/d.csv"):
+        (stage / name).parent.mkdir(exist_ok=True)
+        (stage / name).write_text("new\\n")
+"""
+
+
+def test_a_move_cut_by_sigkill_is_undone_by_the_next_run_into_the_folder(tmp_path):
+    for name in ("a.csv", "b.csv", "c.csv"):
+        (tmp_path / name).write_text("old\n", encoding="utf-8")
+    old = snapshot(tmp_path)
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_MOVE, str(tmp_path)], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    assert (tmp_path / "a.csv").read_text() == "new\n"  # left half moved
+    assert any(tmp_path.glob(".staging-*"))
+    with cli.staged_outputs(tmp_path) as stage:  # the next run: recovers, then writes e.csv
+        (stage / "e.csv").write_text("e\n", encoding="utf-8")
+    assert snapshot(tmp_path) == {**old, "e.csv": b"e\n"}
+    assert not (tmp_path / "sub").exists()
+
+
+SCRIPT = """
+import os, signal, sys
+from attnlab.harness import cli
+
+def build_parser():
+    parser = cli.new_parser("a test script")
+    parser.add_argument("--steps", type=int, default=10)
+    cli.add_out_dir_flag(parser)
+    return parser
+
+def run(args):
+    out = cli.prepare_out_dir(args)
+    try:
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    finally:
+        if len(sys.argv) > 2:  # a second signal while cleaning up
+            os.kill(os.getpid(), signal.SIGINT)
+            raise SystemExit("not reached")
+
+sys.argv[0] = "script.py"
+sys.exit(cli.entry_point(build_parser, run)(["--steps", "3"]))
+"""
+
+
+@pytest.mark.parametrize(("name", "code"), [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129)])
+def test_each_signal_is_one_line_its_status_and_no_run_folder(tmp_path, name, code):
+    done = subprocess.run([sys.executable, "-c", SCRIPT, name], cwd=tmp_path, text=True,
+                          capture_output=True, check=False)  # fmt: skip
+    assert done.returncode == code
+    assert done.stderr == "script.py: interrupted; nothing written\n"
+    assert not any((tmp_path / "results" / "runs").iterdir())
+
+
+def test_a_second_signal_exits_at_once(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SCRIPT, "SIGTERM", "again"], cwd=tmp_path,
+                          text=True, capture_output=True, check=False)  # fmt: skip
+    assert done.returncode == 130
+    assert done.stderr == "script.py: interrupted again; exiting at once\n"
+
+
+def test_ctrl_c_while_flags_are_parsed_is_one_line(capsys):
+    def interrupted(text):
+        raise KeyboardInterrupt
+
+    def build_parser():
+        parser = cli.new_parser("test")
+        parser.add_argument("--mechanism", type=interrupted, default="x")
+        return parser
+
+    main = cli.entry_point(build_parser, lambda args: None)
+    assert main(["--mechanism", "mine.py:x"]) == 130
+    assert capsys.readouterr().err.endswith(": interrupted; nothing written\n")
+
+
+def test_deferred_signals_wait_for_the_block_and_are_redelivered():
+    with signals.raising_handlers(), pytest.raises(signals.Interrupted) as raised:
+        with signals.deferred() as pending:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)  # handlers run between bytecodes: give it some
+            assert pending == [signal.SIGTERM]
+        signals.redeliver(pending)
+    assert signals.exit_status(raised.value) == 143
+    assert signal.getsignal(signal.SIGTERM) is not signals._raise  # handlers put back
+
+
+@pytest.mark.parametrize("relative", ["../x", "a/../../x", "/etc/x"])
+def test_a_path_that_leads_out_of_its_folder_is_refused(tmp_path, relative):
+    with pytest.raises(cli.UsageError, match="would be written outside"):
+        outputs.within(tmp_path, relative, "the card of 'm'")
+
+
+def test_a_symlink_that_leads_out_is_refused(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "cards").symlink_to(tmp_path)
+    with pytest.raises(cli.UsageError, match="would be written outside"):
+        outputs.within(tmp_path / "out", "cards/x", "the card of 'x'")
+    assert outputs.within(tmp_path, "cards/user/a.b", "x") == tmp_path / "cards/user/a.b"
+
+
+def test_experiment_scripts_handle_sigterm_while_importing(tmp_path):
+    """SIGTERM a fraction of a second after start, while the script imports."""
+    process = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "experiments" / "08_companion_claims.py"), "--help"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(0.3)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    if process.returncode == 0:  # the machine imported everything within 0.3 s
+        pytest.skip("the script had finished before the signal")
+    assert process.returncode == 143
+    assert err == "08_companion_claims.py: interrupted; nothing written\n"
+
+
+def test_no_stage_is_left_by_a_failed_block_or_a_dead_process(tmp_path):
+    """A block that raises leaves no stage; a stage of a dead process with no plan is swept."""
+    with pytest.raises(ValueError), cli.staged_outputs(tmp_path) as stage:
+        (stage / "x.csv").write_text("x\n", encoding="utf-8")
+        raise ValueError
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (tmp_path / f"{outputs.STAGE_PREFIX}{dead}-abc" / "new").mkdir(parents=True)
+    with cli.staged_outputs(tmp_path) as stage:
+        (stage / "y.csv").write_text("y\n", encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["y.csv"]
