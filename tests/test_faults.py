@@ -272,3 +272,14 @@ def test_no_stage_is_left_by_a_failed_block_or_a_dead_process(tmp_path):
     with cli.staged_outputs(tmp_path) as stage:
         (stage / "y.csv").write_text("y\n", encoding="utf-8")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["y.csv"]
+
+
+@pytest.mark.parametrize("flag", ["--out-dir", "--out"])
+def test_an_empty_output_path_is_one_line_and_writes_nothing(
+    load_script, run_main, in_tmp_path, capsys, flag
+):
+    """``Path("")`` is the current folder: the audit's ``--out-dir ''`` wrote into it."""
+    assert run_main(load_script("08_companion_claims"), [flag, ""]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"argument {flag}: an empty path" in err
+    assert list(in_tmp_path.iterdir()) == []

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from attnlab.harness.errors import UsageError
-from attnlab.harness.outputs import RESULTS_DIR, add_out_dir_flag, add_quiet_flag
+from attnlab.harness.outputs import RESULTS_DIR, a_path, add_out_dir_flag, add_quiet_flag
 
 #: ``jax.random.key`` takes a 32-bit seed: 2**32 draws what 0 draws, and past 2**63 it fails.
 MAX_SEED = 2**32 - 1
@@ -214,7 +214,7 @@ def check_seeds(first: int, count: int, flag: str) -> None:
 def add_common_flags(parser: argparse.ArgumentParser, default_out: Path) -> None:
     """``--seed``, ``--out`` and ``--quiet``, for the bench."""
     add_seed_flag(parser)
-    parser.add_argument("--out", type=Path, default=default_out, help="output CSV path")
+    parser.add_argument("--out", type=a_path, default=default_out, help="output CSV path")
     add_quiet_flag(parser)
 
 
@@ -225,7 +225,7 @@ def add_table_flags(parser: argparse.ArgumentParser, csv_name: str) -> None:
     add_out_dir_flag(parser)
     parser.add_argument(
         "--out",
-        type=Path,
+        type=a_path,
         default=None,
         metavar="FILE.csv",
         help=f"output CSV path (instead of <out-dir>/{csv_name})",

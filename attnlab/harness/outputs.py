@@ -39,9 +39,17 @@ OUT_DIR_HELP = (
 )
 
 
+def a_path(text: str) -> Path:
+    """A path flag's type: ``Path(text)``, refusing an empty one (``Path("")`` is the
+    current folder, which nobody means by leaving the value out)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path; name a file or folder")
+    return Path(text)
+
+
 def add_out_dir_flag(parser: argparse.ArgumentParser) -> None:
     """``--out-dir`` and ``--quiet``; the default ``--out-dir`` is ``resolve_out_dir``'s."""
-    parser.add_argument("--out-dir", type=Path, default=None, help=OUT_DIR_HELP)
+    parser.add_argument("--out-dir", type=a_path, default=None, help=OUT_DIR_HELP)
     add_quiet_flag(parser)
 
 
@@ -84,7 +92,7 @@ def resolve_out_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 def add_results_dir_flag(parser: argparse.ArgumentParser) -> None:
     """``--results-dir``: where the result CSVs are read from."""
     parser.add_argument(
-        "--results-dir", type=Path, default=RESULTS_DIR, help="directory holding the result CSVs"
+        "--results-dir", type=a_path, default=RESULTS_DIR, help="directory holding the result CSVs"
     )
 
 
