@@ -46,6 +46,8 @@ def card(sweep_rows=(), ownership_rows=(), length_rows=()):
 
 
 SCALED = sweep("scaled", (2.3, 2.1, 2.4, 2.8, 3.0))
+#: Losses whose best rate, 1e-2, is inside the grid (10x it, 1e-1, swept too).
+INSIDE = (2.1, 2.0, 2.1, 2.2, 2.3)
 
 
 def test_loss_as_low_as_scaled_both_sides():
@@ -58,8 +60,9 @@ def test_loss_as_low_as_scaled_both_sides():
 
 
 def test_loss_reads_every_width():
-    other = sweep("scaled", (2.5,) * 5, d=32) + sweep("m", (2.7,) * 5, d=32)
-    assert v.lm_loss_as_low(card(SCALED + sweep("m", (2.0,) * 5) + other), "m").passed is False
+    other = sweep("scaled", (2.6, 2.5, 2.6, 2.6, 2.6), d=32)
+    other += sweep("m", (2.8, 2.7, 2.8, 2.8, 2.8), d=32)
+    assert v.lm_loss_as_low(card(SCALED + sweep("m", INSIDE) + other), "m").passed is False
 
 
 def test_high_lr_stability_both_sides():
@@ -105,19 +108,35 @@ def test_owner_names_each_owner(e1, e8, words, passed):
 def test_owner_reads_the_widest_width():
     rows = ownership("m", "best", 1e-2, 0.0, 0.0, 1.0, d=64)
     rows += ownership("m", "best", 1e-2, 2.0, 2.0, 1.0, d=32)
-    table = card(sweep("m", (2.0,) * 5, d=32) + sweep("m", (2.0,) * 5), rows)
+    table = card(sweep("m", INSIDE, d=32) + sweep("m", INSIDE), rows)
     assert v.lm_owner(table, "m").passed is True
 
 
 def test_holds_after_drift_both_sides():
     best = ownership("m", "best", 1e-2, 2.0, 2.0, 3.0)
-    held = card(sweep("m", (2.0,) * 5), best + ownership("m", "drifted", 1e-1, 2.0, 2.0, 6.0))
-    lost = card(sweep("m", (2.0,) * 5), best + ownership("m", "drifted", 1e-1, 2.0, 2.0, 6.1))
+    held = card(sweep("m", INSIDE), best + ownership("m", "drifted", 1e-1, 2.0, 2.0, 6.0))
+    lost = card(sweep("m", INSIDE), best + ownership("m", "drifted", 1e-1, 2.0, 2.0, 6.1))
     assert v.lm_holds_after_drift(held, "m").passed is True
     assert v.lm_holds_after_drift(lost, "m").passed is False
     at_edge = card(sweep("m", (3, 3, 3, 2, 3)), ownership("m", "best", 1e-1, 2.0, 2.0, 3.0))
     verdict = v.lm_holds_after_drift(at_edge, "m")
     assert verdict.passed is None and "not swept" in verdict.value
+
+
+@pytest.mark.parametrize("losses", [(2.0, 2.1, 2.2, 2.3, 2.4), (2.4, 2.3, 2.2, 2.1, 2.0)])
+def test_a_best_rate_at_the_grids_edge_is_undetermined(losses):
+    """The quick card's trap: its best rate at the edge of three rates gave verdicts that
+    the full card contradicted. Each verdict read from the best rate's model says so; the
+    same tables with the best rate inside give an answer (both sides)."""
+    rows = ownership("m", "best", 1e-2, 2.0, 2.0, 3.0)
+    rows += ownership("m", "drifted", 1e-1, 2.0, 2.0, 3.0)
+    for losses_, edge in ((losses, True), (INSIDE, False)):
+        table = card(SCALED + sweep("m", losses_), rows, lengths("m", (2.0, 2.0, 2.0)))
+        for verdict in (v.lm_loss_as_low, v.lm_owner, v.lm_holds_after_drift,
+                        v.lm_length_generalises):  # fmt: skip
+            said = verdict(table, "m")
+            assert ("at the grid's edge" in said.value) is edge, (verdict, said)
+            assert (said.passed is None) is edge, (verdict, said)
 
 
 def test_length_generalisation_both_sides():

@@ -216,12 +216,18 @@ def drift_card(loss4: float, entropy4: float, learned: bool = True) -> Card:
         (0.0, 0.49, False),
         (0.0, 1.99, True),
         (0.0, 2.01, False),
-        (0.2, 0.0, False),
+        (0.2, 0.0, True),  # the loss did not move: the entropy's collapse is not read
+        (0.21, 0.0, True),
+        (0.211, 0.0, False),  # it moved by more than 0.01 nats: the collapse counts
+        (0.189, 0.0, False),
+        (0.211, 0.51, True),
     ],
 )
 def test_holds_after_drift(loss4, entropy4, passed):
-    """Only alpha 4 against alpha 1 counts (alpha 2's and 8's rows do not)."""
+    """Only alpha 4 against alpha 1 counts (alpha 2's and 8's rows do not); the entropy
+    only where the loss moved by more than DRIFT_LOSS_STILL."""
     assert (v.DRIFT_ALPHA, v.DRIFT_LOSS_RISE, v.DRIFT_ENTROPY_FACTOR) == (4.0, 0.1, 2.0)
+    assert v.DRIFT_LOSS_STILL == 0.01
     assert v.holds_after_drift(drift_card(loss4, entropy4), "m").passed is passed
 
 

@@ -409,3 +409,19 @@ def test_positional_builtins_are_named_but_not_carded_on_recall():
 
     for name in POSITIONAL:
         assert load_mechanism(name) is POSITIONAL[name] and name not in BUILTINS
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_a_users_logits_see_half_precision_q_and_k_in_float32_as_the_built_ins(dtype):
+    """README's my_attention.py (q . k / sqrt(d) by einsum) on float16 q and k: the same
+    float32 logits as the built-in scaled's, bit for bit (without the cast, the einsum ran
+    in float16 and the card read 32 as its float16 headroom against scaled's 64)."""
+    mine = Mechanism(
+        "mine", lambda q, k: jnp.einsum("...qd,...kd->...qk", q, k) / jnp.sqrt(q.shape[-1])
+    )
+    q = jax.random.normal(jax.random.key(0), (3, 5, 64)).astype(dtype) * 30
+    k = jax.random.normal(jax.random.key(1), (3, 7, 64)).astype(dtype) * 30
+    theirs = BUILTINS["scaled"]
+    z = mine.scores(q, k, {})
+    assert z.dtype == jnp.float32
+    np.testing.assert_array_equal(z, theirs.scores(q, k, theirs.initial_theta(64)))

@@ -109,6 +109,14 @@ class MechanismReferenceError(ValueError):
 # ----------------------------------------------------------------------------- hooks
 
 
+def compute_dtype(x: ArrayLike) -> jnp.dtype:
+    """The dtype ``logits`` sees ``x`` in: float32 for half precision (float16, bfloat16) or
+    float32 inputs, float64 for float64. The built-ins' dot product (``attention_logits``)
+    computes in it, and so does every mechanism: a user's ``einsum`` on float16 q and k
+    would otherwise add float16 rounding the built-ins do not have."""
+    return jnp.promote_types(jnp.result_type(x), jnp.float32)
+
+
 def scaled_logits(q: ArrayLike, k: ArrayLike, scale: ArrayLike) -> Array:
     """``z = scale * q . k`` in float32 (the suite's one dot product, ``attention_logits``)."""
     return attention_logits(q, k, scale=scale)
@@ -243,8 +251,10 @@ class Mechanism:
       name: the mechanism's name in CSVs, figures and the card (``NAME_PATTERN``: like a
         Python identifier, ``-`` allowed, at most 64 characters).
       logits: ``logits(q, k, **theta) -> z``; ``theta`` are ``params`` and ``constants`` by
-        name, and ``n=`` if ``row_length``. Logits of float32 inputs must be float32, and
-        logits, not weights; traceable by ``jit`` and ``grad`` (the module's *Limits*).
+        name, and ``n=`` if ``row_length``. It receives q and k in float32 whatever the
+        model's dtype (float16 and bfloat16 are cast up first, ``compute_dtype``); logits of
+        float32 inputs must be float32, and logits, not weights; traceable by ``jit`` and
+        ``grad`` (the module's *Limits*).
       weights: ``weights(z, mask) -> p``, ``mask`` boolean or None.
       params: learned scalars, ``{name: initial value or function of d_k}``.
       constants: fixed scalars, the same way.
@@ -371,8 +381,11 @@ class Mechanism:
         context: Context | None = None,
     ) -> Array:
         """``logits(q, k, **theta)`` and the context it asks for (``asks``: ``n`` from
-        ``mask``, the rest from ``context``), q and k as prepared; ``mask`` is the model's
-        and the mechanism's own together (``mask_for``)."""
+        ``mask``, the rest from ``context``), q and k as prepared and then in at least
+        float32 (``compute_dtype``), as the built-ins compute theirs, whatever function
+        computes them; ``mask`` is the model's and the mechanism's own together
+        (``mask_for``)."""
+        q, k = (jnp.asarray(x, compute_dtype(x)) for x in (q, k))
         kwargs = dict(theta)
         asks = self.asks
         if "n" in asks:

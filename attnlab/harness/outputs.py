@@ -106,7 +106,12 @@ def table_path(args: argparse.Namespace, csv_name: str) -> Path:
 
 
 def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar on stderr and no 'wrote FILE' lines (where the outputs went, if "
+        "not results/, is still said)",
+    )
 
 
 def check_writable(path: Path, flag: str, suffix: str | None = None) -> Path:

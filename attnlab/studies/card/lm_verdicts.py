@@ -55,6 +55,31 @@ def _widest(card: LMCard, name: str) -> int | None:
     return int(rows.d_model.max()) if not rows.empty else None
 
 
+def at_grid_edge(rows: pd.DataFrame) -> str | None:
+    """Why the best rate of ``rows`` (one mechanism at one width) locates no optimum, or
+    None: the rate of the lowest mean held-out loss (``best_lane_rates``) is the smallest or
+    the largest of the grid, so a rate beyond it, not swept, may be better, and the
+    "best rate's model" is not the best model. A verdict read from it is undetermined."""
+    best, _ = best_lane_rates(rows, DRIFT_FACTOR)
+    rates = rows.lr.unique()
+    if best in (rates.min(), rates.max()):
+        return f"best rate {best:g} at the grid's edge ({rates.min():g} to {rates.max():g})"
+    return None
+
+
+def _edge_at(card: LMCard, name: str, widths: str = "widest") -> str | None:
+    """``at_grid_edge`` at the widest width (``widths="widest"``) or at the first width
+    where it says so (``"every"``)."""
+    rows = _rows(card.lm_sweep, name)
+    if rows.empty:
+        return None
+    keep = [_widest(card, name)] if widths == "widest" else sorted(rows.d_model.unique())
+    for d in keep:
+        if reason := at_grid_edge(rows[rows.d_model == d]):
+            return f"{reason} at d_model {d}"
+    return None
+
+
 def _best(rows: pd.DataFrame) -> tuple[float, float]:
     """The lowest mean held-out loss over the rates of one width, and its SE."""
     by_rate = rows.groupby("lr")[["final_val_loss", "final_val_loss_se"]].mean()
@@ -68,7 +93,7 @@ def _best(rows: pd.DataFrame) -> tuple[float, float]:
 LM_LOSS = Rule(
     "LM: held-out loss as low as scaled's",
     f"the best rate's held-out loss at most scaled's + {LOSS_SES:g} SE of the difference "
-    "(windows' SEs), at every width",
+    "(windows' SEs), at every width; undetermined where its best rate is at the grid's edge",
 )
 
 
@@ -84,7 +109,7 @@ def _beside_scaled(card: LMCard, name: str) -> tuple[list, str | None]:
 
 def lm_loss_as_low(card: LMCard, name: str) -> Verdict:
     pairs, problem = _beside_scaled(card, name)
-    if problem:
+    if problem or (problem := _edge_at(card, name, "every")):
         return LM_LOSS.says(problem, None)
     parts, passed = [], True
     for d, rows, theirs in pairs:
@@ -165,7 +190,8 @@ LM_OWNER = Rule(
     "LM: the weights do not own the temperature in any layer",
     "per layer at the best rate, widest width: the median elasticity e over heads of the "
     "logits' scale to q, k -> alpha q, alpha k names the owner (e >= 1.5 at alpha 1 and 8: "
-    "weights; <= 0.5: mechanism; falling from 2: a cap; between and rising: shared)",
+    "weights; <= 0.5: mechanism; falling from 2: a cap; between and rising: shared); "
+    "undetermined where the best rate is at the grid's edge",
 )
 
 
@@ -173,6 +199,8 @@ def lm_owner(card: LMCard, name: str) -> Verdict:
     layers = _layers(card, name, "best")
     if layers.empty:
         return LM_OWNER.says("no ownership rows", None)
+    if edge := _edge_at(card, name):
+        return LM_OWNER.says(edge, None)
     owners = {
         int(layer): lm_owner_words(r.elasticity_1, r.elasticity_8) for layer, r in layers.iterrows()
     }
@@ -186,7 +214,7 @@ LM_DRIFT = Rule(
     "LM: holds its temperature after the weights drift",
     f"each layer's median logit scale (within-row std) at {DRIFT_FACTOR:g}x the best rate "
     f"within a factor {HOLDS_WITHIN:g} of the best rate's, widest width; undetermined where "
-    f"{DRIFT_FACTOR:g}x the best rate is not swept",
+    f"{DRIFT_FACTOR:g}x the best rate is not swept or the best rate is at the grid's edge",
 )
 
 
@@ -194,6 +222,8 @@ def lm_holds_after_drift(card: LMCard, name: str) -> Verdict:
     best, drifted = _layers(card, name, "best"), _layers(card, name, "drifted")
     if best.empty:
         return LM_DRIFT.says("no ownership rows", None)
+    if edge := _edge_at(card, name):
+        return LM_DRIFT.says(edge, None)
     if drifted.empty:
         rows = _rows(card.lm_sweep, name)
         rate, _ = best_lane_rates(rows[rows.d_model == _widest(card, name)], DRIFT_FACTOR)
@@ -207,7 +237,8 @@ LM_LENGTH = Rule(
     "LM: generalises to longer sequences",
     "the best rate's model, widest width, on held-out sequences 2x and 4x its training "
     f"length: loss at most {LENGTH_TOLERANCE:g} nats per byte above the training length's "
-    "(Press et al. 2022); undetermined with learned positions",
+    "(Press et al. 2022); undetermined with learned positions or where the best rate is at "
+    "the grid's edge",
 )
 
 
@@ -217,6 +248,8 @@ def lm_length_generalises(card: LMCard, name: str) -> Verdict:
         return LM_LENGTH.says(
             "no lengths read (learned positions end at the training length)", None
         )
+    if edge := _edge_at(card, name):
+        return LM_LENGTH.says(edge, None)
     rows = rows[rows.d_model == rows.d_model.max()]
     by_factor = rows.groupby("factor").loss.mean()
     if 1 not in by_factor.index or len(by_factor) < 2:
