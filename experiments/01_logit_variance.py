@@ -12,8 +12,13 @@ import sys
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.harness.memory import check_needs
 from attnlab.studies import headline
-from attnlab.studies.statics.compute import LogitVarianceConfig, run_logit_variance
+from attnlab.studies.statics.compute import (
+    LogitVarianceConfig,
+    logit_variance_needs,
+    run_logit_variance,
+)
 from attnlab.studies.statics.study import LOGIT_CSV
 
 DEFAULT = LogitVarianceConfig()
@@ -31,6 +36,7 @@ def plan(args):
     config = LogitVarianceConfig(
         dks=tuple(args.dk), samples=args.samples, seed=args.seed, hp_samples=args.hp_samples
     )
+    check_needs(logit_variance_needs(config))
     total = len(config.dks) * (config.samples + config.hp_samples)
     return total, lambda bar: run_logit_variance(config, bar)
 

@@ -13,7 +13,8 @@ import time
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
-from attnlab.recall.flags import add_recall_flags, recall_config
+from attnlab.harness.memory import check_needs
+from attnlab.recall.flags import add_recall_flags, recall_config, recall_needs
 from attnlab.recall.tables import write_recall_outputs
 from attnlab.studies import headline
 from attnlab.studies.recall.study import CURVES_CSV, SUMMARY_CSV
@@ -33,6 +34,7 @@ def build_parser():
 def run(args):
     out_dir = cli.prepare_out_dir(args)
     config = recall_config(args)
+    check_needs(recall_needs(config))
     total = len(config.mechanisms) * config.steps
     started = time.perf_counter()
     with cli.progress(total, "04 recall", args.quiet, unit="step") as bar:

@@ -12,8 +12,13 @@ import sys
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.harness.memory import check_needs
 from attnlab.studies import headline
-from attnlab.studies.condensation.compute import CondensationConfig, run_condensation
+from attnlab.studies.condensation.compute import (
+    CondensationConfig,
+    condensation_needs,
+    run_condensation,
+)
 from attnlab.studies.condensation.study import CSV
 
 DEFAULT = CondensationConfig()
@@ -32,6 +37,7 @@ def plan(args):
         trials=args.trials,
         seed=args.seed,
     )
+    check_needs(condensation_needs(config))
     return config.trials, lambda bar: run_condensation(config, bar)
 
 

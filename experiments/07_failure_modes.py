@@ -16,10 +16,12 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.harness.memory import check_needs
 from attnlab.studies import headline
 from attnlab.studies.failure_modes.compute import (
     CorrelationConfig,
     OverflowConfig,
+    failure_modes_needs,
     run_failure_modes,
 )
 from attnlab.studies.failure_modes.study import PART_CSVS
@@ -44,6 +46,7 @@ def run(args):
     overflow = OverflowConfig(rows=args.rows, seed=args.seed)
     dks = tuple(sorted(set(args.dk)))
     correlation = CorrelationConfig(dks=dks, samples=args.samples, seed=args.seed)
+    check_needs(failure_modes_needs(overflow, correlation))
     started = time.perf_counter()
     with cli.progress(correlation.samples, "07 failure modes", args.quiet) as bar:
         frames = run_failure_modes(overflow, correlation, bar.update)

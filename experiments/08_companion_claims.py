@@ -12,8 +12,9 @@ import sys
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
+from attnlab.harness.memory import check_needs
 from attnlab.studies import headline
-from attnlab.studies.companion.compute import CompanionConfig, run_companion
+from attnlab.studies.companion.compute import CompanionConfig, companion_needs, run_companion
 from attnlab.studies.companion.study import COMPANION_CSV
 
 DEFAULT = CompanionConfig()
@@ -28,6 +29,7 @@ def add_flags(parser):
 
 def plan(args):
     config = CompanionConfig(trials=args.trials, fold_setups=args.fold_setups, seed=args.seed)
+    check_needs(companion_needs(config))
     return config.trials, lambda bar: run_companion(config, bar)
 
 

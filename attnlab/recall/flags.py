@@ -10,14 +10,16 @@ different value is a UsageError naming both flags. (Typed flags are recorded in
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from attnlab.core.references import recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
 from attnlab.fits.readings import FAMILY, Reading, get_reading
 from attnlab.harness import cli
+from attnlab.harness.memory import FLOAT32_BYTES, Need, Size, product, size
 from attnlab.training.config import RecallConfig
+from attnlab.training.lanes import CPU_BLOCK_BYTES
 from attnlab.training.model import INITS, SLOTS
 
 #: The flags a reading sets, and the RecallConfig fields they set.
@@ -228,3 +230,114 @@ def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
         bias=chosen["bias"],
         **overrides,
     )
+
+
+#: The flag of each ``RecallConfig`` field the memory estimate names.
+FLAG_OF_FIELD = {
+    "d_k": "--dk",
+    "d_model": "--d-model",
+    "pairs": "--pairs",
+    "n_key_tokens": "--key-tokens",
+    "n_value_tokens": "--value-tokens",
+    "steps": "--steps",
+    "batch_size": "--batch-size",
+    "seeds": "--seeds",
+    "eval_size": "--eval-size",
+    "chunk_steps": "--chunk-steps",
+}
+#: Bytes per parameter of a lane: the float32 value and Adam's two moments.
+LANE_PARAM_BYTES = 3 * FLOAT32_BYTES
+#: ``[B, pairs, d_k]`` float32 activations of one training step of one lane (keys, values
+#: and their gradients: ``attnlab.training.lanes.lane_bytes``'s six).
+STEP_ACTIVATIONS = 6
+#: ``[eval_size, pairs, d_k]`` float32 activations of one lane's held-out evaluation.
+EVAL_ACTIVATIONS = 3
+#: Bytes per lane and step of the records kept: the per-step metrics (float32) and the
+#: curves table's row (about 20 float64 columns), rounded up.
+LANE_STEP_BYTES = 256
+
+
+def recall_params(config: RecallConfig) -> int:
+    """How many parameters the recall model of ``config`` has (``attnlab.training.model``):
+    ``W_Q (q_in, d_k)``, ``W_K`` and ``W_V (kv_in, d_k)``, ``W_O (d_k, n_value)``, the
+    embedding tables ``(n_key + n_value, d_model)`` unless ``slot`` is onehot, and the
+    biases; ``q_in, kv_in`` are ``d_model, 2 d_model`` (concat), ``d_model, d_model`` (sum,
+    separate) or ``n_key, n_key + n_value`` (onehot)."""
+    d, n_key, n_value = config.d_model, config.n_key_tokens, config.n_value_tokens
+    if config.slot == "onehot":
+        q_in, kv_in, tables = n_key, n_key + n_value, 0
+    else:
+        q_in, kv_in, tables = d, (2 * d if config.slot == "concat" else d), (n_key + n_value) * d
+    biases = 3 * config.d_k + n_value if config.bias else 0
+    return tables + (q_in + 2 * kv_in + n_value) * config.d_k + biases
+
+
+def recall_needs(
+    config: RecallConfig,
+    default: RecallConfig | None = None,
+    lanes: int | None = None,
+    all_lanes: int | None = None,
+    lane_sizes: Sequence[Size] = (),
+    flags: Mapping[str, str] | None = None,
+) -> list[Need]:
+    """The largest allocations of training ``config`` (``attnlab.harness.memory``), with
+    ``lanes`` lanes trained together (default: every mechanism on every seed) and
+    ``all_lanes`` whose records are kept (default ``lanes``), ``block`` of them in one
+    call (``attnlab.training.lanes.block_size`` on one CPU: as many as fit
+    ``CPU_BLOCK_BYTES``, at least one); ``P = recall_params(config)``,
+    ``S = 2 pairs + 2 + 2 n_key`` int32 numbers drawn per sequence (its tokens and the
+    permutation its keys are chosen from):
+
+    * the lanes' states: ``lanes * P * LANE_PARAM_BYTES``;
+    * the batches of one chunk: ``seeds * chunk_steps * batch_size * S * 4``;
+    * one step's activations: ``block * STEP_ACTIVATIONS * batch_size * pairs * d_k * 4``;
+    * the held-out sets and their evaluation: ``seeds * eval_size * S * 4 + block *
+      EVAL_ACTIVATIONS * eval_size * pairs * d_k * 4``;
+    * the records: ``all_lanes * steps * LANE_STEP_BYTES``.
+
+    ``default`` (``RecallConfig()`` if None) holds the flags' defaults, ``lane_sizes`` the
+    flags the lane count grows with beside ``--seeds``, and ``flags`` renames the flag of a
+    field (``FLAG_OF_FIELD``; 05's grid has its own batch sizes and seeds)."""
+    default = RecallConfig() if default is None else default
+    lanes = len(config.mechanisms) * config.seeds if lanes is None else lanes
+    all_lanes = lanes if all_lanes is None else all_lanes
+    named = {**FLAG_OF_FIELD, **(flags or {})}
+
+    def grown(*fields: str) -> tuple[Size, ...]:
+        return tuple(size(named[f], getattr(config, f), getattr(default, f)) for f in fields)
+
+    lane_count = (*grown("seeds"), *lane_sizes)
+    params = recall_params(config)
+    sequence = 2 * config.pairs + 2 + 2 * config.n_key_tokens
+    activations = product(config.batch_size, config.pairs, config.d_k, FLOAT32_BYTES)
+    eval_activations = product(config.eval_size, config.pairs, config.d_k, FLOAT32_BYTES)
+    lane = params * LANE_PARAM_BYTES + STEP_ACTIVATIONS * activations  # lanes.lane_bytes
+    block = min(lanes, max(1, CPU_BLOCK_BYTES // max(lane, 1)))
+    return [
+        Need(
+            product(lanes, params, LANE_PARAM_BYTES),
+            "the parameters and Adam moments of every lane",
+            (*grown("d_k", "d_model", "n_key_tokens", "n_value_tokens"), *lane_count),
+        ),
+        Need(
+            product(config.seeds, config.chunk_steps, config.batch_size, sequence, 4),
+            "the batches of one chunk of steps",
+            grown("batch_size", "chunk_steps", "seeds", "pairs", "n_key_tokens"),
+        ),
+        Need(
+            product(block, STEP_ACTIVATIONS, activations),
+            "one training step's activations",
+            (*grown("batch_size", "pairs", "d_k"), *lane_count),
+        ),
+        Need(
+            product(config.seeds, config.eval_size, sequence, 4)
+            + product(block, EVAL_ACTIVATIONS, eval_activations),
+            "the held-out sequences and their evaluation",
+            (*grown("eval_size", "pairs", "d_k", "n_key_tokens"), *lane_count),
+        ),
+        Need(
+            product(all_lanes, config.steps, LANE_STEP_BYTES),
+            "the per-step records of every lane",
+            (*grown("steps"), *lane_count),
+        ),
+    ]

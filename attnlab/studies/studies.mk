@@ -15,27 +15,28 @@ STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
 	attnlab/core/progress.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
+	attnlab/core/softmax_sweeps.py attnlab/harness/memory.py attnlab/studies/statics/__init__.py \
 	attnlab/studies/statics/compute.py attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(SHARED) \
 	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
 	attnlab/core/parallel.py attnlab/core/progress.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/harness/memory.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
 	attnlab/core/progress.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/softmax_sweeps.py attnlab/studies/statics/__init__.py \
+	attnlab/core/softmax_sweeps.py attnlab/harness/memory.py attnlab/studies/statics/__init__.py \
 	attnlab/studies/statics/flags.py attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 $(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/core/curves.py attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/studies/statics/__init__.py attnlab/studies/statics/figure.py \
-	attnlab/studies/statics/study.py results/01_logit_variance.csv \
-	results/02_saturation_sweep.csv results/03_jacobian_norm.csv | $(STAMP)
+	attnlab/harness/verdicts.py attnlab/report.py attnlab/studies/statics/__init__.py \
+	attnlab/studies/statics/figure.py attnlab/studies/statics/study.py \
+	results/01_logit_variance.csv results/02_saturation_sweep.csv results/03_jacobian_norm.csv \
+	| $(STAMP)
 	$(PY) experiments/plot_figures.py --study statics
 
 # ------------------------------------------------------------ recall
@@ -47,16 +48,16 @@ results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
 	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/fits/__init__.py attnlab/fits/readings.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/flags.py \
-	attnlab/recall/tables.py attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
-	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/flags.py attnlab/recall/tables.py attnlab/studies/recall/__init__.py \
+	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/config.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/studies/article_fit/study.py \
+	attnlab/recall/columns.py attnlab/report.py attnlab/studies/article_fit/study.py \
 	attnlab/studies/recall/__init__.py attnlab/studies/recall/figure.py \
 	attnlab/studies/recall/study.py results/04_recall_curves.csv results/04_recall_summary.csv \
 	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
@@ -75,16 +76,17 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
-	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
-	attnlab/studies/remedies/flags.py attnlab/studies/remedies/study.py \
-	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/harness/memory.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/flags.py \
+	attnlab/recall/tables.py attnlab/studies/remedies/__init__.py \
+	attnlab/studies/remedies/compute.py attnlab/studies/remedies/flags.py \
+	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/config.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
-$(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+$(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/report.py \
 	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/figure.py \
 	attnlab/studies/remedies/study.py results/05_fold_check.csv results/05_fold_curves.csv \
 	results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_sensitivity.csv \
@@ -103,13 +105,13 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/fits/__init__.py \
-	attnlab/fits/readings.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/flags.py attnlab/recall/tables.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/fits/readings.py attnlab/harness/memory.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/config.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
@@ -118,18 +120,18 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/fits/__init__.py \
-	attnlab/fits/readings.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/flags.py attnlab/recall/tables.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/config.py attnlab/training/lanes.py \
-	attnlab/training/model.py attnlab/training/step.py attnlab/training/task.py \
-	attnlab/training/trainer.py | $(STAMP)
+	attnlab/fits/readings.py attnlab/harness/memory.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/config.py \
+	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
+	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/studies/article_fit/__init__.py \
+	attnlab/recall/columns.py attnlab/report.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/figure.py attnlab/studies/article_fit/study.py \
 	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
@@ -148,9 +150,9 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/core/temperature.py \
-	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
-	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
+	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/harness/memory.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/flags.py \
+	attnlab/recall/tables.py attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
 	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/sweeps/__init__.py \
 	attnlab/sweeps/widths.py attnlab/training/__init__.py attnlab/training/config.py \
 	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
@@ -159,7 +161,7 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
 	attnlab/harness/verdicts.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/studies/widths/__init__.py attnlab/studies/widths/figure.py \
+	attnlab/report.py attnlab/studies/widths/__init__.py attnlab/studies/widths/figure.py \
 	attnlab/studies/widths/report.py attnlab/studies/widths/study.py results/10_jacobian_n16.csv \
 	results/10_lr_transfer.csv results/10_widths_curves.csv results/10_widths_summary.csv \
 	| $(STAMP)
@@ -170,12 +172,13 @@ CONDENSATION_CSVS := results/06_condensation.csv
 CONDENSATION_FIGURES := figures/fig5_condensation.png
 results/06_condensation.csv: experiments/06_condensation.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/harness/memory.py \
 	attnlab/studies/condensation/__init__.py attnlab/studies/condensation/compute.py \
 	attnlab/studies/condensation/study.py attnlab/studies/condensation/thresholds.py | $(STAMP)
 	$(PY) $<
 $(CONDENSATION_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/studies/condensation/__init__.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/report.py attnlab/studies/condensation/__init__.py \
 	attnlab/studies/condensation/figure.py attnlab/studies/condensation/study.py \
 	attnlab/studies/condensation/thresholds.py results/06_condensation.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study condensation
@@ -188,14 +191,15 @@ results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv &: experiments/07_failure_modes.py $(SHARED) \
 	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/compute.py \
-	attnlab/studies/failure_modes/study.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/studies/failure_modes/__init__.py \
+	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/study.py | $(STAMP)
 	$(PY) $<
 $(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/harness/figures.py attnlab/harness/tables.py \
-	attnlab/studies/failure_modes/__init__.py attnlab/studies/failure_modes/figure.py \
-	attnlab/studies/failure_modes/study.py results/07_failure_modes_correlation.csv \
-	results/07_failure_modes_masks.csv results/07_failure_modes_overflow.csv | $(STAMP)
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/report.py attnlab/studies/failure_modes/__init__.py \
+	attnlab/studies/failure_modes/figure.py attnlab/studies/failure_modes/study.py \
+	results/07_failure_modes_correlation.csv results/07_failure_modes_masks.csv \
+	results/07_failure_modes_overflow.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study failure_modes
 
 # ------------------------------------------------------------ companion
@@ -203,8 +207,8 @@ COMPANION_CSVS := results/08_companion_claims.csv
 results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
 	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/studies/companion/__init__.py attnlab/studies/companion/compute.py \
-	attnlab/studies/companion/study.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/studies/companion/__init__.py \
+	attnlab/studies/companion/compute.py attnlab/studies/companion/study.py | $(STAMP)
 	$(PY) $<
 
 # ------------------------------------------------------------ card
@@ -258,8 +262,9 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	| $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
-$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/core/estimates.py \
-	attnlab/core/owner.py attnlab/harness/figures.py attnlab/harness/tables.py \
+$(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/core/estimates.py attnlab/core/owner.py attnlab/harness/figures.py \
+	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/report.py \
 	attnlab/studies/card/__init__.py attnlab/studies/card/figure.py \
 	attnlab/studies/card/headroom.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/study.py attnlab/studies/card/verdicts.py results/cards/comparison.csv \
@@ -296,8 +301,9 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
-$(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
-	attnlab/harness/headlines.py attnlab/harness/tables.py attnlab/studies/real_model/__init__.py \
+$(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
+	attnlab/harness/verdicts.py attnlab/report.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal_figure.py attnlab/studies/real_model/causal_report.py \
 	attnlab/studies/real_model/figure.py attnlab/studies/real_model/report.py \
 	attnlab/studies/real_model/study.py results/13_real_model_causal_counterfactuals.csv \
@@ -315,21 +321,21 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/core/text.py attnlab/harness/workers.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/models/checkpoint.py attnlab/models/gpt2.py \
-	attnlab/models/gpt2_export.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
+	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
+	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
 	attnlab/sweeps/__init__.py attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py \
 	attnlab/training/__init__.py attnlab/training/optim.py attnlab/training/tasks/__init__.py \
 	attnlab/training/tasks/lm.py | $(STAMP)
 	$(PY) $<
-$(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/studies/lm_proxy/__init__.py \
-	attnlab/studies/lm_proxy/answers.py attnlab/studies/lm_proxy/figure.py \
-	attnlab/studies/lm_proxy/report.py attnlab/studies/lm_proxy/study.py \
-	attnlab/sweeps/__init__.py attnlab/sweeps/lm_tables.py results/14_lm_curves.csv \
-	results/14_lm_ownership.csv results/14_lm_sweep.csv | $(STAMP)
+$(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/report.py attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/answers.py \
+	attnlab/studies/lm_proxy/figure.py attnlab/studies/lm_proxy/report.py \
+	attnlab/studies/lm_proxy/study.py attnlab/sweeps/__init__.py attnlab/sweeps/lm_tables.py \
+	results/14_lm_curves.csv results/14_lm_ownership.csv results/14_lm_sweep.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study lm_proxy
 
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \

@@ -44,8 +44,9 @@ import pandas as pd
 from attnlab.core.attention import attention_logits, attention_weights, dot_product_attention
 from attnlab.core.estimates import mean_and_sem
 from attnlab.core.parallel import chunked_map
-from attnlab.core.sampling import chunk_for, trial_keys
+from attnlab.core.sampling import CHUNK_ELEMENTS, chunk_for, trial_keys
 from attnlab.core.softmax_stats import entropy, max_weight
+from attnlab.harness.memory import DRAW_COPIES, FLOAT32_BYTES, KEY_BYTES, Need, product, size
 from attnlab.studies.companion.study import TABLE
 
 #: The CSV's columns, declared with their rules in study.py.
@@ -313,6 +314,39 @@ def fold_rows(config: CompanionConfig, measured: dict[str, np.ndarray]) -> list[
                 )
             )
     return rows
+
+
+#: Bytes per softmax row of claims 1-2 beside its chunk: its key, its twelve statistics
+#: (float32) and ``mean_and_sem``'s float64 copies of one of them (2 x 8).
+TRIAL_BYTES = KEY_BYTES + 12 * FLOAT32_BYTES + 16
+#: Bytes per setup of claim 3: nine measurements kept as JAX arrays until the end, each
+#: an object of about a kilobyte on the host.
+FOLD_SETUP_BYTES = 9 * 1024
+
+
+def companion_needs(config: CompanionConfig) -> list[Need]:
+    """Experiment 08's largest allocations (``attnlab.harness.memory``):
+
+    * claims 1-2, the rows: ``trials * TRIAL_BYTES``;
+    * claims 1-2, one chunk: ``max(CHUNK_ELEMENTS, n_keys (d_k + 6)) * 4 * DRAW_COPIES``
+      (fixed: no flag sets n_keys or d_k);
+    * claim 3: ``fold_setups * FOLD_SETUP_BYTES``.
+    """
+    default = CompanionConfig()
+    chunk = max(CHUNK_ELEMENTS, config.n_keys * (config.d_k + 6))
+    return [
+        Need(
+            product(config.trials, TRIAL_BYTES),
+            "the statistics of every softmax row",
+            (size("--trials", config.trials, default.trials),),
+        ),
+        Need(product(chunk, FLOAT32_BYTES, DRAW_COPIES), "one chunk of keys and logits", ()),
+        Need(
+            product(config.fold_setups, FOLD_SETUP_BYTES),
+            "the measurements of every fold setup",
+            (size("--fold-setups", config.fold_setups, default.fold_setups),),
+        ),
+    ]
 
 
 def run_companion(

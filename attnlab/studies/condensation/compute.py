@@ -35,8 +35,17 @@ import pandas as pd
 from attnlab.core.attention import masked_softmax
 from attnlab.core.estimates import mean_and_sem
 from attnlab.core.parallel import chunked_map
-from attnlab.core.sampling import chunk_for, exact_logits, trial_keys
+from attnlab.core.sampling import CHUNK_ELEMENTS, chunk_for, exact_logits, trial_keys
 from attnlab.core.softmax_stats import max_weight
+from attnlab.harness.memory import (
+    DRAW_COPIES,
+    FLOAT32_BYTES,
+    KEY_BYTES,
+    Need,
+    count,
+    product,
+    size,
+)
 from attnlab.studies.condensation.study import COLUMNS
 from attnlab.studies.condensation.thresholds import threshold_dk
 
@@ -54,6 +63,41 @@ class CondensationConfig:
     n_keys: tuple[int, ...] = DEFAULT_N_KEYS
     trials: int = 1000
     seed: int = 0
+
+
+#: Bytes per (trial, d_k, n) cell beside the chunk: its two max weights (float32), their
+#: gap (float32) and ``mean_and_sem``'s float64 copies (about 16).
+CELL_BYTES = 2 * FLOAT32_BYTES + FLOAT32_BYTES + 16
+
+
+def condensation_needs(config: CondensationConfig) -> list[Need]:
+    """Experiment 06's largest allocations (``attnlab.harness.memory``):
+
+    * the grid's per-trial max weights: ``trials * D * (N * CELL_BYTES + KEY_BYTES)`` for
+      ``D`` widths and ``N`` row lengths (every cell of every trial is kept);
+    * one chunk of logits: ``max(CHUNK_ELEMENTS, e) * 4 * DRAW_COPIES`` bytes, where a trial
+      draws ``e = D (max(n) + 2 sum(n))`` numbers and a chunk holds about ``CHUNK_ELEMENTS``.
+    """
+    default = CondensationConfig()
+    n_dks, n_lengths = len(config.dks), len(config.n_keys)
+    trial = n_dks * (max(config.n_keys) + 2 * sum(config.n_keys))
+    widths = count("--dk", config.dks, default.dks)
+    return [
+        Need(
+            product(config.trials, n_dks, n_lengths * CELL_BYTES + KEY_BYTES),
+            "the max weights of every trial and grid cell",
+            (
+                size("--trials", config.trials, default.trials),
+                widths,
+                count("--n-keys", config.n_keys, default.n_keys),
+            ),
+        ),
+        Need(
+            product(max(CHUNK_ELEMENTS, trial), FLOAT32_BYTES, DRAW_COPIES),
+            "one chunk of logits",
+            (size("--n-keys", config.n_keys, default.n_keys), widths),
+        ),
+    ]
 
 
 def max_weight_grid(

@@ -38,7 +38,16 @@ import pandas as pd
 from attnlab.core.attention import masked_softmax
 from attnlab.core.estimates import std_and_se
 from attnlab.core.parallel import chunked_map
-from attnlab.core.sampling import chunk_for
+from attnlab.core.sampling import CHUNK_ELEMENTS, chunk_for
+from attnlab.harness.memory import (
+    DRAW_COPIES,
+    FLOAT32_BYTES,
+    KEY_BYTES,
+    Need,
+    count,
+    product,
+    size,
+)
 from attnlab.studies.failure_modes.study import (
     CORRELATION_COLUMNS,
     MASK_COLUMNS,
@@ -321,6 +330,48 @@ def run_correlation(
 
 
 # --- the experiment -------------------------------------------------------------------------
+
+#: Bytes per logit of part (a), every max logit of every row: the float16 logits (2), the
+#: float64 reference and its softmax's temporaries (4 x 8), and one method's float64
+#: weights and their error's temporaries (3 x 8), rounded up.
+OVERFLOW_LOGIT_BYTES = 64
+#: Bytes per sample of part (c) beside its products: its key and index, and the float64
+#: copies of one (d_k, rho) column that ``std_and_se`` makes (3 x 8).
+CORRELATION_SAMPLE_BYTES = KEY_BYTES + 4 + 3 * 8
+
+
+def failure_modes_needs(overflow: OverflowConfig, correlation: CorrelationConfig) -> list[Need]:
+    """Experiment 07's largest allocations (``attnlab.harness.memory``):
+
+    * part (a): ``rows * S * n_keys * OVERFLOW_LOGIT_BYTES`` for ``S`` max logits;
+    * part (c), the products: ``samples * (D * R * 4 + CORRELATION_SAMPLE_BYTES)`` for
+      ``D`` widths and ``R`` correlations;
+    * part (c), one chunk: ``max(CHUNK_ELEMENTS, max(d_k) (2 + 2 R)) * 4 * DRAW_COPIES``.
+    """
+    rows, default = OverflowConfig().rows, CorrelationConfig()
+    n_rhos = len(correlation.rhos)
+    per_sample = len(correlation.dks) * n_rhos * FLOAT32_BYTES + CORRELATION_SAMPLE_BYTES
+    chunk = max(CHUNK_ELEMENTS, max(correlation.dks) * (2 + 2 * n_rhos))
+    return [
+        Need(
+            product(overflow.rows, len(overflow.max_logits), overflow.n_keys, OVERFLOW_LOGIT_BYTES),
+            "the float16 rows of part (a)",
+            (size("--rows", overflow.rows, rows),),
+        ),
+        Need(
+            product(correlation.samples, per_sample),
+            "the query-key products of part (c)",
+            (
+                size("--samples", correlation.samples, default.samples),
+                count("--dk", correlation.dks, default.dks),
+            ),
+        ),
+        Need(
+            product(chunk, FLOAT32_BYTES, DRAW_COPIES),
+            "one chunk of correlated vectors",
+            (size("--dk", correlation.dks, default.dks),),
+        ),
+    ]
 
 
 def run_failure_modes(

@@ -14,8 +14,10 @@ from attnlab.core.mechanism import MechanismError
 from attnlab.core.references import load_mechanism, mechanism_reference
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
-from attnlab.models.causal_lm import POSITIONS
+from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
+from attnlab.models.causal_lm import POSITIONS, VOCAB
 from attnlab.studies.lm_proxy.compute import ProxyConfig
+from attnlab.training.tasks.lm import STEP_METRICS, LMConfig
 
 DEFAULT = ProxyConfig()
 #: ``--quick``: a one-minute look (one width, three rates, fewer steps).
@@ -61,7 +63,7 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--text",
-        type=Path,
+        type=cli.a_path,
         default=None,
         help="a UTF-8 text file to train on (default: pydoc_data's prose)",
     )
@@ -95,6 +97,10 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
     for d in (*chosen["widths"], args.one_width):
         if d % lm.d_head:
             raise cli.UsageError(f"--widths: {d} is not a multiple of the head width {lm.d_head}")
+    config = dataclasses.replace(
+        base, lm=lm, one_width_d_model=args.one_width, seeds=args.seeds, seed=args.seed, **chosen
+    )
+    check_needs(proxy_needs(config, args.jobs))
     for flag, references, widths in (("--mechanisms", chosen["swept"], chosen["widths"]),
                                      ("--one-width-mechanisms", chosen["one_width"],
                                       (args.one_width,))):  # fmt: skip
@@ -105,9 +111,75 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
                 raise cli.UsageError(f"{flag}: {err}") from None
     check_names(chosen["swept"], chosen["one_width"])
     cli.check_seeds(args.seed, args.seeds, "--seeds")
-    return dataclasses.replace(
-        base, lm=lm, one_width_d_model=args.one_width, seeds=args.seeds, seed=args.seed, **chosen
+    return config
+
+
+#: Bytes per parameter of a lane: the float32 value, Adam's two moments, the gradient, and
+#: the final parameters kept on the host.
+LM_PARAM_BYTES = 5 * FLOAT32_BYTES
+#: float32 numbers per token and layer a training step keeps for the backward pass, in
+#: units of d_model: the layer norms' outputs (2), q, k, v (3), the heads' output and its
+#: projection (2), the MLP's hidden layer before and after GELU (2 x 4), rounded up.
+TOKEN_LAYER_ACTIVATIONS = 16
+#: The same for the held-out evaluation (forward only: one layer's at a time).
+EVAL_ACTIVATIONS = 8
+
+
+def lm_params(config: LMConfig) -> int:
+    """Parameters of the causal LM of ``config`` (``attnlab.models.causal_lm``): per block
+    ``W_Q, W_K, W_V, W_O`` (``4 d^2``), the MLP (``8 d^2``) and two layer-norm scales; the
+    byte embedding and the untied head (``2 * 256 d``), the positions (``T d``, learned
+    only) and the final layer norm's scale."""
+    d, positions = config.d_model, config.seq_len if config.positions == "learned" else 0
+    return config.n_layers * (12 * d * d + 2 * d) + (2 * VOCAB + positions + 1) * d
+
+
+def piece_bytes(config: LMConfig, lanes: int) -> int:
+    """Bytes of one piece (a mechanism at one width, ``lanes`` rates and seeds trained as
+    lanes of one program): per lane its parameters (``lm_params * LM_PARAM_BYTES``), a
+    step's activations (``B T L (TOKEN_LAYER_ACTIVATIONS d + 2 H T) + 2 B T 256`` float32:
+    the attention logits and weights ``H T`` per token and layer, the output logits and
+    their gradient) and the held-out evaluation's (``W T (EVAL_ACTIVATIONS d + 2 H T + 2 *
+    256)`` float32 for ``W`` eval windows)."""
+    d, t, h = config.d_model, config.seq_len, config.n_heads
+    step = (
+        config.batch_size
+        * t
+        * (config.n_layers * (TOKEN_LAYER_ACTIVATIONS * d + 2 * h * t) + 2 * VOCAB)
     )
+    held_out = config.eval_windows * t * (EVAL_ACTIVATIONS * d + 2 * h * t + 2 * VOCAB)
+    per_lane = lm_params(config) * LM_PARAM_BYTES + (step + held_out) * FLOAT32_BYTES
+    return product(lanes, per_lane)
+
+
+def proxy_needs(config: ProxyConfig, jobs: int) -> list[Need]:
+    """Experiment 14's largest allocations (``attnlab.harness.memory``): the ``jobs``
+    costliest pieces at once (``piece_bytes``; pieces run in ``jobs`` worker processes),
+    and the per-step metrics of every piece's lanes (``steps * (1 + 4 L)`` float32 per
+    lane, and their copy when joined)."""
+    lanes = len(config.lrs) * config.seeds
+    lane_sizes = (
+        count("--lrs", config.lrs, DEFAULT.lrs),
+        size("--seeds", config.seeds, DEFAULT.seeds),
+    )
+    cells = config.cells()
+    widths = sorted((d for _, d in cells), reverse=True)[: max(1, jobs)]
+    widest = widths[0]
+    flag = "--widths" if widest in config.widths else "--one-width"
+    default = max(DEFAULT.widths) if flag == "--widths" else DEFAULT.one_width_d_model
+    per_step = (1 + (len(STEP_METRICS) - 1) * config.lm.n_layers) * FLOAT32_BYTES * 2
+    return [
+        Need(
+            sum(piece_bytes(config.width(d), lanes) for d in widths),
+            "the models, Adam moments and activations of the pieces trained at once",
+            (size(flag, widest, default), *lane_sizes),
+        ),
+        Need(
+            product(len(cells), lanes, config.lm.steps, per_step),
+            "the per-step metrics of every lane",
+            (size("--steps", config.lm.steps, DEFAULT.lm.steps), *lane_sizes),
+        ),
+    ]
 
 
 def check_names(swept: tuple[str, ...], one_width: tuple[str, ...]) -> None:

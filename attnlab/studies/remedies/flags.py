@@ -8,7 +8,8 @@ import dataclasses
 from typing import NamedTuple
 
 from attnlab.harness import cli
-from attnlab.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config
+from attnlab.harness.memory import Need, check_needs, count
+from attnlab.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config, recall_needs
 from attnlab.studies.remedies.compute import (
     FOLD_STEP,
     REMEDIES_DEFAULT,
@@ -62,5 +63,33 @@ def remedies_run(args: argparse.Namespace) -> RemediesRun:
     config = recall_config(args, mechanisms=tuple(args.mechanisms))
     cli.check_seeds(args.seed, args.sensitivity_seeds, "--sensitivity-seeds")
     sensitivity = dataclasses.replace(config, seeds=args.sensitivity_seeds)
-    return RemediesRun(config, args.fold_step, sensitivity, tuple(args.sensitivity_batch_sizes),
-                       tuple(args.sensitivity_embed_stds))  # fmt: skip
+    job = RemediesRun(config, args.fold_step, sensitivity, tuple(args.sensitivity_batch_sizes),
+                      tuple(args.sensitivity_embed_stds))  # fmt: skip
+    check_needs(remedies_needs(job))
+    return job
+
+
+def remedies_needs(job: RemediesRun) -> list[Need]:
+    """Experiment 05's largest allocations (``attnlab.harness.memory``), its parts' added
+    up (every part is computed before anything is written): ``recall_needs`` of the
+    remedies (every mechanism on every seed; the fold trains two of them) and of the
+    sensitivity grid at its largest batch size (both variants at every embedding std on
+    every grid seed train together; the records of every cell are kept)."""
+    config, grid = job.config, job.sensitivity
+    stds = count("--sensitivity-embed-stds", job.embed_stds, SENSITIVITY_EMBED_STDS)
+    grid_default = dataclasses.replace(
+        REMEDIES_DEFAULT, seeds=SENSITIVITY_SEEDS, batch_size=max(SENSITIVITY_BATCH_SIZES)
+    )
+    lanes = 2 * len(job.embed_stds) * grid.seeds
+    return recall_needs(
+        config,
+        REMEDIES_DEFAULT,
+        lane_sizes=(count("--mechanisms", config.mechanisms, REMEDIES_DEFAULT.mechanisms),),
+    ) + recall_needs(
+        dataclasses.replace(grid, batch_size=max(job.batch_sizes)),
+        grid_default,
+        lanes=lanes,
+        all_lanes=lanes * len(job.batch_sizes),
+        lane_sizes=(stds,),
+        flags={"batch_size": "--sensitivity-batch-sizes", "seeds": "--sensitivity-seeds"},
+    )

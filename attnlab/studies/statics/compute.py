@@ -16,8 +16,9 @@ import pandas as pd
 
 from attnlab.core.estimates import std_and_se
 from attnlab.core.progress import Progress
-from attnlab.core.sampling import dot_product_samples, exact_dot_product_samples
+from attnlab.core.sampling import CHUNK_ELEMENTS, dot_product_samples, exact_dot_product_samples
 from attnlab.core.softmax_sweeps import DEFAULT_DKS
+from attnlab.harness.memory import DRAW_COPIES, FLOAT32_BYTES, Need, product, size
 
 #: ``fold_in`` tag of the high-precision stream of experiment 01 (disjoint from the
 #: per-d_k trial keys of the headline samples).
@@ -34,6 +35,42 @@ class LogitVarianceConfig:
     #: Exact-law products per d_k for the high-precision columns (``*_hp``), which decide
     #: the article's "within 0.5% at every d_k" where 100,000 samples (SE ~0.2%) cannot.
     hp_samples: int = 2_000_000
+
+
+#: Bytes per product of experiment 01 beside its chunk: its key (8) and index (4), the
+#: product (4) and its concatenated copy (4), and ``std_and_se``'s float64 copies (3 x 8).
+SAMPLE_BYTES = 48
+#: Bytes per exact-law product: float32 (4) and its concatenated copy (4), and
+#: ``std_and_se``'s float64 copies (3 x 8).
+HP_SAMPLE_BYTES = 32
+
+
+def logit_variance_needs(config: LogitVarianceConfig) -> list[Need]:
+    """Experiment 01's largest allocations (``attnlab.harness.memory``), per d_k in turn:
+
+    * the samples: ``samples * SAMPLE_BYTES``;
+    * the exact-law samples: ``hp_samples * HP_SAMPLE_BYTES``;
+    * one chunk of draws: ``max(CHUNK_ELEMENTS, 2 d_k) * 4 * DRAW_COPIES`` bytes (a chunk
+      holds about ``CHUNK_ELEMENTS`` numbers, but at least one pair ``q, k`` of ``2 d_k``).
+    """
+    default = LogitVarianceConfig()
+    return [
+        Need(
+            product(config.samples, SAMPLE_BYTES),
+            "the query-key products of one d_k",
+            (size("--samples", config.samples, default.samples),),
+        ),
+        Need(
+            product(config.hp_samples, HP_SAMPLE_BYTES),
+            "the exact-law products of one d_k",
+            (size("--hp-samples", config.hp_samples, default.hp_samples),),
+        ),
+        Need(
+            product(max(CHUNK_ELEMENTS, 2 * max(config.dks)), FLOAT32_BYTES, DRAW_COPIES),
+            "one chunk of query and key vectors",
+            (size("--dk", config.dks, default.dks),),
+        ),
+    ]
 
 
 def run_logit_variance(config: LogitVarianceConfig, on_progress: Progress = None) -> pd.DataFrame:
