@@ -6,17 +6,31 @@ A section whose CSVs are absent is left out and listed, with the command that ma
 so a folder holding some of the results still gets the report of what it holds. The
 summary's table is also README's tally, written between ``README_BEGIN`` and
 ``README_END`` (``replace_block``).
+
+A CSV or sidecar that is there but malformed (cut short, not JSON, lacking columns or
+keys, text where numbers are) is never left out: it stops the report with one line naming
+the file and the command that makes it (``MalformedError``, exit status 2), as it stops
+the figures (``CheckedTables``, which ``experiments/plot_figures.py`` reads through too).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+
+import pandas as pd
 
 from attnlab.harness.cli import RESULTS_DIR
 from attnlab.harness.errors import DataError
-from attnlab.harness.io import is_csv, sidecar_path
+from attnlab.harness.io import (
+    MalformedError,
+    is_csv,
+    read_sidecar_checked,
+    require_numbers,
+    require_unique_keys,
+    sidecar_path,
+)
 from attnlab.harness.study_report import Tally, study_report
 from attnlab.harness.tables import Tables, markdown_table, provenance
 from attnlab.harness.verdicts import claim_rows, counts
@@ -44,18 +58,108 @@ README_END = "<!-- END GENERATED -->"
 
 #: What was left out of the report: the study, which part, and why (a DataError's text).
 Dropped = tuple[Study, str, str]
+#: The rules of declared columns that hold numbers (``attnlab.harness.declaration``).
+NUMERIC_RULES = ("mean", "se", "close", "seed_range", "chaotic")
+#: What code that reads malformed values raises (a float of text, a missing key, an
+#: index past the end): ``CheckedTables.values_of`` turns them into a MalformedError.
+VALUE_ERRORS = (ValueError, TypeError, LookupError, ArithmeticError)
 
 
-def study_tallies(study: Study, tables: Tables) -> list[Tally]:
+def declared(name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The key columns of result ``name`` and those its declaration says hold numbers; None
+    for a CSV without declared columns (the cards', the timings')."""
+    for study in STUDIES:
+        output = study.outputs.get(name)
+        if output is not None and output.verified:
+            rules = output.columns.items()
+            keys = tuple(c for c, rule in rules if rule.kind == "key")
+            return keys, tuple(c for c, rule in rules if rule.kind in NUMERIC_RULES)
+    return None
+
+
+class CheckedTables(Tables):
+    """``Tables`` whose every CSV is checked when first read: where its columns are declared,
+    its declared numeric columns hold numbers, no column mixes numbers and text
+    (``require_numbers``) and no two rows have the same keys (``require_unique_keys``); and
+    its sidecar, where it has one, is read checked (``read_sidecar_checked``). ``values_of``
+    turns what code reading them raises on a malformed value into a MalformedError naming
+    the CSVs it read."""
+
+    def __init__(self, results_dir: Path, made_by: Callable[[str], str]):
+        super().__init__(results_dir, made_by)
+        self._sidecars: dict[str, dict] = {}
+        self._read: list[str] = []  # the CSVs read, in order, repeats included
+
+    def get(self, name: str, columns: Sequence[str] = ()) -> pd.DataFrame:
+        self._read.append(self._parent.get(name, name))
+        fresh = name not in self._frames
+        frame = super().get(name, columns)
+        if fresh:
+            try:
+                spec = declared(name)
+                if spec is not None:
+                    keys, numeric = spec
+                    path, command = self.results_dir / name, self.made_by(name)
+                    # a key column is a label: it may mix names and numbers as written
+                    # (07's mask fills: -inf, -1e9, finfo.min, masked_softmax)
+                    require_numbers(frame, path, command, numeric, mixed=keys)
+                    require_unique_keys(frame, keys, path, command)
+                self.sidecar(name)
+            except MalformedError:
+                del self._frames[name]
+                raise
+        return frame
+
+    def sidecar(self, name: str) -> dict:
+        """The sidecar of CSV ``name``, read checked, once ({} where it has none)."""
+        name = self._parent.get(name, name)
+        if name not in self._sidecars:
+            path = sidecar_path(self.results_dir / name)
+            found = path.is_file()
+            self._sidecars[name] = read_sidecar_checked(path, self.made_by(name)) if found else {}
+        return self._sidecars[name]
+
+    def flags(self, name: str) -> dict:
+        self._read.append(self._parent.get(name, name))
+        if name not in self._flags:
+            self._flags[name] = self.sidecar(name).get("flags", {})
+        return self._flags[name]
+
+    @contextlib.contextmanager
+    def values_of(self, what: str) -> Iterator[None]:
+        """Run the block that makes ``what`` from the tables; a ValueError, TypeError,
+        LookupError or ArithmeticError in it (``VALUE_ERRORS``: a value of the wrong type
+        that the checks let through) becomes a MalformedError naming the CSVs the block
+        read and the commands that make them."""
+        start = len(self._read)
+        try:
+            yield
+        except VALUE_ERRORS as err:
+            names = list(dict.fromkeys(self._read[start:]))
+            reason = " ".join(f"{type(err).__name__}: {err}".split())[:200]
+            if not names:
+                raise MalformedError(f"{what} failed on a malformed value ({reason})") from None
+            paths = ", ".join(str(self.results_dir / n) for n in names)
+            commands = ", ".join(f"`{c}`" for c in dict.fromkeys(map(self.made_by, names)))
+            one = len(names) == 1
+            holds = "or its sidecar holds" if one else "or their sidecars hold"
+            raise MalformedError(
+                f"{paths} {holds} a malformed value: {what} failed ({reason}); "
+                f"run {commands} to make {'it' if one else 'them'}"
+            ) from None
+
+
+def study_tallies(study: Study, tables: CheckedTables) -> list[Tally]:
     """The summary lines of ``study``: its report's ``tallies(tables)`` where it has one (a
     study judged under several readings, one line each), else one line judging its claims."""
     report = study_report(study)
     if report.tallies is not None:
-        return report.tallies(tables)
+        with tables.values_of(f"the summary of {study.name}"):
+            return report.tallies(tables)
     return [(study.name, lambda: claim_rows(study.claims, tables, report.checks))]
 
 
-def summary_lines(tables: Tables) -> tuple[list[tuple[str, ...]], list[Dropped]]:
+def summary_lines(tables: CheckedTables) -> tuple[list[tuple[str, ...]], list[Dropped]]:
     """The summary table's rows, and each tally left out (its CSVs absent).
 
     A study with several tallies (the training demo under each reading) gets a line per
@@ -68,7 +172,10 @@ def summary_lines(tables: Tables) -> tuple[list[tuple[str, ...]], list[Dropped]]
         present = []
         for label, judge in study_tallies(study, tables):
             try:
-                present.append((label, counts(judge())))
+                with tables.values_of(f"the summary line “{label}”"):
+                    present.append((label, counts(judge())))
+            except MalformedError:
+                raise
             except DataError as err:
                 what = "its summary line" if label == study.name else f"summary line “{label}”"
                 dropped.append((study, what, str(err)))
@@ -88,9 +195,10 @@ def summary_lines(tables: Tables) -> tuple[list[tuple[str, ...]], list[Dropped]]
     return lines, dropped
 
 
-def left_out_lines(tables: Tables, dropped: Sequence[Dropped]) -> list[str]:
+def left_out_lines(tables: CheckedTables, dropped: Sequence[Dropped]) -> list[str]:
     """One line per study of which something was left out: what, the study's absent CSVs
-    and the commands that make them (and any other reason, such as a malformed CSV)."""
+    and the commands that make them (and any other reason, such as a reading of which a
+    CSV holds no rows; a malformed CSV is never left out, it stops the report)."""
     by_study: dict[str, tuple[Study, list[str], list[str]]] = {}
     for study, what, reason in dropped:
         entry = by_study.setdefault(study.name, (study, [], []))
@@ -107,13 +215,13 @@ def left_out_lines(tables: Tables, dropped: Sequence[Dropped]) -> list[str]:
     return lines
 
 
-def tally_table(tables: Tables) -> tuple[str, list[Dropped]]:
+def tally_table(tables: CheckedTables) -> tuple[str, list[Dropped]]:
     """The summary's table (README's tally) and what it left out."""
     lines, dropped = summary_lines(tables)
     return markdown_table(SUMMARY_HEADER, lines), dropped
 
 
-def summary(tables: Tables) -> tuple[str, list[Dropped]]:
+def summary(tables: CheckedTables) -> tuple[str, list[Dropped]]:
     """The report's summary section: one line per study (per reading, for the training
     demo) and the totals; with what it left out."""
     table, dropped = tally_table(tables)
@@ -143,31 +251,38 @@ def _tally_cells(name: str, c: dict[str, int]) -> tuple[str, ...]:
     )
 
 
-def tables_for(results_dir: Path) -> Tables:
+def tables_for(results_dir: Path) -> CheckedTables:
     """Checked access to ``results_dir``; outside ``results/`` the command that makes a
     missing CSV writes it there (``--out-dir``)."""
     results_dir = Path(results_dir)
     if results_dir.resolve() == RESULTS_DIR.resolve():
-        return Tables(results_dir, made_by)
+        return CheckedTables(results_dir, made_by)
 
     def made_here(name: str) -> str:
         command = made_by(name)
         return f"{command} --out-dir {results_dir}" if command.startswith("python ") else command
 
-    return Tables(results_dir, made_here)
+    return CheckedTables(results_dir, made_here)
 
 
 def build_report(results_dir: Path) -> str:
     """The whole of ``REPORT.md`` as text; a section whose CSVs are absent is left out and
-    listed under ``LEFT_OUT`` (see ``left_out``)."""
+    listed under ``LEFT_OUT`` (see ``left_out``); a malformed CSV or sidecar is a
+    MalformedError (module docstring)."""
     tables = tables_for(results_dir)
+    csvs = sorted(p.name for p in Path(results_dir).iterdir() if is_csv(p.name))
+    for name in csvs:  # the provenance reads every sidecar
+        tables.sidecar(name)
     summary_text, dropped = summary(tables)
     sections, part = [], None
     for study in STUDIES:
         if not study.in_report:
             continue
         try:
-            text = study_report(study).section(tables)
+            with tables.values_of(f"the section of {study.name}"):
+                text = study_report(study).section(tables)
+        except MalformedError:
+            raise
         except DataError as err:
             dropped.append((study, "its section", str(err)))
             continue
@@ -179,7 +294,6 @@ def build_report(results_dir: Path) -> str:
     if dropped:
         lines = left_out_lines(tables, dropped)
         head += [LEFT_OUT, "\n".join(f"- {line}" for line in lines)]
-    csvs = sorted(p.name for p in Path(results_dir).iterdir() if is_csv(p.name))
     sections = head + sections + ["## Provenance", provenance(results_dir, csvs)]
     results = {name for study in STUDIES if study.in_report for name in study.csvs}
     stray = not_from_defaults(results_dir, [n for n in csvs if n in results])
@@ -206,13 +320,13 @@ def run_times(results_dir: Path) -> str:
     ``make reproduce`` runs, then their sum. A script that writes its CSVs in stages gives
     each stage's time to that stage's CSVs' sidecars; its time is the sum of the distinct
     ones."""
+    tables = tables_for(results_dir)
     rows, total = [], 0.0
     for study in STUDIES:
         if study.timing:
             continue
         for script in study.scripts:
-            paths = [sidecar_path(Path(results_dir) / csv) for csv in study.csvs_of(script)]
-            metas = [json.loads(p.read_text(encoding="utf-8")) for p in paths if p.is_file()]
+            metas = [meta for csv in study.csvs_of(script) if (meta := tables.sidecar(csv))]
             if not metas:
                 continue
             seconds = sum({meta["wall_time_s"] for meta in metas})
@@ -237,7 +351,9 @@ def readme_blocks(results_dir: Path) -> list[str]:
         write = study_report(study).readme if study.in_report else None
         if write is not None:
             begin = README_BEGIN_FORMAT.format(study.name)
-            blocks.append(f"{begin}\n{write(tables)}\n{README_END}")
+            with tables.values_of(f"README's block of {study.name}"):
+                text = write(tables)
+            blocks.append(f"{begin}\n{text}\n{README_END}")
     return blocks
 
 
@@ -255,10 +371,13 @@ def replace_block(readme: str, block: str) -> str:
 
 def not_from_defaults(results_dir: Path, names: Sequence[str]) -> list[str]:
     """The CSVs of ``names`` whose sidecar says they were made with other than the
-    committed defaults (``made_with_defaults`` false)."""
+    committed defaults (``made_with_defaults`` false); a sidecar that is not a JSON object
+    is a MalformedError."""
+    command = tables_for(results_dir).made_by
     stray = []
     for name in names:
         path = sidecar_path(Path(results_dir) / name)
-        if path.is_file() and json.loads(path.read_text()).get("made_with_defaults") is False:
+        meta = read_sidecar_checked(path, command(name), keys={}) if path.is_file() else {}
+        if meta.get("made_with_defaults") is False:
             stray.append(name)
     return stray

@@ -6,7 +6,8 @@ per column, declared once beside the column in its study's ``study.py``
 (``attnlab.harness.declaration``) and collected in :data:`SPECS`:
 
 * **keys** (d_k, n, variant, seed, step, ...): the two CSVs hold the same rows, matched by
-  their key columns (compared as text, order ignored). A missing or extra row fails.
+  their key columns (compared as text, order ignored). A missing or extra row fails; two
+  rows with the same keys in either CSV make it malformed (a DataError, never "agrees").
 * **se** ``(mean, se)``: Monte-Carlo means with standard errors agree when
   ``|a - b| <= 4 sqrt(2) sqrt(se_a^2 + se_b^2)`` (the report's 4 sqrt(2) SEM rule on the
   combined SE). Regenerating with fewer trials (``--quick``) stays valid: its SE is larger.
@@ -70,8 +71,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.harness.declaration import CsvSpec
-from attnlab.harness.errors import DataError, RunError
-from attnlab.harness.io import read_csv_checked
+from attnlab.harness.errors import RunError
+from attnlab.harness.io import read_csv_checked, require_unique_keys
 from attnlab.studies import STUDIES, made_by
 
 SE_LIMIT = 4 * math.sqrt(2)
@@ -338,16 +339,26 @@ def compare(spec: CsvSpec, ours: pd.DataFrame, ref: pd.DataFrame) -> list[Findin
     return findings + _seed_ranges(spec, ours, ref)
 
 
+def read_keyed(path: Path, spec: CsvSpec, command: str) -> pd.DataFrame:
+    """The CSV at ``path`` (``read_csv_checked``: cut short, not a CSV or lacking one of
+    ``spec``'s columns is a DataError naming it and ``command``), refused as well when two
+    of its rows have the same keys (``require_unique_keys``)."""
+    frame = read_csv_checked(path, spec.columns(), command)
+    require_unique_keys(frame, spec.keys, path, command)
+    return frame
+
+
 def verify_csv(name: str, results_dir: Path, reference_dir: Path) -> Verdict:
-    """Compare ``results_dir/name`` with ``reference_dir/name``; a missing or malformed
-    reference raises a DataError, a missing or malformed result is a difference."""
+    """Compare ``results_dir/name`` with ``reference_dir/name``. A missing result is a
+    difference; a malformed result or reference (cut short, not a CSV, lacking a column,
+    rows with the same keys), or a missing reference, raises a DataError naming it."""
     spec = SPECS[name]
     command = made_by(name)
-    ref = read_csv_checked(reference_dir / name, spec.columns(), command)
-    try:
-        ours = read_csv_checked(results_dir / name, (), command)
-    except DataError as err:
-        return Verdict(name, (Finding("file", math.inf, str(err)),))
+    ref = read_keyed(reference_dir / name, spec, command)
+    if not (results_dir / name).is_file():
+        text = f"{results_dir / name} is missing; run `{command}` to make it"
+        return Verdict(name, (Finding("file", math.inf, text),))
+    ours = read_keyed(results_dir / name, spec, command)
     try:
         return Verdict(name, tuple(compare(spec, ours, ref)))
     except (ValueError, TypeError) as err:  # e.g. text in a numeric column

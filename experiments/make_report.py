@@ -22,7 +22,7 @@ README = Path("README.md")
 def build_parser():
     parser = cli.new_parser(__doc__)
     cli.add_results_dir_flag(parser)
-    parser.add_argument("--out", type=Path, default=REPORT, help="the report to write")
+    parser.add_argument("--out", type=cli.a_path, default=REPORT, help="the report to write")
     return parser
 
 

@@ -2,7 +2,9 @@
 
 Regenerates every result CSV into a temporary directory (or reads --results-dir) and
 compares each with --reference-dir's by tolerances that hold across machines (rules:
-attnlab/verify.py, docs/verify.md). Exit: 0 all agree, 1 some differ, 2 bad input.
+attnlab/verify.py, docs/verify.md). Exit: 0 all agree, 1 some differ, 2 bad input (a
+flag, or a reference or result CSV that is malformed: cut short, lacking a column, rows
+with the same keys).
 """
 
 import sys
@@ -24,9 +26,9 @@ def build_parser():
         help="only the statics (01-03, with fewer trials) and the failure modes (07)")
     add("--csv", action="append", choices=sorted(verify.SPECS), metavar="NAME", default=None,
         help="check only this result CSV (repeatable; e.g. 02_saturation_sweep.csv)")
-    add("--results-dir", type=Path, metavar="DIR", default=None,
+    add("--results-dir", type=cli.a_path, metavar="DIR", default=None,
         help="compare the CSVs already in this directory instead of regenerating them")
-    add("--reference-dir", type=Path, metavar="DIR", default=cli.RESULTS_DIR,
+    add("--reference-dir", type=cli.a_path, metavar="DIR", default=cli.RESULTS_DIR,
         help="the committed CSVs to compare with")
     # fmt: on
     cli.add_quiet_flag(parser)

@@ -191,3 +191,46 @@ def in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run the test with ``tmp_path`` as the working directory; returns it."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+#: What the suite must never change: the committed outputs (a test that writes to the
+#: default place, results/, would replace them; tests write into tmp folders).
+COMMITTED_OUTPUTS = ("results", "figures", "README.md")
+
+
+def _committed_outputs_status() -> str | None:
+    """``git status`` of ``COMMITTED_OUTPUTS`` (None outside a git checkout)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--", *COMMITTED_OUTPUTS],
+            cwd=REPO_ROOT, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return done.stdout
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # once: the controller, or a run without -n
+        session.config.stash[_OUTPUTS_KEY] = _committed_outputs_status()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a test changed a committed output (issue 55: a fuzz test once ran the
+    scripts into results/ and replaced 65 committed files)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    before = session.config.stash.get(_OUTPUTS_KEY, None)
+    after = _committed_outputs_status()
+    if before is not None and after != before:
+        changed = sorted(set(after.splitlines()) - set(before.splitlines()))
+        sys.stderr.write(
+            "\nthe tests changed committed outputs (restore them with "
+            f"`git checkout -- {' '.join(COMMITTED_OUTPUTS)}`): {', '.join(changed[:8])}\n"
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_OUTPUTS_KEY = pytest.StashKey[str | None]()

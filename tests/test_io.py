@@ -307,3 +307,96 @@ def test_read_csv_checked_never_shifts_columns_on_trailing_commas(tmp_path):
     frame = read_csv_checked(path, COLUMNS, MADE_BY)
     assert list(frame.variant) == ["scaled", "unscaled"]
     assert list(frame.max_weight_mean) == [0.2, 0.4]  # exact: parsed like the literals
+
+
+# --- damaged files: cut short, text among numbers, repeated keys, sidecars (issue 55) ----
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (
+            b"variant,d_k,max_weight_mean\nscaled,4,0.2\nunscaled,4,0.",
+            "its last line has no newline",
+        ),
+        (
+            b"variant,d_k,max_weight_mean\nscaled,4\nunscaled,4,0.4\n",
+            "line 2 has 2 fields, the header 3",
+        ),
+        (b"variant,d_k,max_weight_mean\nscaled,4,0.2\n\nunscaled,4,0.4\n", "line 3 has 0 fields"),
+        (b'variant,d_k,max_weight_mean\n"scaled, a",4\n', "line 2 has 2 fields, the header 3"),
+        (b"", "is empty"),
+    ],
+    ids=["cut mid-line", "a short line", "a blank line", "a short quoted line", "empty"],
+)
+def test_read_csv_checked_refuses_a_csv_cut_short(tmp_path, content, reason):
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    with pytest.raises(io.MalformedError, match=reason):
+        read_csv_checked(path, COLUMNS, MADE_BY)
+    assert reason in _assert_data_error(path)
+
+
+def test_a_missing_csv_is_not_malformed(tmp_path):
+    with pytest.raises(DataError) as info:
+        read_csv_checked(tmp_path / "absent.csv", COLUMNS, MADE_BY)
+    assert not isinstance(info.value, io.MalformedError)
+
+
+def test_require_numbers(tmp_path):
+    frame = pd.DataFrame(
+        {"variant": ["scaled", "unscaled"], "d_k": ["4", "oops"], "fill": ["-inf", "min"]}
+    )
+    path = tmp_path / "t.csv"
+    with pytest.raises(
+        io.MalformedError, match="column d_k holds text where numbers are: 'oops' on line 3"
+    ):
+        io.require_numbers(frame, path, MADE_BY, mixed=["fill"])
+    io.require_numbers(frame.drop(columns="d_k"), path, MADE_BY, mixed=["fill"])
+    with pytest.raises(io.MalformedError, match="column fill"):
+        io.require_numbers(frame.drop(columns="d_k"), path, MADE_BY)
+    with pytest.raises(io.MalformedError, match="column variant .* 'scaled' on line 2"):
+        io.require_numbers(frame[["variant"]], path, MADE_BY, numeric=["variant"])
+    io.require_numbers(_frame(), path, MADE_BY, numeric=["d_k", "max_weight_mean"])
+
+
+def test_require_unique_keys(tmp_path):
+    io.require_unique_keys(_frame(), ["variant", "d_k"], tmp_path, MADE_BY)
+    io.require_unique_keys(_frame(), ["variant", "absent"], tmp_path, MADE_BY)  # not in it
+    twice = pd.concat([_frame(), _frame()], ignore_index=True)
+    with pytest.raises(io.MalformedError, match="line 4 repeats the keys of an earlier row, "
+                       "variant=scaled, d_k=4; 2 such rows"):  # fmt: skip
+        io.require_unique_keys(twice, ["variant", "d_k"], tmp_path, MADE_BY)
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b'{"flags": {}, "wall_time_s": 1', "is not JSON"),
+        (b"", "is not JSON"),
+        (b"\xff\xfe", "is not JSON"),
+        (b"[1, 2]", "is not a JSON object"),
+        (b'{"wall_time_s": 1}', "lacks keys flags, git_commit, jax_backend, device_count"),
+        (b'{"flags": [], "wall_time_s": 1, "git_commit": null, "jax_backend": "cpu", '
+         b'"device_count": 1}', "holds a list as flags, not an object"),
+        (b'{"flags": {}, "wall_time_s": "3 s", "git_commit": null, "jax_backend": "cpu", '
+         b'"device_count": 1}', "holds text as wall_time_s, not a number"),
+        (b'{"flags": {}, "wall_time_s": true, "git_commit": null, "jax_backend": "cpu", '
+         b'"device_count": 1}', "holds true or false as wall_time_s"),
+    ],
+)  # fmt: skip
+def test_read_sidecar_checked_refuses_a_damaged_sidecar(tmp_path, content, reason):
+    path = tmp_path / "t.json"
+    path.write_bytes(content)
+    with pytest.raises(io.MalformedError, match=reason) as info:
+        io.read_sidecar_checked(path, MADE_BY)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and MADE_BY in message
+
+
+def test_read_sidecar_checked_reads_what_write_sidecar_wrote(tmp_path):
+    write_sidecar(tmp_path / "t.csv", {"dk": [4]}, wall_time_s=1.5)
+    meta = io.read_sidecar_checked(tmp_path / "t.json", MADE_BY)
+    assert meta["flags"] == {"dk": [4]} and meta["wall_time_s"] == 1.5
+    with pytest.raises(DataError, match="is missing"):
+        io.read_sidecar_checked(tmp_path / "absent.json", MADE_BY)

@@ -2,11 +2,21 @@
 generated tally, and the report of a folder holding only some of the results."""
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
+from damage import (
+    CSV_DAMAGES,
+    SIDECAR_DAMAGES,
+    assert_one_line_naming,
+    copy_damaged,
+    listing,
+    text_in,
+)
 from test_experiments_recall import TINY as TINY_RECALL
 
+from attnlab.harness.io import MalformedError, sidecar_path
 from attnlab.report import (
     LEFT_OUT,
     README_BEGIN,
@@ -133,3 +143,56 @@ def test_from_results_it_rewrites_readmes_tally(load_script, run_main, tmp_path,
     assert run_main(module, []) == 0
     assert _block(readme.read_text(encoding="utf-8")) == readme_blocks(RESULTS)[0]
     assert (tmp_path / "REPORT.md").read_text(encoding="utf-8") == build_report(RESULTS)
+
+
+# --- a damaged CSV or sidecar: one line, exit 2, nothing written (issue 55) ---------------
+
+STATICS = ("01_logit_variance.csv", "02_saturation_sweep.csv", "03_jacobian_norm.csv")
+DAMAGED = "02_saturation_sweep.csv"
+REPORT_DAMAGES = {
+    **{f"csv {name}": (DAMAGED, damage) for name, damage in CSV_DAMAGES.items()},
+    "csv text in a number": (DAMAGED, text_in("max_weight_mean")),
+    "csv text in a key": (DAMAGED, text_in("d_k")),
+    **{f"sidecar {name}": (sidecar_path(Path(DAMAGED)).name, damage)
+       for name, damage in SIDECAR_DAMAGES.items()},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REPORT_DAMAGES))
+def test_a_damaged_csv_or_sidecar_stops_the_report(
+    case, load_script, run_main, in_tmp_path, capsys
+):
+    """The statics' CSVs and sidecars with one of them damaged: one line naming it and the
+    command that makes it, exit 2, no traceback; the previous report stays as it was and
+    nothing else is written; README is untouched."""
+    name, damage = REPORT_DAMAGES[case]
+    results, out = in_tmp_path / "results", in_tmp_path / "out"
+    results.mkdir(), out.mkdir()
+    for csv in STATICS:
+        for path in (RESULTS / csv, sidecar_path(RESULTS / csv)):
+            copy_damaged(path, results, damage if path.name == name else None)
+    (out / "REPORT.md").write_text("the previous report\n", encoding="utf-8")
+    before, readme = listing(in_tmp_path), README.read_bytes()
+    argv = ["--results-dir", results, "--out", out / "REPORT.md"]
+    assert run_main(load_script("make_report"), argv) == 2
+    captured = capsys.readouterr()
+    assert_one_line_naming(captured.err, results / name, "experiments/02_saturation_sweep.py")
+    assert captured.out == ""
+    assert listing(in_tmp_path) == before
+    assert README.read_bytes() == readme
+
+
+def test_a_value_the_checks_let_through_is_one_line_naming_what_was_read(tmp_path):
+    """A ValueError (TypeError, KeyError, ...) in code reading the tables, from a value no
+    check caught, names the CSVs that code read and the commands that make them."""
+    shutil.copy(RESULTS / DAMAGED, tmp_path)
+    tables = tables_for(tmp_path)
+    with pytest.raises(MalformedError) as info, tables.values_of("the section of statics"):
+        float(tables.get(DAMAGED, ["variant"]).variant.iloc[0])
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"{tmp_path / DAMAGED} or its sidecar holds a malformed value" in message
+    assert "the section of statics failed (ValueError: could not convert" in message
+    assert "experiments/02_saturation_sweep.py" in message
+    with pytest.raises(MalformedError, match="KeyError"), tables.values_of("a figure"):
+        tables.flags(DAMAGED)["absent"]  # no sidecar: no flags

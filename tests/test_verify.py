@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from damage import CSV_DAMAGES, assert_one_line_naming, copy_damaged, duplicated_row, listing
 
 from attnlab import verify
-from attnlab.harness.errors import RunError
+from attnlab.harness.errors import DataError, RunError
 from attnlab.harness.io import is_csv
 from attnlab.studies import STUDIES, made_by
 from attnlab.verify import SE_LIMIT, SPECS, CsvSpec, compare
@@ -343,3 +344,36 @@ def test_a_reference_without_the_csv_exits_2(load_script, run_main, tmp_path, ca
     argv = ["--quick", "--results-dir", RESULTS, "--reference-dir", tmp_path]
     assert run_main(load_script("verify"), argv) == 2
     assert "01_logit_variance.csv is missing" in capsys.readouterr().err
+
+
+# --- a malformed CSV on either side: one line, exit 2, never "agrees" (issue 55) ---------
+
+VERIFIED = "01_logit_variance.csv"
+VERIFY_DAMAGES = {**CSV_DAMAGES, "a row twice": duplicated_row}
+
+
+@pytest.mark.parametrize("side", ["reference", "result"])
+@pytest.mark.parametrize("case", sorted(VERIFY_DAMAGES))
+def test_a_malformed_csv_exits_2_naming_it(case, side, load_script, run_main, tmp_path, capsys):
+    """The committed 01 against itself, one side damaged: cut short, emptied, a column
+    lacking or a row twice (which once "agreed" in the reference) is one line naming that
+    file and its command, exit 2, nothing on stdout, and neither folder changed."""
+    folders = {name: tmp_path / name for name in ("reference", "result")}
+    for name, folder in folders.items():
+        folder.mkdir()
+        copy_damaged(RESULTS / VERIFIED, folder, VERIFY_DAMAGES[case] if name == side else None)
+    before = listing(tmp_path)
+    argv = ["--csv", VERIFIED, "--quiet", "--results-dir", folders["result"],
+            "--reference-dir", folders["reference"]]  # fmt: skip
+    assert run_main(load_script("verify"), argv) == 2
+    captured = capsys.readouterr()
+    assert_one_line_naming(captured.err, folders[side] / VERIFIED, made_by(VERIFIED))
+    assert captured.out == ""
+    assert listing(tmp_path) == before
+
+
+def test_a_row_twice_in_the_reference_is_never_agreement(tmp_path):
+    shutil.copy(RESULTS / VERIFIED, tmp_path)
+    (tmp_path / VERIFIED).write_bytes(duplicated_row((RESULTS / VERIFIED).read_bytes()))
+    with pytest.raises(DataError, match="line 13 repeats the keys of an earlier row, d_k=1\\)"):
+        verify.verify_csv(VERIFIED, RESULTS, tmp_path)

@@ -12,6 +12,8 @@ training run, which xz's window stores once. Its sidecar is ``NAME.json`` like a
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import lzma
 import os
@@ -19,11 +21,12 @@ import platform
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from attnlab.harness.errors import DataError
@@ -36,6 +39,23 @@ OUTPUT_PATHSPECS = (":(top,exclude)results", ":(top,exclude)figures")
 PACKAGES = ("attnlab", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "matplotlib")
 #: The suffix of a compressed CSV (see ``compact``).
 COMPRESSED_CSV = ".csv.xz"
+#: The keys of a sidecar that the report reads, each with the types its value may have
+#: (``read_sidecar_checked``); ``provenance`` writes them all.
+SIDECAR_KEYS: dict[str, tuple[type, ...]] = {
+    "flags": (dict,),
+    "wall_time_s": (int, float),
+    "git_commit": (str, type(None)),
+    "jax_backend": (str,),
+    "device_count": (int,),
+}
+_JSON_TYPES = {dict: "an object", list: "a list", str: "text", int: "a number",
+               float: "a number", bool: "true or false", type(None): "null"}  # fmt: skip
+
+
+class MalformedError(DataError):
+    """A file a stage needs that is there but cannot be used as it is: cut short, not a CSV
+    or not JSON, lacking columns, keys or rows, holding text where numbers are. Unlike an
+    absent CSV, which the report and the figures leave out, it stops them (exit status 2)."""
 
 
 def is_csv(path: Path | str) -> bool:
@@ -160,35 +180,144 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], path: Path, mad
     """Raise a DataError naming ``path`` and ``made_by`` if ``frame`` lacks any of ``columns``."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise DataError(f"{path} lacks columns {', '.join(missing)}; run `{made_by}` to make it")
+        raise MalformedError(
+            f"{path} lacks columns {', '.join(missing)}; run `{made_by}` to make it"
+        )
+
+
+def _short_line(text: str) -> tuple[int, int, int] | None:
+    """The first line of CSV ``text`` with fewer fields than its header: (line number,
+    its fields, the header's); None when every line has them all. A line with more fields
+    fails in pandas."""
+    if '"' in text:  # quoted fields may hold commas and newlines: the csv module counts
+        reader = csv.reader(io.StringIO(text))
+        header = len(next(reader, []))
+        for row in reader:
+            if len(row) < header:
+                return reader.line_num, len(row), header
+        return None
+    lines = text.split("\n")[:-1]  # the text ends in a newline
+    header = lines[0].count(",")
+    for number, line in enumerate(lines[1:], start=2):
+        if line.count(",") < header:
+            return number, line.count(",") + 1 if line else 0, header + 1
+    return None
 
 
 def read_csv_checked(path: Path, columns: Iterable[str], made_by: str) -> pd.DataFrame:
     """Read a CSV that must exist and hold ``columns``; else raise a DataError naming the
-    file and ``made_by``, the command that makes it."""
+    file and ``made_by``, the command that makes it (a ``MalformedError`` when the file is
+    there: empty, cut short (its last line without its newline, or any line with fewer
+    fields than the header), not a CSV, lacking columns or rows)."""
     path = Path(path)
     hint = f"run `{made_by}` to make it"
     if not path.is_file():
         raise DataError(f"{path} is missing; {hint}")
     try:
+        with open_csv_text(path) as f:
+            text = f.read()
+        if not text:
+            raise MalformedError(f"{path} is empty; {hint}")
+        if not text.endswith("\n"):
+            raise MalformedError(f"{path} is cut short (its last line has no newline); {hint}")
+        short = _short_line(text) if "\n" in text[:-1] else None
+        if short is not None:
+            line, fields, header = short
+            raise MalformedError(
+                f"{path} is cut short or malformed (line {line} has {fields} fields, the "
+                f"header {header}); {hint}"
+            )
         with warnings.catch_warnings():
             # A row with more fields than the header must fail, not shift into the index.
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, index_col=False)
+            frame = pd.read_csv(io.StringIO(text), index_col=False)
     except (
         pd.errors.ParserError,
         pd.errors.ParserWarning,
         pd.errors.EmptyDataError,
         UnicodeDecodeError,
+        csv.Error,  # e.g. a NUL byte
         lzma.LZMAError,  # a damaged .csv.xz
         EOFError,  # a truncated one
     ) as err:
         reason = " ".join(str(err).split())  # one line, whatever pandas says
-        raise DataError(f"{path} is malformed ({reason}); {hint}") from None
+        raise MalformedError(f"{path} is malformed ({reason}); {hint}") from None
     require_columns(frame, columns, path, made_by)
     if frame.empty:
-        raise DataError(f"{path} has no rows; {hint}")
+        raise MalformedError(f"{path} has no rows; {hint}")
     return frame
+
+
+def require_numbers(
+    frame: pd.DataFrame,
+    path: Path,
+    made_by: str,
+    numeric: Sequence[str] = (),
+    mixed: Sequence[str] = (),
+) -> None:
+    """A ``MalformedError`` naming ``path`` and ``made_by`` where a column of ``frame``
+    holds text where numbers are: a column of ``numeric`` that is not all numbers, or any
+    column but those of ``mixed`` whose values are partly numbers and partly text."""
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+            continue
+        if column in mixed and column not in numeric:
+            continue
+        present = values.dropna()
+        text = pd.to_numeric(present.astype(str), errors="coerce").isna()
+        if text.any() and (column in numeric or not text.all()):
+            first = int(text.to_numpy().argmax())
+            row = present.index[first]  # read_csv numbers the rows from 0, after the header
+            line = f" on line {row + 2}" if isinstance(row, int | np.integer) else ""
+            raise MalformedError(
+                f"{path} is malformed (column {column} holds text where numbers are: "
+                f"{str(present.iloc[first])[:40]!r}{line}); run `{made_by}` to make it"
+            )
+
+
+def require_unique_keys(frame: pd.DataFrame, keys: Sequence[str], path: Path, made_by: str) -> None:
+    """A ``MalformedError`` naming ``path`` and ``made_by`` where two rows of ``frame`` have
+    the same values in every column of ``keys`` (a row written twice)."""
+    keys = [k for k in keys if k in frame.columns]
+    duplicated = frame.duplicated(keys).to_numpy() if keys else np.zeros(0, bool)
+    if duplicated.any():
+        row, count = int(duplicated.argmax()), int(duplicated.sum())
+        first = ", ".join(f"{k}={frame[k].iloc[row]}" for k in keys)
+        more = f"; {count} such rows" if count > 1 else ""
+        raise MalformedError(
+            f"{path} is malformed (line {row + 2} repeats the keys of an earlier row, "
+            f"{first}{more}); run `{made_by}` to make it"
+        )
+
+
+def read_sidecar_checked(
+    path: Path, made_by: str, keys: Mapping[str, tuple[type, ...]] = SIDECAR_KEYS
+) -> dict[str, Any]:
+    """The JSON sidecar at ``path``, which must exist and be a JSON object holding ``keys``
+    (key -> the types its value may have), else a DataError naming the file and
+    ``made_by``, the command that makes it (a ``MalformedError`` when the file is there)."""
+    path = Path(path)
+    hint = f"run `{made_by}` to make it"
+    if not path.is_file():
+        raise DataError(f"{path} is missing; {hint}")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        reason = " ".join(str(err).split())
+        raise MalformedError(f"{path} is not JSON ({reason}); {hint}") from None
+    if not isinstance(meta, dict):
+        raise MalformedError(f"{path} is not a JSON object; {hint}")
+    missing = [key for key in keys if key not in meta]
+    if missing:
+        raise MalformedError(f"{path} lacks keys {', '.join(missing)}; {hint}")
+    for key, types in keys.items():
+        value = meta[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            wanted = " or ".join(dict.fromkeys(_JSON_TYPES.get(t, t.__name__) for t in types))
+            given = _JSON_TYPES.get(type(value), type(value).__name__)
+            raise MalformedError(f"{path} holds {given} as {key}, not {wanted}; {hint}")
+    return meta
 
 
 def write_result(
