@@ -126,6 +126,13 @@ BAD_MECHANISM_FILES = {
         "    return jax.nn.softmax(jnp.einsum('...qd,...kd->...qk', q, k))\n"
     ),
     "syntax.py": "def logits(q, k)\n    return q\n",
+    "exits.py": "import sys\nsys.exit(0)\n",  # at import: no silent exit 0
+    "narrow.py": (  # fine at the main check's d_k 16 only
+        "import jax.numpy as jnp\n"
+        "def logits(q, k):\n"
+        "    assert q.shape[-1] == 16, 'written for d_k 16'\n"
+        "    return jnp.einsum('...qd,...kd->...qk', q, k)\n"
+    ),
 }
 
 #: Broken mechanisms (file -> the words their one line gives the cause in).
@@ -137,6 +144,8 @@ BROKEN = {
     "weights_like.py": "its logits look like weights (every row non-negative and summing to one)",
     "syntax.py": "syntax error at line 1: expected ':'",
     "mechs.py": "gives non-finite weights at its initial scalars",
+    "exits.py": "importing its file called sys.exit(0)",
+    "narrow.py": "fails on random inputs at d_k 8 (q [1, 1, 8], k [1, 5, 8]): AssertionError",
 }
 
 
@@ -185,7 +194,7 @@ def _kind(action: argparse.Action) -> str:
         return "choice"
     if hasattr(action.type, "is_valid"):
         return "text"
-    if action.type is Path:
+    if action.type in (Path, cli.a_path):
         assert action.option_strings, action
         role = PATH_ROLES.get(action.option_strings[0])
         assert role, f"{action.option_strings[0]}: add its role to PATH_ROLES"
@@ -212,9 +221,9 @@ def _bad_paths(kind: str, root: Path) -> list[str]:
                 "/proc/x.csv",
             ]
             + no_write,
-            "dir_out": ["/nonexistent/dir", root / "a_file", root / "missing", "/proc"]
+            "dir_out": ["/nonexistent/dir", root / "a_file", root / "missing", "/proc", ""]
             + [p.parent for p in no_write],
-            "dir_in": ["/nonexistent/dir", root / "a_file", root / "missing"],
+            "dir_in": ["/nonexistent/dir", root / "a_file", root / "missing", ""],
             "file_in": ["/nonexistent/x.txt", root / "a_dir", root / "missing.txt", ""],
         }[kind]
     ]
@@ -298,7 +307,7 @@ def _base_argv(parser: argparse.ArgumentParser, outputs: Path) -> list[str]:
     """Every path flag pointed into ``outputs`` (valid), --quiet where there is one."""
     argv = []
     for action in parser._actions:
-        if action.option_strings and action.type is Path:
+        if action.option_strings and action.type in (Path, cli.a_path):
             role = PATH_ROLES[action.option_strings[0]]
             if action.default is None and role in ("dir_in", "file_in"):
                 continue  # an optional input (13's --checkpoint, --text): its default is valid

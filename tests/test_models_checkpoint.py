@@ -1,10 +1,14 @@
-"""attnlab.models.checkpoint: the packaged checkpoint, a tiny one written here, broken ones,
-and BERT's initialisation."""
+"""attnlab.models.checkpoint: the packaged checkpoint, a tiny one written here, broken ones
+(each one line naming the file: non-finite or integer weights, sizes the weights file does
+not hold or the machine's memory cannot, a loop of links, no permission, a bad
+max_seq_length), and BERT's initialisation."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from pathlib import Path
 
 import jax
@@ -13,6 +17,8 @@ import pytest
 
 from attnlab.models.checkpoint import (
     CONFIG,
+    MEMORY_ENV,
+    SENTENCE_CONFIG,
     TOKENIZER,
     WEIGHTS,
     CheckpointError,
@@ -23,6 +29,7 @@ from attnlab.models.checkpoint import (
     tensor_shapes,
 )
 
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 #: A 2-layer BERT of width 16 (2 heads of 8).
 TINY_CONFIG = {
     "architectures": ["BertModel"],
@@ -106,29 +113,164 @@ def test_tiny_checkpoint_loads_with_or_without_the_bert_prefix(tmp_path):
         assert set(checkpoint.tensors) == set(tensor_shapes(checkpoint.config))
 
 
+#: A tensor of the tiny checkpoint that a broken one spoils (``_break``).
+SPOILT = "encoder.layer.1.attention.self.key.weight"
+
+
+def _change_config(directory: Path, name: str, change: dict) -> None:
+    path = directory / name
+    raw = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps(raw | change))
+
+
+def _spoil(directory: Path, how: str) -> None:
+    """Replace ``SPOILT`` in the weights file: a NaN in it, or its values as int32."""
+    from safetensors.numpy import load_file, save_file
+
+    stored = load_file(directory / WEIGHTS)
+    value = stored[SPOILT].copy()
+    if how == "nan":
+        value[1, 2] = np.nan
+    elif how == "inf":
+        value[0, 0] = -np.inf
+    else:
+        value = (value * 100).astype(np.int32)
+    save_file(stored | {SPOILT: value}, str(directory / WEIGHTS))
+
+
 def _break(directory: Path, how: str) -> str:
-    """Break a tiny checkpoint; return the file the error must name."""
+    """Break a tiny checkpoint; return the file (and what more) the error must name."""
     if how == "missing file":
         (directory / TOKENIZER).unlink()
         return TOKENIZER
     if how == "other architecture":
-        config = json.loads((directory / CONFIG).read_text()) | {
-            "model_type": "gpt2",
-            "architectures": ["GPT2LMHeadModel"],
-        }
-        (directory / CONFIG).write_text(json.dumps(config))
+        _change_config(
+            directory, CONFIG, {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}
+        )
         return CONFIG
-    config = json.loads((directory / CONFIG).read_text()) | {"intermediate_size": 48}
-    (directory / CONFIG).write_text(json.dumps(config))  # the tensors say 32
+    if how in ("nan weight", "infinite weight", "integer weight"):
+        _spoil(directory, {"nan weight": "nan", "infinite weight": "inf"}.get(how, "int"))
+        return f"{WEIGHTS}: {SPOILT}"
+    if how == "a billion layers":  # refused from the header, before a list of 16e9 tensors
+        _change_config(directory, CONFIG, {"num_hidden_layers": 10**9})
+        return f"{CONFIG}: num_hidden_layers is 1000000000, but"
+    if how == "a huge width":  # refused from the header, before any tensor is read
+        _change_config(directory, CONFIG, {"hidden_size": 2**40, "num_attention_heads": 2})
+        return f"{WEIGHTS}: embeddings.word_embeddings.weight has shape (24, 16), config.json"
+    if how == "config a loop of links":
+        (directory / CONFIG).unlink()
+        (directory / CONFIG).symlink_to(CONFIG)
+        return f"{CONFIG}: cannot be read (Too many levels of symbolic links)"
+    if how == "max_seq_length not an integer":
+        _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": "long"})
+        return f"{SENTENCE_CONFIG}: max_seq_length must be a positive integer, got 'long'"
+    if how == "max_seq_length past the positions":
+        _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": 65})
+        return f"{SENTENCE_CONFIG}: max_seq_length 65 is more than"
+    _change_config(directory, CONFIG, {"intermediate_size": 48})  # the tensors say 32
     return WEIGHTS
 
 
-@pytest.mark.parametrize("how", ["missing file", "other architecture", "mismatched shape"])
+#: Every way ``_break`` breaks a checkpoint (13 refuses each: test_real_model_experiment).
+BROKEN = [
+    "missing file", "other architecture", "mismatched shape", "nan weight", "infinite weight",
+    "integer weight", "a billion layers", "a huge width", "config a loop of links",
+    "max_seq_length not an integer", "max_seq_length past the positions",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("how", BROKEN)
 def test_broken_checkpoints_name_the_file(tmp_path, how):
     directory = write_tiny_checkpoint(tmp_path / "ckpt")
     name = _break(directory, how)
-    with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
+    with pytest.raises(CheckpointError, match=re.escape(name)) as caught:
         load_checkpoint(directory)
+    assert "\n" not in str(caught.value)
+
+
+def test_sizes_are_checked_against_the_header_before_any_tensor_is_read(tmp_path, monkeypatch):
+    """A billion layers or a width of 2^40 is refused from the weights file's header alone:
+    neither the tensors nor the model's list of 16e9 tensor names are made."""
+    import attnlab.models.checkpoint as checkpoint
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a tensor was read")
+
+    monkeypatch.setattr(checkpoint, "read_tensors", no_reading)
+    for how in ("a billion layers", "a huge width", "integer weight"):
+        directory = write_tiny_checkpoint(tmp_path / how)
+        name = _break(directory, how)
+        with pytest.raises(CheckpointError, match=re.escape(name)):
+            load_checkpoint(directory)
+
+
+def test_a_checkpoint_larger_than_the_memory_is_refused(tmp_path, monkeypatch):
+    directory = write_tiny_checkpoint(tmp_path / "ckpt")
+    monkeypatch.setenv(MEMORY_ENV, "4096")
+    with pytest.raises(
+        CheckpointError,
+        match=r"parameters takes [\d.]+ KiB, more than this machine.s 4 KiB of memory",
+    ):
+        load_checkpoint(directory)
+    monkeypatch.setenv(MEMORY_ENV, str(2**30))
+    assert load_checkpoint(directory).config.num_hidden_layers == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"num_hidden_layers": 2.5}, "num_hidden_layers must be a positive integer, got 2.5"),
+        ({"num_hidden_layers": float("nan")}, "num_hidden_layers must be a positive number"),
+        ({"layer_norm_eps": float("inf")}, "layer_norm_eps must be a positive number, got inf"),
+    ],
+)
+def test_config_numbers_must_be_finite_and_integers_integral(change, words):
+    with pytest.raises(CheckpointError, match=re.escape(words)):
+        parse_config(TINY_CONFIG | {"vocab_size": 30} | change)
+    assert parse_config(TINY_CONFIG | {"vocab_size": 30.0}).vocab_size == 30  # 30.0 is 30
+
+
+def test_max_seq_length_null_is_the_position_table(tmp_path):
+    directory = write_tiny_checkpoint(tmp_path / "ckpt")
+    _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": None})
+    assert load_checkpoint(directory).max_seq_length == 64
+    _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": 32})
+    assert load_checkpoint(directory).max_seq_length == 32
+
+
+def test_a_folder_that_is_a_loop_of_links_is_one_line(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(CheckpointError, match="loop: cannot be read .*symbolic links"):
+        load_checkpoint(loop)
+
+
+def test_a_folder_without_permission_is_one_line(tmp_path, monkeypatch):
+    """What a folder of mode 000 gives a user who is not root (root reads it regardless):
+    every look inside it is refused."""
+    directory = write_tiny_checkpoint(tmp_path / "ckpt")
+    real_stat = os.stat
+
+    def refused(path, *args, **kwargs):
+        if Path(path).parent == directory:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "stat", refused)
+        with pytest.raises(CheckpointError, match=r"config\.json: cannot be read \(Permission"):
+            load_checkpoint(directory)
+
+
+@pytest.mark.skipif(IS_ROOT, reason="root reads a folder of mode 000")
+def test_a_folder_of_mode_000_is_one_line(tmp_path):
+    directory = write_tiny_checkpoint(tmp_path / "ckpt")
+    directory.chmod(0)
+    try:
+        with pytest.raises(CheckpointError, match="cannot be read"):
+            load_checkpoint(directory)
+    finally:
+        directory.chmod(0o755)
 
 
 def test_not_a_directory(tmp_path):

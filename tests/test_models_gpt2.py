@@ -1,11 +1,13 @@
 """attnlab.models.gpt2: a tiny GPT-2-layout checkpoint (random weights and biases, 2 layers)
-read and run against a float64 numpy GPT-2 written here; broken checkpoints refused with
-one message naming the file."""
+read and run against a float64 numpy GPT-2 written here; broken checkpoints (NaN or integer
+weights and sizes the weights file does not hold among them) refused with one message
+naming the file."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import jax
@@ -137,15 +139,29 @@ def _break(directory: Path, how: str) -> str:
     from safetensors.numpy import load_file, save_file
 
     config = json.loads((directory / CONFIG).read_text())
-    if how in ("missing tensor", "wrong shape"):
+    if how in ("missing tensor", "wrong shape", "nan weight", "integer weight"):
         stored = load_file(directory / WEIGHTS)
         name = PREFIX + "h.1.mlp.c_fc.weight"
         if how == "missing tensor":
             del stored[name]
-        else:
+        elif how == "wrong shape":
             stored[name] = stored[name].T.copy()
+        elif how == "nan weight":
+            stored[name] = stored[name].copy()
+            stored[name][3, 7] = np.nan
+        else:
+            stored[name] = stored[name].astype(np.int64)
         save_file(stored, directory / WEIGHTS)
-        return WEIGHTS
+        return {
+            "nan weight": f"{WEIGHTS}: h.1.mlp.c_fc.weight holds NaN or infinite values",
+            "integer weight": f"{WEIGHTS}: h.1.mlp.c_fc.weight is I64, not floating point",
+        }.get(how, WEIGHTS)
+    if how == "a billion layers":  # refused from the header: no list of 12e9 tensors is made
+        (directory / CONFIG).write_text(json.dumps(config | {"n_layer": 10**9}))
+        return f"{CONFIG}: n_layer is 1000000000, but"
+    if how == "a huge vocabulary":
+        (directory / CONFIG).write_text(json.dumps(config | {"vocab_size": 10**12}))
+        return f"{WEIGHTS}: wte.weight has shape (256, 16), config.json implies (1000000000000, 16)"
     changes = {
         "unknown model_type": {"model_type": "llama"},
         "inverse layer scaling": {"scale_attn_by_inverse_layer_idx": True},
@@ -158,14 +174,15 @@ def _break(directory: Path, how: str) -> str:
 
 
 BROKEN = ["missing tensor", "wrong shape", "unknown model_type", "inverse layer scaling",
-          "unknown mechanism", "rotary", "relu"]  # fmt: skip
+          "unknown mechanism", "rotary", "relu", "nan weight", "integer weight",
+          "a billion layers", "a huge vocabulary"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", BROKEN)
 def test_broken_checkpoints_name_the_file(tmp_path, how):
     directory = write_tiny_gpt2(tmp_path / "ckpt")
     name = _break(directory, how)
-    with pytest.raises(CheckpointError, match=name.replace(".", r"\.")) as caught:
+    with pytest.raises(CheckpointError, match=re.escape(name)) as caught:
         read_checkpoint(directory)
     assert len(str(caught.value).splitlines()) == 1
 

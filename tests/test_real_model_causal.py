@@ -136,7 +136,10 @@ def test_bert_among_several_checkpoints_is_refused(load_script, run_main, tiny, 
     assert not any(out.iterdir())
 
 
-@pytest.mark.parametrize("how", ["missing tensor", "wrong shape", "unknown model_type"])
+@pytest.mark.parametrize(
+    "how",
+    ["missing tensor", "wrong shape", "unknown model_type", "nan weight", "a billion layers"],
+)
 def test_broken_gpt2_one_line_exit_2_nothing_written(
     load_script, run_main, tiny, tmp_path, capsys, how
 ):

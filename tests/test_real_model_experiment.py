@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from test_models_checkpoint import TINY_WORDS, _break, write_tiny_checkpoint
+from test_models_checkpoint import BROKEN, TINY_WORDS, _break, write_tiny_checkpoint
 
 from attnlab.models.checkpoint import sha256
 from attnlab.studies.real_model.study import STUDY
@@ -47,10 +47,12 @@ def test_tiny_checkpoint_end_to_end(load_script, run_main, tiny, tmp_path, capsy
     assert drift.cosine_mean.iloc[0] == pytest.approx(1.0, abs=1e-6)  # alpha = 1: the model
 
 
-@pytest.mark.parametrize("how", ["missing file", "other architecture", "mismatched shape"])
+@pytest.mark.parametrize("how", BROKEN)
 def test_broken_checkpoint_one_line_exit_2_nothing_written(
     load_script, run_main, tiny, tmp_path, capsys, how
 ):
+    """Each broken checkpoint of test_models_checkpoint (NaN or integer weights, a billion
+    layers, a loop of links, a bad max_seq_length, ...): exit 2, one line, nothing written."""
     checkpoint, text = tiny
     name = _break(checkpoint, how)
     out = tmp_path / "out"
@@ -59,6 +61,22 @@ def test_broken_checkpoint_one_line_exit_2_nothing_written(
     assert run_main(load_script(SCRIPT), argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--checkpoint" in err and name in err
+    assert "Traceback" not in err
+    assert not any(out.iterdir())
+
+
+def test_a_checkpoint_folder_that_is_a_loop_of_links_is_one_line(
+    load_script, run_main, tiny, tmp_path, capsys
+):
+    _, text = tiny
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--checkpoint", loop, "--text", text, *TINY_FLAGS, "--out-dir", out]
+    assert run_main(load_script(SCRIPT), argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--checkpoint: " in err and str(loop) in err
     assert not any(out.iterdir())
 
 

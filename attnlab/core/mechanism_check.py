@@ -68,48 +68,100 @@ def _vectors(mechanism: Mechanism, d_k: int) -> list[tuple[str, Any]]:
     return out
 
 
+#: The shapes ``check_mechanism`` also traces a mechanism at, after its main check (2 heads
+#: of ``d_k`` 16, 3 queries over 8 keys): ``(heads, d_k, queries, keys)``, one query over a
+#: few keys in one narrow head (the recall task's rows) and a square causal map of 12
+#: positions in 4 wide heads (the language model's), so that a mechanism that raises or
+#: gives the wrong shape only at another width, length or number of heads stops here too,
+#: not in a run. Traced for shapes only (``jax.eval_shape``: nothing compiled or run, a few
+#: milliseconds): the main check has already run it under ``jit``, so tracing it is what
+#: every run does first.
+OTHER_SHAPES = ((1, 8, 1, 5), (4, 64, 12, 12))
+
+
+def _inputs(mechanism: Mechanism, heads: int, d_k: int, n_q: int, n: int):
+    """``H``, the initial scalars at ``d_k`` (a ``per_head`` vector ``[H, 1, 1]``), the
+    ``Context`` of queries at the last ``n_q`` of ``n`` positions in ``H`` heads and, for
+    a mechanism that needs positions, the causal mask; ``H`` is ``heads``, or the length
+    of its ``per_head`` vectors at ``d_k``. ``MechanismError`` if an initial value is not
+    one number or fails."""
+    try:
+        theta: dict[str, Any] = mechanism.initial_theta(d_k)
+        lengths = {len(v) for _, v in _vectors(mechanism, d_k)}
+    except MechanismError:
+        raise
+    except Exception as err:  # a function of d_k that raises
+        raise MechanismError(
+            f"mechanism {mechanism.name!r}: its initial values fail at d_k {d_k}: {explain(err)}"
+        ) from None
+    heads = lengths.pop() if len(lengths) == 1 else heads
+    theta |= {name: v[:, None, None] for name, v in mechanism.head_values(d_k, heads).items()}
+    positions = jnp.arange(n)
+    context = Context(positions[-n_q:, None], positions[None, :],
+                      jnp.arange(heads)[:, None, None], heads)  # fmt: skip
+    mask = context.k_pos <= context.q_pos if mechanism.needs_positions() else None
+    return heads, theta, mask, context
+
+
+def _attend(mechanism: Mechanism, label: str, q, k, theta, mask, context, at: str = ""):
+    """Logits and weights of ``mechanism.attend`` (eagerly; abstractly, ``jax.eval_shape``,
+    where ``q`` is a ``jax.ShapeDtypeStruct``); ``MechanismError`` (``label``, and ``at``
+    where the inputs are not the main check's) if it raises or its logits are not float32
+    of shape ``[H, Tq, Tk]``, its mask does not broadcast to them or its weights do not
+    have their shape."""
+    expected = (*q.shape[:-1], k.shape[-2])
+    try:
+        if isinstance(q, jax.ShapeDtypeStruct):
+            z, p, used = jax.eval_shape(
+                lambda q, k, theta: mechanism.attend(q, k, theta, mask, context), q, k, theta
+            )
+        else:
+            z, p, used = mechanism.attend(q, k, theta, mask, context)
+            z, p = jnp.asarray(z), jnp.asarray(p)
+        if z.shape != expected or z.dtype != jnp.float32:
+            raise MechanismError(
+                f"{label}: logits of q {list(q.shape)} and k {list(k.shape)} (float32) must be "
+                f"float32 {list(expected)}, got {z.dtype} {list(z.shape)}"
+            )
+        if used is not None and jnp.broadcast_shapes(jnp.shape(used), z.shape) != z.shape:
+            raise MechanismError(f"{label}: its mask must broadcast to the logits' shape{at}")
+    except MechanismError:
+        raise
+    except Exception as err:
+        raise MechanismError(f"{label} fails on random inputs{at}: {explain(err)}") from None
+    if p.shape != expected:
+        raise MechanismError(
+            f"{label}: weights must have the logits' shape{at}, got {list(p.shape)}"
+        )
+    return z, p
+
+
 def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
     """Run ``mechanism`` on iid N(0, 1) queries and keys ``[H, 3, d_k]``, ``[H, n, d_k]`` at
     its initial scalars, eagerly, under ``jax.jit`` and under ``jax.jit(jax.grad(...))`` (as
     training runs it, the scalars traced), so that whatever would stop a run stops here
-    first. The leading axis is ``H`` heads (2, or the length of its ``per_head`` vectors)
-    with their ``Context``: the queries at the last 3 of ``n`` positions, and, for a
-    mechanism that needs positions, a causal mask and its own. Raise ``MechanismError``,
-    one line naming the mechanism and the cause in words, if
+    first; then traced at ``OTHER_SHAPES`` (other widths, lengths and numbers of heads).
+    The leading axis is ``H`` heads (2, or the length of its ``per_head`` vectors) with
+    their ``Context``: the queries at the last 3 of ``n`` positions, and, for a mechanism
+    that needs positions, a causal mask and its own. Raise ``MechanismError``, one line
+    naming the mechanism and the cause in words, if
 
     - its scalars are not numbers at ``d_k`` (each learned or fixed value is one scalar);
-    - its logits are not ``[2, 3, n]`` float32, or, with softmax weights, look like
+    - its logits are not ``[H, 3, n]`` float32, or, with softmax weights, look like
       weights (every row non-negative and summing to one: softmax would be applied twice);
-    - its weights are not ``[2, 3, n]`` and finite;
+    - its weights are not ``[H, 3, n]`` and finite;
     - it cannot be traced: Python control flow or numpy on a traced value, or any other
-      error under ``jit`` or ``grad`` (``explain`` words JAX's).
+      error under ``jit`` or ``grad`` (``explain`` words JAX's);
+    - at ``OTHER_SHAPES`` it raises, or its logits, mask or weights have the wrong shape
+      or dtype (the line names the shapes). Non-finite weights there are not refused: a
+      mechanism may diverge at some widths on purpose, and runs record that.
     """
     label = f"mechanism {mechanism.name!r}"
-    theta = mechanism.initial_theta(d_k)
-    lengths = {len(v) for n_, v in _vectors(mechanism, d_k)}
-    heads = lengths.pop() if len(lengths) == 1 else 2
-    theta |= {name: v[:, None, None] for name, v in mechanism.head_values(d_k, heads).items()}
+    heads, theta, mask, context = _inputs(mechanism, 2, d_k, 3, n)
     kq, kk = jax.random.split(jax.random.key(0))
     q = jax.random.normal(kq, (heads, 3, d_k), jnp.float32)
     k = jax.random.normal(kk, (heads, n, d_k), jnp.float32)
-    positions = jnp.arange(n)
-    context = Context(positions[-3:, None], positions[None, :],
-                      jnp.arange(heads)[:, None, None], heads)  # fmt: skip
-    mask = context.k_pos <= context.q_pos if mechanism.needs_positions() else None
-    try:
-        z, p, used = mechanism.attend(q, k, theta, mask, context)
-        z, p = jnp.asarray(z), jnp.asarray(p)
-        if z.shape != (heads, 3, n) or z.dtype != jnp.float32:
-            raise MechanismError(
-                f"{label}: logits of q [{heads}, 3, {d_k}] and k [{heads}, {n}, {d_k}] (float32) "
-                f"must be float32 [{heads}, 3, {n}], got {z.dtype} {list(z.shape)}"
-            )
-        if used is not None and jnp.broadcast_shapes(jnp.shape(used), z.shape) != z.shape:
-            raise MechanismError(f"{label}: its mask must broadcast to the logits' shape")
-    except MechanismError:
-        raise
-    except Exception as err:
-        raise MechanismError(f"{label} fails on random inputs: {explain(err)}") from None
+    z, p = _attend(mechanism, label, q, k, theta, mask, context)
     row_error = jnp.abs(jnp.sum(z, axis=-1) - 1.0)
     if (
         mechanism.weights is softmax_weights
@@ -120,8 +172,6 @@ def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
             f"{label}: its logits look like weights (every row non-negative and summing to "
             "one); logits(q, k) must return the logits z, which softmax turns into weights"
         )
-    if p.shape != (heads, 3, n):
-        raise MechanismError(f"{label}: weights must have the logits' shape, got {list(p.shape)}")
     if not bool(jnp.all(jnp.isfinite(p))):
         raise MechanismError(f"{label} gives non-finite weights at its initial scalars")
     traced = {name: jnp.asarray(value, jnp.float32) for name, value in theta.items()}
@@ -139,3 +189,10 @@ def check_mechanism(mechanism: Mechanism, d_k: int = 16, n: int = 8) -> None:
             raise MechanismError(
                 f"{label} cannot run under {how} (as training runs it): {explain(err)}"
             ) from None
+    for heads, width, n_q, n_k in OTHER_SHAPES:  # shapes only: nothing compiled or run
+        h, values, causal, where = _inputs(mechanism, heads, width, n_q, n_k)
+        q_at = jax.ShapeDtypeStruct((h, n_q, width), jnp.float32)
+        k_at = jax.ShapeDtypeStruct((h, n_k, width), jnp.float32)
+        abstract = {n: jax.ShapeDtypeStruct(jnp.shape(v), jnp.float32) for n, v in values.items()}
+        at = f" at d_k {width} (q {list(q_at.shape)}, k {list(k_at.shape)})"
+        _attend(mechanism, label, q_at, k_at, abstract, causal, where, at)

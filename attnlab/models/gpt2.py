@@ -22,8 +22,11 @@ its own at ``d``. ``a_qk`` (1 for the model as trained) is the static drift
 ``q, k -> a q, a k`` before the mechanism.
 
 ``load_gpt2`` checks every file, every config field it computes from and every tensor's
-shape, and raises ``CheckpointError`` naming the file and what is wrong; tensor names with
-or without the ``transformer.`` prefix are read, others (attention-mask buffers) ignored.
+shape (the sizes against the weights file's header and the machine's memory before any
+tensor is read, each tensor's numbers finite floats: ``checkpoint.check_weights_header``,
+``checkpoint.read_tensors``), and raises ``CheckpointError`` naming the file and what is
+wrong; tensor names with or without the ``transformer.`` prefix are read, others
+(attention-mask buffers) ignored.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ from attnlab.models.checkpoint import (
     Checkpoint,
     CheckpointError,
     _read_json,
+    check_weights_header,
     files_present,
+    is_file,
     load_checkpoint,
     read_tensors,
     read_tokenizer,
@@ -249,8 +254,11 @@ def load_gpt2(
     directory = Path(directory)
     files_present(directory)
     raw = _read_json(directory / CONFIG)
-    config = parse_gpt2_config(raw, str(directory / CONFIG), mechanisms)
+    where = str(directory / CONFIG)
+    config = parse_gpt2_config(raw, where, mechanisms)
     path = directory / WEIGHTS
+    layers = ("n_layer", config.n_layer, "h.")
+    check_weights_header(path, PREFIX, layers, lambda: gpt2_shapes(config), where)
     tensors = read_tensors(path, gpt2_shapes(config), PREFIX, owned=LEARNED_PREFIX)
     tokenizer = read_tokenizer(directory / TOKENIZER)
     if tokenizer.get_vocab_size() > config.vocab_size:
@@ -266,9 +274,9 @@ def load_gpt2(
 
 def model_type(directory: Path | str) -> str | None:
     """``config.json``'s ``model_type`` in ``directory``, None where the file is missing
-    (the loader then names it)."""
+    (the loader then names it); ``CheckpointError`` where it cannot be looked at."""
     path = Path(directory) / CONFIG
-    return _read_json(path).get("model_type") if path.is_file() else None
+    return _read_json(path).get("model_type") if is_file(path) else None
 
 
 def read_checkpoint(

@@ -58,7 +58,10 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
     except (OSError, UnicodeDecodeError) as err:
         raise cli.UsageError(f"--text: cannot read {args.text} as UTF-8 text ({err})") from None
     supplied = _supplied(args.mechanisms)
-    folders = [Path(d).resolve() for d in args.checkpoint or []]
+    try:
+        folders = [Path(d).resolve() for d in args.checkpoint or []]
+    except (OSError, RuntimeError) as err:  # RuntimeError: a loop of symbolic links (3.11)
+        raise cli.UsageError(f"--checkpoint: cannot be read ({err})") from None
     for i, folder in enumerate(folders):  # the tables name each checkpoint by its folder
         if folder in folders[:i]:
             raise cli.UsageError(f"--checkpoint: {folder} is given twice")
