@@ -26,7 +26,13 @@ from attnlab.harness.workers import run_pieces
 from attnlab.studies import headline
 from attnlab.studies.lm_proxy.checkpoints import write_saved
 from attnlab.studies.lm_proxy.compute import pieces, tables
-from attnlab.studies.lm_proxy.flags import add_proxy_flags, proxy_config, text_tokens
+from attnlab.studies.lm_proxy.flags import (
+    DEFAULT,
+    add_proxy_flags,
+    proxy_config,
+    ran,
+    text_tokens,
+)
 from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
 
 
@@ -40,6 +46,9 @@ def build_parser():
 def run(args):
     config = proxy_config(args)
     out_dir = cli.prepare_out_dir(args)
+    if config.lm.warmup != DEFAULT.lm.warmup and not args.quiet:
+        print(f"warmup: {config.lm.warmup} steps (min(50, steps // 10) of --steps "
+              f"{config.lm.steps})", file=sys.stderr)  # fmt: skip
     source, tokens = text_tokens(args.text, config)
     work = pieces(config, tokens)
     started = time.perf_counter()
@@ -47,7 +56,7 @@ def run(args):
         sweep, curves, ownership, saved = tables(run_pieces(work, args.jobs, bar.update))
     wall = time.perf_counter() - started
     text = {"text_source": source.source, "text_sha256": source.sha256}
-    flags = {**vars(args), **text, "lm_config": dataclasses.asdict(config.lm)}
+    flags = {**vars(args), **ran(config), **text, "lm_config": dataclasses.asdict(config.lm)}
     with cli.staged_outputs(out_dir, args.written) as stage:
         for frame, name in ((sweep, SWEEP_CSV), (curves, CURVES_CSV), (ownership, OWNERSHIP_CSV)):
             write_result(frame, stage / name, flags, wall)

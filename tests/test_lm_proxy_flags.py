@@ -15,7 +15,9 @@ from attnlab.studies.lm_proxy.flags import (
     QUICK,
     add_proxy_flags,
     proxy_config,
+    ran,
     text_tokens,
+    warmup_for,
 )
 
 
@@ -35,6 +37,37 @@ def test_quick_keeps_its_values_unless_a_flag_is_given():
     assert quick.lm.steps == QUICK.lm.steps
     assert parse("--quick", "--lrs", "0.5").lrs == (0.5,)
     assert parse("--quick", "--steps", "30").lm == dataclasses.replace(QUICK.lm, steps=30, warmup=3)
+
+
+def test_a_flag_given_beside_quick_wins_even_at_the_default_value():
+    """The trap: a flag equal to its default was taken for not given, so --quick --steps 500
+    trained 200 steps and --quick --lrs <the six defaults> three rates."""
+    assert parse("--quick", "--steps", str(DEFAULT.lm.steps)).lm.steps == DEFAULT.lm.steps
+    six = [str(r) for r in DEFAULT.lrs]
+    assert parse("--quick", "--lrs", *six).lrs == DEFAULT.lrs
+    widths = [str(w) for w in DEFAULT.widths]
+    assert parse("--quick", "--widths", *widths).widths == DEFAULT.widths
+    assert parse("--quick", "--one-width", "64").one_width_d_model == 64
+
+
+def test_quick_trains_and_saves_every_mechanism_at_its_own_width():
+    """--quick dropped unscaled and inv_d and saved no model (it trained d_model 32 and
+    saved at --one-width 64); now every mechanism trains at 32, where models are saved."""
+    quick = parse("--quick")
+    assert quick.one_width == DEFAULT.one_width and quick.one_width_d_model == 32
+    assert {d for _, d in quick.cells()} == {32}
+
+
+def test_warmup_is_derived_from_steps():
+    assert [warmup_for(s) for s in (500, 200, 100, 20)] == [50, 20, 10, 2]
+    assert parse("--steps", "100").lm.warmup == 10
+
+
+def test_the_sidecar_records_what_ran():
+    assert ran(parse("--quick")) == {"widths": [32], "one_width": 32,
+                                     "lrs": [1e-3, 1e-2, 1e-1], "steps": 200}  # fmt: skip
+    assert ran(parse()) == {"widths": [32, 64, 128], "one_width": 64,
+                            "lrs": list(DEFAULT.lrs), "steps": 500}  # fmt: skip
 
 
 def test_a_width_off_the_head_width_names_its_flag():

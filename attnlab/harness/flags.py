@@ -151,17 +151,19 @@ def group_flags(parser: argparse.ArgumentParser) -> None:
 def add_int_flag(
     parser: argparse.ArgumentParser,
     flag: str,
-    default: int | Sequence[int],
+    default: int | Sequence[int] | None,
     help: str,
     minimum: int = 1,
+    many: bool | None = None,
 ) -> None:
-    """An integer flag ``>= minimum``; a sequence default makes it take one or more."""
-    many = not isinstance(default, int)
+    """An integer flag ``>= minimum``; a sequence default (or ``many``) makes it take one or
+    more. A None default (a value other flags decide when it is not given) is kept."""
+    many = not isinstance(default, int | None) if many is None else many
     parser.add_argument(
         flag,
         type=int_at_least(minimum),
         nargs="+" if many else None,
-        default=list(default) if many else default,
+        default=list(default) if many and default is not None else default,
         help=help,
     )
 

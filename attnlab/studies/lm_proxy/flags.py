@@ -20,18 +20,25 @@ from attnlab.studies.lm_proxy.compute import ProxyConfig
 from attnlab.training.tasks.lm import STEP_METRICS, LMConfig
 
 DEFAULT = ProxyConfig()
-#: ``--quick``: a one-minute look (one width, three rates, fewer steps).
+#: ``--quick``: a one-minute look: one width, three rates, fewer steps; every mechanism at
+#: that width, so the models it trains are saved for 13 as the full run's are.
 QUICK = dataclasses.replace(
     DEFAULT,
     lm=dataclasses.replace(DEFAULT.lm, steps=200, warmup=20),
     widths=(32,),
-    one_width=(),
+    one_width_d_model=32,
     lrs=(1e-3, 1e-2, 1e-1),
 )
 
 
+def _words(values) -> str:
+    return " ".join(f"{v:g}" for v in values)
+
+
 def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
-    """Every flag of experiment 14 but ``--out-dir``, with its defaults."""
+    """Every flag of experiment 14 but ``--out-dir``. The flags ``--quick`` changes default
+    to None (given or not is then plain: a flag given always wins over ``--quick``, whatever
+    its value), their help saying both defaults."""
     parser.add_argument(
         "--mechanisms",
         nargs="+",
@@ -48,12 +55,17 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="mechanisms swept at --one-width only",
     )
-    cli.add_int_flag(parser, "--widths", list(DEFAULT.widths), "d_model values (head width 16)", 2)
-    cli.add_int_flag(
-        parser, "--one-width", DEFAULT.one_width_d_model, "d_model of the one-width mechanisms", 2
-    )
-    cli.add_rates_flag(parser, DEFAULT.lrs, "peak learning rates")
-    cli.add_int_flag(parser, "--steps", DEFAULT.lm.steps, "training steps", 2)
+    both = "(default: {}; with --quick {})"
+    cli.add_int_flag(parser, "--widths", None, "d_model values (head width 16) " + both.format(
+        _words(DEFAULT.widths), _words(QUICK.widths)), 2, many=True)  # fmt: skip
+    cli.add_int_flag(parser, "--one-width", None, "d_model of the one-width mechanisms, where "
+                     "each mechanism's best model is saved for 13 " + both.format(
+                         DEFAULT.one_width_d_model, QUICK.one_width_d_model), 2)  # fmt: skip
+    parser.add_argument("--lrs", nargs="+", type=cli.positive_float, default=None, metavar="LR",
+                        help="peak learning rates " + both.format(
+                            _words(DEFAULT.lrs), _words(QUICK.lrs)))  # fmt: skip
+    cli.add_int_flag(parser, "--steps", None, "training steps; warmup is min(50, steps // 10) "
+                     + both.format(DEFAULT.lm.steps, QUICK.lm.steps), 2)  # fmt: skip
     cli.add_int_flag(parser, "--seeds", DEFAULT.seeds, "seeds per rate")
     parser.add_argument(
         "--positions",
@@ -70,40 +82,47 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="a one-minute look: d_model 32, rates 1e-3, 1e-2, 1e-1, 200 steps",
+        help=f"a one-minute look: d_model {_words(QUICK.widths)}, rates {_words(QUICK.lrs)}, "
+        f"{QUICK.lm.steps} steps (a flag given beside it wins)",
     )
     cli.add_seed_flag(parser)
     cli.add_jobs_flag(parser, "the sweep's pieces (one per mechanism and width)")
 
 
+def warmup_for(steps: int, base: LMConfig = DEFAULT.lm) -> int:
+    """The warmup of a run of ``steps``: ``min(base.warmup, steps // 10)`` (50 at the
+    default 500 steps, 20 at --quick's 200)."""
+    return min(base.warmup, steps // 10)
+
+
 def proxy_config(args: argparse.Namespace) -> ProxyConfig:
-    """The flags as a ``ProxyConfig`` (``--quick`` replaces the defaults it names); a bad
-    value is a ``cli.UsageError`` naming its flag."""
+    """The flags as a ``ProxyConfig``: each flag given, else ``--quick``'s value where it is
+    given, else the default; a bad value is a ``cli.UsageError`` naming its flag."""
     base = QUICK if args.quick else DEFAULT
-    steps = base.lm.steps if args.steps == DEFAULT.lm.steps else args.steps
+    steps = base.lm.steps if args.steps is None else args.steps
     try:
         lm = dataclasses.replace(
-            base.lm, steps=steps, warmup=min(base.lm.warmup, steps // 10), positions=args.positions
+            base.lm, steps=steps, warmup=warmup_for(steps, base.lm), positions=args.positions
         )
     except ValueError as err:
         raise cli.UsageError(f"--steps: {err}") from None
-    pick = {  # a flag left at its default keeps --quick's value
-        "swept": (args.mechanisms, list(DEFAULT.swept), base.swept),
-        "one_width": (args.one_width_mechanisms, list(DEFAULT.one_width), base.one_width),
-        "widths": (args.widths, list(DEFAULT.widths), base.widths),
-        "lrs": (args.lrs, list(DEFAULT.lrs), base.lrs),
+    chosen = {
+        "swept": tuple(args.mechanisms),
+        "one_width": tuple(args.one_width_mechanisms),
+        "widths": base.widths if args.widths is None else tuple(args.widths),
+        "lrs": base.lrs if args.lrs is None else tuple(args.lrs),
     }
-    chosen = {k: tuple(v if v != default else kept) for k, (v, default, kept) in pick.items()}
-    for d in (*chosen["widths"], args.one_width):
+    one_width = base.one_width_d_model if args.one_width is None else args.one_width
+    for d in (*chosen["widths"], one_width):
         if d % lm.d_head:
             raise cli.UsageError(f"--widths: {d} is not a multiple of the head width {lm.d_head}")
     config = dataclasses.replace(
-        base, lm=lm, one_width_d_model=args.one_width, seeds=args.seeds, seed=args.seed, **chosen
+        base, lm=lm, one_width_d_model=one_width, seeds=args.seeds, seed=args.seed, **chosen
     )
     check_needs(proxy_needs(config, args.jobs))
     for flag, references, widths in (("--mechanisms", chosen["swept"], chosen["widths"]),
                                      ("--one-width-mechanisms", chosen["one_width"],
-                                      (args.one_width,))):  # fmt: skip
+                                      (one_width,))):  # fmt: skip
         for reference, d in itertools.product(references, widths):
             try:  # per-head vectors must have one value per head at every width
                 load_mechanism(reference).head_values(lm.d_head, d // lm.d_head)
@@ -180,6 +199,17 @@ def proxy_needs(config: ProxyConfig, jobs: int) -> list[Need]:
             (size("--steps", config.lm.steps, DEFAULT.lm.steps), *lane_sizes),
         ),
     ]
+
+
+def ran(config: ProxyConfig) -> dict:
+    """What a sidecar records of the flags ``--quick`` and the defaults resolve: the values
+    that ran, not None or a default ``--quick`` replaced."""
+    return {
+        "widths": list(config.widths),
+        "one_width": config.one_width_d_model,
+        "lrs": list(config.lrs),
+        "steps": config.lm.steps,
+    }
 
 
 def check_names(swept: tuple[str, ...], one_width: tuple[str, ...]) -> None:
