@@ -30,7 +30,7 @@ from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.studies import headline
 from attnlab.studies.real_model import measure
-from attnlab.studies.real_model.flags import add_real_model_flags, real_model_config
+from attnlab.studies.real_model.flags import add_real_model_flags, real_model_config, resolved
 from attnlab.studies.real_model.study import HEADS_CSV
 
 
@@ -44,13 +44,14 @@ def build_parser():
 def run(args):
     config = real_model_config(args)
     out_dir = cli.prepare_out_dir(args)
-    inputs = measure.read_inputs(args, config)
+    inputs = measure.read_inputs(args, config)  # inputs.config: fitted to the checkpoints
     started = time.perf_counter()
-    frames, found = measure.tables(config, inputs, args.quiet)
+    frames, found = measure.tables(inputs.config, inputs, args.quiet)
     wall = time.perf_counter() - started
     with cli.staged_outputs(out_dir, args.written) as stage:
         for name, frame in frames.items():
-            write_result(frame, stage / name, {**vars(args), **found}, wall)
+            flags = {**vars(args), **resolved(inputs.config), **found}
+            write_result(frame, stage / name, flags, wall)
 
 
 main = cli.entry_point(build_parser, run, headline)

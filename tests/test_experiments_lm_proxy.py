@@ -164,3 +164,20 @@ def test_each_mechanisms_best_model_is_saved_for_13(users_run):
         assert record["made_by"]["mechanism"] == reference and record["made_by"]["lr"] == best.lr
         # the CSV keeps 8 significant digits (float32's): half a unit in the 8th
         assert record["held_out_loss"] == pytest.approx(best.final_val_loss, rel=5e-8)
+
+
+@pytest.mark.slow  # 13 on two checkpoints at the default --tokens
+def test_13_reads_what_14_saved_with_no_flag_but_checkpoint_and_mechanisms(
+    users_run, run_main, load_script, tmp_path, capsys
+):
+    """14 -> 13 in one go: 13's row lengths fit the checkpoints' 64 positions by default
+    (its defaults, 32 128 256, were refused twice: too long, then the counterfactual length
+    not among them)."""
+    out, references = users_run
+    folders = [out / "checkpoints" / f"14_lm_{m}_d32" for m in ("cosine", "alibi")]
+    argv = ["--checkpoint", *folders, "--mechanisms", *references, "--quiet",
+            "--out-dir", tmp_path]  # fmt: skip
+    assert run_main(load_script("13_real_model"), argv) == 0, capsys.readouterr().err
+    sidecar = json.loads((tmp_path / "13_real_model_causal_heads.json").read_text())
+    assert sidecar["flags"]["lengths"] == [16, 32, 64]
+    assert sidecar["flags"]["counterfactual_length"] == 64

@@ -9,7 +9,13 @@ import argparse
 import pytest
 
 from attnlab.harness import cli
-from attnlab.studies.real_model.flags import DEFAULT, add_real_model_flags, real_model_config
+from attnlab.studies.real_model.flags import (
+    DEFAULT,
+    add_real_model_flags,
+    fitted_lengths,
+    real_model_config,
+    resolved,
+)
 
 
 def parse(*argv: str):
@@ -42,3 +48,18 @@ def test_contradicting_flags_name_the_flag(argv, flag):
 def test_a_row_of_tokens_with_two_special_tokens_is_enough():
     # an encoder row holds [CLS] and [SEP] beside T - 2 text tokens
     assert parse("--lengths", "64", "--counterfactual-length", "64", "--tokens", "62").tokens == 62
+
+
+def test_lengths_not_given_fit_a_shorter_context():
+    """14's models have 64 positions: 13's defaults (32, 128, 256) failed twice on them
+    (--lengths too long, then --counterfactual-length not among them)."""
+    assert fitted_lengths(None) == fitted_lengths(512) == DEFAULT.lengths
+    assert fitted_lengths(64) == (16, 32, 64)
+    assert fitted_lengths(8) == (3, 4, 8)
+    parser = argparse.ArgumentParser()
+    add_real_model_flags(parser)
+    fitted = real_model_config(parser.parse_args([]), 64)
+    assert (fitted.lengths, fitted.counterfactual_length) == ((16, 32, 64), 64)
+    given = real_model_config(parser.parse_args(["--lengths", "16", "32"]), 64)
+    assert (given.lengths, given.counterfactual_length) == ((16, 32), 32)  # the longest given
+    assert resolved(fitted) == {"lengths": [16, 32, 64], "counterfactual_length": 64}

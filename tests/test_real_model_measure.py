@@ -13,6 +13,7 @@ from test_models_gpt2 import write_tiny_gpt2
 from test_real_model_flags import parse
 
 from attnlab.harness import cli
+from attnlab.studies.real_model.flags import add_real_model_flags
 from attnlab.studies.real_model.measure import read_inputs
 
 TINY = ("--lengths", "16", "--tokens", "60", "--counterfactual-length", "16")
@@ -26,9 +27,11 @@ def text(tmp_path):
 
 
 def inputs(text, *checkpoints, argv=TINY, mechanisms=()):
-    args = argparse.Namespace(
-        text=text, checkpoint=list(checkpoints) or None, mechanisms=list(mechanisms)
-    )
+    parser = argparse.ArgumentParser()
+    add_real_model_flags(parser)
+    args = parser.parse_args(list(argv))
+    args.text, args.checkpoint = text, list(checkpoints) or None
+    args.mechanisms = list(mechanisms)
     return read_inputs(args, parse(*argv))
 
 
@@ -52,6 +55,16 @@ def test_a_length_past_the_context_and_a_short_text_name_their_flags(tmp_path, t
 def test_no_checkpoint_reads_the_packaged_encoder(text):
     found = inputs(text)
     assert found.packaged and not found.causal and len(found.checkpoints) == 1
+
+
+def test_lengths_not_given_fit_the_checkpoints_context(tmp_path, text):
+    """The tiny GPT-2's context: no --lengths or --counterfactual-length, and 13 reads it
+    (at a quarter, a half and the whole of it) instead of refusing the defaults twice."""
+    gpt2 = write_tiny_gpt2(tmp_path / "g")
+    found = inputs(text, gpt2, argv=("--tokens", "60"))
+    context = found.checkpoints[0].max_seq_length
+    assert max(found.config.lengths) == context < max(parse().lengths)
+    assert found.config.counterfactual_length == context
 
 
 def test_gpt2_checkpoints_are_causal(tmp_path, text):

@@ -42,29 +42,54 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a UTF-8 text file to read (default: the standard library's pydoc_data prose)",
     )
-    cli.add_int_flag(parser, "--lengths", DEFAULT.lengths, "row lengths in tokens", 3)
+    cli.add_int_flag(parser, "--lengths", None, "row lengths in tokens (default: "
+                     f"{' '.join(map(str, DEFAULT.lengths))}, or fitted_lengths' for a "
+                     "checkpoint of a shorter context)", 3, many=True)  # fmt: skip
     cli.add_int_flag(parser, "--tokens", DEFAULT.tokens, "text tokens read, from the start", 1)
     cli.add_int_flag(
         parser,
         "--counterfactual-length",
-        DEFAULT.counterfactual_length,
-        "row length of the counterfactuals and the float16 check (one of --lengths)",
+        None,
+        "row length of the counterfactuals and the float16 check, one of --lengths (default: "
+        f"{DEFAULT.counterfactual_length} where it is one, else the longest)",
         3,
     )
     cli.add_seed_flag(parser)
     parser.committed_arguments = (CAUSAL_ARGUMENTS.split(),)
 
 
-def real_model_config(args: argparse.Namespace) -> RealModelConfig:
-    """The configuration the flags name; ``cli.UsageError`` if they contradict each other."""
+def fitted_lengths(context: int | None) -> tuple[int, ...]:
+    """The row lengths read when ``--lengths`` is not given: ``DEFAULT.lengths`` where they
+    fit the shortest ``context`` of the checkpoints (None: not known yet), else a quarter,
+    a half and the whole of it, ``(C // 4, C // 2, C)`` (14's models: 16, 32, 64), each at
+    least 3."""
+    if context is None or max(DEFAULT.lengths) <= context:
+        return DEFAULT.lengths
+    return tuple(sorted({max(3, context // 4), max(3, context // 2), max(3, context)}))
+
+
+def real_model_config(args: argparse.Namespace, context: int | None = None) -> RealModelConfig:
+    """The configuration the flags name, a flag not given fitted to the checkpoints'
+    shortest ``context`` (``fitted_lengths``; the counterfactual length the default where
+    it is one of the lengths, else the longest); ``cli.UsageError`` if flags contradict
+    each other."""
+    lengths = tuple(sorted(set(args.lengths))) if args.lengths else fitted_lengths(context)
+    counterfactual = args.counterfactual_length
+    if counterfactual is None:
+        default = DEFAULT.counterfactual_length
+        counterfactual = default if default in lengths else max(lengths)
     config = RealModelConfig(
-        lengths=tuple(sorted(set(args.lengths))),
-        tokens=args.tokens,
-        counterfactual_length=args.counterfactual_length,
-        seed=args.seed,
+        lengths=lengths, tokens=args.tokens, counterfactual_length=counterfactual, seed=args.seed
     )
     if config.counterfactual_length not in config.lengths:
         raise cli.UsageError("--counterfactual-length: must be one of --lengths")
-    if config.tokens < max(config.lengths) - 2:
+    known = args.lengths or context is not None  # else the checkpoints fit them later
+    if known and config.tokens < max(config.lengths) - 2:
         raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
     return config
+
+
+def resolved(config: RealModelConfig) -> dict:
+    """What a sidecar records of the flags a run's checkpoints may fit: the values that
+    ran, not None."""
+    return {"lengths": list(config.lengths), "counterfactual_length": config.counterfactual_length}

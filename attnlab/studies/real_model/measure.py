@@ -25,6 +25,7 @@ from attnlab.studies.real_model.compute import (
     run_real_model,
     text_tokens,
 )
+from attnlab.studies.real_model.flags import real_model_config
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Inputs:
     checkpoints: list[Checkpoint]
     causal: bool
     packaged: bool
+    config: RealModelConfig
 
 
 def _supplied(references: list[str]) -> dict[str, Mechanism]:
@@ -50,9 +52,11 @@ def _supplied(references: list[str]) -> dict[str, Mechanism]:
 
 def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
     """``--text`` and ``--checkpoint`` (with ``--mechanisms``, the user's mechanisms its
-    GPT-2 checkpoints name) read and checked against ``config``: every row
-    length within each checkpoint's context, enough tokens in the text for each;
-    ``cli.UsageError`` naming the flag otherwise."""
+    GPT-2 checkpoints name) read and checked against ``config``, where ``--lengths`` or
+    ``--counterfactual-length`` was not given first fitted to the checkpoints' shortest
+    context (``flags.real_model_config``): every row length within each checkpoint's
+    context, enough tokens in the text for each; ``cli.UsageError`` naming the flag
+    otherwise. The configuration that runs is ``Inputs.config``."""
     try:
         source = read_text(args.text)
     except (OSError, UnicodeDecodeError) as err:
@@ -88,6 +92,8 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         raise cli.UsageError(
             f"--mechanisms: no --checkpoint names {unused[0]!r} (they name {named})"
         )
+    if args.lengths is None or args.counterfactual_length is None:  # fit the checkpoints
+        config = real_model_config(args, min(c.max_seq_length for c in checkpoints))
     if causal and config.tokens < max(config.lengths):
         raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
     for checkpoint in checkpoints:
@@ -101,7 +107,7 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
             raise cli.UsageError(
                 f"--tokens: the text has {found} tokens, fewer than {config.tokens}"
             )
-    return Inputs(source, checkpoints, causal, args.checkpoint is None)
+    return Inputs(source, checkpoints, causal, args.checkpoint is None, config)
 
 
 def tables(
