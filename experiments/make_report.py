@@ -3,7 +3,8 @@
 A section whose CSVs are absent from --results-dir is left out, and listed (in the report
 and on stderr) with the command that makes them. From the committed results/ into
 results/REPORT.md, with nothing left out, it also rewrites README.md's generated blocks
-(the tally, the cards' comparison).
+(the answer, the tally, the cards' comparison). Report and README open with the answer in
+plain sentences (``attnlab.answer``).
 """
 
 import sys

@@ -1,5 +1,6 @@
-"""Tests of attnlab/report.py and experiments/make_report.py: the summary's lines, README's
-generated tally, and the report of a folder holding only some of the results."""
+"""Tests of attnlab/report.py and experiments/make_report.py: the summary's lines and its
+headline, README's generated blocks (the answer, the tally), the report's opening, and the
+report of a folder holding only some of the results."""
 
 import re
 import shutil
@@ -16,12 +17,18 @@ from damage import (
 )
 from test_experiments_recall import TINY as TINY_RECALL
 
+from attnlab.answer import QUESTION, opening
 from attnlab.harness.io import MalformedError, sidecar_path
 from attnlab.report import (
+    ALTERNATIVE,
+    ANSWER_BEGIN,
+    HEADLINE,
     LEFT_OUT,
     README_BEGIN,
     README_END,
+    TITLE,
     build_report,
+    headline_note,
     left_out,
     readme_blocks,
     replace_block,
@@ -42,10 +49,10 @@ def _block(text: str, begin: str = README_BEGIN) -> str:
 
 
 def test_readme_blocks_are_current():
-    """README's generated blocks (the tally, the cards' comparison) are what make_report
-    writes from the committed CSVs."""
+    """README's generated blocks (the answer, the tally, the cards' comparison) are what
+    make_report writes from the committed CSVs."""
     blocks = readme_blocks(RESULTS)
-    assert len(blocks) >= 2
+    assert len(blocks) >= 3 and blocks[0].startswith(ANSWER_BEGIN)
     for block in blocks:
         begin = block.split("\n", 1)[0]
         assert _block(README.read_text(encoding="utf-8"), begin) == block, (
@@ -68,13 +75,52 @@ def test_summary_has_a_line_per_reading_and_a_total_with_each():
         "recall: 09's first fit ",
         "recall: 09's second fit ",
     ]
-    totals = [c for c in lines if c[0].startswith("**all**")]
+    totals = [c for c in lines if c[0].startswith(("**all", f"{ALTERNATIVE} all"))]
     others = [c for c in lines if c not in recall and c not in totals]
     assert len(totals) == len(recall)
     for total, reading in zip(totals, recall, strict=True):
         assert total[0].endswith(reading[0])
         parts = [_counts(c) for c in [*others, reading]]
         assert _counts(total) == tuple(sum(p[i] for p in parts) for i in (0, 1))
+    # exactly one headline, the total with 04's pre-declared reading; the fits' follow it
+    assert [c[0] for c in totals] == [
+        f"**all {HEADLINE}**, with recall: 04's reading `natural`",
+        *(f"{ALTERNATIVE} all, with {c[0]}" for c in recall[1:]),
+    ]
+
+
+def test_the_headline_note_says_why():
+    lines, _ = summary_lines(tables_for(RESULTS))
+    note = headline_note(lines)
+    assert note.startswith("The bold total is the headline: it counts the training demo "
+                           "under 04's reading `natural`")  # fmt: skip
+    assert "declared before any result was seen" in note and "*alternative*" in note
+    assert headline_note([c for c in lines if not c[0].startswith(ALTERNATIVE)]) == ""
+    assert headline_note([]) == ""
+    readme = README.read_text(encoding="utf-8")
+    assert f"\n\n{note}\n{README_END}" in _block(readme)
+
+
+def test_the_report_and_readme_open_with_the_answer():
+    """REPORT.md's first paragraph after its title is the answer, before any table, and
+    README's answer block holds the same prose; README cites the articles by title, with no
+    path to their texts (which are not in the repository)."""
+    report = (RESULTS / "REPORT.md").read_text(encoding="utf-8")
+    paragraphs = report.split("\n\n")
+    assert paragraphs[0] == TITLE
+    answer = paragraphs[1]
+    assert answer.startswith(f"**{QUESTION}**") and "|" not in answer
+    assert report.index(answer) < report.index("\n|")
+    assert answer == opening(tables_for(RESULTS))
+    readme = README.read_text(encoding="utf-8")
+    assert _block(readme, ANSWER_BEGIN) == f"{ANSWER_BEGIN}\n{answer}\n{README_END}"
+    assert readme.index(ANSWER_BEGIN) < readme.index("![Figure 1]")
+    assert "shared/" not in readme
+    for title in (
+        "*Can Attention Work Without the sqrt(d) Scaling?*",
+        "*Why Scaled Dot-Product Attention Divides by the Square Root of the Key Dimension*",
+    ):
+        assert title in " ".join(readme.split("\n\n", 2)[1].split())
 
 
 def test_the_committed_report_leaves_nothing_out():
@@ -112,6 +158,10 @@ def test_report_of_a_tiny_04_run(tiny_04_run, load_script, run_main, capsys):
     assert run_main(module, ["--results-dir", tiny_04_run, "--out", out]) == 0
     err = capsys.readouterr().err
     report = out.read_text(encoding="utf-8")
+    paragraphs = report.split("\n\n")
+    answer = paragraphs[paragraphs.index(TITLE) + 1]  # after the "not the committed" warning
+    assert answer.startswith(f"**{QUESTION}** On the article's recall task")
+    assert "language model" not in answer and "standard deviation" not in answer
     assert "## Training demo (experiment 04)" in report
     assert "recall: 04's reading `natural`" in report
     assert LEFT_OUT in report
@@ -141,8 +191,11 @@ def test_from_results_it_rewrites_readmes_tally(load_script, run_main, tmp_path,
     monkeypatch.setattr(module, "README", readme)
     monkeypatch.setattr(module, "REPORT", tmp_path / "REPORT.md")
     assert run_main(module, []) == 0
-    assert _block(readme.read_text(encoding="utf-8")) == readme_blocks(RESULTS)[0]
-    assert (tmp_path / "REPORT.md").read_text(encoding="utf-8") == build_report(RESULTS)
+    written = readme.read_text(encoding="utf-8")
+    for block in readme_blocks(RESULTS):
+        assert _block(written, block.split("\n", 1)[0]) == block
+    report = (tmp_path / "REPORT.md").read_text(encoding="utf-8")
+    assert report == build_report(RESULTS)
 
 
 # --- a damaged CSV or sidecar: one line, exit 2, nothing written (issue 55) ---------------
