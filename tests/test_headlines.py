@@ -40,3 +40,14 @@ def test_medians_and_at_row():
 def test_a_csv_without_a_headline_has_none():
     assert headline("04_recall_curves.csv", pd.DataFrame()) is None
     assert headline("not_a_result.csv", pd.DataFrame()) is None
+
+
+def test_02s_headline_reads_the_exact_sampler_where_the_run_has_no_other():
+    """02 --sampler exact ended its line in an empty summary ("... at d_k 256: ")."""
+    exact = pd.DataFrame({"d_k": [4, 16, 16], "sampler": "exact",
+                          "variant": ["scaled", "scaled", "unscaled"],
+                          "max_weight_mean": [0.1, 0.04, 0.5]})  # fmt: skip
+    text = headline("02_saturation_sweep.csv", exact)
+    assert text == "mean max weight at d_k 16: scaled 0.04, unscaled 0.5"
+    both = pd.concat([exact, exact.assign(sampler="direct", max_weight_mean=0.3)])
+    assert headline("02_saturation_sweep.csv", both).endswith("scaled 0.3, unscaled 0.3")

@@ -66,17 +66,24 @@ def write_tiny_gpt2(directory: Path, seed: int = 0, mechanisms=None, **overrides
 
 
 def numpy_gpt2(t: dict[str, np.ndarray], config: dict, ids: np.ndarray) -> np.ndarray:
-    """GPT-2 (scaled causal attention, tanh GELU; the head ``lm_head.weight`` if ``t`` has
-    it, else tied) in float64 numpy, ``[B, T, V]``, from tensors by GPT-2's names."""
+    """GPT-2 as Hugging Face's ``GPT2LMHeadModel`` reads ``config`` (causal attention divided
+    by ``sqrt(d_head)`` where ``scale_attn_weights``, default true; ``layer_norm_epsilon``,
+    default 1e-5; tanh GELU for ``gelu_new``, erf for ``gelu``; the head ``lm_head.weight``
+    if ``t`` has it, else tied) in float64 numpy, ``[B, T, V]``, from tensors by GPT-2's
+    names. Independent of attnlab's code."""
     t = {k: v.astype(np.float64) for k, v in t.items()}
     D, H = config["n_embd"], config["n_head"]
     d, T = D // H, ids.shape[1]
+    eps = config.get("layer_norm_epsilon", 1e-5)
+    divisor = math.sqrt(d) if config.get("scale_attn_weights", True) else 1.0
 
     def ln(x, name):
         mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + 1e-5) * t[f"{name}.weight"] + t[f"{name}.bias"]
+        return (x - mu) / np.sqrt(var + eps) * t[f"{name}.weight"] + t[f"{name}.bias"]
 
     def gelu(x):
+        if config.get("activation_function", "gelu_new") == "gelu":
+            return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
         return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
     x = t["wte.weight"][ids] + t["wpe.weight"][:T]
@@ -84,7 +91,7 @@ def numpy_gpt2(t: dict[str, np.ndarray], config: dict, ids: np.ndarray) -> np.nd
         p = f"h.{i}."
         qkv = ln(x, p + "ln_1") @ t[p + "attn.c_attn.weight"] + t[p + "attn.c_attn.bias"]
         q, k, v = (y.reshape(*ids.shape, H, d).transpose(0, 2, 1, 3) for y in np.split(qkv, 3, -1))
-        z = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
+        z = q @ k.transpose(0, 1, 3, 2) / divisor
         z = np.where(np.tril(np.ones((T, T), bool)), z, -np.inf)
         w = np.exp(z - z.max(-1, keepdims=True))
         o = (w / w.sum(-1, keepdims=True)) @ v

@@ -14,7 +14,13 @@ import pytest
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, stdlib_prose
 from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
-from attnlab.models.gpt2 import PREFIX, gpt2_forward, parse_gpt2_config, read_checkpoint
+from attnlab.models.gpt2 import (
+    MODEL_TYPE,
+    PREFIX,
+    gpt2_forward,
+    parse_gpt2_config,
+    read_checkpoint,
+)
 from attnlab.models.gpt2_export import (
     byte_tokenizer,
     causal_lm_config,
@@ -57,13 +63,17 @@ def test_gpt2_init_statistics():
         assert tensors[name].std() == pytest.approx(std, rel=4 / np.sqrt(2 * n))
 
 
-def test_a_scaled_causal_lm_is_a_plain_gpt2(tmp_path):
-    """14's scaled model as written reads as GPT-2 reads it: a float64 numpy GPT-2 (tests/
-    test_models_gpt2.py) on the file's tensors, names as written, gives CausalLM's logits."""
+@pytest.mark.parametrize("name", ["scaled", "unscaled"])
+def test_a_causal_lm_gpt2_computes_is_a_plain_gpt2(tmp_path, name):
+    """14's scaled and unscaled models as written read as GPT-2 reads them: a float64 numpy
+    GPT-2 (tests/test_models_gpt2.py, Hugging Face's reading of the config) on the file's
+    tensors, names as written, gives CausalLM's logits. With ``scale_attn_weights`` the
+    other way (the unscaled model was written true: any GPT-2 reader computed another
+    model) it does not."""
     from safetensors.numpy import load_file
     from test_models_gpt2 import numpy_gpt2
 
-    model = TINY_LM.model(load_mechanism("scaled"))
+    model = TINY_LM.model(load_mechanism(name))
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 256, (2, 16))
     # the parameters' names and shapes (traced, not compiled), drawn in numpy: N(0, 0.4^2)
@@ -78,13 +88,28 @@ def test_a_scaled_causal_lm_is_a_plain_gpt2(tmp_path):
     write_gpt2(tmp_path, causal_lm_tensors(params, model), causal_lm_config(model, {}))
     stored = {k.removeprefix(PREFIX): v for k, v in load_file(tmp_path / WEIGHTS).items()}
     config = json.loads((tmp_path / CONFIG).read_text())
+    assert config["model_type"] == "gpt2" and config["scale_attn_weights"] is (name == "scaled")
     assert config["tie_word_embeddings"] is False and config["activation_function"] == "gelu_new"
     expected = numpy_gpt2(stored, config, ids)
     ours, _ = jax.jit(model.apply)({"params": params}, ids)
     scale = np.abs(expected).max()
     # float32 against float64: the bound above, times 10 for the conditioning of LayerNorm
     # and softmax (as tests/test_models_gpt2.py's LOGIT_RTOL)
-    np.testing.assert_allclose(np.asarray(ours), expected, rtol=0, atol=10 * LOGIT_RTOL * scale)
+    bound = 10 * LOGIT_RTOL * scale
+    np.testing.assert_allclose(np.asarray(ours), expected, rtol=0, atol=bound)
+    flipped = {**config, "scale_attn_weights": not config["scale_attn_weights"]}
+    assert np.abs(numpy_gpt2(stored, flipped, ids) - np.asarray(ours)).max() > 100 * bound
+    assert (tmp_path / WEIGHTS).stat().st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("name", ["qk_norm", "inv_d", "softcap30", "alibi"])
+def test_a_model_gpt2_does_not_compute_is_not_typed_gpt2(tmp_path, name):
+    """A GPT-2 reader refuses what it would compute wrongly: every mechanism but scaled and
+    unscaled is written under attnlab's own model_type, which 13 still reads."""
+    model = TINY_LM.model(load_mechanism(name))
+    config = causal_lm_config(model, {})
+    assert config["model_type"] == MODEL_TYPE and config["attnlab"]["mechanism"] == name
+    assert parse_gpt2_config(config).attention is load_mechanism(name)
 
 
 @pytest.fixture(scope="module")

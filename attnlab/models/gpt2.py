@@ -74,6 +74,10 @@ REFUSED_FLAGS = (
 #: Where positions come from: GPT-2's learned table only.
 POSITIONS = ("learned",)
 PREFIX = "transformer."
+#: ``model_type`` of a GPT-2-layout model whose attention GPT-2 does not compute (a mechanism
+#: other than scaled or unscaled, ``attnlab.models.gpt2_export``): a GPT-2 reader refuses it;
+#: this module reads it as ``gpt2``, the mechanism from ``attnlab.mechanism``.
+MODEL_TYPE = "attnlab_gpt2"
 
 
 @dataclass(frozen=True)
@@ -147,8 +151,10 @@ def parse_gpt2_config(
     built-in or one of ``mechanisms`` (by name; a supplied namesake of a built-in is taken
     over it); another name, or a built-in's name the maker recorded as made from another
     reference, is an ``UnknownMechanismError``."""
-    if raw.get("model_type") != "gpt2":
-        raise CheckpointError(f"{where}: model_type {raw.get('model_type')!r} is not 'gpt2'")
+    if raw.get("model_type") not in ("gpt2", MODEL_TYPE):
+        raise CheckpointError(
+            f"{where}: model_type {raw.get('model_type')!r} is not 'gpt2' or {MODEL_TYPE!r}"
+        )
     for name in REFUSED_FLAGS:
         if raw.get(name):
             raise CheckpointError(f"{where}: {name} is true, which is not computed here")
@@ -288,11 +294,12 @@ def read_checkpoint(
     if directory is None:
         return load_checkpoint(None)
     kind = model_type(directory)
-    if kind == "gpt2":
+    if kind in ("gpt2", MODEL_TYPE):
         return load_gpt2(directory, mechanisms)
     if kind not in (None, "bert"):
         raise CheckpointError(
-            f"{Path(directory) / CONFIG}: model_type {kind!r}, only 'bert' and 'gpt2' are read"
+            f"{Path(directory) / CONFIG}: model_type {kind!r}, only 'bert', 'gpt2' and "
+            f"{MODEL_TYPE!r} are read"
         )
     return load_checkpoint(directory)
 

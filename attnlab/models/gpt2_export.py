@@ -20,12 +20,19 @@ Tensor layout (``transformer.`` prefix, float32, ``safetensors.numpy``), ours ->
 Our Conv1D-shaped weights are GPT-2's as they are (``x W``, ``W`` ``[in, out]``). What GPT-2
 cannot express is said in ``config.json``'s own ``attnlab`` object (``differs_from_gpt2``,
 the mechanism, positions), and the tokenizer is byte-level with no merges: token id = byte.
+
+``model_type``: a model GPT-2 computes exactly is ``gpt2`` (``GPT2_MECHANISMS``: scaled,
+``scale_attn_weights`` true, and unscaled, false), so any GPT-2 reader (Hugging Face's
+rules) computes the trained model; any other mechanism is ``MODEL_TYPE`` (``attnlab_gpt2``),
+which a GPT-2 reader refuses instead of computing another model, and which
+``attnlab.models.gpt2`` reads as it reads ``gpt2``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +41,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import is_builtin
 from attnlab.models.causal_lm import INIT_STD, LN_EPS, VOCAB, CausalLM
 from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
-from attnlab.models.gpt2 import PREFIX, GPT2Config, gpt2_shapes, learned_name
+from attnlab.models.gpt2 import MODEL_TYPE, PREFIX, GPT2Config, gpt2_shapes, learned_name
+
+#: The built-ins GPT-2 computes exactly, with the ``scale_attn_weights`` that does it.
+GPT2_MECHANISMS = {"scaled": True, "unscaled": False}
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -92,13 +103,23 @@ def causal_lm_tensors(params: dict, model: CausalLM) -> dict[str, np.ndarray]:
     return out
 
 
+def gpt2_scale(mechanism: Mechanism) -> bool | None:
+    """GPT-2's ``scale_attn_weights`` that computes ``mechanism`` exactly, or None where no
+    GPT-2 does (a built-in of ``GPT2_MECHANISMS`` only: not a namesake)."""
+    return GPT2_MECHANISMS.get(mechanism.name) if is_builtin(mechanism) else None
+
+
 def _mechanism_note(mechanism: Mechanism) -> str:
-    if mechanism.name == "scaled":
+    if gpt2_scale(mechanism) is True:
         return "attention is GPT-2's q.k / sqrt(d_head)"
+    if gpt2_scale(mechanism) is False:
+        return "attention is GPT-2's q.k unscaled (scale_attn_weights false)"
     learned = ", ".join(learned_name(0, n).replace(".0.", ".<i>.") for n, _ in mechanism.params)
+    where = "a built-in, attnlab.core.references" if is_builtin(mechanism) else "a researcher's"
     return (
-        f"attention is attnlab's {mechanism.name!r} mechanism (attnlab.core.temperature), "
-        f"not GPT-2's q.k / sqrt(d_head)" + (f"; its learned scalars: {learned}" if learned else "")
+        f"attention is attnlab's {mechanism.name!r} mechanism ({where}), not GPT-2's: "
+        f"model_type {MODEL_TYPE!r}, which a GPT-2 reader refuses"
+        + (f"; its learned scalars: {learned}" if learned else "")
     )
 
 
@@ -111,9 +132,10 @@ def causal_lm_config(model: CausalLM, record: dict[str, Any]) -> dict[str, Any]:
         "untied head: lm_head.weight, tie_word_embeddings false",
         _mechanism_note(model.mechanism),
     ]
+    scale = gpt2_scale(model.mechanism)
     return {
         "architectures": ["GPT2LMHeadModel"],
-        "model_type": "gpt2",
+        "model_type": "gpt2" if scale is not None else MODEL_TYPE,
         "vocab_size": VOCAB,
         "n_positions": model.max_length,
         "n_ctx": model.max_length,
@@ -127,7 +149,7 @@ def causal_lm_config(model: CausalLM, record: dict[str, Any]) -> dict[str, Any]:
         "resid_pdrop": 0.0,
         "embd_pdrop": 0.0,
         "attn_pdrop": 0.0,
-        "scale_attn_weights": True,
+        "scale_attn_weights": scale is not False,
         "scale_attn_by_inverse_layer_idx": False,
         "reorder_and_upcast_attn": False,
         "tie_word_embeddings": False,
@@ -153,6 +175,7 @@ def write_gpt2(directory: Path, tensors: dict[str, np.ndarray], config: dict[str
         for name, value in tensors.items()
     }
     save_file(stored, str(directory / WEIGHTS), metadata={"format": "pt"})
+    os.chmod(directory / WEIGHTS, 0o644)  # safetensors writes 0600; its siblings are 0644
     text = json.dumps(config, indent=2, sort_keys=False) + "\n"
     (directory / CONFIG).write_text(text, encoding="utf-8")
     (directory / TOKENIZER).write_text(byte_tokenizer().to_str(pretty=True) + "\n", "utf-8")

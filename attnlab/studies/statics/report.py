@@ -67,19 +67,25 @@ def section(tables: Tables) -> str:
     )
 
 
+def headline_sampler(frame) -> str:
+    """The sampler a headline reads: ``direct`` where the run has it, else the run's own
+    (``--sampler exact`` alone gave an empty headline)."""
+    return "direct" if (frame.sampler == "direct").any() else frame.sampler.iloc[0]
+
+
 #: The headline of each CSV (``attnlab.studies.headline``).
 HEADLINES = {
     LOGIT_CSV: lambda f: at_row(
         f, {"d_k": 64}, {"std_measured": "std(q.k)", "std_predicted": "predicted"}, 5
     ),
     SATURATION_CSV: lambda f: medians(
-        f[(f.d_k == f.d_k.max()) & (f.sampler == "direct")],
+        f[(f.d_k == f.d_k.max()) & (f.sampler == headline_sampler(f))],
         "variant",
         "max_weight_mean",
         f"mean max weight at d_k {f.d_k.max()}",
     ),
     JACOBIAN_CSV: lambda f: medians(
-        f[(f.d_k == f.d_k.max()) & (f.sampler == "direct")],
+        f[(f.d_k == f.d_k.max()) & (f.sampler == headline_sampler(f))],
         "variant",
         "jacobian_fro_mean",
         f"mean Jacobian norm at d_k {f.d_k.max()}",
