@@ -21,6 +21,8 @@ _API = {
         "attnlab.core.mechanism",
     ),
     "check_mechanism": "attnlab.core.mechanism_check",
+    "qk_clip": "attnlab.lm.qk_clip",
+    "temperature_ledger": "attnlab.lm.ledger",
     "load_mechanism": "attnlab.core.references",
     **dict.fromkeys(
         ("entropy", "jacobian_frobenius_norm", "max_weight", "softmax_jacobian"),

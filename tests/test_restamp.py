@@ -69,8 +69,9 @@ def test_a_fresh_clone_has_nothing_for_make_all_to_run(tmp_path):
     venv = Path(sys.prefix)
     if not (venv / ".installed").is_file():
         pytest.skip("not run from the Makefile's venv")
-    done = subprocess.run(["make", "-n", "all", f"VENV={venv}"], cwd=clone, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}  # not a sub-make
+    command = ["make", "--no-print-directory", "-n", "all", f"VENV={venv}"]
+    done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, check=True)
     assert "restamp (once per clone)" in done.stderr
     commands = [line for line in done.stdout.splitlines() if str(venv) not in line]
     assert commands in ([], ["make: Nothing to be done for 'all'."]), done.stdout

@@ -16,6 +16,7 @@ import pytest
 from attnlab.core.temperature import BUILTINS
 from attnlab.core.text import byte_tokens, read_text
 from attnlab.training.tasks.lm import (
+    CLIP_METRICS,
     STEP_METRICS,
     LMConfig,
     cross_entropy,
@@ -281,3 +282,37 @@ def test_a_lane_equals_its_run_beside_other_lanes():
     assert pair.diverged_step[0] == -1
     other = result.metrics["loss"][lane(1e-3, 0), -1]
     assert abs(other - pair.metrics["loss"][0, -1]) > 10 * LANE_RTOL * abs(other)
+
+
+# --- the optimizer seam and QK-Clip in the step (issue 57) ---
+
+#: A width where a high rate grows the logits: d_model 32 (4 heads), 40 steps.
+GROWS = dataclasses.replace(COMMON, d_model=32, steps=40, warmup=4, chunk_steps=40,
+                            eval_windows=16)  # fmt: skip
+#: The clip's stated bound: after it first fires, a step's largest logit (before that step's
+#: clip) is tau times one update's growth, at most CLIP_GROWTH.
+CLIP_GROWTH = 2.0
+
+
+def test_qk_clip_bounds_the_logits_in_training_and_the_unclipped_run_grows():
+    """Known answer (b): at a rate where the unclipped logits grow past tau, every step
+    after the clip first fires records a largest signed logit within CLIP_GROWTH tau; the
+    same lane without the clip grows far past it (both sides)."""
+    tau = 4.0
+    clipped = dataclasses.replace(GROWS, qk_clip_tau=tau)
+    mechanism = BUILTINS["scaled"]
+    free = train_lanes(GROWS, mechanism, [3e-2], [0], split())
+    held = train_lanes(clipped, mechanism, [3e-2], [0], split())
+    assert set(CLIP_METRICS) <= set(held.metrics) and not set(CLIP_METRICS) & set(free.metrics)
+    signed = held.metrics["max_signed_logit"][0].max(axis=-1)  # [steps], over layers
+    fired = np.flatnonzero(held.metrics["clip_fraction"][0].max(axis=-1) > 0)
+    assert fired.size and (signed[fired[0] + 1 :] <= CLIP_GROWTH * tau).all()
+    assert free.metrics["max_logit"][0].max() > 2 * CLIP_GROWTH * tau  # 19.3 here
+
+
+def test_muon_through_the_seam_trains():
+    """The Muon lanes learn (held-out loss below its start) and stay finite."""
+    muon = dataclasses.replace(GROWS, optimizer="muon")
+    result = train_lanes(muon, BUILTINS["scaled"], [1e-2], [0], split())
+    assert (result.diverged_step == -1).all()
+    assert result.final_loss.mean() < result.initial_loss.mean() - 0.1

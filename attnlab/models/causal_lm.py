@@ -147,6 +147,10 @@ class CausalSelfAttention(nn.Module):
         o = weighted_values(p, v)  # [..., H, T, d_h]
         o = jnp.swapaxes(o, -2, -3).reshape(*a.shape)
         out = _dense("W_O", self, o, (d, d), INIT_STD / math.sqrt(2 * self.n_layers))
+        if self.is_mutable_collection("intermediates"):  # QK-Clip's S_h (training/tasks/lm)
+            heads_axes = tuple(i for i in range(z.ndim) if i != z.ndim - 3)
+            self.sow("intermediates", "head_max_logit",
+                     jnp.max(jnp.where(mask, z, -jnp.inf), axis=heads_axes))  # fmt: skip
         seen_q, seen_k = mech.prepare(q, k)  # q and k as the logits see them
         stats = (
             jnp.max(jnp.where(mask, jnp.abs(z), 0.0)),

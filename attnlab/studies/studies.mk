@@ -221,7 +221,8 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
+	attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/models/__init__.py \
 	attnlab/models/causal_lm.py attnlab/recall/__init__.py attnlab/recall/columns.py \
 	attnlab/recall/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
@@ -233,9 +234,8 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
 	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
 	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/optim.py attnlab/training/step.py attnlab/training/task.py \
-	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
-	| $(STAMP)
+	attnlab/training/step.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
+	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
@@ -245,7 +245,8 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/models/__init__.py \
+	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
+	attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/models/__init__.py \
 	attnlab/models/causal_lm.py attnlab/recall/__init__.py attnlab/recall/columns.py \
 	attnlab/recall/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
 	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
@@ -257,9 +258,8 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
 	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
 	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/optim.py attnlab/training/step.py attnlab/training/task.py \
-	attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py attnlab/training/trainer.py \
-	| $(STAMP)
+	attnlab/training/step.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
+	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -322,13 +322,14 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
+	attnlab/lm/__init__.py attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py \
 	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
 	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
 	attnlab/sweeps/__init__.py attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py \
-	attnlab/training/__init__.py attnlab/training/optim.py attnlab/training/tasks/__init__.py \
-	attnlab/training/tasks/lm.py | $(STAMP)
+	attnlab/training/__init__.py attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py \
+	| $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \

@@ -10,12 +10,12 @@ rates as lanes); this package says *how*.
 ``step``            one training step, readable top to bottom, and a chunk of them in a scan
 ``trainer``         ``Run``s as lanes of one compiled program: ``Trainer``, ``train_runs``
 ``lanes``           how the Trainer lays out its lanes in blocks for the compiled chunk
-``optim``           AdamW with warmup and cosine decay, clipping, z-loss (the language model)
 ``tasks/lm``        the byte-level language-model task: data, loss, step, lanes of a sweep
 ==================  ==========================================================================
 
 What the studies make of its results lives above it: the recall studies' tables and flags
 in ``attnlab.recall``, the readings of the article's unstated set-up in ``attnlab.fits``,
-the sweeps in ``attnlab.sweeps``. This package's ``__init__`` imports nothing; import the
+the sweeps in ``attnlab.sweeps``; the language model's optimizers and QK-Clip in
+``attnlab.lm``. This package's ``__init__`` imports nothing; import the
 module you need.
 """

@@ -8,8 +8,10 @@ mechanism and rate of a seed sees the same batches in the same order. The held-o
 the mean next-byte cross-entropy (nats per byte) over ``eval_windows`` windows at evenly
 spaced offsets of the held-out part, with the standard error over windows.
 
-Training: ``CausalLM`` (``attnlab.models.causal_lm``), AdamW with warmup and cosine decay,
-clipping and rate-independent weight decay (``attnlab.training.optim``), loss
+Training: ``CausalLM`` (``attnlab.models.causal_lm``), the optimizer of ``config.optimizer``
+(``attnlab.lm.optimizers``: 14's AdamW, or Muon on the hidden matrices) with warmup and
+cosine decay, clipping and rate-independent weight decay, optionally QK-Clip after each
+step (``qk_clip_tau``, ``attnlab.lm.qk_clip``), loss
 ``CE + z_loss_weight * z_loss``. A *lane* is one (learning rate, seed); the lanes of one
 mechanism and width are vmapped through one compiled program (the rate and the
 mechanism's constants traced), steps run in ``lax.scan`` chunks of ``chunk_steps``, and
@@ -32,11 +34,16 @@ import optax
 from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
+from attnlab.lm.optim import z_loss
+from attnlab.lm.optimizers import OPTIMIZERS, make_optimizer
+from attnlab.lm.qk_clip import clip_factors, qk_clip
 from attnlab.models.causal_lm import POSITIONS, CausalLM, program_lm
-from attnlab.training.optim import adamw_independent, z_loss
 
 #: What every step records per lane: the loss, then each ``LayerStats`` field per layer.
 STEP_METRICS = ("loss", "max_logit", "entropy", "q_norm", "k_norm")
+#: What a step with QK-Clip records besides, per layer: the largest signed logit over its
+#: heads (the clip's S, before that step's clip) and the fraction of heads clipped.
+CLIP_METRICS = ("max_signed_logit", "clip_fraction")
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class LMConfig:
     held_out: float = 0.1
     chunk_steps: int = 100
     positions: str = "learned"
+    optimizer: str = "adamw"
+    qk_clip_tau: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("d_model", "d_head", "n_layers", "seq_len", "batch_size", "steps",
@@ -84,10 +93,20 @@ class LMConfig:
             raise ValueError(f"LMConfig.held_out must be in (0, 1), got {self.held_out}")
         if self.positions not in POSITIONS:
             raise ValueError(f"LMConfig.positions must be one of {POSITIONS}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"LMConfig.optimizer must be one of {OPTIMIZERS}")
+        tau = self.qk_clip_tau
+        if tau is not None and (isinstance(tau, bool) or not (np.isfinite(tau) and tau > 0)):
+            raise ValueError(f"LMConfig.qk_clip_tau must be a finite number > 0, got {tau!r}")
 
     @property
     def n_heads(self) -> int:
         return self.d_model // self.d_head
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """What every step records (``STEP_METRICS``, and ``CLIP_METRICS`` with QK-Clip)."""
+        return STEP_METRICS + (CLIP_METRICS if self.qk_clip_tau is not None else ())
 
     def model(self, mechanism: Mechanism) -> CausalLM:
         return CausalLM(mechanism, self.d_model, self.n_layers, self.n_heads, self.seq_len,
@@ -153,11 +172,36 @@ def cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:
     return jnp.mean(losses, axis=-1)
 
 
-def loss_fn(model: CausalLM, params, windows: jax.Array, constants, z_weight: float):
-    """``CE + z_weight z_loss`` of ``windows`` ``[B, T+1]``, with the CE and the stats."""
-    logits, stats = model.apply({"params": params}, windows[:, :-1], constants)
+def loss_fn(
+    model: CausalLM, params, windows: jax.Array, constants, z_weight: float, clip: bool = False
+):
+    """``CE + z_weight z_loss`` of ``windows`` ``[B, T+1]``, with the CE, the stats and, with
+    ``clip``, each layer's largest logit per head ``[n_layers, H]`` (the same forward
+    pass's, for QK-Clip), else None."""
+    if not clip:
+        logits, stats = model.apply({"params": params}, windows[:, :-1], constants)
+        heads = None
+    else:
+        (logits, stats), sown = model.apply(
+            {"params": params}, windows[:, :-1], constants, mutable=["intermediates"]
+        )
+        layers = sown["intermediates"]
+        heads = jnp.stack([layers[f"h_{i}"]["attn"]["head_max_logit"][0]
+                           for i in range(model.n_layers)])  # fmt: skip
     ce = jnp.mean(cross_entropy(logits, windows[:, 1:]))
-    return ce + z_weight * z_loss(logits), (ce, stats)
+    return ce + z_weight * z_loss(logits), (ce, stats, heads)
+
+
+def clip_layers(params: dict, heads: jax.Array, tau: float, n_heads: int) -> dict:
+    """``params`` with each layer's W_Q, W_K after QK-Clip at ``tau`` on that layer's
+    largest logits per head ``heads[i]`` (``attnlab.lm.qk_clip``)."""
+    params = dict(params)
+    for i in range(heads.shape[0]):
+        attn = dict(params[f"h_{i}"]["attn"])
+        attn["W_Q"], attn["W_K"] = qk_clip(attn["W_Q"], attn["W_K"], heads[i], tau=tau,
+                                           n_heads=n_heads)  # fmt: skip
+        params[f"h_{i}"] = {**params[f"h_{i}"], "attn": attn}
+    return params
 
 
 def held_out_loss(
@@ -183,21 +227,30 @@ class LaneState(NamedTuple):
 
 
 def _optimizer(config: LMConfig, lr) -> optax.GradientTransformation:
-    return adamw_independent(lr, config.steps, config.warmup, config.weight_decay, config.clip)
+    """The optimizer seam (``attnlab.lm.optimizers``): ``config.optimizer`` at rate ``lr``."""
+    return make_optimizer(config.optimizer, lr, config.steps, config.warmup,
+                          config.weight_decay, config.clip)  # fmt: skip
 
 
 def train_step(model: CausalLM, config: LMConfig, state: LaneState, step, train, lr, constants):
-    """One step of one lane; its metrics (``STEP_METRICS``) taken before the update."""
+    """One step of one lane; its metrics (``config.metrics``) taken before the update. With
+    ``qk_clip_tau``, QK-Clip after the update, on the largest logits per head of this
+    step's forward pass (no second forward)."""
     key = jax.random.fold_in(jax.random.wrap_key_data(state.data_key), step)
     windows = sample_windows(key, train,
                              config.batch_size, config.seq_len + 1)  # fmt: skip
+    clip = config.qk_clip_tau is not None
     grad_fn = jax.value_and_grad(loss_fn, argnums=1, has_aux=True)
-    (_, (ce, stats)), grads = grad_fn(model, state.params, windows, constants,
-                                      config.z_loss_weight)  # fmt: skip
+    (_, (ce, stats, heads)), grads = grad_fn(model, state.params, windows, constants,
+                                             config.z_loss_weight, clip)  # fmt: skip
     optimizer = _optimizer(config, lr)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": ce, **stats._asdict()}
+    if clip:
+        params = clip_layers(params, heads, config.qk_clip_tau, config.n_heads)
+        metrics["max_signed_logit"] = jnp.max(heads, axis=-1)
+        metrics["clip_fraction"] = jnp.mean(clip_factors(heads, config.qk_clip_tau) < 1, -1)
     return LaneState(params, opt_state, state.data_key), metrics
 
 
@@ -291,7 +344,7 @@ def train_lanes(
         chunks.append(jax.tree.map(np.asarray, metrics))
         if on_chunk is not None:
             on_chunk(len(steps) * n)
-    metrics = {k: np.concatenate([c[k] for c in chunks], axis=1)[:n] for k in STEP_METRICS}
+    metrics = {k: np.concatenate([c[k] for c in chunks], axis=1)[:n] for k in config.metrics}
     final, _ = evaluate(state.params, held_out, lane_constants)
     diverged = first_nonfinite_steps(metrics["loss"])
     return SweepResult(

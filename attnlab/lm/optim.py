@@ -58,12 +58,13 @@ def adamw_independent(
         optax.clip_by_global_norm(clip),
         optax.scale_by_adam(b1=b1, b2=b2, eps=eps),
         optax.scale_by_schedule(rate),
-        _independent_decay(weight_decay, schedule),
+        independent_decay(weight_decay, schedule),
     )
 
 
-def _independent_decay(weight_decay: float, schedule) -> optax.GradientTransformation:
-    """Add ``-lambda s(t) theta`` to the updates of ``decay_mask``'s parameters."""
+def independent_decay(weight_decay: float, schedule) -> optax.GradientTransformation:
+    """Add ``-lambda s(t) theta`` to the updates of ``decay_mask``'s parameters (``s`` the
+    schedule's factor of the step count)."""
 
     def init(params):
         return optax.ScaleByScheduleState(count=jnp.zeros([], jnp.int32))

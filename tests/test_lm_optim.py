@@ -1,4 +1,4 @@
-"""attnlab.training.optim: the warmup-cosine schedule at its closed-form points, AdamW with
+"""attnlab.lm.optim: the warmup-cosine schedule at its closed-form points, AdamW with
 rate-independent decay against a numpy float64 reference written from the module
 docstring's formula, and the z-loss against numpy."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import optax
 import pytest
 
-from attnlab.training.optim import adamw_independent, decay_mask, warmup_cosine, z_loss
+from attnlab.lm.optim import adamw_independent, decay_mask, warmup_cosine, z_loss
 
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
 B1, B2, ADAM_EPS = 0.9, 0.95, 1e-8

@@ -1,0 +1,105 @@
+"""attnlab.lm.qk_clip: QK-Clip against a by-hand computation, for multi-head and
+grouped-query attention: on fixed q, k the clipped weights give max logit tau for the
+clipped heads (for a group, its most extreme head; the others at most tau) and the same
+logits, bit for bit, for the rest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnlab.lm.qk_clip import clip_factors, qk_clip
+
+D_MODEL, D_HEAD, T = 16, 4, 6
+#: float32 logits recomputed from rescaled weights: each factor and each product of width
+#: D_MODEL or D_HEAD rounds once (u = 2^-24), so tau is reached to within (2 D_MODEL + 8) u.
+RTOL = (2 * D_MODEL + 8) * 2.0**-24
+
+
+def max_logits(w_q, w_k, x, n_heads, n_kv):
+    """Each query head's largest causal logit q . k / sqrt(d), by hand in float64 numpy."""
+    q = (x @ w_q.astype(np.float64)).reshape(T, n_heads, D_HEAD)
+    k = (x @ w_k.astype(np.float64)).reshape(T, n_kv, D_HEAD)
+    group = n_heads // n_kv
+    out = []
+    for h in range(n_heads):
+        z = q[:, h] @ k[:, h // group].T / np.sqrt(D_HEAD)
+        out.append(z[np.tril(np.ones((T, T), bool))].max())
+    return np.array(out)
+
+
+def weights(n_heads, n_kv, seed=0, spread=(1.0,)):
+    rng = np.random.default_rng(seed)
+    w_q = rng.standard_normal((D_MODEL, n_heads * D_HEAD)).astype(np.float32)
+    w_k = rng.standard_normal((D_MODEL, n_kv * D_HEAD)).astype(np.float32)
+    w_q *= np.repeat(np.resize(np.asarray(spread, np.float32), n_heads), D_HEAD)
+    x = rng.standard_normal((T, D_MODEL))
+    return w_q, w_k, x
+
+
+def test_clip_factors_by_hand():
+    s = np.array([50.0, 100.0, 250.0, -300.0, np.inf, np.nan], np.float32)
+    expected = np.array([1, 1, 100 / 250, 1, 1, 1], np.float32)  # float32 division, as ours
+    np.testing.assert_array_equal(clip_factors(s, 100.0), expected)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.0, 1.0, 0.3])
+def test_multi_head_clipped_heads_reach_tau_and_the_rest_are_untouched(alpha):
+    w_q, w_k, x = weights(4, 4, spread=(0.5, 6.0, 1.0, 8.0))
+    before = max_logits(w_q, w_k, x, 4, 4)
+    tau = float(np.sort(before)[1]) * 1.01  # two heads above tau, two at or below
+    new_q, new_k = (np.asarray(w) for w in qk_clip(w_q, w_k, before, tau=tau, n_heads=4,
+                                                   alpha=alpha))  # fmt: skip
+    after = max_logits(new_q, new_k, x, 4, 4)
+    clipped = before > tau
+    assert clipped.sum() == 2
+    np.testing.assert_allclose(after[clipped], tau, rtol=RTOL)
+    np.testing.assert_array_equal(after[~clipped], before[~clipped])
+    for h in np.flatnonzero(~clipped):  # untouched columns: the same bits
+        cols = slice(h * D_HEAD, (h + 1) * D_HEAD)
+        np.testing.assert_array_equal(new_q[:, cols], w_q[:, cols])
+        np.testing.assert_array_equal(new_k[:, cols], w_k[:, cols])
+    # the split by hand: head h's query columns times gamma^alpha, its keys gamma^(1-alpha)
+    h = int(np.flatnonzero(clipped)[0])
+    gamma, cols = tau / before[h], slice(h * D_HEAD, (h + 1) * D_HEAD)
+    np.testing.assert_allclose(new_q[:, cols], w_q[:, cols] * gamma**alpha, rtol=4 * 2.0**-24)
+    np.testing.assert_allclose(new_k[:, cols], w_k[:, cols] * gamma ** (1 - alpha),
+                               rtol=4 * 2.0**-24)  # fmt: skip
+
+
+def test_grouped_query_attention_follows_megatrons_rule():
+    """Four query heads in two key groups (heads 0, 1 read group 0; 2, 3 group 1): group 0
+    holds the most extreme head (reaches tau, its partner scaled by the same factor, below
+    tau); group 1 is below tau and untouched."""
+    w_q, w_k, x = weights(4, 2, seed=3, spread=(2.0, 10.0, 0.3, 0.4))
+    before = max_logits(w_q, w_k, x, 4, 2)
+    tau = float(before[1]) / 3
+    assert before[1] > tau and before[0] < before[1] and (before[2:] < tau).all()
+    new_q, new_k = (np.asarray(w) for w in qk_clip(w_q, w_k, before, tau=tau, n_heads=4,
+                                                   n_kv_heads=2))  # fmt: skip
+    after = max_logits(new_q, new_k, x, 4, 2)
+    gamma = tau / before[1]
+    np.testing.assert_allclose(after[1], tau, rtol=RTOL)
+    # head 0 shares its group's factor: its logits scale by gamma too (a ratio of logits
+    # keeps the sign, so the scaled maximum is gamma times the old one)
+    np.testing.assert_allclose(after[0], gamma * before[0], rtol=RTOL)
+    assert after[0] <= tau * (1 + RTOL)
+    np.testing.assert_array_equal(after[2:], before[2:])
+    np.testing.assert_array_equal(new_k[:, D_HEAD:], w_k[:, D_HEAD:])
+    np.testing.assert_array_equal(new_q[:, 2 * D_HEAD :], w_q[:, 2 * D_HEAD :])
+
+
+def test_a_head_without_a_clip_is_the_same_array_bits():
+    w_q, w_k, x = weights(2, 2)
+    before = max_logits(w_q, w_k, x, 2, 2)
+    new_q, new_k = qk_clip(w_q, w_k, before, tau=float(before.max()) + 1, n_heads=2)
+    np.testing.assert_array_equal(np.asarray(new_q), w_q)
+    np.testing.assert_array_equal(np.asarray(new_k), w_k)
+
+
+def test_shapes_that_do_not_hold_the_heads_are_refused():
+    w_q, w_k, _ = weights(4, 2)
+    with pytest.raises(ValueError, match="not a multiple"):
+        qk_clip(w_q, w_k, np.zeros(4), tau=1.0, n_heads=4, n_kv_heads=3)
+    with pytest.raises(ValueError, match="do not hold"):
+        qk_clip(w_q, w_k, np.zeros(4), tau=1.0, n_heads=4)
