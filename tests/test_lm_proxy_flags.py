@@ -97,3 +97,9 @@ def test_two_mechanisms_of_one_name_are_refused(tmp_path):
         parse("--mechanisms", f"{mine}:scaled", "--one-width-mechanisms", "scaled")
     alone = parse("--mechanisms", f"{mine}:scaled", "qk_norm")  # a namesake alone is its own
     assert alone.swept == (f"{mine}:scaled", "qk_norm")
+
+
+def test_the_optimizer_and_the_clip_reach_the_language_model():
+    assert (parse().lm.optimizer, parse().lm.qk_clip_tau) == ("adamw", None)
+    chosen = parse("--optimizer", "muon", "--qk-clip", "100").lm
+    assert (chosen.optimizer, chosen.qk_clip_tau) == ("muon", 100.0)

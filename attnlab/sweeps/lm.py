@@ -22,7 +22,13 @@ from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import owner
 from attnlab.models.causal_lm import CausalLM, causal_mask
 from attnlab.sweeps.lm_tables import best_lane_rates
-from attnlab.training.tasks.lm import Split, SweepResult, held_out_loss, held_out_windows
+from attnlab.training.tasks.lm import (
+    CLIP_METRICS,
+    Split,
+    SweepResult,
+    held_out_loss,
+    held_out_windows,
+)
 
 #: The q, k multipliers the ownership table reads the elasticity at.
 OWNERSHIP_ALPHAS = (1.0, 8.0)
@@ -56,6 +62,12 @@ def sweep_rows(result: SweepResult) -> pd.DataFrame:
     frame["final_entropy_layer0"] = np.mean(metrics["entropy"][:, -final:, 0], axis=1)
     frame["final_q_norm_layer0"] = np.mean(metrics["q_norm"][:, -final:, 0], axis=1)
     frame["final_k_norm_layer0"] = np.mean(metrics["k_norm"][:, -final:, 0], axis=1)
+    if "clip_fraction" in metrics:  # QK-Clip: how often it fired, first and last quarter
+        quarter = max(metrics["clip_fraction"].shape[1] // 4, 1)
+        for name, part in (("first", slice(0, quarter)), ("last", slice(-quarter, None))):
+            frame[f"clip_fraction_{name}_quarter"] = np.mean(
+                metrics["clip_fraction"][:, part, :], axis=(1, 2)
+            )
     frame["diverged_step"] = result.diverged_step
     return frame
 
@@ -69,7 +81,8 @@ def _nanmax(values: np.ndarray) -> np.ndarray:
 
 def curve_rows(result: SweepResult, record_every: int) -> pd.DataFrame:
     """Every ``record_every``-th step of every lane and layer: training loss, max logit,
-    entropy, q and k norms."""
+    entropy, q and k norms, and with QK-Clip the largest signed logit and the fraction of
+    heads clipped (``CLIP_METRICS``)."""
     metrics = result.metrics
     steps = np.arange(0, metrics["loss"].shape[1], record_every)
     frames = []
@@ -84,7 +97,8 @@ def curve_rows(result: SweepResult, record_every: int) -> pd.DataFrame:
                 "step": steps,
                 "train_loss": metrics["loss"][lane, steps],
                 **{k: metrics[k][lane, steps, layer]
-                   for k in ("max_logit", "entropy", "q_norm", "k_norm")},
+                   for k in ("max_logit", "entropy", "q_norm", "k_norm", *CLIP_METRICS)
+                   if k in metrics},
             }))  # fmt: skip
     return pd.concat(frames, ignore_index=True)
 

@@ -15,6 +15,7 @@ from attnlab.core.references import load_mechanism, mechanism_reference
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
+from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.models.causal_lm import POSITIONS, VOCAB
 from attnlab.studies.lm_proxy.compute import ProxyConfig
 from attnlab.training.tasks.lm import STEP_METRICS, LMConfig
@@ -67,6 +68,13 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     cli.add_int_flag(parser, "--steps", None, "training steps; warmup is min(50, steps // 10) "
                      + both.format(DEFAULT.lm.steps, QUICK.lm.steps), 2)  # fmt: skip
     cli.add_int_flag(parser, "--seeds", DEFAULT.seeds, "seeds per rate")
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=DEFAULT.lm.optimizer,
+                        help="adamw (14's), or muon on the hidden matrices with adamw on the "
+                        "rest (attnlab/lm/optimizers.py)")  # fmt: skip
+    parser.add_argument("--qk-clip", type=cli.positive_float, default=None, metavar="TAU",
+                        help="QK-Clip after every step at TAU (Kimi K2: 100; default: none); "
+                        "the curves then record each layer's largest signed logit and the "
+                        "fraction of heads clipped")  # fmt: skip
     parser.add_argument(
         "--positions",
         choices=POSITIONS,
@@ -102,8 +110,9 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
     steps = base.lm.steps if args.steps is None else args.steps
     try:
         lm = dataclasses.replace(
-            base.lm, steps=steps, warmup=warmup_for(steps, base.lm), positions=args.positions
-        )
+            base.lm, steps=steps, warmup=warmup_for(steps, base.lm), positions=args.positions,
+            optimizer=args.optimizer, qk_clip_tau=args.qk_clip,
+        )  # fmt: skip
     except ValueError as err:
         raise cli.UsageError(f"--steps: {err}") from None
     chosen = {
