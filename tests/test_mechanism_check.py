@@ -125,6 +125,10 @@ def _by_heads(q, k, n_heads):  # a head axis of 2 hard-coded where the model say
             ),
             "initial values fail at d_k 8: ZeroDivisionError",
         ),
+        (  # the card's widest head (statics, float16 cells): the audit's width-only failure
+            Mechanism("up_to_256", lambda q, k: _einsum(q, k) if q.shape[-1] <= 256 else None),
+            r"at d_k 1024 \(q \[1, 1, 1024\], k \[1, 4096, 1024\]\)",
+        ),
         (
             Mechanism("squeezed", _einsum, weights=lambda z, mask: softmax_weights(z)[..., :3, :]),
             r"weights must have the logits' shape at d_k 64 .*got \[4, 3, 12\]",
@@ -133,7 +137,8 @@ def _by_heads(q, k, n_heads):  # a head axis of 2 hard-coded where the model say
 )
 def test_a_mechanism_broken_only_at_other_shapes_is_stopped(mechanism, match):
     """The main check (d_k 16, 3 queries, 8 keys, 2 heads) passes each of these; the shapes
-    of ``OTHER_SHAPES`` (d_k 8 and 64, other query and key counts, 1 and 4 heads) do not."""
+    of ``OTHER_SHAPES`` (d_k 8, 64 and 1024, other query and key counts, 1 and 4 heads) do
+    not."""
     with pytest.raises(MechanismError) as caught:
         check_mechanism(mechanism)
     message = str(caught.value)

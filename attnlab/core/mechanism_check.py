@@ -71,12 +71,13 @@ def _vectors(mechanism: Mechanism, d_k: int) -> list[tuple[str, Any]]:
 #: The shapes ``check_mechanism`` also traces a mechanism at, after its main check (2 heads
 #: of ``d_k`` 16, 3 queries over 8 keys): ``(heads, d_k, queries, keys)``, one query over a
 #: few keys in one narrow head (the recall task's rows) and a square causal map of 12
-#: positions in 4 wide heads (the language model's), so that a mechanism that raises or
-#: gives the wrong shape only at another width, length or number of heads stops here too,
-#: not in a run. Traced for shapes only (``jax.eval_shape``: nothing compiled or run, a few
-#: milliseconds): the main check has already run it under ``jit``, so tracing it is what
-#: every run does first.
-OTHER_SHAPES = ((1, 8, 1, 5), (4, 64, 12, 12))
+#: positions in 4 wide heads (the language model's), and one query over the card's most
+#: keys at its widest head (d_k 1024, 4096 keys: the statics and the float16 cells), so
+#: that a mechanism that raises or gives the wrong shape only at another width, length or
+#: number of heads stops here too, not in a run. Traced for shapes only
+#: (``jax.eval_shape``: nothing compiled or run, a few milliseconds): the main check has
+#: already run it under ``jit``, so tracing it is what every run does first.
+OTHER_SHAPES = ((1, 8, 1, 5), (4, 64, 12, 12), (1, 1024, 1, 4096))
 
 
 def _inputs(mechanism: Mechanism, heads: int, d_k: int, n_q: int, n: int):
