@@ -17,14 +17,21 @@ CONFIG = LMConfig(d_model=32, n_layers=1, seq_len=8)
 
 
 def params_and_grads():
-    """The model's parameters, and full-rank gradients (N(0, 0.01^2) entries: a rank-one
-    gradient would orthogonalise to one singular direction)."""
+    """The model's parameters (their names and shapes traced, not compiled; values drawn in
+    numpy, as 14's export test does) and full-rank gradients (N(0, 0.01^2) entries: a
+    rank-one gradient would orthogonalise to one singular direction)."""
     model = CONFIG.model(load_mechanism("learned_temperature"))
-    params = model.init(jax.random.key(0), np.zeros((1, 8), np.int32))["params"]
-    leaves, tree = jax.tree.flatten(params)
+    shapes = jax.eval_shape(model.init, jax.random.key(0), np.zeros((1, 8), np.int32))
+    leaves, tree = jax.tree.flatten(shapes["params"])
     rng = np.random.default_rng(0)
-    grads = [0.01 * rng.standard_normal(np.shape(p)).astype(np.float32) for p in leaves]
-    return params, jax.tree.unflatten(tree, grads)
+    params = [0.02 * rng.standard_normal(p.shape).astype(np.float32) for p in leaves]
+    grads = [0.01 * rng.standard_normal(p.shape).astype(np.float32) for p in leaves]
+    return jax.tree.unflatten(tree, params), jax.tree.unflatten(tree, grads)
+
+
+def first_update(optimizer, params, grads):
+    """The optimizer's first update, compiled (one program, not one per operation)."""
+    return jax.jit(lambda p, g: optimizer.update(g, optimizer.init(p), p)[0])(params, grads)
 
 
 def test_the_routing_by_name():
@@ -39,10 +46,8 @@ def test_the_routing_by_name():
 
 def test_adamw_through_the_seam_is_14s():
     params, grads = params_and_grads()
-    ours = make_optimizer("adamw", 1e-2, 100, 10)
-    theirs = adamw_independent(1e-2, 100, 10)
-    a, _ = ours.update(grads, ours.init(params), params)
-    b, _ = theirs.update(grads, theirs.init(params), params)
+    a = first_update(make_optimizer("adamw", 1e-2, 100, 10), params, grads)
+    b = first_update(adamw_independent(1e-2, 100, 10), params, grads)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)
 
@@ -54,10 +59,8 @@ def test_muon_steps_the_matrices_orthogonally_and_the_rest_as_adamw():
     as under 14's AdamW."""
     params, grads = params_and_grads()
     lr, warmup = 1e-2, 10
-    muon = make_optimizer("muon", lr, 100, warmup, weight_decay=0.0)
-    adamw = make_optimizer("adamw", lr, 100, warmup, weight_decay=0.0)
-    m, _ = muon.update(grads, muon.init(params), params)
-    a, _ = adamw.update(grads, adamw.init(params), params)
+    m = first_update(make_optimizer("muon", lr, 100, warmup, weight_decay=0.0), params, grads)
+    a = first_update(make_optimizer("adamw", lr, 100, warmup, weight_decay=0.0), params, grads)
     labels = muon_labels(params)
     step = lr / warmup  # s(0) = 1 / warmup
     flat = zip(jax.tree.leaves(labels), jax.tree.leaves(m), jax.tree.leaves(a), strict=True)
