@@ -86,6 +86,7 @@ def test_a_defaults_run_cut_at_any_step_of_its_move_leaves_results_wholly_old(
     assert sorted(new) == sorted(old) and all(new[n] != old[n] for n in COMPANION)
 
 
+@pytest.mark.slow  # 07 at its defaults; every step of a move is cut in the 08 test above
 def test_07s_default_run_cut_between_replaces_keeps_the_committed_correlation_csv(
     load_script, run_main, in_tmp_path, capsys, monkeypatch
 ):
