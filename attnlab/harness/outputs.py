@@ -285,14 +285,13 @@ def recover_stages(directory: Path) -> None:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def _undo(move: _Move, keep: list[bool]) -> None:
+def _undo(move: _Move) -> None:
     """Undo ``move`` and drop its plan. If the undo itself fails, a RunError says where the
-    old and the new files are, and ``keep[0]`` is set: the stage is kept (its plan lets
-    the next run into the folder finish the undo)."""
+    old and the new files are, and the plan stays: a stage with a plan is kept
+    (``staged_outputs``), and the next run into the folder finishes the undo."""
     try:
         move.undo()
     except OSError as err:
-        keep[0] = True
         raise RunError(
             f"could not put the previous outputs back into {move.directory} ({err.strerror}); "
             f"they are in {move.stage / OLD}, the new ones in {move.stage / NEW}"
@@ -319,7 +318,6 @@ def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterato
     directory = Path(directory)
     recover_stages(directory)
     stage = Path(tempfile.mkdtemp(dir=directory, prefix=f"{STAGE_PREFIX}{os.getpid()}-"))
-    keep = [False]
     try:
         (stage / NEW).mkdir()
         yield stage / NEW
@@ -332,7 +330,7 @@ def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterato
                 move.run()
                 _at_move_step("after")
             except BaseException as err:
-                _undo(move, keep)
+                _undo(move)
                 if not isinstance(err, OSError):
                     raise
                 raise RunError(
@@ -341,12 +339,14 @@ def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterato
                     "the previous outputs are unchanged"
                 ) from None
             if pending:
-                _undo(move, keep)
-            elif record is not None:
-                record.extend(directory / f for f in move.files)
+                _undo(move)
+            else:
+                (stage / PLAN).unlink()  # the move is complete: nothing to undo after a kill
+                if record is not None:
+                    record.extend(directory / f for f in move.files)
         if pending:
             signals.redeliver(pending)
             raise signals.Interrupted(pending[0])
     finally:
-        if not keep[0]:
+        if not (stage / PLAN).is_file():  # a plan is left only by an undo that failed
             shutil.rmtree(stage, ignore_errors=True)
