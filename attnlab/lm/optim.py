@@ -36,6 +36,33 @@ def decay_mask(params) -> object:
     return jax.tree.map(lambda p: p.ndim >= 2, params)
 
 
+def scheduled(
+    direction: optax.GradientTransformation,
+    lr: float | jax.Array,
+    total: int,
+    warmup: int,
+    weight_decay: float = 1e-4,
+    clip: float = 1.0,
+) -> optax.GradientTransformation:
+    """The module docstring's step around any update ``direction`` (Adam's ``u``, or
+    Muon's on some parameters, ``attnlab.lm.optimizers``): global-norm clipping at
+    ``clip``, then ``direction``, then ``-lr s(t)`` and the rate-independent decay
+    (``lr`` may be traced)."""
+
+    def schedule(count: jax.Array) -> jax.Array:
+        return warmup_cosine(count, total, warmup)
+
+    def rate(count: jax.Array) -> jax.Array:
+        return -lr * schedule(count)
+
+    return optax.chain(
+        optax.clip_by_global_norm(clip),
+        direction,
+        optax.scale_by_schedule(rate),
+        independent_decay(weight_decay, schedule),
+    )
+
+
 def adamw_independent(
     lr: float | jax.Array,
     total: int,
@@ -47,19 +74,8 @@ def adamw_independent(
     eps: float = 1e-8,
 ) -> optax.GradientTransformation:
     """The module docstring's step as an optax transformation (``lr`` may be traced)."""
-
-    def schedule(count: jax.Array) -> jax.Array:
-        return warmup_cosine(count, total, warmup)
-
-    def rate(count: jax.Array) -> jax.Array:
-        return -lr * schedule(count)
-
-    return optax.chain(
-        optax.clip_by_global_norm(clip),
-        optax.scale_by_adam(b1=b1, b2=b2, eps=eps),
-        optax.scale_by_schedule(rate),
-        independent_decay(weight_decay, schedule),
-    )
+    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
+    return scheduled(adam, lr, total, warmup, weight_decay, clip)
 
 
 def independent_decay(weight_decay: float, schedule) -> optax.GradientTransformation:

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import optax
 from optax.contrib import MuonDimensionNumbers, scale_by_muon
 
-from attnlab.lm.optim import adamw_independent, independent_decay, warmup_cosine
+from attnlab.lm.optim import adamw_independent, scheduled
 
 #: The optimizers ``make_optimizer`` knows.
 OPTIMIZERS = ("adamw", "muon")
@@ -86,26 +86,19 @@ def muon_routed(
     eps: float = 1e-8,
     beta: float = 0.95,
 ) -> optax.GradientTransformation:
-    """The module docstring's Muon step (``lr`` may be traced)."""
-
-    def schedule(count: jax.Array) -> jax.Array:
-        return warmup_cosine(count, total, warmup)
-
-    return optax.chain(
-        optax.clip_by_global_norm(clip),
-        optax.partition(
-            {
-                "muon": optax.chain(
-                    scale_by_muon(beta=beta, nesterov=True, weight_dimension_numbers=_matrices),
-                    consistent_rms(),
-                ),
-                "adamw": optax.scale_by_adam(b1=b1, b2=b2, eps=eps),
-            },
-            muon_labels,
-        ),
-        optax.scale_by_schedule(lambda count: -lr * schedule(count)),
-        independent_decay(weight_decay, schedule),
+    """The module docstring's Muon step (``lr`` may be traced): ``scheduled`` around Muon on
+    ``muon_labels``' matrices and Adam on the rest."""
+    routed = optax.partition(
+        {
+            "muon": optax.chain(
+                scale_by_muon(beta=beta, nesterov=True, weight_dimension_numbers=_matrices),
+                consistent_rms(),
+            ),
+            "adamw": optax.scale_by_adam(b1=b1, b2=b2, eps=eps),
+        },
+        muon_labels,
     )
+    return scheduled(routed, lr, total, warmup, weight_decay, clip)
 
 
 def make_optimizer(
