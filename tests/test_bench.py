@@ -253,6 +253,7 @@ def test_interleaved_timing_runs_round_robin():
     assert set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
 
 
+@pytest.mark.slow  # times the LM step at the bench's size (11 s of CPU cold)
 def test_lm_step_rows():
     """The LM rows at QUICK's tiny sizes: the speed-up is the ratio of the two timings, the
     detail reports the losses' gap and the tokens per second, and peak_fraction is FLOPs /

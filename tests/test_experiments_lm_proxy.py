@@ -63,6 +63,7 @@ def users_run(script, run_main, tmp_path_factory):
     return out, references
 
 
+@pytest.mark.slow  # users_run: 14 trains two user mechanisms (22 s of CPU cold)
 def test_a_users_mechanism_gets_its_rows_and_its_owner(users_run):
     out, _ = users_run
     sweep = pd.read_csv(out / SWEEP_CSV)
@@ -110,6 +111,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert not any(out.iterdir())
 
 
+@pytest.mark.slow  # users_run: 14 trains two user mechanisms (22 s of CPU cold)
 def test_a_users_alibi_runs_in_the_lm_and_is_refused_by_the_recall_scripts(
     users_run, run_main, load_script, tmp_path, capsys
 ):
@@ -142,6 +144,7 @@ def test_a_per_head_vector_of_the_wrong_length_is_one_line(script, run_main, tmp
     assert not any(out.iterdir())
 
 
+@pytest.mark.slow  # users_run: 14 trains two user mechanisms (22 s of CPU cold)
 def test_each_mechanisms_best_model_is_saved_for_13(users_run):
     """At --one-width, each mechanism's model at its best rate is a GPT-2 checkpoint that
     13's loader reads, recording the held-out loss of its row of the sweep and the reference

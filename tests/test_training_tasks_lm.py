@@ -294,6 +294,8 @@ GROWS = dataclasses.replace(COMMON, d_model=32, steps=40, warmup=4, chunk_steps=
 CLIP_GROWTH = 2.0
 
 
+@pytest.mark.slow  # two 40-step lanes at d_model 32 (20 s of CPU cold); tests/test_lm_qk_clip.py
+# checks the clip by hand in the fast suite
 def test_qk_clip_bounds_the_logits_in_training_and_the_unclipped_run_grows():
     """Known answer (b): at a rate where the unclipped logits grow past tau, every step
     after the clip first fires records a largest signed logit within CLIP_GROWTH tau; the
