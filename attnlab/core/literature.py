@@ -1,7 +1,8 @@
 """Four mechanisms from the literature, written with nothing but the public API of
 ``attnlab`` (the names this file imports are all in ``attnlab.__all__``; a test checks it),
 as a researcher would write their own. They are imported from the modules that define
-them, as code inside the package must (``attnlab/__init__`` imports this file).
+them, as code inside the package must: ``attnlab/__init__`` resolves its names from those
+modules on first use, so importing through it from inside would go round in a circle.
 
 =============  ================================================================  ==========
 ``ssmax``      ``p = softmax(s log(n) q.k / sqrt(d))``, ``s`` learned            Nakanishi

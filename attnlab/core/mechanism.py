@@ -421,7 +421,10 @@ class Mechanism:
     ) -> tuple[Array, Array, Array | None]:
         """Logits, weights and the mask they used, of q and k as they leave the model's
         projections: ``prepare``, the mask with the mechanism's own (``mask_for``),
-        ``scores``, ``weights``. The one path every model with heads takes."""
+        ``scores``, ``weights``. The path every model with heads takes where the mechanism is
+        a parameter (the recall model, the causal LM, the GPT-2 family); the encoder
+        (``models.bert``) calls ``attention.dot_product_attention``, the same attention
+        with scaled logits and a padding mask."""
         q, k = self.prepare(q, k)
         mask = self.mask_for(mask, context)
         z = self.scores(q, k, theta, mask, context)

@@ -1,6 +1,7 @@
 """Mechanisms by reference: what ``--mechanism`` and the card's arguments name.
 
-A reference is a built-in name (``attnlab.core.temperature.BUILTINS``), ``MODULE:NAME``
+A reference is a built-in name (``ALL_BUILTINS`` below: the recall task's
+``attnlab.core.temperature.BUILTINS`` and the positional ones), ``MODULE:NAME``
 (an importable module) or ``path/to/file.py:NAME``; ``load_mechanism`` resolves all three
 and checks what it finds (``attnlab.core.mechanism_check.check_mechanism``). Importing a
 user's file or module, and checking what it names, each run within a time limit

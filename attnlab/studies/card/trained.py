@@ -3,12 +3,12 @@
 Both read the models of the card's training section (04's task) on each seed's held-out
 sequences (``held_out_batches``), at step 0 and after training:
 
-- *ownership* (``ownership_frame``): the elasticity ``e(alpha) = d ln s / d ln alpha`` of
+- *ownership* (``trained_frames``' first table): the elasticity ``e(alpha) = d ln s / d ln alpha`` of
   the logits' scale ``s`` to ``q, k -> alpha q, alpha k`` (``attnlab.core.elasticity``), with
   q and k as they leave the projections and the mechanism's scalars as trained, at every
   ``alpha`` of ``ALPHAS``; 2 where the weights own the temperature, 0 where the mechanism
   does, falling from 2 under a cap (``verdicts.owner_words`` names the owner).
-- *static drift* (``drift_frame``): the trained model with ``W_Q, W_K`` (and ``b_Q, b_K``)
+- *static drift* (``trained_frames``' second table): the trained model with ``W_Q, W_K`` (and ``b_Q, b_K``)
   multiplied by ``alpha`` of ``DRIFT_ALPHAS``, everything else fixed (the weight-norm
   growth of long runs): held-out loss, accuracy, attention entropy (of the normalised row
   ``p / sum p``, nats) and max weight.
@@ -42,7 +42,7 @@ from attnlab.training.trainer import TrainResult
 
 #: The multipliers of W_Q and W_K of the static drift (4: the verdict's).
 DRIFT_ALPHAS: tuple[float, ...] = (1.0, math.sqrt(2.0), 2.0, 4.0, 8.0)
-#: Readings of ``drift_frame``, in its column order.
+#: Readings of the static-drift table, in its column order.
 DRIFT_READINGS = ("loss", "accuracy", "entropy", "max_weight")
 
 
