@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS, RatioClaim
-from attnlab.fits.predictions import fit_predictions
 from attnlab.harness.errors import DataError
 from attnlab.harness.io import MalformedError
+from attnlab.recall.predictions import fit_predictions
 from attnlab.report import CheckedTables
 from attnlab.studies import predictions
 from attnlab.studies.lm_proxy.report import OWNERSHIP_COLUMNS, drift

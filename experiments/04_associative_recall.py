@@ -1,6 +1,6 @@
 """Experiment 04: associative recall, scaled vs unscaled attention (article 004, Figure 3).
 
-Trains the single-head model of attnlab.training.model on the recall task (16 key-value
+Trains the single-head model of attnlab.recall.model on the recall task (16 key-value
 pairs over 32 key and 32 value tokens, d_k = 256, Adam at 3e-4) for every seed, once with
 scaled and once with unscaled attention, from identical initialisations on identical data streams.
 Writes 04_recall_curves.csv (per step) and 04_recall_summary.csv (per variant and seed),
@@ -16,9 +16,9 @@ from attnlab.harness import cli
 from attnlab.harness.memory import check_needs
 from attnlab.recall.flags import add_recall_flags, recall_config, recall_needs
 from attnlab.recall.tables import write_recall_outputs
+from attnlab.recall.trainer import train_and_evaluate
 from attnlab.studies import headline
 from attnlab.studies.recall.study import CURVES_CSV, SUMMARY_CSV
-from attnlab.training.trainer import train_and_evaluate
 
 #: One result CSV per part of the run: --help says how long they took.
 TIMED_BY = (SUMMARY_CSV,)

@@ -16,11 +16,11 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
+from attnlab.recall.widths import curves_frame, lr_frame, run_widths, summary_frame
 from attnlab.studies import headline
 from attnlab.studies.widths.compute import divergence_note, jacobian_frame
 from attnlab.studies.widths.flags import add_widths_flags, widths_config
 from attnlab.studies.widths.study import CURVES_CSV, JACOBIAN_CSV, LR_CSV, SUMMARY_CSV
-from attnlab.sweeps.widths import curves_frame, lr_frame, run_widths, summary_frame
 
 TIMED_BY = (SUMMARY_CSV, JACOBIAN_CSV)  # --help says how long each part took
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.fits.readings import Smoothing
 from attnlab.harness.io import compact, sidecar_path
+from attnlab.recall.readings import Smoothing
 from attnlab.studies.article_fit.compute import (
     median_numbers,
     predicted_readings,

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from attnlab.core.references import load_mechanism
-from attnlab.fits.readings import (
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.readings import (
     FAMILY_2,
     SMOOTHINGS,
     get_reading,
@@ -16,11 +17,10 @@ from attnlab.fits.readings import (
     reading_config,
 )
 from attnlab.recall.tables import summary_frame
+from attnlab.recall.trainer import Run, train_runs
 from attnlab.studies.article_fit.compute import finalist_readings, predict, predicted_readings
 from attnlab.studies.article_fit.fits import get_pair, pass_a_readings
 from attnlab.studies.article_fit.study import ARTICLE_SCALED, QUALITY, SECOND_CSVS
-from attnlab.training.config import RecallConfig
-from attnlab.training.trainer import Run, train_runs
 
 SCRIPT = "12_second_fit"
 CSVS = tuple(SECOND_CSVS)

@@ -16,6 +16,11 @@ import pytest
 import attnlab.studies.bench.compute as compute
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
+from attnlab.lm.train import LMConfig
+from attnlab.recall import model as recall_model
+from attnlab.recall.config import RecallConfig, make_model
+from attnlab.recall.step import init_params, loss_and_aux
+from attnlab.recall.task import sample_batch
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, time_reproduce
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
@@ -23,11 +28,6 @@ from attnlab.studies.bench.lm_step import bench_lm_step, lm_step_flops
 from attnlab.studies.bench.report import bench_markdown
 from attnlab.studies.bench.step import PARTS, bench_recall_step, recall_step_flops, step_programs
 from attnlab.studies.bench.timing import interleaved_median_seconds
-from attnlab.training import model as recall_model
-from attnlab.training.config import RecallConfig, make_model
-from attnlab.training.step import init_params, loss_and_aux
-from attnlab.training.task import sample_batch
-from attnlab.training.tasks.lm import LMConfig
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_reference_step_agrees_with_the_current_step():
     assert set(calls) == {*PARTS, "reference"}
     assert losses["full"].shape == losses["reference"].shape == (recall.chunk_steps,)
     # The two steps differ in where the batches are drawn (per chunk or inside each step:
-    # the same bits, tests/test_training_trainer.py) and in how each gather's table gradient is
+    # the same bits, tests/test_recall_trainer.py) and in how each gather's table gradient is
     # summed (a scatter-add or a one-hot product: the same n = B (pairs + 1) terms per
     # table row, perhaps in another order). Two summation orders of n terms differ by at
     # most about n eps relative to the sum of their magnitudes, and Adam's update does not

@@ -24,11 +24,11 @@ from attnlab.core.softmax_sweeps import (
     run_saturation_sweep,
 )
 from attnlab.core.temperature import BUILTINS
+from attnlab.recall.config import RecallConfig
 from attnlab.studies.card import compute
 from attnlab.studies.card.compute import CardConfig, row_statistics
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig
 from attnlab.studies.card.verdicts import verdicts_frame
-from attnlab.training.config import RecallConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,14 +15,14 @@ from attnlab.core.positional import POSITIONAL
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
+from attnlab.lm.train import LMConfig
 from attnlab.studies.card import lm, store
 from attnlab.studies.card.lm_verdicts import LM_VERDICTS, LMCard
-from attnlab.training.tasks.lm import LMConfig
 
 #: A card that compiles and runs in seconds: d_model 16 (2 heads of 8), 4 steps, two rates
 #: ten apart, lengths 1x and 2x. ``lm`` is the LM tests' common tiny config (see
-#: tests/test_training_tasks_lm.py's COMMON), the same literal values, so that the card's
-#: compiled programs are those of test_sweeps_lm and test_training_tasks_lm.
+#: tests/test_lm_train.py's COMMON), the same literal values, so that the card's
+#: compiled programs are those of test_lm_sweep and test_lm_train.
 TINY = lm.LMCardConfig(
     lm=LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=4, steps=4, warmup=1,
                 chunk_steps=2, eval_windows=400, positions="rotary"),
@@ -51,7 +51,7 @@ def test_the_settings_name_the_text():
 def tiny_cards():
     """unscaled against scaled: the two share one compiled program (only a constant
     differs), which keeps the fixture within the fast tests' budget; the LM without
-    positions (ALiBi's) is read in test_sweeps_lm."""
+    positions (ALiBi's) is read in test_lm_sweep."""
     plan = store.CardPlan(("unscaled",), ("scaled",), ("unscaled", "scaled"), {})
     return lm.run_lm_cards(TINY, plan)
 

@@ -13,10 +13,10 @@ import pytest
 
 from attnlab.core.owner import ALPHAS
 from attnlab.core.references import load_mechanism
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.step import initial_state
 from attnlab.studies.card.trained import DRIFT_ALPHAS, trained_frames
 from attnlab.studies.card.verdicts import owner_words
-from attnlab.training.config import RecallConfig
-from attnlab.training.step import initial_state
 
 CONFIG = RecallConfig(d_k=16, d_model=16, seeds=2, eval_size=32, mechanisms=("scaled",))
 NAMES = ("scaled", "qk_norm", "softcap30")

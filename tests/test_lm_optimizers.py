@@ -11,7 +11,7 @@ import pytest
 from attnlab.core.references import load_mechanism
 from attnlab.lm.optim import adamw_independent
 from attnlab.lm.optimizers import CONSISTENT_RMS, make_optimizer, muon_labels
-from attnlab.training.tasks.lm import LMConfig
+from attnlab.lm.train import LMConfig
 
 CONFIG = LMConfig(d_model=32, n_layers=1, seq_len=8)
 

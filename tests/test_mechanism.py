@@ -253,8 +253,8 @@ def test_a_reserved_scalar_name_is_refused(name, field):
 def test_the_reserved_prefixes_hold_every_models_parameters():
     """Core names no model's parameters; every model's own names take a reserved form."""
     from attnlab.core.mechanism import RESERVED_PREFIXES
-    from attnlab.models.causal_lm import CausalLM
-    from attnlab.training.model import MODEL_PARAMS
+    from attnlab.lm.model import CausalLM
+    from attnlab.recall.model import MODEL_PARAMS
 
     lm = CausalLM(BUILTINS["scaled"], d_model=16, n_layers=1, n_heads=2, max_length=4)
     # Initialised in one program (eager init compiles every op of the model on its own).

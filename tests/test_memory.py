@@ -12,6 +12,7 @@ from attnlab.core.softmax_sweeps import SoftmaxSweepConfig
 from attnlab.harness import cli, memory
 from attnlab.harness.errors import UsageError
 from attnlab.harness.memory import Need, check_memory, check_needs, count, size, total_bytes
+from attnlab.recall.config import RecallConfig
 from attnlab.recall.flags import recall_needs
 from attnlab.studies.companion.compute import CompanionConfig, companion_needs
 from attnlab.studies.condensation.compute import CondensationConfig, condensation_needs
@@ -27,7 +28,6 @@ from attnlab.studies.remedies.flags import remedies_needs, remedies_run
 from attnlab.studies.statics.compute import LogitVarianceConfig, logit_variance_needs
 from attnlab.studies.statics.flags import sweep_needs
 from attnlab.studies.widths.flags import widths_config, widths_needs
-from attnlab.training.config import RecallConfig
 
 GIB = 2**30
 

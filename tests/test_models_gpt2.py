@@ -18,6 +18,7 @@ import pytest
 from attnlab.core.mechanism import as_mechanism
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.temperature import BUILTINS
+from attnlab.lm.export import write_gpt2
 from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from attnlab.models.gpt2 import (
     PREFIX,
@@ -29,7 +30,6 @@ from attnlab.models.gpt2 import (
     parse_gpt2_config,
     read_checkpoint,
 )
-from attnlab.models.gpt2_export import write_gpt2
 
 TINY = {
     "architectures": ["GPT2LMHeadModel"],

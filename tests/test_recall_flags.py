@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from attnlab.harness import cli
+from attnlab.recall.config import RecallConfig
 from attnlab.recall.flags import add_recall_flags, recall_config
-from attnlab.training.config import RecallConfig
 
 
 def parse(*argv):

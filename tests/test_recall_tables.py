@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.step import METRICS
 from attnlab.recall.tables import (
     CURVE_COLUMNS,
     SUMMARY_COLUMNS,
     curves_frame,
     summary_frame,
 )
-from attnlab.training.config import RecallConfig
-from attnlab.training.step import METRICS
-from attnlab.training.trainer import TrainResult
+from attnlab.recall.trainer import TrainResult
 
 STEPS = 400
 

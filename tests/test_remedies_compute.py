@@ -24,13 +24,13 @@ import pandas as pd
 import pytest
 
 from attnlab.core.temperature import MECHANISMS
+from attnlab.recall.config import RecallConfig, make_model, seed_keys
+from attnlab.recall.model import RecallModel
+from attnlab.recall.step import METRICS, initial_state, loss_and_aux
 from attnlab.recall.tables import curves_frame, summary_frame
+from attnlab.recall.task import stream_batch
+from attnlab.recall.trainer import train
 from attnlab.studies.remedies.compute import fold_params, run_fold, run_remedies, run_sensitivity
-from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.model import RecallModel
-from attnlab.training.step import METRICS, initial_state, loss_and_aux
-from attnlab.training.task import stream_batch
-from attnlab.training.trainer import train
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 EPS = float(np.finfo(np.float32).eps)

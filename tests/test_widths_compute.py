@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from attnlab.core.temperature import MECHANISMS
-from attnlab.studies.widths import compute as widths
-from attnlab.sweeps import widths as sweep
-from attnlab.sweeps.widths import (
+from attnlab.recall import widths as sweep
+from attnlab.recall.trainer import TrainResult
+from attnlab.recall.widths import (
     WIDTHS_BASE,
     WidthsConfig,
     implied_rho,
@@ -22,7 +22,7 @@ from attnlab.sweeps.widths import (
     summary_frame,
     train_width,
 )
-from attnlab.training.trainer import TrainResult
+from attnlab.studies.widths import compute as widths
 
 SCRIPT = "10_widths"
 TINY = [

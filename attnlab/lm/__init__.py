@@ -1,7 +1,12 @@
-"""The language-model wing (begun): what decides the attention temperature from the
-optimizer's side, for experiment 14's causal LM and for a researcher's own training loop.
+"""The language-model wing: a small byte-level causal LM, its training, and what decides its
+attention temperature from the optimizer's side (14, 11's ``--task lm`` card, a
+researcher's own training loop).
 
 ==================  ==========================================================================
+``model``           ``CausalLM``: the decoder (Flax linen), every head through
+                    ``Mechanism.attend``; the per-layer logit statistics it records
+``train``           the task and its loop, readable top to bottom: text -> byte windows,
+                    loss, step, the lanes of a learning-rate sweep in ``lax.scan`` chunks
 ``optim``           14's AdamW: warmup and cosine decay, clipping, rate-independent decay;
                     the z-loss
 ``optimizers``      the optimizer seam: a configuration's name and rate -> an optax
@@ -10,8 +15,12 @@ optimizer's side, for experiment 14's causal LM and for a researcher's own train
 ``qk_clip``         QK-Clip (Kimi K2, Megatron-LM): rescale each head's W_q, W_k after a step
                     so that its largest logit is at most ``tau``
 ``ledger``          the temperature ledger: per layer and head, what sets the logits' scale
+``sweep``           a sweep's trained lanes -> its tables (losses, ownership, drift, lengths)
+``sweep_tables``    readings of those tables, pandas only (sensitivity, best rate)
+``export``          a trained ``CausalLM`` written as a GPT-2 checkpoint (``models.gpt2``
+                    reads it back)
 ==================  ==========================================================================
 
-The model, the task and the loop still live in ``attnlab.models.causal_lm`` and
-``attnlab.training.tasks.lm``. This package's ``__init__`` imports nothing.
+The recall task (``attnlab.recall``) is the other wing; neither imports the other. This
+package's ``__init__`` imports nothing.
 """

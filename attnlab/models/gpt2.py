@@ -75,7 +75,7 @@ REFUSED_FLAGS = (
 POSITIONS = ("learned",)
 PREFIX = "transformer."
 #: ``model_type`` of a GPT-2-layout model whose attention GPT-2 does not compute (a mechanism
-#: other than scaled or unscaled, ``attnlab.models.gpt2_export``): a GPT-2 reader refuses it;
+#: other than scaled or unscaled, ``attnlab.lm.export``): a GPT-2 reader refuses it;
 #: this module reads it as ``gpt2``, the mechanism from ``attnlab.mechanism``.
 MODEL_TYPE = "attnlab_gpt2"
 

@@ -1,13 +1,29 @@
-"""What every study that trains the recall model shares above the engine (04, 05, 09, 10,
-11, 12): its tables and its flags.
+"""The recall wing: article 004's associative-recall demo, everything about training it, and
+what the studies that train it share (04, 05, 09, 10, 11's recall card, 12, the bench).
 
 ==============  ==========================================================================
-``columns``     the training tables' columns and ``make verify`` rules: the per-step curves
-                and per-seed summary (04, 05, 09, 12), the width sweep's (10, the card);
-                no JAX, so declarations import it
-``tables``      training results -> those curves and summaries (milestones, plateaus)
+``task``        the associative-recall sequences and their keyed data streams
+``model``       the single-head attention model (Flax linen) and its laws
+``config``      ``RecallConfig``, a seed's key streams, the model a configuration builds
+``step``        the optimiser (Adam), one training step, readable top to bottom, and a
+                chunk of them in ``lax.scan``
+``trainer``     ``Run``s as lanes of one compiled program: ``Trainer``, ``train_runs``
+``lanes``       how the Trainer lays out its lanes in blocks for the compiled chunk
+``columns``     the training tables' columns and ``make verify`` rules (no JAX, so
+                declarations import it)
+``tables``      training results -> the per-step curves and per-seed summaries
 ``flags``       the recall flags every recall training script shares (``--reading``)
+``readings``    the declared readings of the set-up the article leaves unstated (the
+                families the fits choose among, which ``--reading`` names)
+``predictions`` the fits' predictions of the article's training numbers (09, 12; judged
+                by the recall study beside its own reading)
+``widths``      the demo across widths and learning rates as lanes of the Trainer, with
+                diagnostics of the temperature (10 and the card)
 ==============  ==========================================================================
 
-This package's ``__init__`` imports nothing; import the module you need.
+The language model (``attnlab.lm``) is the other wing; neither imports the other. What
+both use lies below them in ``attnlab.core`` (the per-run summary and divergence record in
+``curves``, padding and sharding of lanes in ``parallel``, the progress callback in
+``progress``); each wing's training loop is its own. This package's ``__init__`` imports
+nothing; import the module you need.
 """

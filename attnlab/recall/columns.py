@@ -51,7 +51,7 @@ def training_outputs(script: str, curves_csv: str, summary_csv: str) -> dict[str
     }
 
 
-#: The width sweep (``attnlab.sweeps.widths``): one row per lane (d_k, mechanism, lr, seed).
+#: The width sweep (``attnlab.recall.widths``): one row per lane (d_k, mechanism, lr, seed).
 WIDTHS_SUMMARY = {
     "d_k": KEY,
     "mechanism": KEY,

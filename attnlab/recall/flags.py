@@ -1,6 +1,6 @@
 """Flags of the recall experiments (04, 05, 10, and the fits), kept beside their configuration.
 
-``--reading NAME`` (a member of ``attnlab.fits.readings.FAMILY``, or ``natural``)
+``--reading NAME`` (a member of ``attnlab.recall.readings.FAMILY``, or ``natural``)
 sets the slot, init, bias, d_model and batch size at once. Those five flags may still be
 given beside it only with the reading's own value: a flag typed on the command line with a
 different value is a UsageError naming both flags. (Typed flags are recorded in
@@ -15,12 +15,12 @@ from typing import Any
 
 from attnlab.core.references import recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
-from attnlab.fits.readings import FAMILY, Reading, get_reading
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, Size, product, size
-from attnlab.training.config import RecallConfig
-from attnlab.training.lanes import CPU_BLOCK_BYTES
-from attnlab.training.model import INITS, SLOTS
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.lanes import CPU_BLOCK_BYTES
+from attnlab.recall.model import INITS, SLOTS
+from attnlab.recall.readings import FAMILY, Reading, get_reading
 
 #: The flags a reading sets, and the RecallConfig fields they set.
 READING_FLAGS = {
@@ -161,10 +161,10 @@ def add_recall_flags(
     add_reading_flag(
         "--slot",
         choices=SLOTS,
-        help="how a key-value pair becomes a slot (laws: attnlab/training/model.py)",
+        help="how a key-value pair becomes a slot (laws: attnlab/recall/model.py)",
     )
     add_reading_flag(
-        "--init", choices=INITS, help="initialisation convention (laws: attnlab/training/model.py)"
+        "--init", choices=INITS, help="initialisation convention (laws: attnlab/recall/model.py)"
     )
     add_reading_flag("--bias", help="biases on the Q, K, V projections and the readout")
     add(
@@ -172,7 +172,7 @@ def add_recall_flags(
         type=reading_name,
         default=None,
         metavar="NAME",
-        help="a declared reading (attnlab/fits/readings.py) or 'natural': sets "
+        help="a declared reading (attnlab/recall/readings.py) or 'natural': sets "
         "--slot, --init, --bias, --d-model and --batch-size",
     )
     parser.set_defaults(given_recall_flags=[])
@@ -248,7 +248,7 @@ FLAG_OF_FIELD = {
 #: Bytes per parameter of a lane: the float32 value and Adam's two moments.
 LANE_PARAM_BYTES = 3 * FLOAT32_BYTES
 #: ``[B, pairs, d_k]`` float32 activations of one training step of one lane (keys, values
-#: and their gradients: ``attnlab.training.lanes.lane_bytes``'s six).
+#: and their gradients: ``attnlab.recall.lanes.lane_bytes``'s six).
 STEP_ACTIVATIONS = 6
 #: ``[eval_size, pairs, d_k]`` float32 activations of one lane's held-out evaluation.
 EVAL_ACTIVATIONS = 3
@@ -258,7 +258,7 @@ LANE_STEP_BYTES = 256
 
 
 def recall_params(config: RecallConfig) -> int:
-    """How many parameters the recall model of ``config`` has (``attnlab.training.model``):
+    """How many parameters the recall model of ``config`` has (``attnlab.recall.model``):
     ``W_Q (q_in, d_k)``, ``W_K`` and ``W_V (kv_in, d_k)``, ``W_O (d_k, n_value)``, the
     embedding tables ``(n_key + n_value, d_model)`` unless ``slot`` is onehot, and the
     biases; ``q_in, kv_in`` are ``d_model, 2 d_model`` (concat), ``d_model, d_model`` (sum,
@@ -283,7 +283,7 @@ def recall_needs(
     """The largest allocations of training ``config`` (``attnlab.harness.memory``), with
     ``lanes`` lanes trained together (default: every mechanism on every seed) and
     ``all_lanes`` whose records are kept (default ``lanes``), ``block`` of them in one
-    call (``attnlab.training.lanes.block_size`` on one CPU: as many as fit
+    call (``attnlab.recall.lanes.block_size`` on one CPU: as many as fit
     ``CPU_BLOCK_BYTES``, at least one); ``P = recall_params(config)``,
     ``S = 2 pairs + 2 + 2 n_key`` int32 numbers drawn per sequence (its tokens and the
     permutation its keys are chosen from):

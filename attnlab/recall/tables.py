@@ -13,9 +13,9 @@ import pandas as pd
 from attnlab.core.curves import find_plateau, summarize_losses, trailing_mean
 from attnlab.harness.io import write_result
 from attnlab.recall.columns import CURVES, SUMMARY
-from attnlab.training.config import RecallConfig
-from attnlab.training.step import METRICS
-from attnlab.training.trainer import TrainResult
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.step import METRICS
+from attnlab.recall.trainer import TrainResult
 
 #: Smoothed-loss milestones of the article: (column, threshold).
 MILESTONES = (("step_loss_below_1", 1.0), ("step_loss_below_0p1", 0.1))

@@ -47,21 +47,20 @@ results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	attnlab/core/context.py attnlab/core/curves.py attnlab/core/literature.py \
 	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
 	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/fits/__init__.py attnlab/fits/readings.py \
-	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/flags.py attnlab/recall/tables.py attnlab/studies/recall/__init__.py \
-	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/config.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
+	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
+	| $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/report.py attnlab/studies/article_fit/study.py \
-	attnlab/studies/recall/__init__.py attnlab/studies/recall/figure.py \
-	attnlab/studies/recall/study.py results/04_recall_curves.csv results/04_recall_summary.csv \
-	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
-	results/09_fit_scores.csv results/09_fit_screen.csv \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/predictions.py \
+	attnlab/report.py attnlab/studies/article_fit/study.py attnlab/studies/recall/__init__.py \
+	attnlab/studies/recall/figure.py attnlab/studies/recall/study.py results/04_recall_curves.csv \
+	results/04_recall_summary.csv results/09_fit_prediction_curves.csv.xz \
+	results/09_fit_prediction_summary.csv results/09_fit_scores.csv results/09_fit_screen.csv \
 	results/12_second_fit_prediction_curves.csv.xz results/12_second_fit_prediction_summary.csv \
 	results/12_second_fit_scores.csv results/12_second_fit_screen.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study recall
@@ -76,13 +75,12 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/harness/memory.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/flags.py \
-	attnlab/recall/tables.py attnlab/studies/remedies/__init__.py \
-	attnlab/studies/remedies/compute.py attnlab/studies/remedies/flags.py \
-	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/config.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
+	attnlab/studies/remedies/flags.py attnlab/studies/remedies/study.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -104,14 +102,13 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/fits/__init__.py \
-	attnlab/fits/readings.py attnlab/harness/memory.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/config.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
+	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
+	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
@@ -119,19 +116,18 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/fits/__init__.py \
-	attnlab/fits/readings.py attnlab/harness/memory.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/flags.py attnlab/recall/tables.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py attnlab/training/config.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
+	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
+	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/fits/__init__.py attnlab/fits/predictions.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/report.py attnlab/studies/article_fit/__init__.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/predictions.py \
+	attnlab/report.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/figure.py attnlab/studies/article_fit/study.py \
 	results/09_fit_prediction_curves.csv.xz results/09_fit_prediction_summary.csv \
 	results/09_fit_scores.csv results/09_fit_screen.csv \
@@ -150,13 +146,12 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/core/temperature.py \
-	attnlab/fits/__init__.py attnlab/fits/readings.py attnlab/harness/memory.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/flags.py \
-	attnlab/recall/tables.py attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
-	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/sweeps/__init__.py \
-	attnlab/sweeps/widths.py attnlab/training/__init__.py attnlab/training/config.py \
-	attnlab/training/lanes.py attnlab/training/model.py attnlab/training/step.py \
-	attnlab/training/task.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/recall/widths.py attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
+	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -222,20 +217,18 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
-	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
-	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
-	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
-	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
-	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
-	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
-	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
-	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
-	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/step.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
-	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/lm/model.py attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py \
+	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
+	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
+	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
+	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
+	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
+	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
@@ -246,20 +239,18 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/models/__init__.py \
-	attnlab/models/causal_lm.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/tables.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
-	attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
-	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
-	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
-	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
-	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
-	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
-	attnlab/studies/card/verdicts.py attnlab/sweeps/__init__.py attnlab/sweeps/lm.py \
-	attnlab/sweeps/lm_tables.py attnlab/sweeps/widths.py attnlab/training/__init__.py \
-	attnlab/training/config.py attnlab/training/lanes.py attnlab/training/model.py \
-	attnlab/training/step.py attnlab/training/task.py attnlab/training/tasks/__init__.py \
-	attnlab/training/tasks/lm.py attnlab/training/trainer.py | $(STAMP)
+	attnlab/lm/model.py attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py \
+	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
+	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
+	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
+	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
+	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
+	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py | $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -282,8 +273,8 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
-	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \
+	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/models/__init__.py \
+	attnlab/models/bert.py attnlab/models/checkpoint.py attnlab/models/gpt2.py \
 	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
 	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
 	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
@@ -294,8 +285,8 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/causal_lm.py \
-	attnlab/models/checkpoint.py attnlab/models/gpt2.py attnlab/models/gpt2_export.py \
+	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/models/__init__.py \
+	attnlab/models/bert.py attnlab/models/checkpoint.py attnlab/models/gpt2.py \
 	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
 	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
 	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
@@ -322,21 +313,20 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py \
-	attnlab/models/__init__.py attnlab/models/causal_lm.py attnlab/models/checkpoint.py \
-	attnlab/models/gpt2.py attnlab/models/gpt2_export.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/lm/optim.py \
+	attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/models/__init__.py attnlab/models/checkpoint.py \
+	attnlab/models/gpt2.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
-	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
-	attnlab/sweeps/__init__.py attnlab/sweeps/lm.py attnlab/sweeps/lm_tables.py \
-	attnlab/training/__init__.py attnlab/training/tasks/__init__.py attnlab/training/tasks/lm.py \
-	| $(STAMP)
+	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
-	attnlab/report.py attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/answers.py \
+	attnlab/lm/__init__.py attnlab/lm/sweep_tables.py attnlab/report.py \
+	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/answers.py \
 	attnlab/studies/lm_proxy/figure.py attnlab/studies/lm_proxy/report.py \
-	attnlab/studies/lm_proxy/study.py attnlab/sweeps/__init__.py attnlab/sweeps/lm_tables.py \
-	results/14_lm_curves.csv results/14_lm_ownership.csv results/14_lm_sweep.csv | $(STAMP)
+	attnlab/studies/lm_proxy/study.py results/14_lm_curves.csv results/14_lm_ownership.csv \
+	results/14_lm_sweep.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study lm_proxy
 
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \

@@ -16,7 +16,9 @@ import pandas as pd
 from attnlab.core.curves import summarize_losses
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
-from attnlab.fits.readings import (
+from attnlab.harness.errors import RunError
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.readings import (
     FIRST_SMOOTHING,
     RUN_LENGTHS,
     Reading,
@@ -27,16 +29,14 @@ from attnlab.fits.readings import (
     reading_config,
     step0_fingerprints,
 )
-from attnlab.harness.errors import RunError
 from attnlab.recall.tables import MILESTONES, curves_frame, summary_frame
+from attnlab.recall.trainer import Run, Trainer, TrainResult
 from attnlab.studies.article_fit.study import (
     ARTICLE_SCALED,
     BOOTSTRAP_REPLICATES,
     NOISE_SE,
     TERMS,
 )
-from attnlab.training.config import RecallConfig
-from attnlab.training.trainer import Run, Trainer, TrainResult
 
 #: The smoothed-loss thresholds of the two milestone terms.
 THRESHOLDS: dict[str, float] = dict(MILESTONES)

@@ -9,7 +9,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from attnlab.fits.predictions import fit_predictions
 from attnlab.harness.figures import (
     COLUMN_WIDTH_IN,
     STYLE,
@@ -18,6 +17,7 @@ from attnlab.harness.figures import (
     smoothed_loss_panel,
 )
 from attnlab.harness.tables import Tables, seeds_text
+from attnlab.recall.predictions import fit_predictions
 from attnlab.studies.article_fit.study import FIRST_CSVS, QUALITY, SECOND_CSVS
 
 ARTICLE_STEP0 = (0.1085, 1.0610)  # scaled, unscaled

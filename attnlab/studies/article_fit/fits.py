@@ -3,7 +3,7 @@ smoothings its milestones are read under), how it chooses the readings to train 
 candidate rule and the flag that sets it), how it names a member, and its CSVs.
 ``attnlab.studies.article_fit.pipeline`` runs either through the same stages.
 
-The second family (``attnlab.fits.readings.FAMILY_2``, declared before any of its
+The second family (``attnlab.recall.readings.FAMILY_2``, declared before any of its
 results) pairs every reading of finer batch-size and d_model grids with a smoothing of the
 loss the milestones are read from; a member is named ``<reading>/<smoothing>``. Smoothing
 is applied after training, so each reading is trained once for all its smoothings. Its
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from attnlab.fits.readings import (
+from attnlab.harness import cli
+from attnlab.recall.readings import (
     FAMILY,
     FAMILY_2_READINGS,
     FIRST_SMOOTHING,
@@ -31,7 +32,6 @@ from attnlab.fits.readings import (
     get_reading,
     pair_name,
 )
-from attnlab.harness import cli
 from attnlab.studies.article_fit.compute import Naming, by_reading, candidates, first_member
 from attnlab.studies.article_fit.study import (
     ARTICLE_SCALED,

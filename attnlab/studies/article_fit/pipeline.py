@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from attnlab.fits.readings import RUN_LENGTHS
 from attnlab.harness import cli
 from attnlab.harness.io import read_csv_checked, write_result
 from attnlab.recall.flags import substring_of
+from attnlab.recall.readings import RUN_LENGTHS
 from attnlab.studies.article_fit.compute import fit, predict, predicted_readings, prediction_steps
 from attnlab.studies.article_fit.compute import screen as screen_readings
 from attnlab.studies.article_fit.fits import Fit

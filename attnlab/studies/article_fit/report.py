@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS
-from attnlab.fits.predictions import NEAR, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, fmt, markdown_table, seeds_text
 from attnlab.harness.verdicts import WITHIN
+from attnlab.recall.predictions import NEAR, fit_predictions, reading_rows, seen_by_fit
 from attnlab.studies.article_fit.study import (
     ARTICLE_SCALED,
     BOOTSTRAP_REPLICATES,
@@ -153,7 +153,7 @@ def section(tables: Tables) -> str:
     )
     parts += [
         "### The second fit (a denser family, declared before its results)",
-        f"The second family (`FAMILY_2` in `attnlab/fits/readings.py`) has "
+        f"The second family (`FAMILY_2` in `attnlab/recall/readings.py`) has "
         f"{second['screened']} readings (batch size and d_model in steps of about √2) and "
         f"{len(smoothings)} smoothings of the loss the milestones are read from "
         f"({', '.join(smoothings)}: "
@@ -180,7 +180,7 @@ def section(tables: Tables) -> str:
 
 def _smoothings(scores: pd.DataFrame) -> list[str]:
     """The smoothings a fit scored (``mean<window>``, ``ema<weight>``), in the order of
-    ``attnlab.fits.readings.SMOOTHINGS``: trailing means, then moving averages, each
+    ``attnlab.recall.readings.SMOOTHINGS``: trailing means, then moving averages, each
     by its window or weight."""
     names = scores.smoothing.unique().tolist()
     return sorted(

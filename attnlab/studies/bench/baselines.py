@@ -12,10 +12,10 @@ import numpy as np
 from attnlab.core.prng import rolled_threefry
 from attnlab.core.sampling import CHUNK_ELEMENTS
 from attnlab.core.temperature import MECHANISMS
-from attnlab.training import model as recall_model
-from attnlab.training.config import RecallConfig, make_model
-from attnlab.training.step import make_optimizer, train_step
-from attnlab.training.task import stream_batch
+from attnlab.recall import model as recall_model
+from attnlab.recall.config import RecallConfig, make_model
+from attnlab.recall.step import make_optimizer, train_step
+from attnlab.recall.task import stream_batch
 
 
 def numpy_row_statistics(
@@ -72,7 +72,7 @@ def one_hot_rows(table: jax.Array, tokens: jax.Array) -> jax.Array:
 
 @contextlib.contextmanager
 def autodiff_gathers() -> Iterator[None]:
-    """Inside the ``with`` block ``attnlab.training.model._rows`` is ``one_hot_rows``
+    """Inside the ``with`` block ``attnlab.recall.model._rows`` is ``one_hot_rows``
     (restored on leaving). The model looks ``_rows`` up when traced, so lower and compile a
     fresh function inside the block and call the compiled program after. Process-wide: not
     thread-safe."""

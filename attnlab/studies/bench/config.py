@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnlab.training.config import RecallConfig
-from attnlab.training.tasks.lm import LMConfig
+from attnlab.lm.train import LMConfig
+from attnlab.recall.config import RecallConfig
 
 #: The columns of ``results/bench.csv``; empty cells where a column does not apply.
 COLUMNS = ("name", "ours_seconds", "baseline_seconds", "speedup", "peak_fraction", "detail")

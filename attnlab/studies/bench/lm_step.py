@@ -1,5 +1,5 @@
 """The language-model step of experiment 14, timed: one lane's chunk of ``lax.scan`` steps
-(``attnlab.training.tasks.lm.chunk_program``) against a naive loop that calls a jitted
+(``attnlab.lm.train.chunk_program``) against a naive loop that calls a jitted
 single step from Python once per step, over the same steps from the same state; and the
 chunk's tokens per second and share of the measured matmul peak."""
 
@@ -12,15 +12,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from attnlab.core.temperature import MECHANISMS
-from attnlab.studies.bench.config import BenchConfig, Row, make_row, timing_note
-from attnlab.studies.bench.timing import interleaved_median_seconds
-from attnlab.training.tasks.lm import (
+from attnlab.lm.train import (
     LMConfig,
     chunk_program,
     init_program,
     seed_keys,
     train_step,
 )
+from attnlab.studies.bench.config import BenchConfig, Row, make_row, timing_note
+from attnlab.studies.bench.timing import interleaved_median_seconds
 
 #: ``lm_step_flops`` in words, for the rows' details.
 FLOPS_FORMULA = (

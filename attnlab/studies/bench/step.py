@@ -13,13 +13,13 @@ import numpy as np
 import optax
 
 from attnlab.core.temperature import MECHANISMS
+from attnlab.recall.config import RecallConfig, make_model, seed_keys
+from attnlab.recall.step import TrainState, loss_and_aux, make_optimizer
+from attnlab.recall.task import Batch
+from attnlab.recall.trainer import Run, Trainer
 from attnlab.studies.bench.baselines import reference_chunk
 from attnlab.studies.bench.config import BenchConfig, Row, make_row, timing_note
 from attnlab.studies.bench.timing import interleaved_median_seconds
-from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.step import TrainState, loss_and_aux, make_optimizer
-from attnlab.training.task import Batch
-from attnlab.training.trainer import Run, Trainer
 
 #: ``recall_step_flops`` in words, for the rows' details.
 FLOPS_FORMULA = (

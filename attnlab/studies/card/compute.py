@@ -43,7 +43,10 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.sampling import map_trials, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.workers import Piece, run_pieces
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.step import initial_state
 from attnlab.recall.tables import summary_frame as recall_summary_frame
+from attnlab.recall.trainer import Run, group_runs, train_runs
 from attnlab.studies.card.headroom import SIGMAS
 from attnlab.studies.card.precision import precision_frame
 from attnlab.studies.card.store import (
@@ -57,9 +60,6 @@ from attnlab.studies.card.store import (
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
 from attnlab.studies.card.trained import trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
-from attnlab.training.config import RecallConfig
-from attnlab.training.step import initial_state
-from attnlab.training.trainer import Run, group_runs, train_runs
 
 #: Keys up to which a non-softmax mechanism's Jacobian is computed (``n^2`` per row).
 JACOBIAN_MAX_N = 1024

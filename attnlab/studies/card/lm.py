@@ -1,9 +1,9 @@
 """The card's language-model task (``--task lm``): a mechanism trained in experiment 14's
-causal LM (``attnlab.training.tasks.lm``) at a few learning rates and two widths, read as
+causal LM (``attnlab.lm.train``) at a few learning rates and two widths, read as
 the card reads the recall task.
 
 Per mechanism and width, every rate of ``lrs`` is a lane of one compiled program
-(``train_lanes``), and the card keeps (``attnlab.sweeps.lm``):
+(``train_lanes``), and the card keeps (``attnlab.lm.sweep``):
 
 - *lm_sweep*: one row per lane: held-out loss at step 0 and at the end (nats per byte, mean
   and SE over windows), the largest attention logit per layer over training;
@@ -33,11 +33,11 @@ from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, read_text
 from attnlab.harness.workers import Piece, run_pieces
+from attnlab.lm.sweep import length_rows, ownership_rows, sweep_rows
+from attnlab.lm.sweep_tables import best_lane_rates
+from attnlab.lm.train import LMConfig, split_text, train_lanes
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard, lm_verdicts_frame
 from attnlab.studies.card.store import CardPlan, CardResult, card_results, merge_cards, reused_cards
-from attnlab.sweeps.lm import length_rows, ownership_rows, sweep_rows
-from attnlab.sweeps.lm_tables import best_lane_rates
-from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
 
 #: Declared before any run. Rates: experiment 14's half-decade grid without its lowest
 #: (1e-3 is never best there), so that the best rate and ten times it are both swept.

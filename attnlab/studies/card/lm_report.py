@@ -7,9 +7,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from attnlab.lm.sweep_tables import lr_sensitivity
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard
 from attnlab.studies.card.markdown import QUICK_LINE, reused_lines, table, verdict_lines
-from attnlab.sweeps.lm_tables import lr_sensitivity
 
 
 def _loss(mean: float, se: float) -> str:

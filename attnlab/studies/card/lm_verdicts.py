@@ -19,8 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from attnlab.lm.sweep_tables import best_lane_rates, lr_sensitivity
 from attnlab.studies.card.verdicts import Rule, Verdict, owner_words, verdicts_frame
-from attnlab.sweeps.lm_tables import best_lane_rates, lr_sensitivity
 
 #: The drift of the closing question: the same model at the best rate and at this multiple.
 DRIFT_FACTOR = 10.0

@@ -33,12 +33,12 @@ from attnlab.core.curves import summarize_losses, trailing_mean
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.harness.io import FLOAT_FORMAT
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.model import MechanismConstants, RecallModel
 from attnlab.recall.tables import MILESTONES
-from attnlab.sweeps.widths import check_grid, train_width
-from attnlab.training.config import RecallConfig
-from attnlab.training.model import MechanismConstants, RecallModel
-from attnlab.training.task import Batch
-from attnlab.training.trainer import TrainResult
+from attnlab.recall.task import Batch
+from attnlab.recall.trainer import TrainResult
+from attnlab.recall.widths import check_grid, train_width
 
 #: 10's narrowed reading (d_model 32, batch 32, 500 steps) at rate 1e-3, at which scaled
 #: reaches loss 1 at every width of the sweep (at 04's 3e-4 it never does at d_k 16).

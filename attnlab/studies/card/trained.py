@@ -3,15 +3,16 @@
 Both read the models of the card's training section (04's task) on each seed's held-out
 sequences (``held_out_batches``), at step 0 and after training:
 
-- *ownership* (``trained_frames``' first table): the elasticity ``e(alpha) = d ln s / d ln alpha`` of
-  the logits' scale ``s`` to ``q, k -> alpha q, alpha k`` (``attnlab.core.elasticity``), with
-  q and k as they leave the projections and the mechanism's scalars as trained, at every
-  ``alpha`` of ``ALPHAS``; 2 where the weights own the temperature, 0 where the mechanism
-  does, falling from 2 under a cap (``verdicts.owner_words`` names the owner).
-- *static drift* (``trained_frames``' second table): the trained model with ``W_Q, W_K`` (and ``b_Q, b_K``)
-  multiplied by ``alpha`` of ``DRIFT_ALPHAS``, everything else fixed (the weight-norm
-  growth of long runs): held-out loss, accuracy, attention entropy (of the normalised row
-  ``p / sum p``, nats) and max weight.
+- *ownership* (``trained_frames``' first table): the elasticity
+  ``e(alpha) = d ln s / d ln alpha`` of the logits' scale ``s`` to ``q, k -> alpha q, alpha k``
+  (``attnlab.core.elasticity``), with q and k as they leave the projections and the
+  mechanism's scalars as trained, at every ``alpha`` of ``ALPHAS``; 2 where the weights own
+  the temperature, 0 where the mechanism does, falling from 2 under a cap
+  (``verdicts.owner_words`` names the owner).
+- *static drift* (``trained_frames``' second table): the trained model with ``W_Q, W_K``
+  (and ``b_Q, b_K``) multiplied by ``alpha`` of ``DRIFT_ALPHAS``, everything else fixed (the
+  weight-norm growth of long runs): held-out loss, accuracy, attention entropy (of the
+  normalised row ``p / sum p``, nats) and max weight.
 
 Means and standard errors over seeds; a seed whose training diverged is left out (``seeds``
 counts the rest).
@@ -34,11 +35,11 @@ from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import ALPHAS
 from attnlab.core.softmax_stats import entropy, max_weight
-from attnlab.training.config import RecallConfig, make_model
-from attnlab.training.model import QUERY_KEY_PARAMS, RecallModel
-from attnlab.training.step import held_out_batches
-from attnlab.training.task import Batch
-from attnlab.training.trainer import TrainResult
+from attnlab.recall.config import RecallConfig, make_model
+from attnlab.recall.model import QUERY_KEY_PARAMS, RecallModel
+from attnlab.recall.step import held_out_batches
+from attnlab.recall.task import Batch
+from attnlab.recall.trainer import TrainResult
 
 #: The multipliers of W_Q and W_K of the static drift (4: the verdict's).
 DRIFT_ALPHAS: tuple[float, ...] = (1.0, math.sqrt(2.0), 2.0, 4.0, 8.0)

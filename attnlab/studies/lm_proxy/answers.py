@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from attnlab.lm.sweep_tables import lr_sensitivity
 from attnlab.studies.lm_proxy.study import BOUNDED, DEGRADED_BY, GROWN
-from attnlab.sweeps.lm_tables import lr_sensitivity
 
 #: (b): the rank correlation of max logit with the rate that counts as "grows with it".
 RISING = 0.8

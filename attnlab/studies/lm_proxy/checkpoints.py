@@ -1,4 +1,4 @@
-"""Experiment 14's trained models saved as GPT-2 checkpoints (``attnlab.models.gpt2_export``):
+"""Experiment 14's trained models saved as GPT-2 checkpoints (``attnlab.lm.export``):
 each mechanism's model at its best rate, at ``ONE_WIDTH_D_MODEL``, first seed, learned
 positions, under ``results/checkpoints/14_lm_<mechanism>_d<width>/``; experiment 13 reads
 them (``--checkpoint``)."""
@@ -15,9 +15,9 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin
-from attnlab.models.gpt2_export import causal_lm_config, causal_lm_tensors, write_gpt2
+from attnlab.lm.export import causal_lm_config, causal_lm_tensors, write_gpt2
+from attnlab.lm.train import SweepResult
 from attnlab.studies.lm_proxy.study import CHECKPOINTS_DIR, SCRIPT, checkpoint_name
-from attnlab.training.tasks.lm import SweepResult
 
 
 class Saved(NamedTuple):

@@ -1,5 +1,5 @@
 """Experiment 14's computation: the learning-rate sweep of a byte-level causal LM per
-mechanism and width (``attnlab.training.tasks.lm``), its tables (``attnlab.sweeps.lm``), and
+mechanism and width (``attnlab.lm.train``), its tables (``attnlab.lm.sweep``), and
 who owns the attention temperature in the trained weights at the best rate and at
 ``DRIFT_FACTOR`` times it.
 
@@ -17,6 +17,9 @@ import pandas as pd
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.harness.workers import Piece
+from attnlab.lm.sweep import curve_rows, ownership_rows, sweep_rows
+from attnlab.lm.sweep_tables import best_lane_rates
+from attnlab.lm.train import LMConfig, split_text, train_lanes
 from attnlab.studies.lm_proxy.checkpoints import Saved, best_model
 from attnlab.studies.lm_proxy.study import (
     DRIFT_FACTOR,
@@ -27,9 +30,6 @@ from attnlab.studies.lm_proxy.study import (
     SWEPT,
     WIDTHS,
 )
-from attnlab.sweeps.lm import curve_rows, ownership_rows, sweep_rows
-from attnlab.sweeps.lm_tables import best_lane_rates
-from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
 
 
 @dataclass(frozen=True)

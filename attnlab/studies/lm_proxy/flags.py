@@ -15,10 +15,10 @@ from attnlab.core.references import load_mechanism, mechanism_reference
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
+from attnlab.lm.model import POSITIONS, VOCAB
 from attnlab.lm.optimizers import OPTIMIZERS
-from attnlab.models.causal_lm import POSITIONS, VOCAB
+from attnlab.lm.train import STEP_METRICS, LMConfig
 from attnlab.studies.lm_proxy.compute import ProxyConfig
-from attnlab.training.tasks.lm import STEP_METRICS, LMConfig
 
 DEFAULT = ProxyConfig()
 #: ``--quick``: a one-minute look: one width, three rates, fewer steps; every mechanism at
@@ -154,7 +154,7 @@ EVAL_ACTIVATIONS = 8
 
 
 def lm_params(config: LMConfig) -> int:
-    """Parameters of the causal LM of ``config`` (``attnlab.models.causal_lm``): per block
+    """Parameters of the causal LM of ``config`` (``attnlab.lm.model``): per block
     ``W_Q, W_K, W_V, W_O`` (``4 d^2``), the MLP (``8 d^2``) and two layer-norm scales; the
     byte embedding and the untied head (``2 * 256 d``), the positions (``T d``, learned
     only) and the final layer norm's scale."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from attnlab.harness.tables import Tables, markdown_table
+from attnlab.lm.sweep_tables import lr_sensitivity
 from attnlab.studies.lm_proxy.answers import ANSWERS, degradation_note, unscaled_trains
 from attnlab.studies.lm_proxy.study import (
     CURVES_CSV,
@@ -13,7 +14,6 @@ from attnlab.studies.lm_proxy.study import (
     OWNERSHIP_CSV,
     SWEEP_CSV,
 )
-from attnlab.sweeps.lm_tables import lr_sensitivity
 
 SWEEP_COLUMNS = ["mechanism", "d_model", "lr", "seed", "final_val_loss", "initial_val_loss",
                  "max_attn_logit_layer0", "diverged_step"]  # fmt: skip

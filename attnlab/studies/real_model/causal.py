@@ -30,6 +30,7 @@ from attnlab.core.elasticity import logit_elasticity
 from attnlab.core.owner import ALPHAS
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import BUILTINS
+from attnlab.lm.export import gpt2_init
 from attnlab.models.gpt2 import (
     GPT2Checkpoint,
     GPT2Config,
@@ -37,7 +38,6 @@ from attnlab.models.gpt2 import (
     gpt2_forward,
     next_token_loss,
 )
-from attnlab.models.gpt2_export import gpt2_init
 from attnlab.studies.real_model.compute import ROW_STATS, RealModelConfig, head_columns
 from attnlab.studies.real_model.study import (
     CAUSAL_COUNTERFACTUALS_CSV,

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from attnlab.fits.predictions import fit_predictions
 from attnlab.harness.figures import (
     COLUMN_WIDTH_IN,
     STYLE,
@@ -15,6 +14,7 @@ from attnlab.harness.figures import (
     smoothed_loss_panel,
 )
 from attnlab.harness.tables import Tables, seeds_text
+from attnlab.recall.predictions import fit_predictions
 from attnlab.studies import predictions
 from attnlab.studies.recall.study import CURVES_CSV, SUMMARY_CSV
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from attnlab.claims import MEDIAN_FACTOR, TRAINING_CLAIMS
-from attnlab.fits.predictions import count_line, fit_predictions, reading_rows, seen_by_fit
 from attnlab.harness.headlines import medians
 from attnlab.harness.study_report import Tally
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.harness.verdicts import Row, tally
+from attnlab.recall.predictions import count_line, fit_predictions, reading_rows, seen_by_fit
 from attnlab.studies import predictions
 from attnlab.studies.recall.study import SUMMARY_CSV
 

@@ -28,10 +28,10 @@ from attnlab.core.curves import trailing_mean
 from attnlab.core.progress import Progress
 from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
+from attnlab.recall.config import RecallConfig, make_model
+from attnlab.recall.step import TrainState, held_out_batches
 from attnlab.recall.tables import summary_frame
-from attnlab.training.config import RecallConfig, make_model
-from attnlab.training.step import TrainState, held_out_batches
-from attnlab.training.trainer import Run, TrainResult, train, train_runs
+from attnlab.recall.trainer import Run, TrainResult, train, train_runs
 
 #: 05's defaults: the 04 configuration with every mechanism, but 3 seeds and 1500 steps
 #: (every 04 milestone falls before step 1300), and one seed per sensitivity cell, so that

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from attnlab.harness import cli
 from attnlab.harness.memory import Need, check_needs, count
+from attnlab.recall.config import RecallConfig
 from attnlab.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config, recall_needs
 from attnlab.studies.remedies.compute import (
     FOLD_STEP,
@@ -17,7 +18,6 @@ from attnlab.studies.remedies.compute import (
     SENSITIVITY_EMBED_STDS,
     SENSITIVITY_SEEDS,
 )
-from attnlab.training.config import RecallConfig
 
 
 def add_remedies_flags(parser: argparse.ArgumentParser) -> None:

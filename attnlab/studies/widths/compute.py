@@ -1,5 +1,5 @@
 """Experiment 10's computation: the recall demo across head widths, and the drift of the
-attention temperature over training (the sweep itself: ``attnlab.sweeps.widths``), and the
+attention temperature over training (the sweep itself: ``attnlab.recall.widths``), and the
 static Jacobian norm at the task's row length.
 """
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.softmax_sweeps import SoftmaxSweepConfig, run_jacobian_sweep
-from attnlab.sweeps.widths import WidthsConfig
+from attnlab.recall.widths import WidthsConfig
 
 
 def jacobian_frame(config: WidthsConfig) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from attnlab.harness.memory import (
     total_bytes,
 )
 from attnlab.recall.flags import add_mechanisms_flag, add_recall_flags, recall_config, recall_needs
-from attnlab.sweeps.widths import WIDTHS_BASE, GridError, WidthsConfig
+from attnlab.recall.widths import WIDTHS_BASE, GridError, WidthsConfig
 
 DEFAULT = WidthsConfig()
 
@@ -67,7 +67,7 @@ FLAG_OF = {"lr_dks": "--lr-dks", "lrs": "--lrs", "record_every": "--record-every
 
 def widths_config(args: argparse.Namespace) -> WidthsConfig:
     """The flags' configuration; a UsageError naming the flag on an inconsistent value
-    (``attnlab.sweeps.widths.check_grid``'s checks)."""
+    (``attnlab.recall.widths.check_grid``'s checks)."""
     try:
         config = WidthsConfig(
             base=recall_config(args, d_k=WIDTHS_BASE.d_k),

@@ -1,4 +1,4 @@
-"""attnlab.models.gpt2_export: the byte-level tokenizer, GPT-2's initialisation, and the
+"""attnlab.lm.export: the byte-level tokenizer, GPT-2's initialisation, and the
 round trip of experiment 14's trained model through a GPT-2 checkpoint and 13's loader
 (same logits, same held-out loss), which fails when one tensor is transposed."""
 
@@ -14,6 +14,14 @@ import pytest
 
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, stdlib_prose
+from attnlab.lm.export import (
+    byte_tokenizer,
+    causal_lm_config,
+    causal_lm_tensors,
+    gpt2_init,
+    write_gpt2,
+)
+from attnlab.lm.train import LMConfig, split_text, train_lanes
 from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
 from attnlab.models.gpt2 import (
     MODEL_TYPE,
@@ -22,15 +30,7 @@ from attnlab.models.gpt2 import (
     parse_gpt2_config,
     read_checkpoint,
 )
-from attnlab.models.gpt2_export import (
-    byte_tokenizer,
-    causal_lm_config,
-    causal_lm_tensors,
-    gpt2_init,
-    write_gpt2,
-)
 from attnlab.studies.lm_proxy.checkpoints import best_model, write_saved
-from attnlab.training.tasks.lm import LMConfig, split_text, train_lanes
 
 #: 14's forward (separate W_Q, W_K, W_V) against 13's (GPT-2's c_attn, zero biases), both
 #: float32: each matmul of width n errs by at most n u relatively (u = 2^-24, Higham 2002

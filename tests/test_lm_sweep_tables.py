@@ -1,4 +1,4 @@
-"""attnlab.sweeps.lm_tables: Wortsman et al.'s learning-rate sensitivity and the best rate
+"""attnlab.lm.sweep_tables: Wortsman et al.'s learning-rate sensitivity and the best rate
 with its drifted multiple, on hand-made sweep rows."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.sweeps.lm_tables import best_lane_rates, lr_sensitivity
+from attnlab.lm.sweep_tables import best_lane_rates, lr_sensitivity
 
 LRS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 

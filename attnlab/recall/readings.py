@@ -6,7 +6,7 @@ unscaled), milestones and final losses; it does not say how a pair becomes a slo
 parameters are initialised, whether projections have biases, the embedding width or the
 batch size. This module declares the family of readings of those choices in one table,
 before any fit result is seen; later stages screen and fit it openly. Each choice's law
-(details: ``attnlab.training.model``):
+(details: ``attnlab.recall.model``):
 
 - slot: concat ``x_i = [E_key[k_i]; E_val[v_i]]`` | sum ``x_i = E_key[k_i] + E_val[v_i]`` |
   separate ``k_i = E_key[k_i] W_K, v_i = E_val[v_i] W_V`` | onehot: one-hot tokens into
@@ -43,10 +43,10 @@ from jax import lax
 
 from attnlab.core.curves import debiased_ema, trailing_mean
 from attnlab.core.temperature import MECHANISMS
-from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.model import BIAS_PARAMS, INITS, SLOTS
-from attnlab.training.step import TrainState, make_optimizer
-from attnlab.training.task import Batch, RecallTask, example_batch, sample_batch, sample_sequence
+from attnlab.recall.config import RecallConfig, make_model, seed_keys
+from attnlab.recall.model import BIAS_PARAMS, INITS, SLOTS
+from attnlab.recall.step import TrainState, make_optimizer
+from attnlab.recall.task import Batch, RecallTask, example_batch, sample_batch, sample_sequence
 
 _SCALED = MECHANISMS["scaled"]
 

@@ -54,11 +54,11 @@ from attnlab.core.references import load_mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.recall.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.model import MechanismConstants, RecallModel
 from attnlab.recall.tables import MILESTONES
-from attnlab.training.config import RecallConfig
-from attnlab.training.model import MechanismConstants, RecallModel
-from attnlab.training.task import Batch
-from attnlab.training.trainer import Diagnostics, Run, TrainResult, train_runs
+from attnlab.recall.task import Batch
+from attnlab.recall.trainer import Diagnostics, Run, TrainResult, train_runs
 
 DIAGNOSTICS = (
     "q_norm",

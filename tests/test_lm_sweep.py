@@ -1,4 +1,4 @@
-"""attnlab.sweeps.lm: the held-out loss at longer lengths (``length_rows``) on a tiny trained
+"""attnlab.lm.sweep: the held-out loss at longer lengths (``length_rows``) on a tiny trained
 model: at the training length it is the sweep's own final held-out loss (the same windows and
 weights), it reads 2x and 4x the length with rotary or no positions, and a model with
 learned positions gives no rows; ``ownership_rows`` names the best and drifted rates."""
@@ -14,11 +14,11 @@ import pytest
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.temperature import BUILTINS
 from attnlab.core.text import byte_tokens, read_text
-from attnlab.sweeps.lm import length_rows, ownership_rows, sweep_rows
-from attnlab.training.tasks.lm import LMConfig, held_out_windows, split_text, train_lanes
+from attnlab.lm.sweep import length_rows, ownership_rows, sweep_rows
+from attnlab.lm.train import LMConfig, held_out_windows, split_text, train_lanes
 
 EPS = float(np.finfo(np.float32).eps)
-#: The LM tests' common tiny config (see tests/test_training_tasks_lm.py's COMMON), the same
+#: The LM tests' common tiny config (see tests/test_lm_train.py's COMMON), the same
 #: literal values, trained on the whole default text at the card's rates (RATES, seed 0):
 #: the rotary run is test_card_lm's ``scaled`` run, its programs compiled once.
 TINY = LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=4, steps=4, warmup=1,

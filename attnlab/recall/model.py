@@ -11,7 +11,7 @@ model the 04 demo has always trained:
     logits = o W_O                            [n_value_tokens]
 
 The article leaves open how a pair becomes a slot and how parameters are initialised; the
-readings of ``attnlab.fits.readings`` choose among these laws.
+readings of ``attnlab.recall.readings`` choose among these laws.
 
 ``slot`` (how a pair becomes a slot; the query is always the key token asked for):
 
@@ -70,7 +70,7 @@ import jax.numpy as jnp
 
 from attnlab.core.attention import weighted_values
 from attnlab.core.mechanism import Mechanism, MechanismError, refusal
-from attnlab.training.task import Batch, RecallTask
+from attnlab.recall.task import Batch, RecallTask
 
 Slot = Literal["concat", "sum", "separate", "onehot"]
 Init = Literal["natural", "pytorch", "glorot", "gpt"]
@@ -285,5 +285,5 @@ def program_model(model: RecallModel) -> RecallModel:
     """``model`` with everything that only sets its initial parameters or its mechanism's
     constants put to canonical values (``Mechanism.program``): two models with equal
     ``program_model`` compute the same function of (parameters, batch, constants), so they
-    can share one compiled training program (``attnlab.training.trainer.Trainer``)."""
+    can share one compiled training program (``attnlab.recall.trainer.Trainer``)."""
     return model.clone(mechanism=model.mechanism.program(), init_rule="natural", embed_init_std=1.0)

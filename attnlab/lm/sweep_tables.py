@@ -1,4 +1,4 @@
-"""Readings of a language-model sweep's rows (``attnlab.sweeps.lm.sweep_rows``), pandas
+"""Readings of a language-model sweep's rows (``attnlab.lm.sweep.sweep_rows``), pandas
 only, so that reports and figures read them without JAX: Wortsman et al.'s learning-rate
 sensitivity and the best rate with its drifted multiple."""
 

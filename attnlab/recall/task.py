@@ -9,7 +9,7 @@ Data are generated on the fly from explicit keys: batch ``t`` of a stream is dra
 ``fold_in(stream_key, t)``, so any two runs that share the stream key see the same batches
 in the same order, and the held-out set comes from a key the training stream never uses.
 Training draws a chunk of steps at once (``stream_batches``), in a compiled program of its
-own: the input pipeline apart from the training step (``attnlab.training.step``).
+own: the input pipeline apart from the training step (``attnlab.recall.step``).
 """
 
 from __future__ import annotations

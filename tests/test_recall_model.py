@@ -1,4 +1,4 @@
-"""Tests of attnlab.training.model: shapes, a naive per-position reference, and the
+"""Tests of attnlab.recall.model: shapes, a naive per-position reference, and the
 initialisation of every mechanism (identical where it should be, folded where documented)."""
 
 import functools
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from attnlab.core.temperature import MECHANISMS
-from attnlab.training import model as recall_model
-from attnlab.training.config import RecallConfig, make_model
-from attnlab.training.step import init_params
-from attnlab.training.task import sample_batch
+from attnlab.recall import model as recall_model
+from attnlab.recall.config import RecallConfig, make_model
+from attnlab.recall.step import init_params
+from attnlab.recall.task import sample_batch
 
 # d_model != d_k so that a transposed or mis-split projection cannot go unnoticed.
 CONFIG = RecallConfig(d_k=16, d_model=12)

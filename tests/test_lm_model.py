@@ -1,4 +1,4 @@
-"""attnlab.models.causal_lm: shapes, causality (exact, and shown to fail with a mask that
+"""attnlab.lm.model: shapes, causality (exact, and shown to fail with a mask that
 lets the future in), RoPE's closed form and relative-position property, the recorded
 statistics recomputed from the sown q and k, and GPT-2's initialisation for every built-in
 mechanism."""
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from attnlab.core.temperature import BUILTINS
-from attnlab.models import causal_lm
-from attnlab.models.causal_lm import VOCAB, CausalLM, LayerStats, causal_mask, program_lm, rotate
+from attnlab.lm import model as causal_lm
+from attnlab.lm.model import VOCAB, CausalLM, LayerStats, causal_mask, program_lm, rotate
 
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
 D_MODEL, N_LAYERS, N_HEADS, MAX_LENGTH = 32, 2, 4, 16

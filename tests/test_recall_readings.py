@@ -1,5 +1,5 @@
 """Tests of the recall readings: the slot encodings, init conventions and biases of
-``RecallModel``, the declared family of ``attnlab.fits.readings``, its stage-1
+``RecallModel``, the declared family of ``attnlab.recall.readings``, its stage-1
 screen (``step0_fingerprints``, ``kept``) and the ``--slot/--init/--bias/--reading`` flags."""
 
 import functools
@@ -15,12 +15,12 @@ import pytest
 
 from attnlab.core.attention import attention_weights, dot_product_attention
 from attnlab.core.temperature import MECHANISMS
-from attnlab.fits import readings as rd
-from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.model import GPT_STD, RecallModel, _rows
-from attnlab.training.step import loss_and_aux
-from attnlab.training.task import sample_batch, stream_batch
-from attnlab.training.trainer import Run, Trainer
+from attnlab.recall import readings as rd
+from attnlab.recall.config import RecallConfig, make_model, seed_keys
+from attnlab.recall.model import GPT_STD, RecallModel, _rows
+from attnlab.recall.step import loss_and_aux
+from attnlab.recall.task import sample_batch, stream_batch
+from attnlab.recall.trainer import Run, Trainer
 
 SCALED = MECHANISMS["scaled"]
 # d_model != d_k so that a transposed or mis-split projection cannot go unnoticed.
@@ -492,7 +492,7 @@ def test_second_family_is_pinned():
     """Experiment 09's second family, declared before its results: 9 batch sizes x 9
     d_models (onehot: no d_model) x the first family's slots, inits and biases, x 7
     smoothings; the first family is its subset with the trailing mean over 25 steps."""
-    from attnlab.fits import readings
+    from attnlab.recall import readings
 
     assert readings.BATCH_SIZES_2 == readings.D_MODELS_2 == (16, 24, 32, 48, 64, 96, 128, 192, 256)
     assert [s.name for s in readings.SMOOTHINGS] == [

@@ -1,4 +1,4 @@
-"""attnlab.training.tasks.lm: the configuration's checks, the fixed split and the batch
+"""attnlab.lm.train: the configuration's checks, the fixed split and the batch
 windows, the loss's known answer, and ``train_lanes`` on a tiny model: shapes, the same
 initialisation for every rate of a seed, determinism, lanes independent of each other (and
 of the chunking), and a diverging lane recorded at its first non-finite step."""
@@ -15,7 +15,7 @@ import pytest
 
 from attnlab.core.temperature import BUILTINS
 from attnlab.core.text import byte_tokens, read_text
-from attnlab.training.tasks.lm import (
+from attnlab.lm.train import (
     CLIP_METRICS,
     STEP_METRICS,
     LMConfig,
@@ -28,7 +28,7 @@ from attnlab.training.tasks.lm import (
 
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
 VOCAB = 256
-#: The LM tests' common tiny config: tests/test_card_lm.py, tests/test_sweeps_lm.py and this
+#: The LM tests' common tiny config: tests/test_card_lm.py, tests/test_lm_sweep.py and this
 #: file train it on the whole default text (``read_text(None)``) with the same values, so that
 #: their compiled init, chunk and evaluation programs coincide (a program is keyed by every
 #: traced shape: the text's length, ``eval_windows``, the number of lanes). ``eval_windows``

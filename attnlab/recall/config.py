@@ -12,8 +12,8 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import load_mechanism
-from attnlab.training.model import INITS, SLOTS, RecallModel
-from attnlab.training.task import RecallTask
+from attnlab.recall.model import INITS, SLOTS, RecallModel
+from attnlab.recall.task import RecallTask
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class RecallConfig:
     open (batch size, steps, widths, initialisation, smoothing); see
     attnlab/studies/recall/README.md.
 
-    ``slot``, ``init`` and ``bias`` choose the model's laws (``attnlab.training.model``):
+    ``slot``, ``init`` and ``bias`` choose the model's laws (``attnlab.recall.model``):
     ``slot`` how a pair becomes a slot (concat ``[E_key[k]; E_val[v]]``, sum ``E_key[k] +
     E_val[v]``, separate keys from key tokens and values from value tokens, onehot tokens
     fed to linear layers without embeddings, ``d_model`` unused); ``init`` the initialisation

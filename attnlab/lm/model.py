@@ -147,7 +147,7 @@ class CausalSelfAttention(nn.Module):
         o = weighted_values(p, v)  # [..., H, T, d_h]
         o = jnp.swapaxes(o, -2, -3).reshape(*a.shape)
         out = _dense("W_O", self, o, (d, d), INIT_STD / math.sqrt(2 * self.n_layers))
-        if self.is_mutable_collection("intermediates"):  # QK-Clip's S_h (training/tasks/lm)
+        if self.is_mutable_collection("intermediates"):  # QK-Clip's S_h (attnlab.lm.train)
             heads_axes = tuple(i for i in range(z.ndim) if i != z.ndim - 3)
             self.sow("intermediates", "head_max_logit",
                      jnp.max(jnp.where(mask, z, -jnp.inf), axis=heads_axes))  # fmt: skip

@@ -1,5 +1,5 @@
 """The tables of a language model's learning-rate sweep, from its trained lanes
-(``attnlab.training.tasks.lm.SweepResult``): one row per lane (``sweep_rows``), the curves
+(``attnlab.lm.train.SweepResult``): one row per lane (``sweep_rows``), the curves
 (``curve_rows``), who owns the attention temperature in the trained weights at the best rate
 and at a multiple of it (``ownership_rows``), and the held-out loss of the best rate's
 model at longer sequences than it was trained on (``length_rows``). Experiment 14 and the
@@ -20,9 +20,9 @@ from attnlab.core.context import causal_context
 from attnlab.core.elasticity import logit_elasticity, logit_scale
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import owner
-from attnlab.models.causal_lm import CausalLM, causal_mask
-from attnlab.sweeps.lm_tables import best_lane_rates
-from attnlab.training.tasks.lm import (
+from attnlab.lm.model import CausalLM, causal_mask
+from attnlab.lm.sweep_tables import best_lane_rates
+from attnlab.lm.train import (
     CLIP_METRICS,
     Split,
     SweepResult,

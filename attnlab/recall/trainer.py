@@ -37,10 +37,10 @@ from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import replicate
 from attnlab.core.references import load_mechanism
 from attnlab.harness.errors import RunError
-from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.lanes import LaneBlock, block_size, host_concatenate, lane_bytes, split_blocks
-from attnlab.training.model import MechanismConstants, RecallModel, program_model
-from attnlab.training.step import (
+from attnlab.recall.config import RecallConfig, make_model, seed_keys
+from attnlab.recall.lanes import LaneBlock, block_size, host_concatenate, lane_bytes, split_blocks
+from attnlab.recall.model import MechanismConstants, RecallModel, program_model
+from attnlab.recall.step import (
     METRICS,
     TrainState,
     draw_chunk,
@@ -50,7 +50,7 @@ from attnlab.training.step import (
     make_optimizer,
     scan_steps,
 )
-from attnlab.training.task import Batch
+from attnlab.recall.task import Batch
 
 
 class DivergenceError(RunError):

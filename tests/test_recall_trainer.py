@@ -1,4 +1,4 @@
-"""Tests of attnlab.training.trainer and .step: identical init and data across mechanisms,
+"""Tests of attnlab.recall.trainer and .step: identical init and data across mechanisms,
 step-1 metrics recomputed by hand, determinism, seeds, chunking, resuming, divergence."""
 
 import functools
@@ -14,10 +14,10 @@ import pytest
 from attnlab.core.parallel import replicate
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
-from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.step import METRICS, draw_chunk, init_params, initial_state
-from attnlab.training.task import stream_batch
-from attnlab.training.trainer import (
+from attnlab.recall.config import RecallConfig, make_model, seed_keys
+from attnlab.recall.step import METRICS, draw_chunk, init_params, initial_state
+from attnlab.recall.task import stream_batch
+from attnlab.recall.trainer import (
     DivergenceError,
     Run,
     earliest_nonfinite,

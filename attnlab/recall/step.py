@@ -1,7 +1,7 @@
 """One training step of the recall model, readable top to bottom: the state, Adam, the
 loss, ``train_step`` (forward, backward, the per-step ``METRICS``, the update), the batches
 of a chunk, ``scan_steps`` (a chunk of steps inside ``lax.scan``), held-out accuracy and the
-step-0 state. ``attnlab.training.trainer`` runs these for many lanes at once.
+step-0 state. ``attnlab.recall.trainer`` runs these for many lanes at once.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import optax
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.softmax_stats import entropy, max_weight
-from attnlab.training.config import RecallConfig, make_model, seed_keys
-from attnlab.training.model import MechanismConstants, RecallModel
-from attnlab.training.task import Batch, RecallTask, example_batch, sample_batch, stream_batches
+from attnlab.recall.config import RecallConfig, make_model, seed_keys
+from attnlab.recall.model import MechanismConstants, RecallModel
+from attnlab.recall.task import Batch, RecallTask, example_batch, sample_batch, stream_batches
 
 #: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
 METRICS = (

@@ -13,9 +13,9 @@ import jax
 import numpy as np
 
 from attnlab.core.parallel import device_count, pad_to_multiple, shard_batch
-from attnlab.training.config import RecallConfig
-from attnlab.training.model import MechanismConstants
-from attnlab.training.step import TrainState
+from attnlab.recall.config import RecallConfig
+from attnlab.recall.model import MechanismConstants
+from attnlab.recall.step import TrainState
 
 
 def host_concatenate(trees: Sequence) -> object:

@@ -1,4 +1,4 @@
-"""Tests of attnlab.training.task: the recall sequences and their keyed data streams."""
+"""Tests of attnlab.recall.task: the recall sequences and their keyed data streams."""
 
 from typing import NamedTuple
 
@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab.training.config import seed_keys
-from attnlab.training.task import (
+from attnlab.recall.config import seed_keys
+from attnlab.recall.task import (
     Batch,
     RecallTask,
     sample_batch,

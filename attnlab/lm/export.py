@@ -1,4 +1,4 @@
-"""The suite's causal LM (``attnlab.models.causal_lm``) written as a GPT-2 checkpoint that
+"""The suite's causal LM (``attnlab.lm.model``) written as a GPT-2 checkpoint that
 ``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read, and GPT-2's
 initialisation of any GPT-2 configuration.
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin
-from attnlab.models.causal_lm import INIT_STD, LN_EPS, VOCAB, CausalLM
+from attnlab.lm.model import INIT_STD, LN_EPS, VOCAB, CausalLM
 from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
 from attnlab.models.gpt2 import MODEL_TYPE, PREFIX, GPT2Config, gpt2_shapes, learned_name
 

@@ -8,7 +8,7 @@ mechanism and rate of a seed sees the same batches in the same order. The held-o
 the mean next-byte cross-entropy (nats per byte) over ``eval_windows`` windows at evenly
 spaced offsets of the held-out part, with the standard error over windows.
 
-Training: ``CausalLM`` (``attnlab.models.causal_lm``), the optimizer of ``config.optimizer``
+Training: ``CausalLM`` (``attnlab.lm.model``), the optimizer of ``config.optimizer``
 (``attnlab.lm.optimizers``: 14's AdamW, or Muon on the hidden matrices) with warmup and
 cosine decay, clipping and rate-independent weight decay, optionally QK-Clip after each
 step (``qk_clip_tau``, ``attnlab.lm.qk_clip``), loss
@@ -34,10 +34,10 @@ import optax
 from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
+from attnlab.lm.model import POSITIONS, CausalLM, program_lm
 from attnlab.lm.optim import z_loss
 from attnlab.lm.optimizers import OPTIMIZERS, make_optimizer
 from attnlab.lm.qk_clip import clip_factors, qk_clip
-from attnlab.models.causal_lm import POSITIONS, CausalLM, program_lm
 
 #: What every step records per lane: the loss, then each ``LayerStats`` field per layer.
 STEP_METRICS = ("loss", "max_logit", "entropy", "q_norm", "k_norm")
