@@ -120,3 +120,154 @@ def float32_bound(name: str, q: np.ndarray, k: np.ndarray) -> float:
     log_factor = 1.0 + abs(math.log(max(p[p > 0].min() / p.sum(), 1e-300)))
     size = max(1.0, float(np.max(np.abs(z))), float(p.sum()))
     return log_factor * (conditioning * dz + (n + 8) * EPS32 * size)
+
+
+# --- Llama-family decoders in float64, from Hugging Face's modeling files (modeling_llama,
+# modeling_qwen3, modeling_olmo2, modeling_gemma2, modeling_gemma3), reading config.json's
+# keys directly: nothing of attnlab.models is used.
+
+
+def _rms(x: np.ndarray, w: np.ndarray, eps: float, gemma: bool) -> np.ndarray:
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y * (1.0 + w) if gemma else y * w
+
+
+def _inv_freq(raw: dict, params: dict | None, theta: float, dim: int) -> np.ndarray:
+    """``_compute_default/linear/llama3/yarn_parameters`` of transformers' rope utils."""
+    params = params or {}
+    theta = params.get("rope_theta", theta)
+    inv = 1.0 / theta ** (np.arange(0, dim, 2) / dim)
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind == "linear":
+        return inv / params["factor"]
+    old = params.get("original_max_position_embeddings", raw["max_position_embeddings"])
+    if kind == "llama3":
+        factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+        out = []
+        for f in inv:
+            wavelen = 2 * math.pi / f
+            if wavelen < old / high:
+                out.append(f)
+            elif wavelen > old / low:
+                out.append(f / factor)
+            else:
+                smooth = (old / wavelen - low) / (high - low)
+                out.append((1 - smooth) * f / factor + smooth * f)
+        return np.asarray(out)
+    if kind == "yarn":
+        factor = params["factor"]
+
+        def dim_of(rotations: float) -> float:
+            return dim * math.log(old / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+        lo = max(math.floor(dim_of(params.get("beta_fast", 32))), 0)
+        hi = min(math.ceil(dim_of(params.get("beta_slow", 1))), dim - 1)
+        ramp = np.clip((np.arange(dim // 2) - lo) / ((hi + 0.001 if lo == hi else hi) - lo), 0, 1)
+        return inv / factor * ramp + inv * (1 - ramp)
+    return inv
+
+
+def _yarn_factor(params: dict | None) -> float:
+    params = params or {}
+    if params.get("rope_type", params.get("type")) != "yarn":
+        return 1.0
+    return params.get("attention_factor") or 0.1 * math.log(params["factor"]) + 1.0
+
+
+def decoder_reference(tensors: dict, raw: dict, ids: np.ndarray, drop: str = "") -> np.ndarray:
+    """Next-token logits ``[B, T, V]`` in float64 of a Llama, Qwen3, OLMo 2, Gemma 2 or
+    Gemma 3 checkpoint's ``tensors`` and ``config.json`` ``raw``, for a row no longer than
+    any sliding window. ``drop`` removes one family's distinguishing feature, to show
+    that it matters: ``"rope_scaling"``, ``"qk_norm"``, ``"full_width_qk_norm"`` (OLMo 2's
+    norm applied per head instead), ``"one_plus_w"``, ``"query_pre_attn_scalar"`` (the
+    head_dim divisor instead), ``"softcap"``, ``"local_rope"`` (Gemma 3's sliding layers at
+    the global base and scaling)."""
+    t = {k: np.asarray(v, np.float64) for k, v in tensors.items()}
+    kind = raw["model_type"]
+    gemma = kind.startswith("gemma") and drop != "one_plus_w"
+    is_gemma = kind.startswith("gemma")
+    H = raw["num_attention_heads"]
+    KV = raw.get("num_key_value_heads", H)
+    D = raw["hidden_size"]
+    d = raw.get("head_dim") or D // H
+    eps = raw.get("rms_norm_eps", 1e-6)
+    B, T = ids.shape
+    x = t["model.embed_tokens.weight"][ids]
+    if is_gemma:
+        x = x * math.sqrt(D)
+    scale = d**-0.5
+    if is_gemma and drop != "query_pre_attn_scalar":
+        scale = raw.get("query_pre_attn_scalar", 256) ** -0.5
+    cap = raw.get("attn_logit_softcapping") if drop != "softcap" else None
+    for i in range(raw["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+
+        def norm(y, name, p=p):
+            return _rms(y, t[f"{p}{name}.weight"], eps, gemma)
+
+        a = x if kind == "olmo2" else norm(x, "input_layernorm")
+        q = a @ t[f"{p}self_attn.q_proj.weight"].T
+        k = a @ t[f"{p}self_attn.k_proj.weight"].T
+        v = a @ t[f"{p}self_attn.v_proj.weight"].T
+        if kind == "olmo2" and drop not in ("qk_norm", "full_width_qk_norm"):
+            q, k = norm(q, "self_attn.q_norm"), norm(k, "self_attn.k_norm")
+        q = q.reshape(B, T, H, d).transpose(0, 2, 1, 3)
+        k = k.reshape(B, T, KV, d).transpose(0, 2, 1, 3)
+        v = v.reshape(B, T, KV, d).transpose(0, 2, 1, 3)
+        if kind == "olmo2" and drop == "full_width_qk_norm":  # per head: a wrong reading
+            q = _rms(q, t[f"{p}self_attn.q_norm.weight"].reshape(H, 1, d), eps, False)
+            k = _rms(k, t[f"{p}self_attn.k_norm.weight"].reshape(KV, 1, d), eps, False)
+        if kind in ("qwen3", "gemma3_text") and drop != "qk_norm":
+            q, k = norm(q, "self_attn.q_norm"), norm(k, "self_attn.k_norm")
+        params = raw.get("rope_scaling")
+        theta = raw.get("rope_theta", 10000.0)
+        if (
+            kind == "gemma3_text"
+            and (i + 1) % raw.get("sliding_window_pattern", 6)
+            and (drop != "local_rope")
+        ):
+            params, theta = None, raw.get("rope_local_base_freq", 10000.0)
+        if drop == "rope_scaling":
+            params = None
+        inv = _inv_freq(raw, params, theta, d)
+        angles = np.outer(np.arange(T), inv)
+        cos = np.concatenate([np.cos(angles)] * 2, -1) * _yarn_factor(params)
+        sin = np.concatenate([np.sin(angles)] * 2, -1) * _yarn_factor(params)
+
+        def rope(y, cos=cos, sin=sin):
+            y1, y2 = y[..., : d // 2], y[..., d // 2 :]
+            return y * cos + np.concatenate([-y2, y1], -1) * sin
+
+        q, k = rope(q), rope(k)
+        k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)
+        z = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
+        if cap:
+            z = cap * np.tanh(z / cap)
+        z = np.where(np.tril(np.ones((T, T), bool)), z, -np.inf)
+        w = np.exp(z - z.max(-1, keepdims=True))
+        w = w / w.sum(-1, keepdims=True)
+        out = (w @ v).transpose(0, 2, 1, 3).reshape(B, T, H * d) @ t[
+            f"{p}self_attn.o_proj.weight"
+        ].T
+        if kind == "olmo2" or is_gemma:
+            out = norm(out, "post_attention_layernorm")
+        x = x + out
+        h = x
+        if is_gemma:
+            h = norm(x, "pre_feedforward_layernorm")
+        elif kind != "olmo2":
+            h = norm(x, "post_attention_layernorm")
+        g = h @ t[f"{p}mlp.gate_proj.weight"].T
+        if is_gemma:
+            g = 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g**3)))
+        else:
+            g = g / (1 + np.exp(-g))
+        m = (g * (h @ t[f"{p}mlp.up_proj.weight"].T)) @ t[f"{p}mlp.down_proj.weight"].T
+        if kind == "olmo2" or is_gemma:
+            m = norm(m, "post_feedforward_layernorm")
+        x = x + m
+    x = _rms(x, t["model.norm.weight"], eps, gemma)
+    head = t.get("lm_head.weight", t["model.embed_tokens.weight"])
+    logits = x @ head.T
+    final = raw.get("final_logit_softcapping")
+    return final * np.tanh(logits / final) if final and drop != "softcap" else logits

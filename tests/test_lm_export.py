@@ -18,18 +18,18 @@ from attnlab.lm.export import (
     byte_tokenizer,
     causal_lm_config,
     causal_lm_tensors,
-    gpt2_init,
     write_gpt2,
 )
 from attnlab.lm.train import LMConfig, split_text, train_lanes
-from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
+from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS
 from attnlab.models.gpt2 import (
     MODEL_TYPE,
     PREFIX,
     gpt2_forward,
+    gpt2_init,
     parse_gpt2_config,
-    read_checkpoint,
 )
+from attnlab.models.registry import read_checkpoint
 from attnlab.studies.lm_proxy.checkpoints import best_model, write_saved
 
 #: 14's forward (separate W_Q, W_K, W_V) against 13's (GPT-2's c_attn, zero biases), both

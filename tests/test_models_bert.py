@@ -7,8 +7,8 @@ import jax
 import numpy as np
 import pytest
 
-from attnlab.models.bert import embed_texts, encode, layer_norm, sentence_embedding
-from attnlab.models.checkpoint import load_checkpoint
+from attnlab.models.bert import embed_texts, encode, load_checkpoint, sentence_embedding
+from attnlab.models.layers import layer_norm
 
 #: sentence-transformers' documentation (the quickstart of its README and of
 #: all-MiniLM-L6-v2's model card): mean pooling, cosine similarity.
@@ -33,9 +33,9 @@ def test_qk_scale_and_scale_are_forward_parameters():
     """``qk_scale = a`` multiplies every layer's q and k by a; ``scale = 1`` with
     ``qk_scale = 1`` equals ``qk_scale = d^(1/4)`` with the default scale (both multiply
     the first layer's logits by sqrt(d)). Random tiny weights."""
-    from test_models_checkpoint import TINY_CONFIG
+    from test_models_files import TINY_CONFIG
 
-    from attnlab.models.checkpoint import bert_init, parse_config
+    from attnlab.models.bert import bert_init, parse_config
 
     config = parse_config(TINY_CONFIG | {"vocab_size": 20})
     params = {k: np.asarray(v) * 25 for k, v in bert_init(config, jax.random.key(0)).items()}

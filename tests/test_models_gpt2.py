@@ -19,17 +19,16 @@ from attnlab.core.mechanism import as_mechanism
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.temperature import BUILTINS
 from attnlab.lm.export import write_gpt2
-from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
+from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, UnknownMechanismError
 from attnlab.models.gpt2 import (
     PREFIX,
-    UnknownMechanismError,
     gpt2_forward,
     gpt2_shapes,
     load_gpt2,
-    next_token_loss,
     parse_gpt2_config,
-    read_checkpoint,
 )
+from attnlab.models.layers import next_token_loss
+from attnlab.models.registry import read_checkpoint
 
 TINY = {
     "architectures": ["GPT2LMHeadModel"],
@@ -170,7 +169,7 @@ def _break(directory: Path, how: str) -> str:
         (directory / CONFIG).write_text(json.dumps(config | {"vocab_size": 10**12}))
         return f"{WEIGHTS}: wte.weight has shape (256, 16), config.json implies (1000000000000, 16)"
     changes = {
-        "unknown model_type": {"model_type": "llama"},
+        "unknown model_type": {"model_type": "mamba"},
         "inverse layer scaling": {"scale_attn_by_inverse_layer_idx": True},
         "unknown mechanism": {"attnlab": {"mechanism": "no_such_mechanism"}},
         "rotary": {"attnlab": {"positions": "rotary"}},

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from test_experiments_lm_proxy import USER_FILE
-from test_models_checkpoint import write_tiny_checkpoint
+from test_models_files import write_tiny_checkpoint
 from test_models_gpt2 import _break, write_tiny_gpt2
 
 from attnlab.core.references import load_mechanism
-from attnlab.models.checkpoint import sha256
+from attnlab.models.files import sha256
 from attnlab.studies.real_model.causal import causal_row_statistics
 from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS, STUDY
 

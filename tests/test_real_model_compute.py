@@ -3,6 +3,7 @@ independent float64 numpy forward of the same weights; the text and its rows."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax.numpy as jnp
@@ -11,7 +12,7 @@ import pytest
 
 from attnlab.core.owner import ALPHAS
 from attnlab.core.text import stdlib_prose
-from attnlab.models.checkpoint import load_checkpoint
+from attnlab.models.bert import load_checkpoint
 from attnlab.studies.real_model import compute
 from attnlab.studies.real_model.study import QUANTILES, SATURATED_AT
 
@@ -162,8 +163,12 @@ def test_elasticity_against_float64_central_differences(checked_layer):
 def test_sigma_against_the_eigenvalues_of_the_gram_product(minilm):
     """``sigma(W_Q,h^T W_K,h)^2`` is the largest eigenvalue of ``G_q G_k`` (``G = W_h W_h^T``,
     d x d: the nonzero eigenvalues of ``M^T M`` and of ``G_q G_k`` agree)."""
-    sigma = compute.head_sigma(minilm.tensors, minilm.config)
-    d = minilm.config.head_dim
+    from attnlab.models.bert import qk_weights
+
+    config = minilm.config
+    qk = functools.partial(qk_weights, minilm.tensors, config)
+    sigma = compute.head_sigma(qk, config.num_hidden_layers, config.head_dim)
+    d = config.head_dim
     wq = minilm.tensors[f"encoder.layer.{LAYER}.attention.self.query.weight"].astype(np.float64)
     wk = minilm.tensors[f"encoder.layer.{LAYER}.attention.self.key.weight"].astype(np.float64)
     for h in range(minilm.config.num_attention_heads):

@@ -7,9 +7,9 @@ import json
 
 import pandas as pd
 import pytest
-from test_models_checkpoint import BROKEN, TINY_WORDS, _break, write_tiny_checkpoint
+from test_models_files import BROKEN, TINY_WORDS, _break, write_tiny_checkpoint
 
-from attnlab.models.checkpoint import sha256
+from attnlab.models.files import sha256
 from attnlab.studies.real_model.study import STUDY
 
 SCRIPT = "13_real_model"

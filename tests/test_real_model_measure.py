@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from test_models_checkpoint import TINY_WORDS, write_tiny_checkpoint
+from test_models_files import TINY_WORDS, write_tiny_checkpoint
 from test_models_gpt2 import write_tiny_gpt2
 from test_real_model_flags import parse
 

@@ -1,6 +1,5 @@
 """The suite's causal LM (``attnlab.lm.model``) written as a GPT-2 checkpoint that
-``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read, and GPT-2's
-initialisation of any GPT-2 configuration.
+``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read.
 
 Tensor layout (``transformer.`` prefix, float32, ``safetensors.numpy``), ours -> GPT-2:
 
@@ -31,20 +30,17 @@ which a GPT-2 reader refuses instead of computing another model, and which
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin
 from attnlab.lm.model import INIT_STD, LN_EPS, VOCAB, CausalLM
-from attnlab.models.checkpoint import CONFIG, TOKENIZER, WEIGHTS
-from attnlab.models.gpt2 import MODEL_TYPE, PREFIX, GPT2Config, gpt2_shapes, learned_name
+from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS
+from attnlab.models.gpt2 import MODEL_TYPE, PREFIX, learned_name
 
 #: The built-ins GPT-2 computes exactly, with the ``scale_attn_weights`` that does it.
 GPT2_MECHANISMS = {"scaled": True, "unscaled": False}
@@ -179,26 +175,3 @@ def write_gpt2(directory: Path, tensors: dict[str, np.ndarray], config: dict[str
     text = json.dumps(config, indent=2, sort_keys=False) + "\n"
     (directory / CONFIG).write_text(text, encoding="utf-8")
     (directory / TOKENIZER).write_text(byte_tokenizer().to_str(pretty=True) + "\n", "utf-8")
-
-
-def gpt2_init(config: GPT2Config, key: jax.Array) -> dict[str, np.ndarray]:
-    """Tensors of a freshly initialised GPT-2 (``GPT2PreTrainedModel._init_weights``):
-    weights and embeddings ``N(0, 0.02^2)``, the ``c_proj`` weights ``N(0, (0.02 /
-    sqrt(2 L))^2)``, biases 0, LayerNorm scales 1, the mechanism's learned scalars their
-    initial values at ``d``; one ``jax.random`` key per tensor, folded in by position."""
-    mechanism = config.attention
-    initial = {**mechanism.param_values(config.head_dim),
-               **mechanism.head_values(config.head_dim, config.n_head)}  # fmt: skip
-    tensors = {}
-    for i, (name, shape) in enumerate(gpt2_shapes(config).items()):
-        if name.startswith("attnlab."):
-            value = jnp.broadcast_to(initial[name.rsplit(".", 1)[1]], shape)
-        elif name.endswith("bias"):
-            value = jnp.zeros(shape)
-        elif ".ln_" in name or name.startswith("ln_"):
-            value = jnp.ones(shape)
-        else:
-            std = INIT_STD / math.sqrt(2 * config.n_layer) if "c_proj" in name else INIT_STD
-            value = std * jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)
-        tensors[name] = np.asarray(value, np.float32)
-    return tensors

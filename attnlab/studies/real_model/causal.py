@@ -1,5 +1,5 @@
-"""Experiment 13 on a GPT-2-family checkpoint (``attnlab.models.gpt2``): the same tables as
-for the encoder, with causal rows and the model's own mechanism.
+"""Experiment 13 on a causal checkpoint (a decoder family of ``attnlab.models.registry``):
+the same tables as for the encoder, with causal rows and the model's own mechanism.
 
 Rows of text are ``T`` consecutive tokens (no special tokens). Query ``i`` of a row attends
 to keys ``0 .. i``, so each attention row has its own length ``n_i = i + 1``; the statistics
@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,15 +31,15 @@ from attnlab.core.elasticity import logit_elasticity
 from attnlab.core.owner import ALPHAS
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import BUILTINS
-from attnlab.lm.export import gpt2_init
-from attnlab.models.gpt2 import (
-    GPT2Checkpoint,
-    GPT2Config,
-    Params,
-    gpt2_forward,
-    next_token_loss,
+from attnlab.models.files import Checkpoint
+from attnlab.models.layers import next_token_loss
+from attnlab.models.registry import Family, family_of
+from attnlab.studies.real_model.compute import (
+    ROW_STATS,
+    RealModelConfig,
+    head_columns,
+    head_sigma,
 )
-from attnlab.studies.real_model.compute import ROW_STATS, RealModelConfig, head_columns
 from attnlab.studies.real_model.study import (
     CAUSAL_COUNTERFACTUALS_CSV,
     CAUSAL_HEADS_CSV,
@@ -51,6 +52,10 @@ from attnlab.studies.real_model.study import (
 )
 
 Array = jax.Array
+Params = dict[str, Array]
+#: A causal family's configuration: its ``n_layer``, ``n_head``, ``head_dim``, the
+#: mechanism every head runs (``attention``) and its name (``mechanism``).
+CausalConfig = Any
 #: Rows of text the elasticity is read on (bilinear logits give 2 on any rows).
 ELASTICITY_ROWS = 4
 
@@ -85,7 +90,7 @@ def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
     }
 
 
-def _layer(config: GPT2Config, q: Array, k: Array, theta: dict) -> tuple[dict, Array]:
+def _layer(config: CausalConfig, q: Array, k: Array, theta: dict) -> tuple[dict, Array]:
     """One layer's row statistics ``[B, H, T - 1]`` (rows with two keys or more) and the
     mask."""
     T = q.shape[-2]
@@ -94,7 +99,7 @@ def _layer(config: GPT2Config, q: Array, k: Array, theta: dict) -> tuple[dict, A
     return {name: value[..., 1:] for name, value in stats.items()}, mask
 
 
-def _elasticity(config: GPT2Config, q: Array, k: Array, theta: dict) -> Array:
+def _elasticity(config: CausalConfig, q: Array, k: Array, theta: dict) -> Array:
     """``[H, len(ALPHAS)]``: each head's elasticity of its logits' scale (causal mask)."""
     mechanism, T = config.attention, q.shape[-2]
     context = causal_context(T, config.n_head)
@@ -108,11 +113,13 @@ def _elasticity(config: GPT2Config, q: Array, k: Array, theta: dict) -> Array:
     return jax.vmap(head, in_axes=(1, 1, 0, 0))(q, k, jnp.arange(config.n_head), own)
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _summarise(params: Params, config: GPT2Config, ids: Array) -> dict[str, Array]:
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _summarise(
+    family: Family, params: Params, config: CausalConfig, ids: Array
+) -> dict[str, Array]:
     """Per layer and head: each row statistic at ``QUANTILES``, the saturated share, |q| and
     |k| at ``QUANTILES`` and the elasticity at ``ALPHAS``."""
-    _, trace = gpt2_forward(params, config, ids)
+    _, trace = family.forward(params, config, ids)
 
     def one_layer(qkt: tuple[Array, Array, dict]) -> dict[str, Array]:
         q, k, theta = qkt
@@ -131,31 +138,19 @@ def _summarise(params: Params, config: GPT2Config, ids: Array) -> dict[str, Arra
     return jax.lax.map(one_layer, (trace.q, trace.k, trace.theta))
 
 
-def gpt2_sigma(tensors: dict[str, np.ndarray], config: GPT2Config) -> np.ndarray:
-    """``[layers, heads]``: the spectral norm of ``W_Q,h W_K,h^T / sqrt(d)`` (``W`` the
-    ``[D, d]`` columns of ``c_attn``), from the QR factors as in ``compute.head_sigma``."""
-    D, d = config.n_embd, config.head_dim
-    out = np.zeros((config.n_layer, config.n_head))
-    for i in range(config.n_layer):
-        w = tensors[f"h.{i}.attn.c_attn.weight"].astype(np.float64)
-        for h in range(config.n_head):
-            wq, wk = w[:, h * d : (h + 1) * d], w[:, D + h * d : D + (h + 1) * d]
-            r_q, r_k = np.linalg.qr(wq, mode="r"), np.linalg.qr(wk, mode="r")
-            out[i, h] = np.linalg.norm(r_q @ r_k.T, 2) / math.sqrt(d)
-    return out
-
-
 def causal_heads_frame(
-    tensors: dict[str, np.ndarray], config: GPT2Config, rows: dict[int, np.ndarray], model: str,
-    checkpoint: str,
+    family: Family, tensors: dict[str, np.ndarray], config: CausalConfig,
+    rows: dict[int, np.ndarray], model: str, checkpoint: str,
 ) -> pd.DataFrame:  # fmt: skip
     """One row per (row length, layer, head) of ``model``'s statistics; ``rows`` counts the
     attention rows summarised (two keys or more)."""
     params = {name: jnp.asarray(value) for name, value in tensors.items()}
-    sigma = gpt2_sigma(tensors, config)
+    qk = functools.partial(family.qk_weights, tensors, config)
+    sigma = head_sigma(qk, config.n_layer, config.head_dim)
     records = []
     for length, ids in rows.items():
-        summary = jax.tree.map(np.asarray, _summarise(params, config, jnp.asarray(ids)))
+        summary = _summarise(family, params, config, jnp.asarray(ids))
+        summary = jax.tree.map(np.asarray, summary)
         for layer, head in np.ndindex(config.n_layer, config.n_head):
             record = {"checkpoint": checkpoint, "mechanism": config.mechanism, "model": model,
                       "row_length": length, "layer": layer, "head": head,
@@ -164,12 +159,14 @@ def causal_heads_frame(
     return pd.DataFrame.from_records(records)
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _counterfactual(params: Params, config: GPT2Config, ids: Array, qk_scale: Array) -> dict:
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _counterfactual(
+    family: Family, params: Params, config: CausalConfig, ids: Array, qk_scale: Array
+) -> dict:
     """The forward of ``ids`` under the drift ``qk_scale``: medians of the row statistics
     pooled over layers, heads and rows, the saturated share, per-row next-token loss and
     the predictions."""
-    logits, trace = gpt2_forward(params, config, ids, qk_scale=qk_scale)
+    logits, trace = family.forward(params, config, ids, qk_scale=qk_scale)
     stats = jax.lax.map(lambda qkt: _layer(config, *qkt)[0], (trace.q, trace.k, trace.theta))
     out = {name: jnp.median(stats[name]) for name in ROW_STATS}
     out["saturated"] = jnp.mean(stats["saturated"])
@@ -179,8 +176,9 @@ def _counterfactual(params: Params, config: GPT2Config, ids: Array, qk_scale: Ar
 
 
 def causal_counterfactuals_frame(
-    tensors: dict[str, np.ndarray], config: GPT2Config, ids: np.ndarray, checkpoint: str
-) -> pd.DataFrame:
+    family: Family, tensors: dict[str, np.ndarray], config: CausalConfig, ids: np.ndarray,
+    checkpoint: str,
+) -> pd.DataFrame:  # fmt: skip
     """The trained model under the static drift ``alpha`` (``DRIFT_ALPHAS``, the first the
     model itself) and, for a scaled model, with the divisor removed (``alpha = d^(1/4)``):
     the pooled row statistics, the next-token loss and its change from the model's, and
@@ -191,7 +189,7 @@ def causal_counterfactuals_frame(
         settings.append(("divisor removed", config.head_dim**0.25, math.sqrt(config.head_dim)))
     records, base = [], None
     for name, alpha, factor in settings:
-        out = _counterfactual(params, config, jnp.asarray(ids), jnp.float32(alpha))
+        out = _counterfactual(family, params, config, jnp.asarray(ids), jnp.float32(alpha))
         out = jax.tree.map(np.asarray, out)
         base = out if base is None else base
         loss = float(np.mean(out["loss"]))
@@ -207,13 +205,15 @@ def causal_counterfactuals_frame(
     return pd.DataFrame.from_records(records)
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _float16_check(params: Params, config: GPT2Config, ids: Array) -> dict[str, Array]:
+@functools.partial(jax.jit, static_argnums=(0, 2))
+def _float16_check(
+    family: Family, params: Params, config: CausalConfig, ids: Array
+) -> dict[str, Array]:
     """Per layer: the largest ``|q . k|`` over causal entries, the largest logit of the
     mechanism, and the largest error of attention from float16 q, k, v (logits from float16
     q, k; weights in float32; output float16) against float32, relative to the largest
     output, through the mechanism and unscaled (``q . k``)."""
-    _, trace = gpt2_forward(params, config, ids)
+    _, trace = family.forward(params, config, ids)
     T = ids.shape[1]
     causal, context = _causal(T), causal_context(T, config.n_head)
     unscaled = BUILTINS["unscaled"]
@@ -244,12 +244,14 @@ def _float16_check(params: Params, config: GPT2Config, ids: Array) -> dict[str, 
 
 
 def causal_layers_frame(
-    tensors: dict[str, np.ndarray], config: GPT2Config, ids: np.ndarray, checkpoint: str
-) -> pd.DataFrame:
+    family: Family, tensors: dict[str, np.ndarray], config: CausalConfig, ids: np.ndarray,
+    checkpoint: str,
+) -> pd.DataFrame:  # fmt: skip
     """One row per layer of the trained model: ``_float16_check`` beside float16's largest
     finite value."""
     params = {name: jnp.asarray(value) for name, value in tensors.items()}
-    out = jax.tree.map(np.asarray, _float16_check(params, config, jnp.asarray(ids)))
+    out = _float16_check(family, params, config, jnp.asarray(ids))
+    out = jax.tree.map(np.asarray, out)
     return pd.DataFrame({
         "checkpoint": checkpoint,
         "mechanism": config.mechanism,
@@ -265,7 +267,7 @@ def causal_layers_frame(
 
 def run_causal(
     config: RealModelConfig,
-    checkpoints: list[GPT2Checkpoint],
+    checkpoints: list[Checkpoint],
     text: str,
     on_progress: Callable[[int], None] = lambda n: None,
 ) -> dict[str, pd.DataFrame]:
@@ -273,16 +275,21 @@ def run_causal(
     its folder); ``on_progress(1)`` after each of ``causal_progress_steps`` parts."""
     heads, counterfactuals, layers = [], [], []
     for checkpoint in checkpoints:
-        name, tensors, gpt2 = checkpoint.directory.name, checkpoint.tensors, checkpoint.config
+        name, tensors, model_config = (
+            checkpoint.directory.name, checkpoint.tensors, checkpoint.config
+        )  # fmt: skip
+        family = family_of(checkpoint)
         rows = {T: causal_rows(checkpoint.tokenizer, text, config.tokens, T)
                 for T in config.lengths}  # fmt: skip
-        initial = gpt2_init(gpt2, jax.random.key(config.seed))
+        initial = family.init(model_config, jax.random.key(config.seed))
         for model, weights in zip(MODELS, (tensors, initial), strict=True):
-            heads.append(causal_heads_frame(weights, gpt2, rows, model, name))
+            heads.append(causal_heads_frame(family, weights, model_config, rows, model, name))
             on_progress(1)
         ids = rows[config.counterfactual_length]
-        counterfactuals.append(causal_counterfactuals_frame(tensors, gpt2, ids, name))
-        layers.append(causal_layers_frame(tensors, gpt2, ids, name))
+        counterfactuals.append(
+            causal_counterfactuals_frame(family, tensors, model_config, ids, name)
+        )
+        layers.append(causal_layers_frame(family, tensors, model_config, ids, name))
         on_progress(1)
     return {
         CAUSAL_HEADS_CSV: pd.concat(heads, ignore_index=True),

@@ -40,8 +40,17 @@ from attnlab.core.owner import ALPHAS, owner
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.core.text import TextSource
-from attnlab.models.bert import Params, Trace, encode, sentence_embedding
-from attnlab.models.checkpoint import PACKAGE_DIST, BertConfig, Checkpoint, bert_init
+from attnlab.models.bert import (
+    PACKAGE_DIST,
+    BertConfig,
+    Params,
+    bert_init,
+    encode,
+    qk_weights,
+    sentence_embedding,
+)
+from attnlab.models.files import Checkpoint
+from attnlab.models.layers import Trace
 from attnlab.studies.real_model.study import (
     COUNTERFACTUALS_CSV,
     DRIFT_ALPHAS,
@@ -96,21 +105,24 @@ def text_tokens(checkpoint: Checkpoint, text: str) -> int:
     return len(checkpoint.tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-def head_sigma(tensors: dict[str, np.ndarray], config: BertConfig) -> np.ndarray:
-    """``[layers, heads]``: the spectral norm of ``W_Q,h^T W_K,h / sqrt(d)``, the matrix
-    ``A_h`` of the head's logits ``z_ij = x_i A_h x_j^T`` (biases aside), in float64.
-    With ``W_Q,h^T = Q_q R_q`` and ``W_K,h^T = Q_k R_k`` (QR, orthonormal columns),
-    ``A_h = Q_q (R_q R_k^T) Q_k^T / sqrt(d)`` has the singular values of the d x d core."""
-    d, n = config.head_dim, config.num_attention_heads
-    out = np.zeros((config.num_hidden_layers, n))
-    for i in range(config.num_hidden_layers):
-        wq = tensors[f"encoder.layer.{i}.attention.self.query.weight"].astype(np.float64)
-        wk = tensors[f"encoder.layer.{i}.attention.self.key.weight"].astype(np.float64)
-        for h in range(n):
-            rows = slice(h * d, (h + 1) * d)
-            r_q, r_k = np.linalg.qr(wq[rows].T, mode="r"), np.linalg.qr(wk[rows].T, mode="r")
-            out[i, h] = np.linalg.norm(r_q @ r_k.T, 2) / math.sqrt(d)
-    return out
+def head_sigma(
+    qk: Callable[[int], tuple[np.ndarray, np.ndarray]], layers: int, d: int
+) -> np.ndarray:
+    """``[layers, heads]``: the spectral norm of ``W_Q,h W_K,h^T / sqrt(d)``, the matrix
+    ``A_h`` of the head's logits ``z_ij = x_i A_h x_j^T`` (biases, norms and positions
+    aside), in float64, from ``qk(layer)``, the family's query and key weights per head
+    (``registry.Family.qk_weights``, each ``[heads, width, d]``). With ``W_Q,h = Q_q R_q``
+    and ``W_K,h = Q_k R_k`` (QR, orthonormal columns), ``A_h = Q_q (R_q R_k^T) Q_k^T /
+    sqrt(d)`` has the singular values of the d x d core."""
+    rows = []
+    for layer in range(layers):
+        wq, wk = qk(layer)
+        row = []
+        for h in range(wq.shape[0]):
+            r_q, r_k = np.linalg.qr(wq[h], mode="r"), np.linalg.qr(wk[h], mode="r")
+            row.append(np.linalg.norm(r_q @ r_k.T, 2) / math.sqrt(d))
+        rows.append(row)
+    return np.asarray(rows)
 
 
 def row_statistics(q: Array, k: Array, scale: float | None = None) -> dict[str, Array]:
@@ -165,7 +177,8 @@ def heads_frame(
 ) -> pd.DataFrame:
     """One row per (row length, layer, head) of ``model``'s statistics."""
     params = {name: jnp.asarray(value) for name, value in tensors.items()}
-    sigma = head_sigma(tensors, config)
+    qk = functools.partial(qk_weights, tensors, config)
+    sigma = head_sigma(qk, config.num_hidden_layers, config.head_dim)
     records = []
     for length, ids in rows.items():
         summary = jax.tree.map(np.asarray, _summarise(params, config, jnp.asarray(ids)))
@@ -280,7 +293,7 @@ def _float16_check(params: Params, config: BertConfig, ids: Array) -> dict[str, 
             out[f"float16_error_{tag}"] = error
         return out
 
-    return jax.lax.map(one_layer, tuple(trace))
+    return jax.lax.map(one_layer, (trace.q, trace.k, trace.v))
 
 
 def layers_frame(

@@ -15,8 +15,8 @@ from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import TextSource, read_text
 from attnlab.harness import cli
-from attnlab.models.checkpoint import Checkpoint, CheckpointError
-from attnlab.models.gpt2 import GPT2Checkpoint, UnknownMechanismError, read_checkpoint
+from attnlab.models.files import Checkpoint, CheckpointError, UnknownMechanismError
+from attnlab.models.registry import family_of, read_checkpoint
 from attnlab.studies.real_model.causal import causal_progress_steps, run_causal
 from attnlab.studies.real_model.compute import (
     RealModelConfig,
@@ -80,9 +80,11 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         ) from None
     except CheckpointError as err:
         raise cli.UsageError(f"--checkpoint: {err}") from None
-    causal = all(isinstance(c, GPT2Checkpoint) for c in checkpoints)
+    causal = all(family_of(c).causal for c in checkpoints)
     if len(checkpoints) > 1 and not causal:
-        raise cli.UsageError("--checkpoint: several directories are read only if all are GPT-2")
+        raise cli.UsageError(
+            "--checkpoint: several directories are read only if all are decoders (causal)"
+        )
     if supplied and not causal:
         raise cli.UsageError("--mechanisms: only a GPT-2 checkpoint names a mechanism")
     named_by = {c.config.mechanism for c in checkpoints} if supplied else set()

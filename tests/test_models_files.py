@@ -1,7 +1,8 @@
-"""attnlab.models.checkpoint: the packaged checkpoint, a tiny one written here, broken ones
-(each one line naming the file: non-finite or integer weights, sizes the weights file does
-not hold or the machine's memory cannot, a loop of links, no permission, a bad
-max_seq_length), and BERT's initialisation."""
+"""attnlab.models.files, through the BERT family's loader (``attnlab.models.bert``): the
+packaged checkpoint, a tiny one written here, broken ones (each one line naming the file:
+non-finite or integer weights, sizes the weights file does not hold or the machine's memory
+cannot, a loop of links, no permission, a bad max_seq_length), and BERT's
+initialisation."""
 
 from __future__ import annotations
 
@@ -15,19 +16,15 @@ import jax
 import numpy as np
 import pytest
 
-from attnlab.models.checkpoint import (
-    CONFIG,
-    MEMORY_ENV,
+from attnlab.models.bert import (
     SENTENCE_CONFIG,
-    TOKENIZER,
-    WEIGHTS,
-    CheckpointError,
     bert_init,
     load_checkpoint,
     packaged_checkpoint,
     parse_config,
     tensor_shapes,
 )
+from attnlab.models.files import CONFIG, MEMORY_ENV, TOKENIZER, WEIGHTS, CheckpointError
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 #: A 2-layer BERT of width 16 (2 heads of 8).
@@ -191,12 +188,12 @@ def test_broken_checkpoints_name_the_file(tmp_path, how):
 def test_sizes_are_checked_against_the_header_before_any_tensor_is_read(tmp_path, monkeypatch):
     """A billion layers or a width of 2^40 is refused from the weights file's header alone:
     neither the tensors nor the model's list of 16e9 tensor names are made."""
-    import attnlab.models.checkpoint as checkpoint
+    import attnlab.models.bert as bert
 
     def no_reading(*args, **kwargs):
         raise AssertionError("a tensor was read")
 
-    monkeypatch.setattr(checkpoint, "read_tensors", no_reading)
+    monkeypatch.setattr(bert, "read_tensors", no_reading)
     for how in ("a billion layers", "a huge width", "integer weight"):
         directory = write_tiny_checkpoint(tmp_path / how)
         name = _break(directory, how)

@@ -1,0 +1,316 @@
+"""A checkpoint's files read and checked, for every family: ``config.json`` (``read_json``),
+``model.safetensors`` (``safetensors.numpy``, no PyTorch: ``check_weights_header`` from the
+header alone, then ``read_tensors``) and ``tokenizer.json`` (``tokenizers``), and what a
+loaded checkpoint is (``Checkpoint``).
+
+Every failure is a ``CheckpointError`` of one line naming the file and what is wrong: a
+file missing or unreadable, a folder or file that cannot be looked at (a loop of symbolic
+links, no permission), a config number that is not a positive integer
+(``positive_int``), sizes the weights file's header or the machine's memory cannot hold, a
+tensor missing, of another shape, not floating point, or holding a NaN or an infinity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
+#: The floating-point types a weights file's tensors may have (safetensors' names): an
+#: integer or boolean weight is no trained model's. numpy has no bfloat16: a file holding
+#: one is read by ``_read_raw`` (a bfloat16 is the top 16 bits of a float32).
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+#: Little-endian numpy types of the safetensors dtypes ``_read_raw`` reads (BF16: its bits).
+RAW_DTYPES = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}
+#: Bytes of one float32 number: every tensor is read as float32.
+FLOAT32_BYTES = 4
+#: The environment variable that stands in for the machine's memory (bytes), for tests.
+MEMORY_ENV = "ATTNLAB_MEMORY_BYTES"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used; the message names the file and what is wrong."""
+
+
+class UnknownMechanismError(CheckpointError):
+    """A checkpoint's ``attnlab.mechanism`` (``config.json``'s own object, which a family
+    may read) that is no built-in and was not supplied: ``name``, and ``made_from``, the
+    reference its maker recorded (None if none)."""
+
+    def __init__(self, message: str, name: str, made_from: str | None) -> None:
+        super().__init__(message)
+        self.name, self.made_from = name, made_from
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A loaded checkpoint of any family: its ``model_type`` (the registry's key), its
+    configuration (the family's), tensors by the family's names (float32 numpy), tokenizer
+    (no padding, no truncation), where it came from, its weights' checksum, the longest row
+    it reads, and ``config.json``'s ``attnlab`` object (empty for a checkpoint not written
+    here)."""
+
+    model_type: str
+    config: Any
+    tensors: dict[str, np.ndarray]
+    tokenizer: Any  # tokenizers.Tokenizer
+    directory: Path
+    weights_sha256: str
+    max_seq_length: int
+    attnlab: dict[str, Any] = field(default_factory=dict)
+
+
+def positive_int(raw: dict[str, Any], name: str, where: str, default: Any = None) -> int:
+    """``raw[name]`` (``default`` where absent); ``CheckpointError`` naming ``where`` and
+    the key unless it is a positive integer (a bool is not one)."""
+    value = raw.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise CheckpointError(f"{where}: {name} must be a positive integer, got {value!r}")
+    return value
+
+
+def sha256(path: Path) -> str:
+    """The hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``; ``CheckpointError`` naming the file if it cannot be read
+    or is not an object."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as err:  # ValueError: not UTF-8, not JSON
+        raise CheckpointError(f"{path}: cannot be read as JSON ({_reason(err)})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: is not a JSON object")
+    return raw
+
+
+def _reason(err: BaseException) -> str:
+    """An error's cause in one line: an OSError's words (its path is named already)."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _kind(path: Path) -> int | None:
+    """``path``'s file type (``stat.S_IFMT``; links followed), None where nothing is there;
+    ``CheckpointError`` where it cannot be looked at (a loop of symbolic links, a folder
+    without permission)."""
+    try:
+        return stat.S_IFMT(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        raise CheckpointError(f"{path}: cannot be read ({_reason(err)})") from None
+
+
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file (False where nothing is there); ``CheckpointError`` where
+    it cannot be looked at (``_kind``)."""
+    return _kind(path) == stat.S_IFREG
+
+
+def files_present(directory: Path) -> None:
+    """``CheckpointError`` unless ``directory`` holds config.json, model.safetensors and
+    tokenizer.json (each one line: not a directory, a loop of links, no permission,
+    missing)."""
+    if _kind(directory) != stat.S_IFDIR:
+        raise CheckpointError(f"{directory}: is not a directory")
+    for name in (CONFIG, WEIGHTS, TOKENIZER):
+        if not is_file(directory / name):
+            raise CheckpointError(f"{directory / name}: is missing")
+
+
+def read_header(path: Path, prefix: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Every tensor the safetensors file ``path`` lists, by name (``prefix`` dropped), with
+    its shape and dtype (safetensors' name: ``F32``, ``I64``, ...), from the file's header
+    alone: no tensor is read. ``CheckpointError`` naming the file if it is unreadable."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            header = {}
+            for name in handle.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+                view = handle.get_slice(name)
+                header[name.removeprefix(prefix)] = (tuple(view.get_shape()), view.get_dtype())
+    except (OSError, SafetensorError, ValueError, TypeError) as err:
+        raise CheckpointError(f"{path}: cannot be read as safetensors ({_reason(err)})") from None
+    return header
+
+
+def machine_memory_bytes() -> int | None:
+    """The machine's memory in bytes (``MEMORY_ENV`` if set to a positive integer), None
+    where the platform cannot say."""
+    given = os.environ.get(MEMORY_ENV, "")
+    if given.strip().isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_weights_header(
+    path: Path,
+    prefix: str,
+    layers: tuple[str, int, str],
+    shapes: Callable[[], dict[str, tuple[int, ...]]],
+    where: str = CONFIG,
+) -> None:
+    """Before any tensor is read, and before the model's list of tensors is made: the
+    sizes ``config.json`` (``where``) gives against the safetensors file ``path``'s header
+    (``read_header``, names with ``prefix`` dropped) and the machine's memory, so that an
+    absurd size (``n_layer`` 10^9) is one line at once, not memory filling for minutes.
+    ``layers`` is the config's field of the number of layers, its value and the prefix of
+    a layer's tensor names before its index (``"h."``); ``shapes()`` (called only once the
+    number of layers is known to be no more than the header lists) gives every tensor the
+    model reads and its shape. ``CheckpointError`` (one line) if
+
+    - the config asks for more layers than the file holds tensors of;
+    - a tensor is missing, or its shape is another than the config implies, or it is not
+      floating point (``FLOAT_DTYPES``);
+    - the file and the float32 copies of the model's tensors take more than the machine's
+      memory (``machine_memory_bytes``).
+    """
+    header = read_header(path, prefix)
+    field, count, layer_prefix = layers
+    pattern = re.compile(rf"{re.escape(layer_prefix)}(\d+)\.")
+    held = {int(m.group(1)) for name in header if (m := pattern.match(name))}
+    if count > len(held):
+        shown = count if count < 10**12 else f"{count:.3g}"
+        raise CheckpointError(
+            f"{where}: {field} is {shown}, but {path} holds the tensors of {len(held)} layers"
+        )
+    implied = 0
+    for name, shape in shapes().items():
+        if name not in header:
+            raise CheckpointError(f"{path}: lacks tensor {name}")
+        stored, dtype = header[name]
+        if stored != shape:
+            raise CheckpointError(f"{path}: {name} has shape {stored}, config.json implies {shape}")
+        if dtype not in FLOAT_DTYPES:
+            raise CheckpointError(
+                f"{path}: {name} is {dtype}, not floating point ({', '.join(FLOAT_DTYPES)})"
+            )
+        implied += math.prod(shape)
+    need = path.stat().st_size + FLOAT32_BYTES * implied  # the file read, then float32 copies
+    memory = machine_memory_bytes()
+    if memory is not None and need > memory:
+        raise CheckpointError(
+            f"{path}: reading its {implied:,} parameters takes {_bytes(need)}, more than "
+            f"this machine's {_bytes(memory)} of memory"
+        )
+
+
+def _bytes(n: int) -> str:
+    """``n`` bytes in words: ``3.2 GiB``, ``512 KiB``."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def read_tensors(
+    path: Path, shapes: dict[str, tuple[int, ...]], prefix: str, owned: str | None = None
+) -> dict:
+    """The tensors ``shapes`` names from the safetensors file ``path`` (through
+    ``safetensors.numpy``, no PyTorch, or ``_read_raw`` where it holds bfloat16; a name's
+    ``prefix`` dropped), as float32;
+    ``CheckpointError`` naming the file if it is unreadable or a tensor is missing, has
+    another shape, is not floating point, or holds a NaN or an infinity (or a number
+    float32 cannot hold): a NaN weight gives tables of NaN, not an error. Tensors it does
+    not name are ignored, except those whose name starts with ``owned`` (a model's own
+    tensors: one it does not name is an error)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        if "BF16" in {dtype for _, dtype in read_header(path, "").values()}:
+            stored = _read_raw(path)
+        else:
+            stored = load_file(path)
+    except (OSError, SafetensorError, ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(f"{path}: cannot be read as safetensors ({_reason(err)})") from None
+    stored = {k.removeprefix(prefix): v for k, v in stored.items()}
+    unnamed = sorted(k for k in stored if owned and k.startswith(owned) and k not in shapes)
+    if unnamed:
+        raise CheckpointError(
+            f"{path}: holds {unnamed[0]}, which the model config.json describes does not have"
+        )
+    tensors = {}
+    for name, shape in shapes.items():
+        if name not in stored:
+            raise CheckpointError(f"{path}: lacks tensor {name}")
+        value = stored[name]
+        if tuple(value.shape) != shape:
+            raise CheckpointError(
+                f"{path}: {name} has shape {tuple(value.shape)}, config.json implies {shape}"
+            )
+        if value.dtype.kind != "f":
+            raise CheckpointError(f"{path}: {name} is {value.dtype}, not floating point")
+        if not np.isfinite(value).all():
+            raise CheckpointError(f"{path}: {name} holds NaN or infinite values")
+        tensors[name] = np.asarray(value, np.float32)
+        if not np.isfinite(tensors[name]).all():
+            raise CheckpointError(f"{path}: {name} holds numbers beyond float32's range")
+    return tensors
+
+
+def _read_raw(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the safetensors file ``path`` from its bytes (an 8-byte little-endian
+    header length, the JSON header of dtypes, shapes and ``data_offsets``, then the data):
+    bfloat16 as float32 (its 16 bits shifted to a float32's top), the others as stored;
+    a dtype not in ``RAW_DTYPES`` is returned as raw bytes (``uint8``) for the caller to
+    refuse as not floating point."""
+    with open(path, "rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(size))
+        data = handle.read()
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = entry["data_offsets"]
+        dtype = RAW_DTYPES.get(entry["dtype"], "u1")
+        value = np.frombuffer(data[start:end], dtype)
+        if entry["dtype"] == "BF16":
+            value = (value.astype("<u4") << 16).view("<f4")
+        out[name] = value.reshape(entry["shape"]) if dtype != "u1" else value
+    return out
+
+
+def read_tokenizer(path: Path):
+    """The ``tokenizers`` tokenizer of ``path`` without padding or truncation;
+    ``CheckpointError`` naming the file if it cannot be read."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception on a bad file
+        raise CheckpointError(f"{path}: cannot be read ({err})") from None
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def model_type(directory: Path | str) -> str | None:
+    """``config.json``'s ``model_type`` in ``directory``, None where the file is missing
+    (the family's loader then names it); ``CheckpointError`` where it cannot be looked at
+    or read."""
+    path = Path(directory) / CONFIG
+    return read_json(path).get("model_type") if is_file(path) else None

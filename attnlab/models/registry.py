@@ -1,0 +1,115 @@
+"""The checkpoint families, one table from ``config.json``'s ``model_type`` to the family
+that reads and computes it (``FAMILIES``), and the one dispatch on it (``read_checkpoint``).
+
+A family (``Family``) is its module's functions, named once here:
+
+- ``parse(raw, where)``: the configuration from a parsed ``config.json`` (``CheckpointError``
+  naming ``where`` and the key for anything it does not compute);
+- ``shapes(config)``: every tensor it reads, by name, with its shape;
+- ``load(directory, mechanisms)``: the ``files.Checkpoint`` of a directory, checked;
+- ``forward(params, config, ids, *, qk_scale)``: the output (an encoder's last hidden
+  states, a decoder's next-token logits) and every layer's ``layers.Trace``, ``qk_scale``
+  the static drift ``q, k -> a q, a k``;
+- ``init(config, key)``: the family's own initialisation of the architecture;
+- ``qk_weights(tensors, config, layer)``: the layer's query and key weights per head
+  (float64, each ``[heads, width, d]``), so head ``h``'s logits before the divisor are
+  ``(x W_q[h]) . (x W_k[h])`` (biases, norms and positions aside);
+- ``causal``: whether a query sees only the keys up to itself.
+
+Adding a family is adding its module and a row of ``FAMILIES``; the studies ask the family
+of a checkpoint (``family_of``) for what they need and never test its type or read its
+tensor names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnlab.core.mechanism import Mechanism
+from attnlab.models import bert, gemma2, gemma3, gpt2, llama, olmo2, qwen3
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, model_type
+
+
+@dataclass(frozen=True)
+class Family:
+    """One checkpoint family's functions (the module docstring gives each contract)."""
+
+    name: str
+    causal: bool
+    parse: Callable[[dict[str, Any], str], Any]
+    shapes: Callable[[Any], dict[str, tuple[int, ...]]]
+    load: Callable[[Path | str | None, Mapping[str, Mechanism]], Checkpoint]
+    forward: Callable[..., tuple[Any, Any]]
+    init: Callable[[Any, Any], dict[str, Any]]
+    qk_weights: Callable[[dict[str, Any], Any, int], tuple[Any, Any]]
+
+
+BERT = Family(
+    "bert",
+    causal=False,
+    parse=bert.parse_config,
+    shapes=bert.tensor_shapes,
+    load=lambda directory, mechanisms: bert.load_checkpoint(directory),
+    forward=bert.encode,
+    init=bert.bert_init,
+    qk_weights=bert.qk_weights,
+)
+GPT2 = Family(
+    "gpt2",
+    causal=True,
+    parse=gpt2.parse_gpt2_config,
+    shapes=gpt2.gpt2_shapes,
+    load=gpt2.load_gpt2,
+    forward=gpt2.gpt2_forward,
+    init=gpt2.gpt2_init,
+    qk_weights=gpt2.qk_weights,
+)
+
+
+def _decoder(name: str, parse: Callable, load: Callable) -> Family:
+    """A family of ``llama``'s decoder: its own config parser and loader."""
+    return Family(
+        name, causal=True, parse=parse, shapes=llama.decoder_shapes, load=load,
+        forward=llama.decoder_forward, init=llama.decoder_init,
+        qk_weights=llama.decoder_qk_weights,
+    )  # fmt: skip
+
+
+LLAMA = _decoder("llama", llama.parse_llama_config, llama.load_llama)
+QWEN3 = _decoder("qwen3", qwen3.parse_qwen3_config, qwen3.load_qwen3)
+OLMO2 = _decoder("olmo2", olmo2.parse_olmo2_config, olmo2.load_olmo2)
+GEMMA2 = _decoder("gemma2", gemma2.parse_gemma2_config, gemma2.load_gemma2)
+GEMMA3 = _decoder("gemma3_text", gemma3.parse_gemma3_config, gemma3.load_gemma3)
+#: ``model_type`` -> family.
+FAMILIES: dict[str, Family] = {
+    "bert": BERT, "gpt2": GPT2, gpt2.MODEL_TYPE: GPT2,
+    **{kind: LLAMA for kind in llama.MODEL_TYPES}, qwen3.MODEL_TYPE: QWEN3,
+    **{kind: OLMO2 for kind in olmo2.MODEL_TYPES}, gemma2.MODEL_TYPE: GEMMA2,
+    gemma3.MODEL_TYPE: GEMMA3,
+}  # fmt: skip
+
+
+def family_of(checkpoint: Checkpoint) -> Family:
+    """The family that loaded ``checkpoint``."""
+    return FAMILIES[checkpoint.model_type]
+
+
+def read_checkpoint(
+    directory: Path | str | None, mechanisms: Mapping[str, Mechanism] | None = None
+) -> Checkpoint:
+    """The checkpoint in ``directory`` read by the family of its ``model_type`` (a
+    ``config.json`` without one, or no directory: the packaged BERT encoder), with
+    ``mechanisms`` supplied to a family whose config may name one; ``CheckpointError``
+    naming ``config.json`` for a ``model_type`` no family reads."""
+    if directory is None:
+        return BERT.load(None, {})
+    kind = model_type(directory)
+    if kind is not None and kind not in FAMILIES:
+        raise CheckpointError(
+            f"{Path(directory) / CONFIG}: model_type {kind!r}, only "
+            f"{', '.join(map(repr, FAMILIES))} are read"
+        )
+    return FAMILIES.get(kind, BERT).load(directory, mechanisms or {})
