@@ -31,8 +31,8 @@ def build_parser():
     return parser
 
 
-def run(args):
-    out_dir = cli.prepare_out_dir(args)
+def run(args, context):
+    out_dir = cli.prepare_out_dir(context)
     config = recall_config(args)
     check_needs(recall_needs(config))
     total = len(config.mechanisms) * config.steps
@@ -40,8 +40,10 @@ def run(args):
     with cli.progress(total, "04 recall", args.quiet, unit="step") as bar:
         results = train_and_evaluate(config, bar.update)
     wall = time.perf_counter() - started
-    with cli.staged_outputs(out_dir, args.written) as stage:
-        write_recall_outputs(results, config, stage, (CURVES_CSV, SUMMARY_CSV), vars(args), wall)
+    with cli.staged_outputs(out_dir, context.written) as stage:
+        write_recall_outputs(
+            results, config, stage, (CURVES_CSV, SUMMARY_CSV), context.sidecar_flags, wall
+        )
 
 
 main = cli.entry_point(build_parser, run, headline)

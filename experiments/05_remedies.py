@@ -31,8 +31,8 @@ def build_parser():
     return parser
 
 
-def run(args):
-    out_dir = cli.prepare_out_dir(args)
+def run(args, context):
+    out_dir = cli.prepare_out_dir(context)
     job = remedies_run(args)
     config, walls = job.config, []
     # Every part is computed before anything is written: all outputs or none.
@@ -44,14 +44,14 @@ def run(args):
             started = time.perf_counter()
             walls.append((part(), time.perf_counter() - started))
     (results, remedies_wall), ((curves, check), fold_wall), (frame, grid_wall) = walls
-    flags = vars(args)
-    with cli.staged_outputs(out_dir, args.written) as stage:
+    flags = context.sidecar_flags
+    with cli.staged_outputs(out_dir, context.written) as stage:
         names = (study.CURVES_CSV, study.SUMMARY_CSV)
         write_recall_outputs(results, config, stage, names, flags, remedies_wall)
         write_result(curves, stage / study.FOLD_CURVES_CSV, flags, fold_wall)
         write_result(check, stage / study.FOLD_CHECK_CSV, flags, fold_wall)
         write_result(frame, stage / study.SENSITIVITY_CSV, flags, grid_wall)
-    args.outputs_note = compute.divergence_note(compute.diverged(results), config.d_k)
+    context.add_note(compute.divergence_note(compute.diverged(results), config.d_k))
 
 
 main = cli.entry_point(build_parser, run, headline)

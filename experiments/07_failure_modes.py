@@ -41,8 +41,8 @@ def build_parser():
     return parser
 
 
-def run(args):
-    out_dir = cli.prepare_out_dir(args)
+def run(args, context):
+    out_dir = cli.prepare_out_dir(context)
     overflow = OverflowConfig(rows=args.rows, seed=args.seed)
     dks = tuple(sorted(set(args.dk)))
     correlation = CorrelationConfig(dks=dks, samples=args.samples, seed=args.seed)
@@ -51,9 +51,9 @@ def run(args):
     with cli.progress(correlation.samples, "07 failure modes", args.quiet) as bar:
         frames = run_failure_modes(overflow, correlation, bar.update)
     wall = time.perf_counter() - started
-    with cli.staged_outputs(out_dir, args.written) as stage:
+    with cli.staged_outputs(out_dir, context.written) as stage:
         for part, frame in frames.items():
-            write_result(frame, stage / PART_CSVS[part], vars(args), wall)
+            write_result(frame, stage / PART_CSVS[part], context.sidecar_flags, wall)
 
 
 main = cli.entry_point(build_parser, run, headline)

@@ -32,8 +32,8 @@ def build_parser():
     return parser
 
 
-def run(args):
-    out_dir = cli.prepare_out_dir(args)
+def run(args, context):
+    out_dir = cli.prepare_out_dir(context)
     config = widths_config(args)
     started = time.perf_counter()
     with cli.progress(config.total_steps(), "10 widths", args.quiet, unit="step") as bar:
@@ -43,13 +43,13 @@ def run(args):
     jacobian_wall = time.perf_counter() - started
     summary = summary_frame(results, config.base.smoothing)
     curves = curves_frame(results, config.base.smoothing)
-    with cli.staged_outputs(out_dir, args.written) as stage:
+    with cli.staged_outputs(out_dir, context.written) as stage:
         for frame, name, wall in ((summary, SUMMARY_CSV, train_wall),
                                   (curves, CURVES_CSV, train_wall),
                                   (lr_frame(summary, config), LR_CSV, train_wall),
                                   (jacobian, JACOBIAN_CSV, jacobian_wall)):  # fmt: skip
-            write_result(frame, stage / name, vars(args), wall)
-    args.outputs_note = divergence_note(summary)
+            write_result(frame, stage / name, context.sidecar_flags, wall)
+    context.add_note(divergence_note(summary))
 
 
 main = cli.entry_point(build_parser, run, headline)

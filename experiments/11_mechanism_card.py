@@ -35,23 +35,24 @@ def build_parser():
     cli.add_seed_flag(parser)
     cli.add_jobs_flag(parser, "the card's pieces (sections, training groups, widths)")
     cli.add_out_dir_flag(parser)
-    parser.subject_flags = frozenset({"mechanism", "task"})  # what a card is of, not how
+    cli.declare_flags(parser, subject=frozenset({"mechanism", "task"}))  # what, not how
     return parser
 
 
-def run(args):
-    args.against = args.against or list(api.AGAINST[args.task])
+def run(args, context):
+    against = args.against or list(api.AGAINST[args.task])
     try:
-        job = api.prepare(args.task, args.mechanism, args.against, args.quick, args.seed)
+        job = api.prepare(args.task, args.mechanism, against, args.quick, args.seed)
     except api.CardInputError as err:
         raise cli.UsageError(f"{err.flag}: {err}") from None
-    default_place = args.made_with_defaults and not args.out_dir_given  # results/, not asked
-    out_dir = cli.prepare_out_dir(args)
-    args.outputs_note = job.outputs_note(out_dir, default_place)
+    default_place = context.made_with_defaults and not context.out_dir_given  # not asked
+    out_dir = cli.prepare_out_dir(context)
+    context.add_note(job.outputs_note(out_dir, default_place))
     with cli.progress(job.units, f"11 {args.task} card", args.quiet) as bar:
         results, wall = job.compute(bar.update, args.jobs)
     command = "python experiments/11_mechanism_card.py " + " ".join(sys.argv[1:])
-    job.write(results, wall, out_dir, vars(args), command, default_place, args.written)
+    flags = {**context.sidecar_flags, "against": against}
+    job.write(results, wall, out_dir, flags, command, default_place, context.written)
 
 
 main = cli.entry_point(build_parser, run, headline)

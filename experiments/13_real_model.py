@@ -18,7 +18,10 @@ rows (query i sees keys 0..i), the model's own mechanism, re-initialised as GPT-
 initialises it, and the drift's effect on the next-token loss; rows of T consecutive
 tokens. Writes 13_real_model_causal_{heads,counterfactuals,layers}.csv, one block of rows
 per checkpoint. A model of your own mechanism (14 saves one) is read with --mechanisms
-naming its file again; code is never imported from a checkpoint.
+naming its file again; code is never imported from a checkpoint. The Llama family
+(model_type llama, mistral, qwen3, olmo2, gemma2, gemma3_text; Hugging Face's tensor names,
+float16 or bfloat16 weights read as float32) gives the same causal tables, rows no longer
+than the checkpoint's context or sliding window.
 """
 
 import sys
@@ -41,16 +44,16 @@ def build_parser():
     return parser
 
 
-def run(args):
+def run(args, context):
     config = real_model_config(args)
-    out_dir = cli.prepare_out_dir(args)
+    out_dir = cli.prepare_out_dir(context)
     inputs = measure.read_inputs(args, config)  # inputs.config: fitted to the checkpoints
     started = time.perf_counter()
     frames, found = measure.tables(inputs.config, inputs, args.quiet)
     wall = time.perf_counter() - started
-    with cli.staged_outputs(out_dir, args.written) as stage:
+    with cli.staged_outputs(out_dir, context.written) as stage:
         for name, frame in frames.items():
-            flags = {**vars(args), **resolved(inputs.config), **found}
+            flags = {**context.sidecar_flags, **resolved(inputs.config), **found}
             write_result(frame, stage / name, flags, wall)
 
 

@@ -43,9 +43,9 @@ def build_parser():
     return parser
 
 
-def run(args):
+def run(args, context):
     config = proxy_config(args)
-    out_dir = cli.prepare_out_dir(args)
+    out_dir = cli.prepare_out_dir(context)
     if config.lm.warmup != DEFAULT.lm.warmup and not args.quiet:
         print(f"warmup: {config.lm.warmup} steps (min(50, steps // 10) of --steps "
               f"{config.lm.steps})", file=sys.stderr)  # fmt: skip
@@ -56,8 +56,13 @@ def run(args):
         sweep, curves, ownership, saved = tables(run_pieces(work, args.jobs, bar.update))
     wall = time.perf_counter() - started
     text = {"text_source": source.source, "text_sha256": source.sha256}
-    flags = {**vars(args), **ran(config), **text, "lm_config": dataclasses.asdict(config.lm)}
-    with cli.staged_outputs(out_dir, args.written) as stage:
+    flags = {
+        **context.sidecar_flags,
+        **ran(config),
+        **text,
+        "lm_config": dataclasses.asdict(config.lm),
+    }
+    with cli.staged_outputs(out_dir, context.written) as stage:
         for frame, name in ((sweep, SWEEP_CSV), (curves, CURVES_CSV), (ownership, OWNERSHIP_CSV)):
             write_result(frame, stage / name, flags, wall)
         write_saved(stage, saved, text)

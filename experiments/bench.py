@@ -38,7 +38,7 @@ def build_parser():
     return parser
 
 
-def run(args):
+def run(args, context):
     out = cli.check_writable(args.out, "--out", suffix=".csv")
     config = replace(QUICK if args.quick else BenchConfig(), repeats=args.repeats, seed=args.seed)
     if args.statics_dk is not None:
@@ -48,8 +48,8 @@ def run(args):
     with cli.progress(groups(args.reproduce), "bench", args.quiet, unit="group") as bar:
         frame = run_bench(config, bar.update, reproduce_command=reproduce)
     table = bench_markdown(frame)
-    with cli.staged_outputs(out.parent, args.written) as stage:
-        write_result(frame, stage / out.name, vars(args), time.perf_counter() - started)
+    with cli.staged_outputs(out.parent, context.written) as stage:
+        write_result(frame, stage / out.name, context.sidecar_flags, time.perf_counter() - started)
         atomic_write_text(stage / out.with_suffix(".md").name, table)
     print(table, end="")
 

@@ -27,7 +27,7 @@ def build_parser():
     return parser
 
 
-def run(args):
+def run(args, context):
     out = cli.check_writable(args.out, "--out", suffix=".md")
     cli.check_dir_exists(args.results_dir, "--results-dir")
     text = build_report(args.results_dir)
@@ -41,10 +41,10 @@ def run(args):
             readme = replace_block(readme, block)
         readme = "" if readme == old else readme
     atomic_write_text(out, text)
-    args.written.append(out)
+    context.written.append(out)
     if readme:
         atomic_write_text(README, readme)
-        args.written.append(README)
+        context.written.append(README)
     for line in missing:
         print(f"left out {line}", file=sys.stderr)
 

@@ -32,13 +32,13 @@ def build_parser():
     return parser
 
 
-def run(args):
+def run(args, context):
     cli.check_dir_writable(args.figures_dir, "--figures-dir")
     cli.check_dir_exists(args.results_dir, "--results-dir")
     tables = CheckedTables(args.results_dir, made_by)
     names = args.figures or [n for n, s in FIGURES.items() if args.study in (None, s.name)]
     skipped = []
-    with cli.staged_outputs(args.figures_dir, args.written) as stage:
+    with cli.staged_outputs(args.figures_dir, context.written) as stage:
         for name in names:
             try:
                 with tables.values_of(f"figure {name}"):

@@ -35,7 +35,7 @@ def build_parser():
     return parser
 
 
-def run(args):
+def run(args, context):
     cli.check_dir_exists(args.reference_dir, "--reference-dir")
     if args.results_dir is not None:
         cli.check_dir_exists(args.results_dir, "--results-dir")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -36,29 +37,27 @@ def _parser():
 
 def test_defaults_write_results_and_other_flags_a_run_folder():
     parser = _parser()
-    args = parser.parse_args(["--quiet"])
-    cli.resolve_out_dir(parser, args)
-    assert args.made_with_defaults and args.out_dir == cli.RESULTS_DIR
-    args = parser.parse_args(["--steps", "3"])
-    cli.resolve_out_dir(parser, args)
-    assert not args.made_with_defaults and args.out_dir.parent == cli.RUNS_DIR
-    assert args.out_dir.name.startswith(f"{Path(parser.prog).stem}-")
+    run = cli.run_context(parser, parser.parse_args(["--quiet"]))
+    assert run.made_with_defaults and run.out_dir == cli.RESULTS_DIR and not run.run_folder
+    assert run.sidecar_flags["out_dir"] == cli.RESULTS_DIR and run.quiet
+    run = cli.run_context(parser, parser.parse_args(["--steps", "3"]))
+    assert not run.made_with_defaults and run.out_dir.parent == cli.RUNS_DIR and run.run_folder
+    assert run.out_dir.name.startswith(f"{Path(parser.prog).stem}-")
     args = parser.parse_args(["--steps", "3", "--out-dir", "results"])  # on purpose
-    cli.resolve_out_dir(parser, args)
-    assert not args.made_with_defaults and args.out_dir == Path("results")
+    run = cli.run_context(parser, args)
+    assert not run.made_with_defaults and run.out_dir == Path("results") and run.out_dir_given
+    assert not run.sidecar_flags["made_with_defaults"] and not hasattr(args, "made_with_defaults")
 
 
 def test_a_committed_argument_list_counts_as_defaults():
     """A parser's ``committed_arguments`` (13 on 14's checkpoints) write to results/ too;
     any other value of those flags still goes to a run folder."""
     parser = _parser()
-    parser.committed_arguments = (["--steps", "3"],)
-    args = parser.parse_args(["--steps", "3"])
-    cli.resolve_out_dir(parser, args)
-    assert args.made_with_defaults and args.out_dir == cli.RESULTS_DIR
-    args = parser.parse_args(["--steps", "4"])
-    cli.resolve_out_dir(parser, args)
-    assert not args.made_with_defaults and args.out_dir.parent == cli.RUNS_DIR
+    cli.declare_flags(parser, committed=(["--steps", "3"],))
+    run = cli.run_context(parser, parser.parse_args(["--steps", "3"]))
+    assert run.made_with_defaults and run.out_dir == cli.RESULTS_DIR
+    run = cli.run_context(parser, parser.parse_args(["--steps", "4"]))
+    assert not run.made_with_defaults and run.out_dir.parent == cli.RUNS_DIR
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -205,12 +204,12 @@ def _entry(fail: BaseException | None, note: str | None = None):
     """A script whose run makes its run folder (``--steps`` other than the default), then
     raises ``fail`` or writes one file."""
 
-    def run(args):
-        out = cli.prepare_out_dir(args)
+    def run(args, context):
+        out = cli.prepare_out_dir(context)
         if fail is not None:
             raise fail
-        args.outputs_note = note
-        with cli.staged_outputs(out, args.written) as stage:
+        context.add_note(note)
+        with cli.staged_outputs(out, context.written) as stage:
             (stage / "x.csv").write_text("x\n1\n")
 
     return cli.entry_point(_parser, run)
@@ -258,18 +257,18 @@ def test_a_run_nested_in_another_announces_only_its_own_files(tmp_path, capsys):
     inner_dir.mkdir()
     outer_dir.mkdir()
 
-    def inner_run(args):
-        with cli.staged_outputs(args.out_dir, args.written) as stage:
+    def inner_run(args, context):
+        with cli.staged_outputs(context.out_dir, context.written) as stage:
             (stage / "inner.csv").write_text("x\n1\n2\n")
 
     inner = cli.entry_point(_parser, inner_run)
 
-    def outer_run(args):
-        with cli.staged_outputs(args.out_dir, args.written) as stage:
+    def outer_run(args, context):
+        with cli.staged_outputs(context.out_dir, context.written) as stage:
             (stage / "first.csv").write_text("x\n1\n")
         assert inner(["--out-dir", str(inner_dir)]) == 0
         (inner_dir / "inner.csv").unlink()
-        with cli.staged_outputs(args.out_dir, args.written) as stage:
+        with cli.staged_outputs(context.out_dir, context.written) as stage:
             (stage / "second.csv").write_text("x\n1\n")
 
     assert cli.entry_point(_parser, outer_run)(["--out-dir", str(outer_dir)]) == 0
@@ -298,3 +297,35 @@ def test_rates_flag_takes_positive_rates_and_refuses_others_in_one_line(capsys):
         assert exit_.value.code == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--lrs" in err
+
+
+# --- a run's state lives in its RunContext, never on the argparse objects ---------------
+
+#: An assignment to an attribute of the parsed flags or of a parser (``args.x = ...``,
+#: ``parser.x = ...``, ``setattr(namespace, ...)``), as the run's state used to be kept.
+ARGPARSE_ASSIGNMENT = re.compile(
+    r"^\s*(?:args|namespace|parser)\.\w+(?:\s*:[^=]+)?\s*=(?!=)|setattr\(\s*(?:args|namespace|parser)\b",
+    re.MULTILINE,
+)
+
+
+def test_the_assignment_pattern_finds_what_it_looks_for():
+    for line in ("    args.written = []", "parser.flag_groups = {}", "setattr(namespace, 'x', 1)"):
+        assert ARGPARSE_ASSIGNMENT.search(line), line
+    for line in ("    if args.steps == 3:", "    out = args.out_dir", "context.notes.append(x)"):
+        assert not ARGPARSE_ASSIGNMENT.search(line), line
+
+
+def test_no_attribute_is_set_on_argparse_objects_outside_the_harness():
+    """Outside ``attnlab/harness`` (its flag parsing keeps what a parser declares, and the
+    actions that record typed flags) nothing sets an attribute of a parser or of the
+    parsed flags: a run's state is its ``RunContext``."""
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("attnlab/**/*.py"), *root.glob("experiments/*.py")]
+    offenders = [
+        f"{path.relative_to(root)}: {match.group(0).strip()}"
+        for path in files
+        if "harness" not in path.relative_to(root).parts
+        for match in ARGPARSE_ASSIGNMENT.finditer(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []

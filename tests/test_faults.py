@@ -178,8 +178,8 @@ def build_parser():
     cli.add_out_dir_flag(parser)
     return parser
 
-def run(args):
-    out = cli.prepare_out_dir(args)
+def run(args, context):
+    out = cli.prepare_out_dir(context)
     try:
         os.kill(os.getpid(), getattr(signal, sys.argv[1]))
     finally:
@@ -218,7 +218,7 @@ def test_ctrl_c_while_flags_are_parsed_is_one_line(capsys):
         parser.add_argument("--mechanism", type=interrupted, default="x")
         return parser
 
-    main = cli.entry_point(build_parser, lambda args: None)
+    main = cli.entry_point(build_parser, lambda args, context: None)
     assert main(["--mechanism", "mine.py:x"]) == 130
     assert capsys.readouterr().err.endswith(": interrupted; nothing written\n")
 

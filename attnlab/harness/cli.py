@@ -33,6 +33,7 @@ from attnlab.harness.flags import (
     add_seed_flag,
     add_table_flags,
     check_seeds,
+    declare_flags,
     group_flags,
     int_at_least,
     int_in_range,
@@ -46,6 +47,7 @@ from attnlab.harness.outputs import (
     REPO_ROOT,
     RESULTS_DIR,
     RUNS_DIR,
+    RunContext,
     a_path,
     add_out_dir_flag,
     add_quiet_flag,
@@ -55,7 +57,7 @@ from attnlab.harness.outputs import (
     check_writable,
     made_with_defaults,
     prepare_out_dir,
-    resolve_out_dir,
+    run_context,
     staged_outputs,
     table_path,
 )
@@ -69,6 +71,7 @@ __all__ = [
     "RESULTS_DIR",
     "RUNS_DIR",
     "DataError",
+    "RunContext",
     "RunError",
     "UsageError",
     "a_path",
@@ -87,6 +90,7 @@ __all__ = [
     "check_seeds",
     "check_writable",
     "configure_jax",
+    "declare_flags",
     "entry_point",
     "group_flags",
     "int_at_least",
@@ -98,7 +102,7 @@ __all__ = [
     "positive_int",
     "prepare_out_dir",
     "progress",
-    "resolve_out_dir",
+    "run_context",
     "run_table",
     "staged_outputs",
     "table_path",
@@ -140,19 +144,19 @@ def configure_jax() -> None:
 
 def entry_point(
     build_parser: Callable[[], argparse.ArgumentParser],
-    run: Callable[[argparse.Namespace], None],
+    run: Callable[[argparse.Namespace, RunContext], None],
     headline: Callable[[str, Any], str | None] | None = None,
 ) -> Callable[[list[str] | None], int]:
-    """Wrap a script: parse, run, and turn a UsageError into one line and exit status 2, a
-    RunError or a file-system error into one line and 1, and SIGINT, SIGTERM or SIGHUP
-    (``signals``) into one line and ``128 + signum``, whenever they come (parsing too).
-    On success, one line per file the run wrote (``announce_written``; ``headline(csv_name,
-    frame)`` gives a CSV's headline number, ``attnlab.studies.headline``). A run folder
-    made for the run is removed again if the run ends with nothing in it (an error,
-    Ctrl-C, an exception of any kind).
+    """Wrap a script: parse, make the run's context (``outputs.run_context``), run, and turn
+    a UsageError into one line and exit status 2, a RunError or a file-system error into
+    one line and 1, and SIGINT, SIGTERM or SIGHUP (``signals``) into one line and
+    ``128 + signum``, whenever they come (parsing too). On success, one line per file the
+    run wrote (``announce_written``; ``headline(csv_name, frame)`` gives a CSV's headline
+    number, ``attnlab.studies.headline``). A run folder made for the run is removed again
+    if the run ends with nothing in it (an error, Ctrl-C, an exception of any kind).
 
-    What a run wrote is its own: ``args.written``, a new list per call of ``main``, which
-    the script passes to ``staged_outputs`` (or appends to), so a run started inside
+    What a run wrote is its own: ``context.written``, a new list per call of ``main``,
+    which the script passes to ``staged_outputs`` (or appends to), so a run started inside
     another (``make verify`` runs the scripts in-process) announces only its own files,
     and its caller none of them."""
 
@@ -164,16 +168,15 @@ def entry_point(
         # experiments/_interrupt.py exits on a signal while a script imports; from here on
         # a signal is an ``Interrupted`` (a KeyboardInterrupt), handled below.
         prog = Path(sys.argv[0]).name or "attnlab"
-        args = None
+        context = None
         try:
             parser = build_parser()
             prog = parser.prog
             group_flags(parser)
             args = parser.parse_args(argv)  # a mechanism's check may run here
-            args.written = []
-            resolve_out_dir(parser, args)
+            context = run_context(parser, args)
             configure_jax()
-            run(args)
+            run(args, context)
         except (UsageError, DataError) as err:
             print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
             return 2
@@ -187,21 +190,20 @@ def entry_point(
         except KeyboardInterrupt as err:
             # Outputs are moved into place all or none (staged_outputs): nothing is left,
             # unless the signal came after the move.
-            written = getattr(args, "written", None)
-            done = "its outputs were written" if written else "nothing written"
+            done = "its outputs were written" if context and context.written else "nothing written"
             print(f"{prog}: interrupted; {done}", file=sys.stderr)
             return signals.exit_status(err)
         finally:
-            if getattr(args, "run_folder", False):
+            if context is not None and context.run_folder:
                 with contextlib.suppress(OSError):
-                    args.out_dir.rmdir()  # an empty run folder goes, whatever ended the run
-        used = getattr(args, "run_folder", False) and args.out_dir.is_dir()  # not with --out
+                    context.out_dir.rmdir()  # an empty run folder goes, whatever ended the run
+        used = context.run_folder and context.out_dir.is_dir()  # not with --out
         announce_written(
-            args.written,
-            used and args.out_dir,
+            context.written,
+            used and context.out_dir,
             headline,
-            quiet=getattr(args, "quiet", False),
-            note=getattr(args, "outputs_note", None),
+            quiet=context.quiet,
+            note="\n".join(context.notes) or None,
         )
         return 0
 
@@ -219,7 +221,7 @@ def announce_written(
     with its row count and, where ``headline`` gives one, its headline number; sidecars
     left out), unless ``quiet``; then, even if ``quiet``, where the outputs went when it is
     not where the committed results are: the run folder chosen, and the script's ``note``
-    (``args.outputs_note``)."""
+    (``context.notes``)."""
     from attnlab.harness.io import is_csv, open_csv_text, sidecar_path
 
     present = [p for p in written if p.is_file()]  # a caller may have removed its files
@@ -268,16 +270,16 @@ def table_script(
         add_table_flags(parser, csv_name)
         return parser
 
-    def run(args: argparse.Namespace) -> None:
-        out = table_path(args, csv_name)
+    def run(args: argparse.Namespace, context: RunContext) -> None:
+        out = table_path(args, context, csv_name)
         total, compute = plan(args)
-        run_table(args, out, desc, total, compute)
+        run_table(context, out, desc, total, compute)
 
     return build_parser, run
 
 
 def run_table(
-    args: argparse.Namespace,
+    context: RunContext,
     out: Path,
     desc: str,
     total: int,
@@ -289,7 +291,7 @@ def run_table(
     from attnlab.harness.io import write_result
 
     start = time.perf_counter()
-    with progress(total, desc, args.quiet) as bar:
+    with progress(total, desc, context.quiet) as bar:
         frame = compute(bar.update)
-    with staged_outputs(out.parent, args.written) as stage:
-        write_result(frame, stage / out.name, vars(args), time.perf_counter() - start)
+    with staged_outputs(out.parent, context.written) as stage:
+        write_result(frame, stage / out.name, context.sidecar_flags, time.perf_counter() - start)

@@ -120,6 +120,52 @@ def committed_run_time(csv_names: Sequence[str]) -> str | None:
     return textwrap.fill(text, width=88)
 
 
+def declare_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    groups: dict[str, frozenset[str]] | None = None,
+    subject: frozenset[str] | None = None,
+    committed: tuple[list[str], ...] | None = None,
+) -> None:
+    """What a script says about its flags beyond argparse, kept on the parser for
+    ``group_flags`` and ``outputs.made_with_defaults``: help ``groups`` (title -> dests,
+    added after any declared before), the ``subject`` flags (what a run is about, not how
+    it runs: the card's ``--mechanism``) and the ``committed`` argument lists of other
+    committed runs of the script (13 on 14's checkpoints)."""
+    if groups is not None:
+        parser.flag_groups = {**getattr(parser, "flag_groups", {}), **groups}
+    if subject is not None:
+        parser.subject_flags = subject
+    if committed is not None:
+        parser.committed_arguments = committed
+
+
+#: Where the flags recorded as typed go (``TYPED_FLAGS``'s actions): the sidecars keep them.
+TYPED_FLAGS = "given_recall_flags"
+
+
+def _record_typed(namespace: argparse.Namespace, option_string: str | None) -> None:
+    given = set(getattr(namespace, TYPED_FLAGS, ()))
+    setattr(namespace, TYPED_FLAGS, sorted(given | {option_string}))
+
+
+class StoreTyped(argparse.Action):
+    """Store the value and record the flag as typed on the command line (a flag whose
+    default another flag sets, as ``--reading`` sets ``--slot``, checks what was typed)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        _record_typed(namespace, option_string)
+
+
+class StoreTypedBool(argparse.BooleanOptionalAction):
+    """``--x/--no-x``, recorded as typed (``StoreTyped``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _record_typed(namespace, option_string)
+
+
 #: The help groups every script shares, after its own ``flag_groups``: (title, dests).
 RUN_CONTROL_FLAGS = frozenset({"seed", "chunk_steps", "quick", "stage", "jobs"})
 OUTPUT_GROUP_FLAGS = frozenset({"out", "out_dir", "quiet", "results_dir", "figures_dir"})

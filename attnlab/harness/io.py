@@ -141,12 +141,12 @@ def _versions() -> dict[str, str | None]:
 
 
 def provenance(flags: Mapping[str, Any], wall_time_s: float) -> dict[str, Any]:
-    """The sidecar's content: flags, whether they are the committed defaults (``cli``'s
-    ``made_with_defaults``, None where unknown), seed, versions, backend, devices, commit,
-    wall time."""
+    """The sidecar's content: flags, whether they are the committed defaults (the flag
+    ``made_with_defaults`` of a run's ``RunContext.sidecar_flags``, None where unknown),
+    seed, versions, backend, devices, commit, wall time."""
     import jax
 
-    meta = ("made_with_defaults", "run_folder", "out_dir_given", "written")
+    meta = ("made_with_defaults",)
     return {
         "flags": {
             k: (str(v) if isinstance(v, Path) else v) for k, v in flags.items() if k not in meta

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ def a_path(text: str) -> Path:
 
 
 def add_out_dir_flag(parser: argparse.ArgumentParser) -> None:
-    """``--out-dir`` and ``--quiet``; the default ``--out-dir`` is ``resolve_out_dir``'s."""
+    """``--out-dir`` and ``--quiet``; the default ``--out-dir`` is ``run_context``'s."""
     parser.add_argument("--out-dir", type=a_path, default=None, help=OUT_DIR_HELP)
     add_quiet_flag(parser)
 
@@ -74,19 +74,62 @@ def _parsed_default(action: argparse.Action) -> Any:
     return action.default
 
 
-def resolve_out_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Set ``args.made_with_defaults`` and, where ``--out-dir`` was not given, the output
-    folder: ``results/`` for the committed defaults, a new run folder otherwise (so that
-    no experiment replaces a canonical result by accident)."""
-    args.made_with_defaults = made_with_defaults(parser, args)
-    args.out_dir_given = getattr(args, "out_dir", None) is not None
-    if getattr(args, "out_dir", False) is None:
-        if args.made_with_defaults:
-            args.out_dir = RESULTS_DIR
+@dataclass(frozen=True)
+class RunContext:
+    """One run of a script, made once from its parsed flags (``run_context``) and passed
+    where the run needs it: where its outputs go, whether its flags are the committed
+    defaults, the record of what it wrote and the notes it leaves after the file list.
+
+    ``flags`` are the parsed flags with ``--out-dir`` resolved: what each sidecar records
+    (``sidecar_flags``). ``written`` and ``notes`` are the run's own lists (a run started
+    inside another, as ``make verify`` does, announces only its own files)."""
+
+    flags: dict[str, Any]
+    out_dir: Path | None
+    made_with_defaults: bool
+    out_dir_given: bool
+    run_folder: bool
+    quiet: bool
+    written: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add_note(self, text: str | None) -> None:
+        """Say ``text`` after the list of written files (even with ``--quiet``); None:
+        nothing to say."""
+        if text:
+            self.notes.append(text)
+
+    @property
+    def sidecar_flags(self) -> dict[str, Any]:
+        """The flags as the sidecars record them (``io.provenance``), with whether they are
+        the committed defaults."""
+        return {**self.flags, "made_with_defaults": self.made_with_defaults}
+
+
+def run_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunContext:
+    """The run's context. Where ``--out-dir`` was not given the output folder is
+    ``results/`` for the committed defaults and a new run folder otherwise (so that no
+    experiment replaces a canonical result by accident); a script without ``--out-dir``
+    has none."""
+    defaults = made_with_defaults(parser, args)
+    given = getattr(args, "out_dir", None)
+    run_folder = False
+    out_dir = given
+    if given is None and hasattr(args, "out_dir"):
+        if defaults:
+            out_dir = RESULTS_DIR
         else:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            args.out_dir = RUNS_DIR / f"{Path(parser.prog).stem}-{stamp}"
-            args.run_folder = True
+            out_dir = RUNS_DIR / f"{Path(parser.prog).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+            run_folder = True
+    flags = vars(args) | ({"out_dir": out_dir} if hasattr(args, "out_dir") else {})
+    return RunContext(
+        flags=flags,
+        out_dir=out_dir,
+        made_with_defaults=defaults,
+        out_dir_given=given is not None,
+        run_folder=run_folder,
+        quiet=getattr(args, "quiet", False),
+    )
 
 
 def add_results_dir_flag(parser: argparse.ArgumentParser) -> None:
@@ -96,13 +139,13 @@ def add_results_dir_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def table_path(args: argparse.Namespace, csv_name: str) -> Path:
+def table_path(args: argparse.Namespace, context: RunContext, csv_name: str) -> Path:
     """The checked output CSV of ``add_table_flags``; a run folder is created here."""
     if args.out is not None:
-        if args.out_dir_given:  # unused, but a bad value is still an error
-            check_dir_writable(args.out_dir, "--out-dir")
+        if context.out_dir_given:  # unused, but a bad value is still an error
+            check_dir_writable(context.out_dir, "--out-dir")
         return check_writable(args.out, "--out", suffix=".csv")
-    return prepare_out_dir(args) / csv_name
+    return prepare_out_dir(context) / csv_name
 
 
 def add_quiet_flag(parser: argparse.ArgumentParser) -> None:
@@ -151,9 +194,9 @@ def check_dir_writable(path: Path, flag: str, create: bool = False) -> Path:
     return path
 
 
-def prepare_out_dir(args: argparse.Namespace) -> Path:
-    """``args.out_dir``, checked writable (a run folder is created here)."""
-    return check_dir_writable(args.out_dir, "--out-dir", create=getattr(args, "run_folder", False))
+def prepare_out_dir(context: RunContext) -> Path:
+    """The run's output folder, checked writable (a run folder is created here)."""
+    return check_dir_writable(context.out_dir, "--out-dir", create=context.run_folder)
 
 
 #: A stage's name in its output folder: ``.staging-<pid>-<random>`` (the pid tells a stage
@@ -304,7 +347,7 @@ def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterato
     """All outputs or none: yield a new folder inside a hidden stage in ``directory`` to
     write into; when the block ends normally its files are moved into ``directory`` (files
     in subfolders to the same subfolders, made where missing) and their final paths
-    appended to ``record`` (a script passes its run's ``args.written``, which
+    appended to ``record`` (a script passes its run's ``context.written``, which
     ``cli.entry_point`` announces). When the block raises (Ctrl-C, a bad CSV, a failed
     run) the stage is deleted and ``directory`` is untouched.
 

@@ -4,7 +4,7 @@
 sets the slot, init, bias, d_model and batch size at once. Those five flags may still be
 given beside it only with the reading's own value: a flag typed on the command line with a
 different value is a UsageError naming both flags. (Typed flags are recorded in
-``args.given_recall_flags``, which the sidecars keep as provenance.)
+``harness.flags.TYPED_FLAGS``, which the sidecars keep as provenance.)
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from attnlab.core.references import recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
+from attnlab.harness.flags import TYPED_FLAGS, StoreTyped, StoreTypedBool, declare_flags
 from attnlab.harness.memory import FLOAT32_BYTES, Need, Size, product, size
 from attnlab.recall.config import RecallConfig
 from attnlab.recall.lanes import CPU_BLOCK_BYTES
@@ -30,27 +31,6 @@ READING_FLAGS = {
     "--d-model": "d_model",
     "--batch-size": "batch_size",
 }
-
-
-def _record(namespace: argparse.Namespace, option_string: str | None) -> None:
-    given = set(getattr(namespace, "given_recall_flags", ()))
-    namespace.given_recall_flags = sorted(given | {option_string})
-
-
-class _Store(argparse.Action):
-    """Store the value and record the flag as typed (for ``--reading``'s conflicts)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        _record(namespace, option_string)
-
-
-class _StoreBool(argparse.BooleanOptionalAction):
-    """``--x/--no-x``, recorded as typed."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        super().__call__(parser, namespace, values, option_string)
-        _record(namespace, option_string)
 
 
 def reading_name(text: str) -> str:
@@ -120,7 +100,7 @@ def add_recall_flags(
 
     def add_reading_flag(flag: str, **kwargs: Any) -> None:
         """A flag ``--reading`` also sets (``READING_FLAGS``), recorded as typed."""
-        action = _StoreBool if flag == "--bias" else _Store
+        action = StoreTypedBool if flag == "--bias" else StoreTyped
         add(flag, default=getattr(default, READING_FLAGS[flag]), action=action, **kwargs)
 
     if head_width:
@@ -175,12 +155,14 @@ def add_recall_flags(
         help="a declared reading (attnlab/recall/readings.py) or 'natural': sets "
         "--slot, --init, --bias, --d-model and --batch-size",
     )
-    parser.set_defaults(given_recall_flags=[])
-    parser.flag_groups = {  # the help's groups (cli.group_flags)
-        **getattr(parser, "flag_groups", {}),
-        "the article's settings (004, A Training Demo)": ARTICLE_FLAGS,
-        "the set-up the article leaves unstated": UNSTATED_FLAGS,
-    }
+    parser.set_defaults(**{TYPED_FLAGS: []})
+    declare_flags(
+        parser,
+        groups={
+            "the article's settings (004, A Training Demo)": ARTICLE_FLAGS,
+            "the set-up the article leaves unstated": UNSTATED_FLAGS,
+        },
+    )
 
 
 def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
@@ -194,7 +176,7 @@ def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:
     chosen = {field: getattr(args, field) for field in READING_FLAGS.values()}
     if args.reading is not None:
         reading = get_reading(args.reading)
-        given = set(args.given_recall_flags)
+        given = set(getattr(args, TYPED_FLAGS))
         for flag, field in READING_FLAGS.items():
             typed = given & ({flag, "--no-bias"} if flag == "--bias" else {flag})
             value = getattr(reading, field)

@@ -15,6 +15,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pandas as pd
 
@@ -66,21 +67,21 @@ def candidates_of(spec: Fit, screen_frame: pd.DataFrame, args: argparse.Namespac
     return spec.candidates(screen_frame, args)
 
 
-def _earlier(args: argparse.Namespace, spec: Fit, name: str, columns, stage: str):
+def _earlier(args: argparse.Namespace, out_dir: Path, spec: Fit, name: str, columns, stage: str):
     """An earlier stage's CSV from ``--out-dir``, for a run of one later stage."""
-    path = args.out_dir / name
+    path = out_dir / name
     command = f"python experiments/{spec.script}"
     if not path.is_file():
         raise cli.UsageError(
             f"--stage {args.stage}: needs {path}; make it with `{command} --stage {stage} "
-            f"--out-dir {args.out_dir}`"
+            f"--out-dir {out_dir}`"
         )
     return read_csv_checked(path, columns, command)
 
 
-def run(args: argparse.Namespace, spec: Fit) -> None:
+def run(args: argparse.Namespace, context: cli.RunContext, spec: Fit) -> None:
     """Run the stages ``--stage`` names and write their CSVs (each with its sidecar)."""
-    out_dir = cli.prepare_out_dir(args)
+    out_dir = cli.prepare_out_dir(context)
     csvs = spec.csvs
     readings = [r for r in spec.family if args.family_filter in r.name]
     pass_a_seeds = spec.pass_a_seeds(args)
@@ -94,13 +95,13 @@ def run(args: argparse.Namespace, spec: Fit) -> None:
     screen_frame = scores = None
     if stages[0] == "fit":
         columns = ["name", "grad_norm_wq_scaled", "kept"]
-        screen_frame = _earlier(args, spec, csvs.screen, columns, "screen")
+        screen_frame = _earlier(args, out_dir, spec, csvs.screen, columns, "screen")
     if stages[0] == "predict":
-        scores = _earlier(args, spec, csvs.scores, list(spec.score_columns), "fit")
-    flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items()}
+        scores = _earlier(args, out_dir, spec, csvs.scores, list(spec.score_columns), "fit")
+    flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in context.sidecar_flags.items()}
     written: list[str] = []
     label = spec.number
-    with cli.staged_outputs(out_dir, args.written) as stage:
+    with cli.staged_outputs(out_dir, context.written) as stage:
 
         def write(frame: pd.DataFrame, name: str, wall: float, extra=None) -> None:
             write_result(frame, stage / name, {**flags, **(extra or {})}, wall)
@@ -149,4 +150,4 @@ def script(
     doc: str | None, spec: Fit
 ) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], None]]:
     """``(build_parser, run)`` of the script of the fit ``spec`` (``cli.entry_point``'s)."""
-    return (lambda: build_parser(doc, spec)), (lambda args: run(args, spec))
+    return (lambda: build_parser(doc, spec)), (lambda args, context: run(args, context, spec))

@@ -55,7 +55,7 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         3,
     )
     cli.add_seed_flag(parser)
-    parser.committed_arguments = (CAUSAL_ARGUMENTS.split(),)
+    cli.declare_flags(parser, committed=(CAUSAL_ARGUMENTS.split(),))
 
 
 def fitted_lengths(context: int | None) -> tuple[int, ...]:
