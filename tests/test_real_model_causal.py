@@ -64,6 +64,8 @@ def tiny(tmp_path):
     return checkpoint, text
 
 
+@pytest.mark.slow  # 13 end to end on a tiny GPT-2 (18 s of CPU cold); test_real_model_experiment
+# runs the script on a tiny checkpoint in the fast suite
 def test_tiny_gpt2_end_to_end(load_script, run_main, tiny, tmp_path, capsys):
     """GPT-2's scaled attention beside a researcher's mechanism, named with --mechanisms:
     the owner comes out both ways in one run."""
