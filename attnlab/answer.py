@@ -1,7 +1,7 @@
 """The article's question answered in plain sentences, from the committed CSVs alone (pandas,
 no JAX): README's first block and the opening of ``results/REPORT.md``.
 
-*Can Attention Work Without the sqrt(d) Scaling?* Four sentences, each a template whose
+*Can Attention Work Without the sqrt(d) Scaling?* Five sentences, each a template whose
 numbers are read from the result CSVs and whose verbs are chosen by rules stated here, so
 that the data can contradict every one of them:
 
@@ -18,7 +18,10 @@ that the data can contradict every one of them:
 4. the language model (14): who owns the temperature under scaled and unscaled attention
    (the ownership table's ``owner``), and whether it *held* after the weights drifted
    (``attnlab.studies.lm_proxy.report.drift``: the logit scale grew at most
-   ``HOLDS_WITHIN``), in all, none or some of the layers; qk-layernorm beside them.
+   ``HOLDS_WITHIN``), in all, none or some of the layers; qk-layernorm beside them;
+5. the optimizer (15): whether QK-Clip *held* the largest logit within one update's growth
+   of tau over the long run, whether it fired *less* late than early, and where Muon's
+   logits grew more than AdamW's (``optimizer_sentence``).
 
 Each sentence is a pure function of data frames (the tests give them hand-made tables);
 ``opening`` reads the CSVs and leaves out a sentence whose CSVs are absent. It is
@@ -42,6 +45,9 @@ from attnlab.report import CheckedTables
 from attnlab.studies import predictions
 from attnlab.studies.lm_proxy.report import OWNERSHIP_COLUMNS, drift
 from attnlab.studies.lm_proxy.study import DRIFT_FACTOR, HOLDS_WITHIN, OWNERSHIP_CSV
+from attnlab.studies.optimizer.answers import multiple_pairs, nominal_pairs
+from attnlab.studies.optimizer.report import RUN_COLUMNS
+from attnlab.studies.optimizer.study import ONE_UPDATE, RUNS_CSV
 from attnlab.studies.recall.report import natural_name
 from attnlab.studies.recall.study import SUMMARY_CSV
 from attnlab.studies.statics.study import JACOBIAN_CSV, LOGIT_CSV, SATURATION_CSV
@@ -295,6 +301,44 @@ def lm_sentence(
     return text + "."
 
 
+# --- 5: the optimizer as owner ---------------------------------------------------------------
+
+
+def optimizer_sentence(runs: pd.DataFrame, bound: float = ONE_UPDATE) -> str:
+    """From 15's runs table: over the long run, whether QK-Clip *held* the largest logit
+    within ``bound`` tau after it first fired in every clipped run (else *let it reach* its
+    worst), against the unclipped runs at the same rates; whether it fired *less* late than
+    early (last quarter below the first, every clipped run); and at how many matched
+    multiples of each one's best rate, and matched nominal rates, Muon's logits grew more
+    than AdamW's (``attnlab.studies.optimizer.answers``)."""
+    long = runs[(runs.part == "long") & runs.qk_clip_tau.notna() & (runs.first_clip_step >= 0)]
+    text = "Under Muon and Kimi K2's QK-Clip (experiment 15)"
+    if len(long):
+        worst = float((long.max_signed_after_first_clip / long.qk_clip_tau).max())
+        free = runs[(runs.part == "long") & runs.qk_clip_tau.isna()
+                    & runs.lr.isin(long.lr)].max_attn_logit  # fmt: skip
+        held = (f"held the largest logit within {bound:g} tau" if worst <= bound
+                else f"let the largest logit reach {rounded(worst)} tau")  # fmt: skip
+        late = (long.clip_fraction_last_quarter < long.clip_fraction_first_quarter).all()
+        first, last = long.clip_fraction_first_quarter, long.clip_fraction_last_quarter
+        text += (
+            f", over {int(long.steps.max()):,} steps at rates where unclipped logits reached "
+            f"{rounded(free.min())}-{rounded(free.max())}, the clip {held} after it first "
+            f"fired, firing {'less' if late else 'no less'} late than early ("
+            f"{percent(first.min())}-{percent(first.max())} of heads a step in the first "
+            f"quarter, {percent(last.min())}-{percent(last.max())} in the last)"
+        )
+    multiples, nominal = multiple_pairs(runs), nominal_pairs(runs)
+
+    def above(pairs) -> str:
+        return f"{sum(m > a for _, m, a in pairs)} of {len(pairs)}"
+
+    return (
+        f"{text}; Muon's logits grew more than AdamW's at {above(multiples)} matched multiples "
+        f"of the best rate, at {above(nominal)} matched nominal rates."
+    )
+
+
 # --- the whole ---------------------------------------------------------------------------------
 
 
@@ -330,12 +374,17 @@ def _lm(tables: CheckedTables) -> str:
     return lm_sentence(drift(tables.get(OWNERSHIP_CSV, OWNERSHIP_COLUMNS)))
 
 
+def _optimizer(tables: CheckedTables) -> str:
+    return optimizer_sentence(tables.get(RUNS_CSV, RUN_COLUMNS))
+
+
 #: The sentences in order: what each is about, and how it is made from the tables.
 SENTENCES = (
     ("the training demo", _training),
     ("the variance of q . k", _statics),
     ("saturation and the softmax Jacobian", _saturation),
     ("the language model", _lm),
+    ("the optimizer", _optimizer),
 )
 
 

@@ -2,7 +2,8 @@
 and says, by stated rules, who owns its temperature, whether it holds after the weights
 drift, is stable at high learning rates, keeps its temperature across widths, has scaled's
 float16 headroom, is mask-safe, trains as fast as scaled and transfers its learning rate;
---task lm asks it of experiment 14's causal LM (where mechanisms reading positions run).
+--task lm asks it of experiment 14's causal LM (where mechanisms reading positions run),
+with --optimizer muon and --qk-clip TAU as experiment 15 trains it.
 --mechanism: a built-in, MODULE:NAME or path/to/file.py:NAME (logits(q, k) or an
 attnlab.Mechanism); yours go to results/cards/user/. Method: attnlab/studies/card/README.md.
 """
@@ -13,6 +14,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.core.references import mechanism_reference, mechanism_references
 from attnlab.harness import cli
+from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.studies import headline
 from attnlab.studies.card import api
 from attnlab.studies.card.store import LM, RECALL
@@ -30,6 +32,11 @@ def build_parser():
         help="comma-separated baselines (default: scaled,unscaled; scaled with --task lm)")
     add("--task", choices=(RECALL, LM), default=RECALL,
         help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM")
+    add("--optimizer", choices=OPTIMIZERS, default="adamw",
+        help="--task lm: adamw (14's), or muon on the hidden matrices and adamw on the rest")
+    add("--qk-clip", type=cli.positive_float, default=None, metavar="TAU",
+        help="--task lm: QK-Clip after every step at TAU (Kimi K2: 100; default: none); "
+        "where it still fires late in training, the owner verdict names the clip")
     # fmt: on
     add("--quick", action="store_true", help="every section at smaller sizes")
     cli.add_seed_flag(parser)
@@ -42,7 +49,15 @@ def build_parser():
 def run(args, context):
     against = args.against or list(api.AGAINST[args.task])
     try:
-        job = api.prepare(args.task, args.mechanism, against, args.quick, args.seed)
+        job = api.prepare(
+            args.task,
+            args.mechanism,
+            against,
+            args.quick,
+            args.seed,
+            optimizer=args.optimizer,
+            qk_clip=args.qk_clip,
+        )
     except api.CardInputError as err:
         raise cli.UsageError(f"{err.flag}: {err}") from None
     default_place = context.made_with_defaults and not context.out_dir_given  # not asked

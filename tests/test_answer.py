@@ -18,6 +18,7 @@ from attnlab.answer import (
     lm_sentence,
     loss,
     opening,
+    optimizer_sentence,
     rounded,
     saturation_sentence,
     step_ratio,
@@ -184,10 +185,11 @@ def test_different_owners_and_no_drift():
 
 
 def test_the_committed_answer():
-    """Four parts, in order, read from the committed CSVs."""
+    """Five parts, in order, read from the committed CSVs."""
     text = opening(tables_for(RESULTS))
     assert text.startswith(f"**{QUESTION}** On the article's recall task")
-    parts = ["recall task", "standard deviation of `q · k`", "saturates", "language model"]
+    parts = ["recall task", "standard deviation of `q · k`", "saturates", "language model",
+             "Muon"]  # fmt: skip
     assert [text.index(p) for p in parts] == sorted(text.index(p) for p in parts)
     assert "shared/" not in text
 
@@ -212,3 +214,31 @@ def test_a_sentence_whose_csvs_are_absent_is_left_out(tmp_path):
 def test_the_answer_loads_no_jax():
     code = "import sys, attnlab.answer; assert 'jax' not in sys.modules, 'attnlab.answer'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def _runs(after: float, first: float, last: float) -> pd.DataFrame:
+    """15's runs: a clipped long run and its unclipped twin, and a sweep where Muon's logits
+    are below AdamW's at both rates but above at the best (AdamW 1e-2, Muon 3e-2)."""
+
+    def row(part, optimizer, lr, logit, loss, tau=float("nan"), **more):
+        return {"part": part, "optimizer": optimizer, "mechanism": "scaled", "qk_clip_tau": tau,
+                "lr": lr, "seed": 0, "steps": 5000, "final_val_loss": loss,
+                "max_attn_logit": logit, "first_clip_step": -1, **more}  # fmt: skip
+
+    return pd.DataFrame([
+        row("sweep", "adamw", 1e-2, 20.0, 2.0), row("sweep", "adamw", 3e-2, 300.0, 2.5),
+        row("sweep", "muon", 1e-2, 10.0, 2.2), row("sweep", "muon", 3e-2, 25.0, 1.9),
+        row("long", "muon", 0.3, 1e7, 2.7),
+        row("long", "muon", 0.3, 500.0, 2.0, tau=100.0, first_clip_step=60,
+            max_signed_after_first_clip=after, clip_fraction_first_quarter=first,
+            clip_fraction_last_quarter=last),
+    ])  # fmt: skip
+
+
+def test_the_clip_held_or_not_and_fired_less_late_or_not():
+    text = optimizer_sentence(_runs(150.0, 0.5, 0.1))
+    assert "held the largest logit within 2 tau" in text and "firing less late" in text
+    assert "reached 10,000,000-10,000,000" in text
+    assert "at 1 of 1 matched multiples" in text and "at 0 of 2 matched nominal" in text
+    text = optimizer_sentence(_runs(1280.0, 0.1, 0.5))
+    assert "let the largest logit reach 13 tau" in text and "firing no less late" in text

@@ -24,7 +24,7 @@ from attnlab.recall.task import sample_batch
 from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.compute import REPRODUCE_COMMAND, time_reproduce
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
-from attnlab.studies.bench.lm_step import bench_lm_step, lm_step_flops
+from attnlab.studies.bench.lm_step import bench_lm_optimizers, bench_lm_step, lm_step_flops
 from attnlab.studies.bench.report import bench_markdown
 from attnlab.studies.bench.step import PARTS, bench_recall_step, recall_step_flops, step_programs
 from attnlab.studies.bench.timing import interleaved_median_seconds
@@ -206,7 +206,8 @@ def test_time_reproduce_raises_on_failure(tmp_path):
 
 
 def test_make_reproduce_row_only_when_asked(monkeypatch):
-    groups = ("bench_statics", "bench_attention", "bench_recall_step", "bench_lm_step")
+    groups = ("bench_statics", "bench_attention", "bench_recall_step", "bench_lm_step",
+              "bench_lm_optimizers")  # fmt: skip
     for group in groups:
         monkeypatch.setattr(compute, group, lambda *_: [])
     monkeypatch.setattr(compute, "measure_peak", lambda *_: (1.0, 1.0))
@@ -273,3 +274,14 @@ def test_lm_step_flops_counts_the_matmuls():
     """One layer, d 16, T 8, batch 2: 2 (12 d^2 + 256 d) + 4 T d per token, times 3 B T."""
     lm = LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=2, steps=2, warmup=0)
     assert lm_step_flops(lm) == 3 * 2 * 8 * (2 * (12 * 256 + 256 * 16) + 4 * 8 * 16)
+
+
+@pytest.mark.slow  # four tiny LM chunks compiled (Muon, AdamW, with and without the clip)
+def test_lm_optimizer_rows():
+    """Muon's step and the clip's against AdamW's plain step: each row's speed-up is the
+    ratio of its two timings."""
+    rows = {r["name"]: r for r in bench_lm_optimizers(QUICK)}
+    assert sorted(rows) == ["lm_muon_step_vs_adamw", "lm_qk_clip_step_vs_none"]
+    for row in rows.values():
+        assert row["speedup"] == row["baseline_seconds"] / row["ours_seconds"] > 0
+    assert "Muon" in rows["lm_muon_step_vs_adamw"]["detail"]

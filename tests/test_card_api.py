@@ -90,3 +90,18 @@ def test_the_api_writes_the_scripts_csvs_byte_for_byte(
 def test_a_mechanism_that_needs_positions_is_refused_before_any_work():
     with pytest.raises(MechanismError, match="'alibi' needs q_pos"):
         attnlab.card("alibi", quick=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "flag"),
+    [
+        ({"optimizer": "muon"}, "--optimizer"),
+        ({"qk_clip": 100.0}, "--qk-clip"),
+        ({"task": "lm", "optimizer": "sgd"}, "--optimizer"),
+        ({"task": "lm", "qk_clip": -1.0}, "--qk-clip"),
+    ],
+)
+def test_the_optimizer_and_the_clip_are_the_lm_cards_and_checked_before_any_work(kwargs, flag):
+    with pytest.raises(api.CardInputError) as raised:
+        attnlab.card("scaled", quick=True, progress=False, **kwargs)
+    assert raised.value.flag == flag

@@ -150,3 +150,17 @@ def test_a_users_alibi_gets_a_language_model_card(script, run_main, tmp_path):
     assert sidecar["flags"]["task"] == "lm"
     settings = lm.lm_card_config(quick=True).settings()  # TINY's, with this text's checksum
     assert sidecar["flags"]["card_settings"] == json.loads(json.dumps(settings))
+
+
+@pytest.mark.slow  # a tiny LM cell under Muon with the clip (compiles its own programs)
+def test_under_muon_with_a_clip_that_fires_to_the_end_the_clip_owns_the_temperature():
+    """--optimizer muon --qk-clip TAU: every mechanism of the card trains so; with a tau so
+    low that the clip fires at every step, every layer is the clip's (the owner verdict's
+    reading, shown on hand-made tables in test_card_lm_verdicts)."""
+    from attnlab.studies.card.lm_verdicts import clip_layers_late
+
+    config = dataclasses.replace(TINY, lm=dataclasses.replace(TINY.lm, optimizer="muon",
+                                                              qk_clip_tau=1e-3))  # fmt: skip
+    card = lm.lm_cell(config, "scaled", 16)
+    assert card.lm_sweep.clip_fraction_last_quarter_layer0.gt(0).all()
+    assert clip_layers_late(card, "scaled") == {0}

@@ -158,3 +158,17 @@ def test_every_verdict_is_a_row_per_mechanism():
     assert list(frame.columns) == ["mechanism", "verdict", "rule", "value", "passed"]
     assert frame.verdict.nunique() == len(v.LM_VERDICTS)
     assert np.all(frame.rule.str.len() > 20)
+
+
+@pytest.mark.parametrize(("late", "owner"), [(0.25, v.CLIP_OWNER), (0.0, "weights")])
+def test_owner_is_the_clip_where_it_still_fires_late(late, owner):
+    """With --qk-clip: a layer whose heads the clip still clipped in the last quarter of
+    training at the best rate is the optimizer's; where it stopped firing, the elasticity
+    names the owner (the weights here, e = 2)."""
+    rows = sweep("m", INSIDE)
+    for row in rows:
+        row |= {"clip_fraction_last_quarter_layer0": 0.0,
+                "clip_fraction_last_quarter_layer1": late}  # fmt: skip
+    verdict = v.lm_owner(card(rows, ownership("m", "best", 1e-2, 2.0, 2.0, 1.0)), "m")
+    assert "layer 0: weights" in verdict.value and f"layer 1: {owner}" in verdict.value
+    assert verdict.passed is False  # layer 0's weights own it either way

@@ -46,6 +46,7 @@ PATH_ROLES = {
     "--reference-dir": "dir_in",
     "--checkpoint": "dir_in",
     "--text": "file_in",
+    "--long-text": "file_in",
 }
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # root may write anywhere
 
@@ -416,7 +417,8 @@ def _mechanism_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [a for a in parser._actions if a.type in MECHANISM_TYPES]
 
 
-TAKING = ("05_remedies", "10_widths", "11_mechanism_card", "13_real_model", "14_lm_proxy")
+TAKING = ("05_remedies", "10_widths", "11_mechanism_card", "13_real_model", "14_lm_proxy",
+          "15_optimizer_drift")  # fmt: skip
 MECHANISM_SCRIPTS = [n for n in SCRIPTS if n in TAKING]
 
 
@@ -430,7 +432,7 @@ def test_every_script_that_takes_a_mechanism_is_covered(load_script):
 def test_a_broken_mechanism_is_one_worded_line_in_every_script_that_takes_one(
     name, file, load_script, run_main, in_tmp_path, capsys, monkeypatch
 ):
-    """Each broken case through every mechanism flag of 05, 10, 11, 13 and 14: exit 2, one line
+    """Each broken case through every mechanism flag of 05, 10, 11, 13, 14 and 15: exit 2, one line
     naming the flag and the cause in words (no traceback, no raw exception repr), nothing
     written, no run folder (``_assert_rejected``)."""
     module = load_script(name)
@@ -547,6 +549,12 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "pieces": lambda *a: [],
             "run_pieces": lambda *a: [],
             "tables": lambda *a: (FRAME, FRAME, FRAME, []),
+        },
+        "15_optimizer_drift": {
+            "sweep_pieces": lambda *a: [],
+            "run_pieces": lambda *a: [],
+            "joined": lambda *a: (FRAME, FRAME),
+            "long_pieces": lambda *a: [],
         },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},

@@ -76,3 +76,23 @@ def test_several_mechanisms_share_one_comparison_and_reuse_a_committed_baseline(
         ours[ours.mechanism == "unscaled"].reset_index(drop=True),
         theirs[theirs.mechanism == "unscaled"].reset_index(drop=True),
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--optimizer", "muon"], "--optimizer"),
+        (["--qk-clip", "100"], "--qk-clip"),
+        (["--task", "lm", "--qk-clip", "0"], "--qk-clip"),
+        (["--task", "lm", "--optimizer", "sgd"], "--optimizer"),
+    ],
+)
+def test_the_optimizer_and_the_clip_are_the_lm_cards_else_one_line_exit_2(
+    script, run_main, tmp_path, capsys, flags, named
+):
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = ["--mechanism", "scaled", *flags, "--quick", "--quiet", "--out-dir", str(out)]
+    assert run_main(script, argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err and not any(out.iterdir())

@@ -15,6 +15,9 @@ researcher's own training loop).
 ``qk_clip``         QK-Clip (Kimi K2, Megatron-LM): rescale each head's W_q, W_k after a step
                     so that its largest logit is at most ``tau``
 ``ledger``          the temperature ledger: per layer and head, what sets the logits' scale
+``trajectory``      the ledger along a run (``train_lanes``' ``on_params`` hook), with the owner
+                    and how far W_Q, W_K moved from step 0 (15)
+``corpus``          a long text read offline: the standard library's source (15's long run)
 ``sweep``           a sweep's trained lanes -> its tables (losses, ownership, drift, lengths)
 ``sweep_tables``    readings of those tables, pandas only (sensitivity, best rate)
 ``export``          a trained ``CausalLM`` written as a GPT-2 checkpoint (``models.gpt2``

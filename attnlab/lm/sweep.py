@@ -39,7 +39,9 @@ OWNERSHIP_WINDOWS = 4
 def sweep_rows(result: SweepResult) -> pd.DataFrame:
     """One row per lane: held-out loss (mean and SE over windows) at step 0 and at the end,
     the output logits' variance at step 0, the largest attention logit per layer over
-    training, the final entropy and q, k norms of layer 0, the first non-finite step."""
+    training, the final entropy and q, k norms of layer 0, the first non-finite step; with
+    QK-Clip, the fraction of heads it clipped in the first and the last quarter of the
+    steps, and in the last quarter per layer."""
     lm = result.config
     windows = result.initial_loss.shape[1]
     metrics = result.metrics
@@ -67,6 +69,10 @@ def sweep_rows(result: SweepResult) -> pd.DataFrame:
         for name, part in (("first", slice(0, quarter)), ("last", slice(-quarter, None))):
             frame[f"clip_fraction_{name}_quarter"] = np.mean(
                 metrics["clip_fraction"][:, part, :], axis=(1, 2)
+            )
+        for layer in range(lm.n_layers):  # the card's owner: where the clip still fires
+            frame[f"clip_fraction_last_quarter_layer{layer}"] = np.mean(
+                metrics["clip_fraction"][:, -quarter:, layer], axis=1
             )
     frame["diverged_step"] = result.diverged_step
     return frame
@@ -118,7 +124,7 @@ def ownership_rows(
     lm = result.config
     windows = jnp.asarray(split.held_out[:OWNERSHIP_WINDOWS, :-1])
     constants = mechanism.constant_values(lm.d_head)
-    program = _ownership_program(lm.model(mechanism))
+    program = ownership_program(lm.model(mechanism))
     best, drifted = best_lane_rates(sweep, drift_factor)
     rows = []
     for role, rate in (("best", best), ("drifted", drifted)):
@@ -139,7 +145,7 @@ def ownership_rows(
 
 
 @cache
-def _ownership_program(model: CausalLM):
+def ownership_program(model: CausalLM):
     """``(params, windows, constants) -> (scale [L, H], elasticity [L, H, alphas])``: per
     layer and head, the logits' within-row spread and the ownership elasticity of the
     mechanism on that layer's q and k (its learned scalars as trained), causal mask."""

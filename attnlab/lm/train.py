@@ -317,10 +317,14 @@ def train_lanes(
     seeds: list[int],
     split: Split,
     on_chunk=None,
+    on_params=None,
 ) -> SweepResult:
     """Train ``mechanism`` at every (rate, seed) of ``lrs x seeds`` as lanes of one
     compiled program (lanes rate-major), padded to a multiple of the device count and
-    sharded over the devices. ``on_chunk(steps x lanes)`` after each chunk."""
+    sharded over the devices. ``on_chunk(steps x lanes)`` after each chunk;
+    ``on_params(step, params)`` with the lanes' parameters (stacked, padded lanes
+    included) at step 0 and after each chunk, ``step`` the steps taken (a run's ledger:
+    ``attnlab.lm.trajectory``)."""
     lanes = [(lr, seed) for lr in lrs for seed in seeds]
     n = len(lanes)
     model = config.model(mechanism)
@@ -338,12 +342,16 @@ def train_lanes(
     initial, initial_var = evaluate(state.params, held_out, lane_constants)
     chunk = chunk_program(program, config)
     chunks = []
+    if on_params is not None:
+        on_params(0, state.params)
     for start in range(0, config.steps, config.chunk_steps):
         steps = jnp.arange(start, min(start + config.chunk_steps, config.steps))
         state, metrics = chunk(state, steps, train, rates, lane_constants)
         chunks.append(jax.tree.map(np.asarray, metrics))
         if on_chunk is not None:
             on_chunk(len(steps) * n)
+        if on_params is not None:
+            on_params(int(steps[-1]) + 1, state.params)
     metrics = {k: np.concatenate([c[k] for c in chunks], axis=1)[:n] for k in config.metrics}
     final, _ = evaluate(state.params, held_out, lane_constants)
     diverged = first_nonfinite_steps(metrics["loss"])

@@ -333,9 +333,36 @@ $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	results/14_lm_sweep.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study lm_proxy
 
+# ------------------------------------------------------------ optimizer
+OPTIMIZER_CSVS := results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
+	results/15_optimizer_ledger.csv
+OPTIMIZER_FIGURES := figures/fig14_optimizer.png
+results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
+	results/15_optimizer_ledger.csv &: experiments/15_optimizer_drift.py $(SHARED) \
+	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
+	attnlab/core/elasticity.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/parallel.py \
+	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/harness/memory.py attnlab/harness/workers.py attnlab/lm/__init__.py \
+	attnlab/lm/corpus.py attnlab/lm/ledger.py attnlab/lm/model.py attnlab/lm/optim.py \
+	attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/lm/trajectory.py attnlab/studies/optimizer/__init__.py \
+	attnlab/studies/optimizer/answers.py attnlab/studies/optimizer/compute.py \
+	attnlab/studies/optimizer/flags.py attnlab/studies/optimizer/study.py | $(STAMP)
+	$(PY) $<
+$(OPTIMIZER_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/lm/__init__.py attnlab/lm/sweep_tables.py attnlab/report.py \
+	attnlab/studies/optimizer/__init__.py attnlab/studies/optimizer/answers.py \
+	attnlab/studies/optimizer/figure.py attnlab/studies/optimizer/report.py \
+	attnlab/studies/optimizer/study.py results/15_optimizer_curves.csv.xz \
+	results/15_optimizer_ledger.csv results/15_optimizer_runs.csv | $(STAMP)
+	$(PY) experiments/plot_figures.py --study optimizer
+
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \
 	$(CONDENSATION_CSVS) $(FAILURE_MODES_CSVS) $(COMPANION_CSVS) $(CARD_CSVS) $(REAL_MODEL_CSVS) \
-	$(LM_PROXY_CSVS)
+	$(LM_PROXY_CSVS) $(OPTIMIZER_CSVS)
 FIGURES := $(STATICS_FIGURES) $(RECALL_FIGURES) $(REMEDIES_FIGURES) $(ARTICLE_FIT_FIGURES) \
 	$(WIDTHS_FIGURES) $(CONDENSATION_FIGURES) $(FAILURE_MODES_FIGURES) $(CARD_FIGURES) \
-	$(REAL_MODEL_FIGURES) $(LM_PROXY_FIGURES)
+	$(REAL_MODEL_FIGURES) $(LM_PROXY_FIGURES) $(OPTIMIZER_FIGURES)

@@ -28,7 +28,7 @@ from attnlab.studies.bench.config import (
     make_row,
     timing_note,
 )
-from attnlab.studies.bench.lm_step import bench_lm_step
+from attnlab.studies.bench.lm_step import bench_lm_optimizers, bench_lm_step
 from attnlab.studies.bench.step import bench_recall_step
 from attnlab.studies.bench.timing import interleaved_median_seconds, measure_peak
 
@@ -208,6 +208,7 @@ def run_bench(
         lambda: bench_attention(config),
         lambda: bench_recall_step(config, peak),
         lambda: bench_lm_step(config, peak),
+        lambda: bench_lm_optimizers(config),
     ]
     if reproduce_command is not None:
         groups.append(lambda: [time_reproduce(reproduce_command)])
@@ -219,4 +220,4 @@ def run_bench(
 
 def groups(reproduce: bool) -> int:
     """How many times ``run_bench`` calls ``on_group``."""
-    return 5 + reproduce
+    return 6 + reproduce

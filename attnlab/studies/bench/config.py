@@ -28,6 +28,8 @@ ROW_NAMES = (
     "profile_step_full",
     "lm_step_vs_reference",
     "lm_step_peak_fraction",
+    "lm_muon_step_vs_adamw",
+    "lm_qk_clip_step_vs_none",
 )
 #: The row ``run_bench`` produces only when asked for (``--reproduce``), last.
 OPTIONAL_ROW_NAMES = ("make_reproduce_seconds",)

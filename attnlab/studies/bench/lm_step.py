@@ -37,9 +37,9 @@ def lm_step_flops(config: LMConfig) -> int:
     return 3 * config.batch_size * length * per_token
 
 
-def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
-    """Rows ``lm_step_vs_reference`` and ``lm_step_peak_fraction``."""
-    lm = replace(config.lm, chunk_steps=config.lm.steps)
+def _lane(config: BenchConfig, lm: LMConfig):
+    """One lane of ``lm`` (scaled attention, rate 1e-3) from ``config.seed``: the model, its
+    state, training bytes, rate and constants (each with a lane axis), and the steps."""
     mechanism = MECHANISMS["scaled"]
     model = lm.model(mechanism)
     init_key, data_key = seed_keys(config.seed)
@@ -49,7 +49,13 @@ def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
     rate = jnp.full((1,), 1e-3, jnp.float32)
     constants = {k: jnp.full((1,), v, jnp.float32)
                  for k, v in mechanism.constant_values(lm.d_head).items()}  # fmt: skip
-    steps = jnp.arange(lm.steps)
+    return model, state, train, rate, constants, jnp.arange(lm.steps)
+
+
+def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
+    """Rows ``lm_step_vs_reference`` and ``lm_step_peak_fraction``."""
+    lm = replace(config.lm, chunk_steps=config.lm.steps)
+    model, state, train, rate, constants, steps = _lane(config, lm)
     chunk = chunk_program(model, lm)
     one = jax.tree.map(lambda x: x[0], state)
     lane_constants = {k: v[0] for k, v in constants.items()}
@@ -91,3 +97,38 @@ def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
             f"{peak_flops / 1e9:.3g} GFLOP/s",
         ),
     ]
+
+
+#: QK-Clip's threshold in the clip's row (Kimi K2's).
+BENCH_TAU = 100.0
+
+
+def bench_lm_optimizers(config: BenchConfig) -> list[Row]:
+    """Rows ``lm_muon_step_vs_adamw`` and ``lm_qk_clip_step_vs_none``: one lane's chunk of
+    ``config.lm.steps`` steps under Muon (``attnlab.lm.optimizers``) against the same chunk
+    under AdamW, and under AdamW with QK-Clip at ``BENCH_TAU`` (each head's largest logit
+    kept from the forward pass, the clip after the update) against without; a speed-up
+    below 1 is what the first costs per step over the second."""
+    base = replace(config.lm, chunk_steps=config.lm.steps, optimizer="adamw", qk_clip_tau=None)
+    pairs = (
+        ("lm_muon_step_vs_adamw", replace(base, optimizer="muon"), "Muon on the hidden "
+         "matrices (AdamW on the rest) vs AdamW"),
+        ("lm_qk_clip_step_vs_none", replace(base, qk_clip_tau=BENCH_TAU), f"AdamW with "
+         f"QK-Clip at tau {BENCH_TAU:g} vs without"),
+    )  # fmt: skip
+    rows = []
+    for name, lm, what in pairs:
+        calls = {}
+        for role, setup in (("ours", lm), ("reference", base)):
+            model, state, train, rate, constants, steps = _lane(config, setup)
+            chunk = chunk_program(model, setup)
+            calls[role] = lambda c=chunk, a=(state, steps, train, rate, constants): c(*a)
+        seconds = interleaved_median_seconds(calls, config.repeats,
+                                             min_seconds=config.min_timing_seconds)  # fmt: skip
+        rows.append(make_row(
+            name, seconds["ours"], seconds["reference"],
+            detail=f"seconds per {base.steps} steps, d_model {base.d_model}, {base.n_layers} "
+            f"layers, sequence {base.seq_len}, batch {base.batch_size}, 1 lane: {what}; "
+            f"{timing_note(config)}",
+        ))  # fmt: skip
+    return rows

@@ -8,6 +8,7 @@ too."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism
 from attnlab.core.references import ALL_BUILTINS, load_mechanism, recall_refusal
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
+from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.studies.card import store
 from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
 from attnlab.studies.card.lm import lm_card_config, lm_total_work, run_lm_cards
@@ -31,12 +33,15 @@ from attnlab.studies.card.verdicts import Card
 AGAINST = {RECALL: ("scaled", "unscaled"), LM: ("scaled",)}
 
 
-def task_parts(task: str, quick: bool, seed: int) -> tuple:
+def task_parts(
+    task: str, quick: bool, seed: int, optimizer: str = "adamw", qk_clip: float | None = None
+) -> tuple:
     """``(config, run, total_work)`` of a card on ``task``: its configuration at the
-    defaults or ``quick``'s from ``seed``, the function that computes its cards
-    (``run(config, plan, on_progress, jobs)``) and its progress units."""
+    defaults or ``quick``'s from ``seed`` (on ``LM``, with ``optimizer`` and QK-Clip at
+    ``qk_clip``), the function that computes its cards (``run(config, plan, on_progress,
+    jobs)``) and its progress units."""
     if task == LM:
-        return lm_card_config(quick, seed), run_lm_cards, lm_total_work
+        return lm_card_config(quick, seed, optimizer, qk_clip), run_lm_cards, lm_total_work
     config = dataclasses.replace(QUICK if quick else CardConfig(), seed=seed)
     return config, run_cards, total_work
 
@@ -126,15 +131,27 @@ def prepare(
     quick: bool = False,
     seed: int = 0,
     committed: Path | None = None,
+    optimizer: str = "adamw",
+    qk_clip: float | None = None,
 ) -> CardJob:
     """The run of cards of ``targets`` against ``against`` on ``task``, at the defaults or
-    ``quick``'s from ``seed``, reading built-in baselines from the committed cards in
-    ``committed`` (default: ``results/cards/``) where their settings match. Raises
-    ``CardInputError`` (one line, and the flag it comes from) before any work: a task,
-    seeds past the largest, a mechanism the task cannot run, two of the same name."""
+    ``quick``'s from ``seed`` (on ``LM``, trained with ``optimizer`` and QK-Clip at
+    ``qk_clip``), reading built-in baselines from the committed cards in ``committed``
+    (default: ``results/cards/``) where their settings match. Raises ``CardInputError``
+    (one line, and the flag it comes from) before any work: a task, seeds past the
+    largest, an optimizer or clip off the LM task, a mechanism the task cannot run, two of
+    the same name."""
     if task not in AGAINST:
         raise CardInputError("--task", f"task must be one of {list(AGAINST)}, got {task!r}")
-    config, run, work = task_parts(task, quick, seed)
+    if optimizer not in OPTIMIZERS:
+        raise CardInputError("--optimizer", f"must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
+    for flag, off in (("--optimizer", optimizer != "adamw"), ("--qk-clip", qk_clip is not None)):
+        if off and task != LM:
+            raise CardInputError(flag, "applies to --task lm only (the recall task trains "
+                                 "with 04's optimizer)")  # fmt: skip
+    if qk_clip is not None and not (math.isfinite(qk_clip) and qk_clip > 0):
+        raise CardInputError("--qk-clip", f"must be a finite number > 0, got {qk_clip!r}")
+    config, run, work = task_parts(task, quick, seed, optimizer, qk_clip)
     try:
         cli.check_seeds(seed, 1 if task == LM else config.training.seeds, "--seed")
     except cli.UsageError as err:
@@ -176,13 +193,17 @@ def card(
     progress: bool = True,
     committed: Path | None = None,
     task: str = RECALL,
+    optimizer: str = "adamw",
+    qk_clip: float | None = None,
 ) -> CardReport:
     """The card of ``mechanism`` (a ``Mechanism``, a function ``logits(q, k)``, named
     ``name`` or its ``__name__``, or a reference ``load_mechanism`` resolves) against the
     baselines ``against`` (references or Mechanisms; a string is split at commas; default
     ``AGAINST[task]``), at the script's default settings or ``quick``'s, from ``seed``, on
     ``task``: ``"recall"`` (the card) or ``"lm"`` (experiment 14's language model, the
-    tables in ``lm/``).
+    tables in ``lm/``). On ``"lm"``, ``optimizer`` (``"adamw"``, 14's, or ``"muon"``) and
+    ``qk_clip`` (QK-Clip's tau, None: none) train every mechanism of the card, baselines
+    included, as the script's ``--optimizer`` and ``--qk-clip``.
 
     Baselines that are built-ins are read from their committed cards in ``committed``
     (default: this repository's ``results/cards/``) when the settings match, as the
@@ -195,7 +216,7 @@ def card(
     against = AGAINST.get(task, ()) if against is None else against
     baselines = against.split(",") if isinstance(against, str) else list(against)
     folder = cli.REPO_ROOT / cli.RESULTS_DIR / store.CARDS if committed is None else committed
-    job = prepare(task, [target], baselines, quick, seed, folder)
+    job = prepare(task, [target], baselines, quick, seed, folder, optimizer, qk_clip)
     config = job.config
     cli.configure_jax()
     with tqdm(total=job.units, desc="card", disable=not progress) as bar:
@@ -203,7 +224,9 @@ def card(
     shown = target if isinstance(target, str) else target.name
     command = f"attnlab.card({shown}, against={[store.reference_text(b) for b in baselines]}"
     command += f"{', quick=True' if quick else ''}, seed={seed}"
-    command += f", task={task!r})" if task != RECALL else ")"
+    command += f", task={task!r}" if task != RECALL else ""
+    command += f", optimizer={optimizer!r}" if optimizer != "adamw" else ""
+    command += f", qk_clip={qk_clip!r})" if qk_clip is not None else ")"
     written = None
     if out_dir is not None:
         out_dir = Path(out_dir)
@@ -214,6 +237,8 @@ def card(
             "quick": quick,
             "seed": seed,
             "task": task,
+            "optimizer": optimizer,
+            "qk_clip": qk_clip,
         }
         job.write([result], wall, out_dir, flags, command, default_place=False)
         written = out_dir / store.card_folder(target, committed=True) / store.TASK_FOLDER[task]

@@ -84,10 +84,15 @@ def _text() -> tuple[np.ndarray, str]:
     return byte_tokens(source.text), source.sha256
 
 
-def lm_card_config(quick: bool = False, seed: int = 0) -> LMCardConfig:
-    """The defaults (or ``QUICK``'s) with ``seed`` and this Python's text checksum."""
+def lm_card_config(
+    quick: bool = False, seed: int = 0, optimizer: str = "adamw", qk_clip: float | None = None
+) -> LMCardConfig:
+    """The defaults (or ``QUICK``'s) with ``seed``, this Python's text checksum, the
+    ``optimizer`` (``attnlab.lm.optimizers``) and QK-Clip at ``qk_clip`` (None: none)
+    for every mechanism of the card, baselines included."""
     base = LM_QUICK if quick else LMCardConfig()
-    return dataclasses.replace(base, seed=seed, text_sha256=_text()[1])
+    lm = dataclasses.replace(base.lm, optimizer=optimizer, qk_clip_tau=qk_clip)
+    return dataclasses.replace(base, lm=lm, seed=seed, text_sha256=_text()[1])
 
 
 #: ``--quick``: one width, three rates, 150 steps (about a minute for a mechanism and its

@@ -190,9 +190,26 @@ LM_OWNER = Rule(
     "LM: the weights do not own the temperature in any layer",
     "per layer at the best rate, widest width: the median elasticity e over heads of the "
     "logits' scale to q, k -> alpha q, alpha k names the owner (e >= 1.5 at alpha 1 and 8: "
-    "weights; <= 0.5: mechanism; falling from 2: a cap; between and rising: shared); "
-    "undetermined where the best rate is at the grid's edge",
+    "weights; <= 0.5: mechanism; falling from 2: a cap; between and rising: shared); with "
+    "QK-Clip (--qk-clip), a layer whose heads the clip still clipped in the last quarter of "
+    "training is owned by the optimizer (the clip), whatever e says; undetermined where the "
+    "best rate is at the grid's edge",
 )
+#: The owner ``lm_owner`` names where QK-Clip still fired late in training.
+CLIP_OWNER = "optimizer (QK-Clip)"
+
+
+def clip_layers_late(card: LMCard, name: str) -> set[int]:
+    """The layers whose heads QK-Clip clipped in the last quarter of training at the best
+    rate, widest width (median over seeds above 0); none without the clip."""
+    rows = _rows(card.lm_sweep, name)
+    columns = [c for c in rows.columns if c.startswith("clip_fraction_last_quarter_layer")]
+    if rows.empty or not columns:
+        return set()
+    rows = rows[rows.d_model == _widest(card, name)]
+    best, _ = best_lane_rates(rows, DRIFT_FACTOR)
+    late = rows[np.isclose(rows.lr, best)][columns].median()
+    return {int(c.rsplit("layer", 1)[1]) for c, v in late.items() if v > 0}
 
 
 def lm_owner(card: LMCard, name: str) -> Verdict:
@@ -201,9 +218,12 @@ def lm_owner(card: LMCard, name: str) -> Verdict:
         return LM_OWNER.says("no ownership rows", None)
     if edge := _edge_at(card, name):
         return LM_OWNER.says(edge, None)
+    clipped = clip_layers_late(card, name)
     owners = {
-        int(layer): lm_owner_words(r.elasticity_1, r.elasticity_8) for layer, r in layers.iterrows()
-    }
+        int(layer): CLIP_OWNER if int(layer) in clipped
+        else lm_owner_words(r.elasticity_1, r.elasticity_8)
+        for layer, r in layers.iterrows()
+    }  # fmt: skip
     value = "; ".join(
         f"layer {layer}: {owners[layer]} (e {r.elasticity_1:.2f})" for layer, r in layers.iterrows()
     )

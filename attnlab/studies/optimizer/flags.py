@@ -1,0 +1,189 @@
+"""Flags of experiment 15, kept beside its configuration: what is swept (optimizers,
+mechanisms, the clip, rates, steps, seeds, width), the long run and the texts, and the
+``OptimizerConfig`` they give."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+
+from attnlab.core.mechanism import MechanismError
+from attnlab.core.references import load_mechanism, mechanism_reference
+from attnlab.core.text import TextSource, byte_tokens, read_text
+from attnlab.harness import cli
+from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
+from attnlab.lm.corpus import stdlib_source
+from attnlab.lm.optimizers import OPTIMIZERS
+from attnlab.studies.optimizer.compute import OptimizerConfig
+from attnlab.studies.optimizer.study import LEDGER_POINTS
+
+DEFAULT = OptimizerConfig()
+#: ``--quick``: a one-minute look: two rates (14's best and 10x it), one seed, 100 steps,
+#: a long run of 200.
+QUICK = dataclasses.replace(
+    DEFAULT,
+    lm=dataclasses.replace(DEFAULT.lm, steps=100, warmup=10),
+    lrs=(1e-2, 1e-1),
+    seeds=1,
+    long_steps=200,
+)
+
+
+def _words(values) -> str:
+    return " ".join(f"{v:g}" for v in values)
+
+
+def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
+    """Every flag of experiment 15 but ``--out-dir``. The flags ``--quick`` changes default
+    to None (a flag given always wins over ``--quick``), their help saying both defaults."""
+    both = "(default: {}; with --quick {})"
+    parser.add_argument("--optimizers", nargs="+", choices=OPTIMIZERS,
+                        default=list(DEFAULT.optimizers),
+                        help="adamw (14's) and muon (Muon on the hidden matrices, 14's AdamW "
+                        "on the rest: attnlab/lm/optimizers.py)")  # fmt: skip
+    parser.add_argument("--mechanisms", nargs="+", type=mechanism_reference,
+                        default=list(DEFAULT.mechanisms), metavar="SPEC",
+                        help="mechanisms swept under every optimizer (a built-in name, "
+                        "MODULE:NAME or path/to/file.py:NAME)")  # fmt: skip
+    parser.add_argument("--clipped", nargs="*", type=mechanism_reference,
+                        default=list(DEFAULT.clipped), metavar="SPEC",
+                        help="mechanisms swept with QK-Clip besides; the long run needs "
+                        "scaled here")  # fmt: skip
+    parser.add_argument("--qk-clip", type=cli.positive_float, default=DEFAULT.tau,
+                        metavar="TAU", help="QK-Clip's threshold (Kimi K2's)")  # fmt: skip
+    parser.add_argument("--lrs", nargs="+", type=cli.positive_float, default=None,
+                        metavar="LR", help="peak learning rates " + both.format(
+                            _words(DEFAULT.lrs), _words(QUICK.lrs)))  # fmt: skip
+    cli.add_int_flag(parser, "--steps", None, "steps of the sweep; warmup min(50, steps // "
+                     "10) " + both.format(DEFAULT.lm.steps, QUICK.lm.steps), 2)  # fmt: skip
+    cli.add_int_flag(parser, "--long-steps", None, "steps of the long run, 0 for none "
+                     + both.format(DEFAULT.long_steps, QUICK.long_steps), 0)  # fmt: skip
+    cli.add_int_flag(parser, "--seeds", None, "seeds per rate of the sweep (the long run: "
+                     "the first) " + both.format(DEFAULT.seeds, QUICK.seeds))  # fmt: skip
+    cli.add_int_flag(parser, "--width", DEFAULT.lm.d_model, "d_model (head width "
+                     f"{DEFAULT.lm.d_head})", DEFAULT.lm.d_head)  # fmt: skip
+    parser.add_argument(
+        "--text",
+        type=cli.a_path,
+        default=None,
+        help="the sweep's UTF-8 text (default: 14's, pydoc_data's prose)",
+    )
+    parser.add_argument("--long-text", type=cli.a_path, default=None,
+                        help="the long run's UTF-8 text (default: the standard library's "
+                        "top-level modules, attnlab/lm/corpus.py)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a one-minute look: rates {_words(QUICK.lrs)}, {QUICK.seeds} "
+                        f"seed, {QUICK.lm.steps} steps, a long run of {QUICK.long_steps} "
+                        "(a flag given beside it wins)")  # fmt: skip
+    cli.add_seed_flag(parser)
+    cli.add_jobs_flag(parser, "the pieces (one per optimizer, mechanism and clip)")
+
+
+def warmup_for(steps: int) -> int:
+    """14's warmup of a run of ``steps``: ``min(50, steps // 10)``."""
+    return min(DEFAULT.lm.warmup, steps // 10)
+
+
+def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
+    """The flags as an ``OptimizerConfig``: each flag given, else ``--quick``'s value where
+    it is given, else the default; a bad value is a ``cli.UsageError`` naming its flag."""
+    base = QUICK if args.quick else DEFAULT
+    steps = base.lm.steps if args.steps is None else args.steps
+    long_steps = base.long_steps if args.long_steps is None else args.long_steps
+    if args.width % DEFAULT.lm.d_head:
+        raise cli.UsageError(f"--width: {args.width} is not a multiple of the head width "
+                             f"{DEFAULT.lm.d_head}")  # fmt: skip
+    if 0 < long_steps < LEDGER_POINTS:
+        raise cli.UsageError(f"--long-steps: {long_steps} is neither 0 nor at least "
+                             f"{LEDGER_POINTS} (the ledger's points)")  # fmt: skip
+    lm = dataclasses.replace(base.lm, steps=steps, warmup=warmup_for(steps), d_model=args.width)
+    for flag, references in (("--mechanisms", args.mechanisms), ("--clipped", args.clipped)):
+        names = [load_mechanism(r).name for r in references]
+        if len(set(names)) < len(names):
+            raise cli.UsageError(f"{flag}: two mechanisms named alike, of {' '.join(names)}")
+        for reference in references:
+            try:  # per-head vectors must have one value per head at this width
+                load_mechanism(reference).head_values(lm.d_head, lm.n_heads)
+            except MechanismError as err:
+                raise cli.UsageError(f"{flag}: {err}") from None
+    if len(set(args.lrs or ())) < len(args.lrs or ()):
+        raise cli.UsageError(f"--lrs: a rate given twice, of {_words(args.lrs)}")
+    if len(set(args.optimizers)) < len(args.optimizers):
+        raise cli.UsageError(f"--optimizers: given twice, of {' '.join(args.optimizers)}")
+    seeds = base.seeds if args.seeds is None else args.seeds
+    cli.check_seeds(args.seed, seeds, "--seeds")
+    config = dataclasses.replace(
+        base, lm=lm, optimizers=tuple(args.optimizers), mechanisms=tuple(args.mechanisms),
+        clipped=tuple(args.clipped), tau=args.qk_clip,
+        lrs=base.lrs if args.lrs is None else tuple(sorted(args.lrs)), seeds=seeds,
+        seed=args.seed, long_steps=long_steps,
+    )  # fmt: skip
+    check_needs(optimizer_needs(config, args.jobs))
+    return config
+
+
+#: float32 copies a lane holds of each parameter: the value, two optimizer moments, the
+#: gradient, and the final parameters kept on the host.
+PARAM_COPIES = 5
+
+
+def optimizer_needs(config: OptimizerConfig, jobs: int) -> list[Need]:
+    """Experiment 15's largest allocations (``attnlab.harness.memory``): the parameters of
+    the lanes of ``jobs`` pieces at once (``PARAM_COPIES`` float32 copies of each, counted
+    from the model's shapes; activations are not counted), and the per-step metrics of
+    every lane of the sweep and the long run (``1 + 6 L`` float32 a step, and their copy
+    when joined)."""
+    lm = config.lm
+    model = lm.model(load_mechanism("scaled"))
+    dummy = jax.ShapeDtypeStruct((1, lm.seq_len), jnp.int32)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), dummy))
+    n_params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(shapes))
+    lanes = len(config.lrs) * config.seeds
+    lane_sizes = (count("--lrs", config.lrs, DEFAULT.lrs),
+                  size("--seeds", config.seeds, DEFAULT.seeds))  # fmt: skip
+    per_step = (1 + 6 * lm.n_layers) * FLOAT32_BYTES * 2
+    steps = len(config.cells()) * lanes * lm.steps + 3 * len(config.optimizers) * config.long_steps
+    return [
+        Need(product(max(1, jobs), lanes, n_params, PARAM_COPIES, FLOAT32_BYTES),
+             "the models and optimizer states of the pieces trained at once",
+             (size("--width", lm.d_model, DEFAULT.lm.d_model), *lane_sizes)),
+        Need(product(steps, per_step), "the per-step metrics of every lane",
+             (size("--steps", lm.steps, DEFAULT.lm.steps),
+              size("--long-steps", config.long_steps, DEFAULT.long_steps), *lane_sizes)),
+    ]  # fmt: skip
+
+
+def ran(config: OptimizerConfig) -> dict:
+    """What a sidecar records of the flags ``--quick`` and the defaults resolve."""
+    return {"lrs": list(config.lrs), "steps": config.lm.steps, "seeds": config.seeds,
+            "long_steps": config.long_steps}  # fmt: skip
+
+
+def texts(args: argparse.Namespace, config: OptimizerConfig) -> dict[str, TextSource]:
+    """The sweep's text (``--text``, default 14's prose) and the long run's (``--long-text``,
+    default ``stdlib_source``); one that cannot be read, or too short for a held-out
+    window, is a ``cli.UsageError``."""
+    chosen = {}
+    for flag, path, default in (("--text", args.text, None),
+                                ("--long-text", args.long_text, stdlib_source)):  # fmt: skip
+        try:
+            source = read_text(path) if path is not None or default is None else default()
+        except (OSError, UnicodeDecodeError) as err:
+            raise cli.UsageError(f"{flag}: cannot read {path} ({err})") from None
+        if len(byte_tokens(source.text)) * config.lm.held_out < config.lm.seq_len + 1:
+            raise cli.UsageError(f"{flag}: too few bytes for a held-out window")
+        chosen[flag] = source
+    return chosen
+
+
+def sidecar_text(chosen: dict[str, TextSource]) -> dict[str, str]:
+    """The texts' sources and SHA-256, as the sidecars record them."""
+    return dict(itertools.chain.from_iterable(
+        ((f"{name}_source", s.source), (f"{name}_sha256", s.sha256))
+        for name, s in (("text", chosen["--text"]), ("long_text", chosen["--long-text"]))
+    ))  # fmt: skip

@@ -1,0 +1,116 @@
+"""Study optimizer, declared: its outputs, their columns and the rules ``make verify``
+compares them by, its figure, its thresholds (declared before any run) and its place in
+the report."""
+
+from __future__ import annotations
+
+from attnlab.harness.declaration import EXACT, KEY, SEED_RANGE, UNCHECKED, Output, Study
+
+SCRIPT = "15_optimizer_drift.py"
+RUNS_CSV = "15_optimizer_runs.csv"
+CURVES_CSV = "15_optimizer_curves.csv.xz"
+LEDGER_CSV = "15_optimizer_ledger.csv"
+
+#: The optimizers compared (``attnlab.lm.optimizers``).
+OPTIMIZERS = ("adamw", "muon")
+#: The mechanisms swept under each optimizer, and those swept with QK-Clip besides.
+MECHANISMS = ("scaled", "qk_norm")
+CLIPPED = ("scaled",)
+#: QK-Clip's threshold: Kimi K2's.
+TAU = 100.0
+#: The rates: 14's half-decade grid from 3e-3 (below each optimizer's best, to where the
+#: logits of both blow up).
+LRS = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+#: The width: 14's smallest (head width 16, 2 heads): the long run fits the time bar.
+D_MODEL = 32
+#: The long run: 10x 14's 500 steps, the ledger at this many points along it (step 0
+#: included, then every ``steps / LEDGER_POINTS``), on this many held-out windows.
+LONG_STEPS = 5000
+LEDGER_POINTS = 20
+LEDGER_WINDOWS = 4
+#: A run's logits "blow up" when its largest logit passes this (14's GROWN, 10 tau); the
+#: long run trains the clipped model at the lowest swept rate where the unclipped one's do.
+BLOWN = 1e3
+#: (b): after the clip first fires, every step's largest logit (before that step's clip)
+#: stays within this factor of tau (one update's growth), and the unclipped run at the same
+#: rate reaches at least ORDERS times the clipped run's largest.
+ONE_UPDATE = 2.0
+ORDERS = 10.0
+#: (c): the clipped run's held-out loss is "within the noise" of the unclipped one's when
+#: they differ by at most the larger of this and the unclipped seeds' spread (nats/byte).
+LOSS_MARGIN = 0.02
+#: (e): qk_norm's largest logit under Muon stays below this (14's BOUNDED).
+BOUNDED = 1e2
+#: Rows of the curves: every this many steps.
+RECORD_EVERY = 10
+
+RUN_KEYS = {"part": KEY, "optimizer": KEY, "mechanism": KEY, "qk_clip_tau": KEY, "lr": KEY,
+            "seed": KEY}  # fmt: skip
+
+RUNS = Output(
+    SCRIPT,
+    {
+        **RUN_KEYS,
+        "steps": EXACT,
+        "d_model": EXACT,
+        "initial_val_loss": SEED_RANGE,
+        "final_val_loss": SEED_RANGE,
+        "final_val_loss_se": UNCHECKED,
+        "max_attn_logit": SEED_RANGE,
+        "max_attn_logit_layer0": SEED_RANGE,
+        "max_attn_logit_layer1": SEED_RANGE,
+        "max_signed_logit": SEED_RANGE,
+        "first_clip_step": UNCHECKED,
+        "max_signed_after_first_clip": SEED_RANGE,
+        "steps_over_bound_after_first_clip": SEED_RANGE,
+        "clip_fraction": SEED_RANGE,
+        "clip_fraction_first_quarter": SEED_RANGE,
+        "clip_fraction_last_quarter": SEED_RANGE,
+        "final_qk_spectral_norm": SEED_RANGE,
+        "diverged_step": EXACT,
+    },
+    spread_floor=1.0,
+)
+
+CURVES = Output(
+    SCRIPT,
+    {
+        **RUN_KEYS,
+        "layer": KEY,
+        "step": KEY,
+        "train_loss": SEED_RANGE,
+        "max_attn_logit": SEED_RANGE,
+        "max_signed_logit": SEED_RANGE,
+        "clip_fraction": SEED_RANGE,
+    },
+    curve_step="step",
+    spread_floor=1.0,
+)
+
+LEDGER = Output(
+    SCRIPT,
+    {
+        **RUN_KEYS,
+        "step": KEY,
+        "layer": KEY,
+        "head": KEY,
+        "max_logit": SEED_RANGE,
+        "max_abs_logit": SEED_RANGE,
+        "logit_std": SEED_RANGE,
+        "entropy": SEED_RANGE,
+        "spectral_norm": SEED_RANGE,
+        "clip_factor": SEED_RANGE,
+        "elasticity": SEED_RANGE,
+        "owner": UNCHECKED,
+        "q_moved": SEED_RANGE,
+        "k_moved": SEED_RANGE,
+    },
+    spread_floor=1.0,
+)
+
+STUDY = Study(
+    "optimizer",
+    13,
+    {RUNS_CSV: RUNS, CURVES_CSV: CURVES, LEDGER_CSV: LEDGER},
+    figures=("fig14_optimizer",),
+)

@@ -1,0 +1,71 @@
+"""Experiment 15: when the optimizer owns the temperature. Trains 14's byte-level causal LM
+under AdamW and Muon, scaled and qk_norm attention, and scaled with QK-Clip (Kimi K2's
+rule, tau 100), at every rate of a half-decade grid (the sweep, 14's length and text);
+then, per optimizer, scaled at its best rate and at the lowest rate where its logits blow
+up, and scaled with QK-Clip at that rate, for 10x as many steps on the standard library's
+source (the long run), with the temperature ledger of every head along it. Records the
+largest attention logit of every step (and, with the clip, the largest signed logit and
+the fraction of heads clipped) and judges Kimi K2's and 14's known answers by stated
+rules. Method, and K2's and Megatron-LM's set-ups beside ours:
+attnlab/studies/optimizer/README.md.
+"""
+
+import dataclasses
+import sys
+import time
+
+import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
+
+from attnlab.core.text import byte_tokens
+from attnlab.harness import cli
+from attnlab.harness.io import write_result
+from attnlab.harness.workers import run_pieces
+from attnlab.studies import headline
+from attnlab.studies.optimizer.compute import joined, long_pieces, sweep_pieces
+from attnlab.studies.optimizer.flags import (
+    add_optimizer_flags,
+    optimizer_config,
+    ran,
+    sidecar_text,
+    texts,
+)
+from attnlab.studies.optimizer.study import CURVES_CSV, LEDGER_CSV, RUNS_CSV
+
+
+def build_parser():
+    parser = cli.new_parser(__doc__, (RUNS_CSV,))  # --help: how long the run took
+    add_optimizer_flags(parser)
+    cli.add_out_dir_flag(parser)
+    return parser
+
+
+def run(args, context):
+    config = optimizer_config(args)
+    out_dir = cli.prepare_out_dir(context)
+    chosen = texts(args, config)
+    sweep_work = sweep_pieces(config, byte_tokens(chosen["--text"].text))
+    long_units = 3 * len(config.optimizers) * config.long_steps  # at most (long_runs)
+    started = time.perf_counter()
+    total = sum(p.units for p in sweep_work) + long_units
+    with cli.progress(total, "15 optimizer", args.quiet, "step") as bar:
+        runs, curves = joined(run_pieces(sweep_work, args.jobs, bar.update))
+        long_work = long_pieces(config, runs, byte_tokens(chosen["--long-text"].text))
+        parts = run_pieces(long_work, args.jobs, bar.update)
+    if parts:
+        long_runs, long_curves, ledger = joined(parts)
+        runs, curves = joined([(runs, curves), (long_runs, long_curves)])
+    else:
+        ledger = None
+    wall = time.perf_counter() - started
+    flags = {**context.sidecar_flags, **ran(config), **sidecar_text(chosen),
+             "lm_config": dataclasses.asdict(config.lm)}  # fmt: skip
+    with cli.staged_outputs(out_dir, context.written) as stage:
+        for frame, name in ((runs, RUNS_CSV), (curves, CURVES_CSV), (ledger, LEDGER_CSV)):
+            if frame is not None:
+                write_result(frame, stage / name, flags, wall)
+
+
+main = cli.entry_point(build_parser, run, headline)
+
+if __name__ == "__main__":
+    sys.exit(main())

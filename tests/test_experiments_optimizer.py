@@ -1,0 +1,125 @@
+"""experiments/15_optimizer_drift.py end to end at tiny sizes: --help, bad input (one line,
+exit 2, nothing written), the tables' columns as declared, and byte-identical CSVs when run
+twice with the same flags."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from attnlab.studies.optimizer.study import CURVES, CURVES_CSV, LEDGER, LEDGER_CSV, RUNS, RUNS_CSV
+
+CSVS = {RUNS_CSV: RUNS, CURVES_CSV: CURVES, LEDGER_CSV: LEDGER}
+#: Both optimizers, scaled with and without the clip, two rates (10x apart), 4 steps, a long
+#: run of 20 (its ledger at every step), at a tau low enough for the clip to fire.
+TINY = ["--mechanisms", "scaled", "--lrs", "1e-2", "1e-1", "--steps", "4", "--seeds", "1",
+        "--long-steps", "20", "--qk-clip", "0.5", "--text", "{text}", "--long-text", "{text}",
+        "--quiet"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def script(load_script):
+    return load_script("15_optimizer_drift")
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory):
+    """A small text of the suite's default prose, read fast (the long run's default, the
+    standard library, is 4.7 MB)."""
+    from attnlab.core.text import stdlib_prose
+
+    path = tmp_path_factory.mktemp("text") / "prose.txt"
+    path.write_text(stdlib_prose()[:40_000], encoding="utf-8")
+    return path
+
+
+def _flags(text, *more):
+    return [f.format(text=text) for f in TINY] + list(more)
+
+
+def test_help_exits_0(script, run_main, capsys):
+    assert run_main(script, ["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--qk-clip" in out and "--long-steps" in out and "--optimizers" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--width", "40"], "--width"),
+        (["--optimizers", "sgd"], "--optimizers"),
+        (["--optimizers", "muon", "muon"], "--optimizers"),
+        (["--mechanisms", "no_such_mechanism"], "--mechanisms"),
+        (["--clipped", "no_such_mechanism"], "--clipped"),
+        (["--qk-clip", "0"], "--qk-clip"),
+        (["--lrs", "-1"], "--lrs"),
+        (["--lrs", "1e-2", "1e-2"], "--lrs"),
+        (["--steps", "1"], "--steps"),
+        (["--long-steps", "5"], "--long-steps"),
+        (["--seeds", "0"], "--seeds"),
+        (["--text", "/nonexistent/text.txt"], "--text"),
+        (["--long-text", "/nonexistent/text.txt"], "--long-text"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    script, run_main, tmp_path, capsys, flags, named
+):
+    out = tmp_path / "out"
+    out.mkdir()
+    assert run_main(script, [*flags, "--quiet", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err and "Traceback" not in err
+    assert not any(out.iterdir())
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(script, run_main, text, tmp_path_factory):
+    """The tiny run twice, each into a folder of its own."""
+    folders = []
+    for name in ("a", "b"):
+        out = tmp_path_factory.mktemp(name)
+        assert run_main(script, [*_flags(text), "--jobs", "1", "--out-dir", str(out)]) == 0
+        folders.append(out)
+    return folders
+
+
+@pytest.mark.slow  # two tiny runs: 8 programs compiled each (about 60 s of CPU cold)
+def test_a_tiny_runs_tables_have_the_declared_columns(tiny_runs, text):
+    out = tiny_runs[0]
+    for name, output in CSVS.items():
+        frame = pd.read_csv(out / name)
+        assert list(frame.columns) == output.column_names, name
+    runs = pd.read_csv(out / RUNS_CSV)
+    assert set(runs.part) == {"sweep", "long"} and set(runs.optimizer) == {"adamw", "muon"}
+    assert runs[runs.part == "long"].steps.eq(20).all()
+    clipped = runs[runs.qk_clip_tau.notna()]
+    assert (clipped.first_clip_step >= 0).any()  # tau 0.5 is low enough to fire
+    assert runs[runs.qk_clip_tau.isna()].first_clip_step.eq(-1).all()
+    ledger = pd.read_csv(out / LEDGER_CSV)
+    assert ledger[ledger.step == 0].q_moved.eq(0).all()
+    assert set(ledger.step) == set(range(0, 21))  # a point per step of a 20-step run
+    sidecar = json.loads((out / RUNS_CSV.replace(".csv", ".json")).read_text())
+    assert len(sidecar["flags"]["long_text_sha256"]) == 64
+
+
+@pytest.mark.slow  # shares tiny_runs
+def test_the_same_flags_give_byte_identical_csvs(tiny_runs):
+    a, b = tiny_runs
+    for name in CSVS:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--width", "16000000"], "--width"), (["--steps", str(10**12)], "--steps"),
+     (["--long-steps", str(10**12)], "--long-steps")],
+)  # fmt: skip
+def test_an_absurd_size_is_refused_in_one_line(script, run_main, tmp_path, capsys, flags, named):
+    out = tmp_path / "out"
+    out.mkdir()
+    assert run_main(script, [*flags, "--quiet", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err and "needs about" in err
+    assert not any(out.iterdir())
