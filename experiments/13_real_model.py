@@ -21,7 +21,8 @@ per checkpoint. A model of your own mechanism (14 saves one) is read with --mech
 naming its file again; code is never imported from a checkpoint. The Llama family
 (model_type llama, mistral, qwen3, olmo2, gemma2, gemma3_text; Hugging Face's tensor names,
 float16 or bfloat16 weights read as float32) gives the same causal tables, rows no longer
-than the checkpoint's context or sliding window.
+than the checkpoint's context or sliding window, and the per-head temperature ledger
+(13_real_model_ledger.csv); --config CONFIG_JSON prints its static part, writing nothing.
 """
 
 import sys
@@ -45,15 +46,19 @@ def build_parser():
 
 
 def run(args, context):
+    if args.config is not None:  # the static ledger of a config.json: printed, nothing written
+        print(measure.config_ledger(args))
+        return
     config = real_model_config(args)
     out_dir = cli.prepare_out_dir(context)
     inputs = measure.read_inputs(args, config)  # inputs.config: fitted to the checkpoints
     started = time.perf_counter()
     frames, found = measure.tables(inputs.config, inputs, args.quiet)
     wall = time.perf_counter() - started
+    sidecar = {k: v for k, v in context.sidecar_flags.items() if k != "config"}  # not written
     with cli.staged_outputs(out_dir, context.written) as stage:
         for name, frame in frames.items():
-            flags = {**context.sidecar_flags, **resolved(inputs.config), **found}
+            flags = {**sidecar, **resolved(inputs.config), **found}
             write_result(frame, stage / name, flags, wall)
 
 

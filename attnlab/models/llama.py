@@ -99,6 +99,7 @@ class DecoderConfig:
       embed_scale: multiply the embeddings by ``sqrt(hidden_size)`` (Gemma).
       final_cap: the soft-cap of the output logits (Gemma 2), None: none.
       context: the longest row read (``max_position_embeddings``, or the sliding window).
+      layer_types: each layer's ``LAYER_TYPES`` entry (full attention or a sliding window).
     """
 
     model_type: str
@@ -123,6 +124,7 @@ class DecoderConfig:
     context: int
     initializer_range: float
     attention: Mechanism
+    layer_types: tuple[str, ...] = ()
 
     @property
     def mechanism(self) -> str:
@@ -247,6 +249,7 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
         context=context,
         initializer_range=number(raw, "initializer_range", where, 0.02),
         attention=attention_of(model_type, head_dim, divisor, cap),
+        layer_types=types,
     )
 
 

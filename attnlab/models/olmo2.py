@@ -3,7 +3,9 @@
 (``q_norm`` ``[heads * head_dim]``, ``k_norm`` ``[kv_heads * head_dim]``) before the split
 into heads, and post-norm blocks: no input norm, ``post_attention_layernorm`` on
 attention's output and ``post_feedforward_layernorm`` on the MLP's, each before its
-residual add. YaRN rope scaling (OLMo 3's) is read with the rest of ``layers.read_rope``."""
+residual add. YaRN rope scaling (OLMo 3's) is read with the rest of ``layers.read_rope``;
+OLMo 3's sliding-window layers rotate at ``rope_theta`` without it (``rope_scaling`` is the
+full-attention layers' alone, as transformers' ``Olmo3`` computes it)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ def parse_olmo2_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConfi
     ``config.json``: post-norm, full-width q/k norm, SwiGLU, ``head_dim^-1/2``."""
     if raw.get("model_type") not in MODEL_TYPES:
         raise CheckpointError(f"{where}: model_type {raw.get('model_type')!r} is not olmo2")
-    return parse_decoder(raw, where, qk_norm="full", block="post")
+    # OLMo 3's sliding layers rotate at rope_theta unscaled: YaRN is the full layers' only
+    # (transformers' Olmo3 rotary_embs, v4.57; vLLM's olmo2.py)
+    local = raw.get("rope_theta", 10000.0) if raw["model_type"] == "olmo3" else None
+    return parse_decoder(raw, where, qk_norm="full", block="post", local_theta=local)
 
 
 def load_olmo2(directory: Path | str, mechanisms: Any = None) -> Checkpoint:

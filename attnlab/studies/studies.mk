@@ -275,10 +275,11 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/files.py \
 	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/llama.py attnlab/models/olmo2.py \
-	attnlab/models/qwen3.py attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
+	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
+	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
+	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
+	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
 	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
@@ -289,10 +290,11 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/files.py \
 	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/llama.py attnlab/models/olmo2.py \
-	attnlab/models/qwen3.py attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/flags.py attnlab/studies/real_model/measure.py \
+	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
+	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
+	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
+	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
 	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64

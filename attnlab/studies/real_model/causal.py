@@ -33,6 +33,7 @@ from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_wei
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.files import Checkpoint
 from attnlab.models.layers import next_token_loss
+from attnlab.models.llama import DecoderConfig
 from attnlab.models.registry import Family, family_of
 from attnlab.studies.real_model.compute import (
     ROW_STATS,
@@ -40,12 +41,14 @@ from attnlab.studies.real_model.compute import (
     head_columns,
     head_sigma,
 )
+from attnlab.studies.real_model.ledger import ledger_frame
 from attnlab.studies.real_model.study import (
     CAUSAL_COUNTERFACTUALS_CSV,
     CAUSAL_HEADS_CSV,
     CAUSAL_LAYERS_CSV,
     DRIFT_ALPHAS,
     FLOAT16_MAX,
+    LEDGER_CSV,
     MODELS,
     QUANTILES,
     SATURATED_AT,
@@ -272,8 +275,9 @@ def run_causal(
     on_progress: Callable[[int], None] = lambda n: None,
 ) -> dict[str, pd.DataFrame]:
     """Every causal CSV of experiment 13 by name, each checkpoint's rows in turn (named by
-    its folder); ``on_progress(1)`` after each of ``causal_progress_steps`` parts."""
-    heads, counterfactuals, layers = [], [], []
+    its folder), and the temperature ledger (``LEDGER_CSV``) of those of the Llama family;
+    ``on_progress(1)`` after each of ``causal_progress_steps`` parts."""
+    heads, counterfactuals, layers, ledgers = [], [], [], []
     for checkpoint in checkpoints:
         name, tensors, model_config = (
             checkpoint.directory.name, checkpoint.tensors, checkpoint.config
@@ -282,20 +286,28 @@ def run_causal(
         rows = {T: causal_rows(checkpoint.tokenizer, text, config.tokens, T)
                 for T in config.lengths}  # fmt: skip
         initial = family.init(model_config, jax.random.key(config.seed))
+        by_model = {}
         for model, weights in zip(MODELS, (tensors, initial), strict=True):
-            heads.append(causal_heads_frame(family, weights, model_config, rows, model, name))
+            by_model[model] = causal_heads_frame(family, weights, model_config, rows, model, name)
+            heads.append(by_model[model])
             on_progress(1)
         ids = rows[config.counterfactual_length]
         counterfactuals.append(
             causal_counterfactuals_frame(family, tensors, model_config, ids, name)
         )
         layers.append(causal_layers_frame(family, tensors, model_config, ids, name))
+        if isinstance(model_config, DecoderConfig):
+            trained = by_model[MODELS[0]]  # the checkpoint's own weights
+            ledgers.append(ledger_frame(family, tensors, model_config, ids, trained, name))
         on_progress(1)
-    return {
+    frames = {
         CAUSAL_HEADS_CSV: pd.concat(heads, ignore_index=True),
         CAUSAL_COUNTERFACTUALS_CSV: pd.concat(counterfactuals, ignore_index=True),
         CAUSAL_LAYERS_CSV: pd.concat(layers, ignore_index=True),
     }
+    if ledgers:  # Llama-family checkpoints only: GPT-2's runs write what they always did
+        frames[LEDGER_CSV] = pd.concat(ledgers, ignore_index=True)
+    return frames
 
 
 def causal_progress_steps(checkpoints: int) -> int:

@@ -51,6 +51,7 @@ from attnlab.models.bert import (
 )
 from attnlab.models.files import Checkpoint
 from attnlab.models.layers import Trace
+from attnlab.models.ledger import spectral_norms
 from attnlab.studies.real_model.study import (
     COUNTERFACTUALS_CSV,
     DRIFT_ALPHAS,
@@ -111,18 +112,8 @@ def head_sigma(
     """``[layers, heads]``: the spectral norm of ``W_Q,h W_K,h^T / sqrt(d)``, the matrix
     ``A_h`` of the head's logits ``z_ij = x_i A_h x_j^T`` (biases, norms and positions
     aside), in float64, from ``qk(layer)``, the family's query and key weights per head
-    (``registry.Family.qk_weights``, each ``[heads, width, d]``). With ``W_Q,h = Q_q R_q``
-    and ``W_K,h = Q_k R_k`` (QR, orthonormal columns), ``A_h = Q_q (R_q R_k^T) Q_k^T /
-    sqrt(d)`` has the singular values of the d x d core."""
-    rows = []
-    for layer in range(layers):
-        wq, wk = qk(layer)
-        row = []
-        for h in range(wq.shape[0]):
-            r_q, r_k = np.linalg.qr(wq[h], mode="r"), np.linalg.qr(wk[h], mode="r")
-            row.append(np.linalg.norm(r_q @ r_k.T, 2) / math.sqrt(d))
-        rows.append(row)
-    return np.asarray(rows)
+    (``registry.Family.qk_weights``): ``ledger.spectral_norms`` over ``sqrt(d)``."""
+    return spectral_norms(qk, layers) / math.sqrt(d)
 
 
 def row_statistics(q: Array, k: Array, scale: float | None = None) -> dict[str, Array]:

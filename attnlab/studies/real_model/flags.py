@@ -55,6 +55,15 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         3,
     )
     cli.add_seed_flag(parser)
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="CONFIG_JSON",
+        help="print the static temperature ledger of a Llama-family config.json (no weights:"
+        " divisor, rope attention factor squared, q/k norm, soft-cap, per layer type) and "
+        "write nothing",
+    )
     cli.declare_flags(parser, committed=(CAUSAL_ARGUMENTS.split(),))
 
 

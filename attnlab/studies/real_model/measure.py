@@ -26,6 +26,7 @@ from attnlab.studies.real_model.compute import (
     text_tokens,
 )
 from attnlab.studies.real_model.flags import real_model_config
+from attnlab.studies.real_model.ledger import config_ledger_text
 
 
 @dataclass(frozen=True)
@@ -129,3 +130,18 @@ def tables(
     with cli.progress(progress_steps(config), "13 real model", quiet) as bar:
         frames = run_real_model(config, checkpoint, inputs.source.text, bar.update)
     return frames, provenance(checkpoint, inputs.source, config, inputs.packaged)
+
+
+def config_ledger(args: argparse.Namespace) -> str:
+    """``--config``'s static temperature ledger (``ledger.config_ledger_text``);
+    ``cli.UsageError`` naming the file and key for a config it does not read, or where
+    another flag that reads a checkpoint or text is given too."""
+    for flag in ("checkpoint", "text", "lengths", "counterfactual_length", "mechanisms"):
+        if getattr(args, flag):
+            raise cli.UsageError(
+                f"--config: prints a config's ledger alone; drop --{flag.replace('_', '-')}"
+            )
+    try:
+        return config_ledger_text(args.config)
+    except CheckpointError as err:
+        raise cli.UsageError(f"--config: {err}") from None

@@ -13,6 +13,9 @@ LAYERS_CSV = "13_real_model_layers.csv"
 CAUSAL_HEADS_CSV = "13_real_model_causal_heads.csv"
 CAUSAL_COUNTERFACTUALS_CSV = "13_real_model_causal_counterfactuals.csv"
 CAUSAL_LAYERS_CSV = "13_real_model_causal_layers.csv"
+#: 13 on Llama-family checkpoints adds the temperature ledger (``ledger.py``). No committed
+#: run reads one (14's models are GPT-2's), so it is not among ``STUDY``'s outputs.
+LEDGER_CSV = "13_real_model_ledger.csv"
 #: The trained checkpoint and the same architecture re-initialised as BERT initialises it.
 MODELS = ("trained", "initial")
 #: Percentiles over rows that summarise each statistic's spread (median in the middle).
