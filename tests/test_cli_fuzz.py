@@ -47,6 +47,7 @@ PATH_ROLES = {
     "--checkpoint": "dir_in",
     "--text": "file_in",
     "--long-text": "file_in",
+    "--config": "file_in",
 }
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # root may write anywhere
 
