@@ -20,6 +20,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from test_sampling import row_statistic_bounds
 
 from attnlab.core.sampling import trial_keys
 
@@ -28,10 +29,6 @@ EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 TWO_DEVICES = "--xla_force_host_platform_device_count=2"
 #: One float32 rounding, 2^-23: twice the unit roundoff (n EPS bounds n roundings).
 EPS = float(np.finfo(np.float32).eps)
-TINY = float(np.finfo(np.float32).tiny)
-#: XLA's float32 exp, log and the normal sampler's transform are accurate to a few ulp;
-#: we allow 4 eps each.
-ULPS = 4
 #: CSVs hold 8 significant digits: a value is off by at most 5e-8 relative.
 DIGITS = 5e-8
 
@@ -105,11 +102,8 @@ SWEEP = {"dks": (4, 16), "n_keys": 16, "trials": 64, "seed": 0}
 
 def _trial_bounds(d_k: int, scale: float) -> dict[str, np.ndarray]:
     """Per trial of the 02 sweep, bounds on one float32 evaluation of its max weight and
-    entropy: the logits' d_k-term product, the draws' transform (ULPS each for q and k) and
-    the scale give (d_k + 2 ULPS + 2) EPS of scale |K| |q|; logit errors within +-M move p_i
-    by <= p_i (1 - p_i) expm1(2M); the softmax rounds z - max, exp, the n-term sum and the
-    division (2), and may flush weights below TINY; the max moves by at most the largest
-    weight error, the entropy by sum |ln p + 1| dp plus its own rounding."""
+    entropy: test_sampling's ``row_statistic_bounds`` (the derivation is there) on the
+    float64 logits of the sweep's own draws."""
     n = SWEEP["n_keys"]
 
     def draw(k):
@@ -119,15 +113,10 @@ def _trial_bounds(d_k: int, scale: float) -> dict[str, np.ndarray]:
     keys = trial_keys(jax.random.key(SWEEP["seed"]), d_k, SWEEP["trials"])
     with jax.threefry_partitionable(False):
         q, k = (np.asarray(x, np.float64) for x in jax.jit(jax.vmap(draw))(keys))
-    x = scale * np.einsum("tnd,td->tn", k, q)
-    e_z = (d_k + 2 * ULPS + 2) * EPS * scale * np.einsum("tnd,td->tn", np.abs(k), np.abs(q))
-    gap = x.max(-1, keepdims=True) - x
-    p = np.exp(-gap) / np.exp(-gap).sum(-1, keepdims=True)
-    big_m = e_z.max(-1, keepdims=True)
-    e_p = p * (1 - p) * np.expm1(2 * big_m) + p * (gap + ULPS + n + 2) * EPS + TINY
-    entropy = -np.sum(p * np.log(p), -1)
-    e_entropy = np.sum(np.abs(np.log(p) + 1) * e_p, -1) + (n + ULPS + 1) * EPS * entropy
-    return {"max_weight": e_p.max(-1), "entropy": e_entropy}
+    z = np.einsum("tnd,td->tn", k, q)
+    z_abs = np.einsum("tnd,td->tn", np.abs(k), np.abs(q))
+    max_weight, entropy, _ = row_statistic_bounds(z, z_abs, scale, d_k)
+    return {"max_weight": max_weight, "entropy": entropy}
 
 
 def _sweep_bounds(frame: pd.DataFrame) -> dict[str, np.ndarray]:
