@@ -1,6 +1,7 @@
 """attnlab.lm.export: the byte-level tokenizer, GPT-2's initialisation, and the
-round trip of experiment 14's trained model through a GPT-2 checkpoint and 13's loader
-(same logits, same held-out loss), which fails when one tensor is transposed."""
+round trip of experiment 14's trained model through a GPT-2 checkpoint, and through Llama's
+layout (``attnlab_llama``), and 13's loader (same logits, same held-out loss), which fails
+when one tensor is transposed."""
 
 from __future__ import annotations
 
@@ -17,19 +18,22 @@ from attnlab.core.text import byte_tokens, stdlib_prose
 from attnlab.lm.export import (
     byte_tokenizer,
     causal_lm_config,
+    causal_lm_llama_config,
+    causal_lm_llama_tensors,
     causal_lm_tensors,
     write_gpt2,
+    write_llama,
 )
 from attnlab.lm.train import LMConfig, split_text, train_lanes
-from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS
+from attnlab.models import llama
+from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from attnlab.models.gpt2 import (
     MODEL_TYPE,
     PREFIX,
-    gpt2_forward,
     gpt2_init,
     parse_gpt2_config,
 )
-from attnlab.models.registry import read_checkpoint
+from attnlab.models.registry import family_of, read_checkpoint
 from attnlab.studies.lm_proxy.checkpoints import best_model, write_saved
 
 #: 14's forward (separate W_Q, W_K, W_V) against 13's (GPT-2's c_attn, zero biases), both
@@ -131,14 +135,16 @@ def saved(tmp_path_factory):
 
 
 def _agree(directory, params, split) -> tuple[bool, float, float]:
-    """Whether 13's reading of ``directory`` gives the logits of 14's model (``params``)
-    within ``LOGIT_RTOL`` on the held-out windows, and 13's held-out loss and its bound."""
+    """Whether 13's reading of ``directory`` (GPT-2's or Llama's layout: the family of its
+    ``model_type``) gives the logits of 14's model (``params``) within ``LOGIT_RTOL`` on the
+    held-out windows, and 13's held-out loss and its bound."""
     from test_models_gpt2 import log_softmax64
 
     checkpoint = read_checkpoint(directory)
     tensors = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
     inputs = split.held_out[:, :-1]
-    theirs, _ = jax.jit(gpt2_forward, static_argnums=1)(tensors, checkpoint.config, inputs)
+    forward = family_of(checkpoint).forward
+    theirs, _ = jax.jit(forward, static_argnums=1)(tensors, checkpoint.config, inputs)
     model = TINY_LM.model(load_mechanism("qk_norm"))
     ours, _ = jax.jit(model.apply)({"params": params}, inputs)
     theirs, ours = np.asarray(theirs), np.asarray(ours)  # the rest in numpy: nothing compiled
@@ -173,6 +179,97 @@ def test_round_trip_fails_when_one_tensor_is_transposed(saved, tmp_path):
     stored[name] = stored[name].T.copy()
     save_file(stored, broken / WEIGHTS)
     assert not _agree(broken, params, split)[0]
+
+
+@pytest.fixture(scope="module")
+def saved_llama(saved, tmp_path_factory):
+    """``saved``'s trained qk_norm model (learned positions) in Llama's layout, its record
+    14's."""
+    directory, params, split, reported = saved
+    record = json.loads((directory / CONFIG).read_text())["attnlab"]
+    record = {k: v for k, v in record.items() if k not in ("mechanism", "positions")}
+    record.pop("differs_from_gpt2")
+    model = TINY_LM.model(load_mechanism("qk_norm"))
+    out = tmp_path_factory.mktemp("llama")
+    write_llama(out, causal_lm_llama_tensors(params, model), causal_lm_llama_config(model, record))
+    return out, params, split, reported
+
+
+def test_llama_round_trip_same_logits_and_held_out_loss(saved_llama):
+    """14's trained model written in Llama's layout (``attnlab_llama``: LayerNorm as RMSNorm
+    over a centred residual stream, GPT-2's MLP, learned positions, the mechanism's learned
+    scalars) and read back through the registry gives CausalLM's logits within
+    ``LOGIT_RTOL`` of their scale (the same float32 bound as GPT-2's round trip: the
+    centring adds one rounding per residual writer, far inside the 15 * 128 u; measured
+    below 140 u) and 14's held-out loss within ``LOSS_PER_LOGIT`` times it."""
+    directory, params, split, reported = saved_llama
+    agree, loss, bound = _agree(directory, params, split)
+    assert agree
+    config = json.loads((directory / CONFIG).read_text())
+    assert config["model_type"] == llama.ATTNLAB_MODEL_TYPE
+    assert config["attnlab"]["held_out_loss"] == reported
+    assert abs(loss - reported) <= bound
+    assert config["attnlab"]["positions"] == "learned" and config["attnlab"]["mlp"] == "plain"
+    with pytest.raises(CheckpointError, match="is not llama"):
+        llama.parse_llama_config(config)  # a Llama reader refuses, never computes another model
+
+
+def test_llama_round_trip_fails_when_one_tensor_is_transposed(saved_llama, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    directory, params, split, _ = saved_llama
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in (CONFIG, TOKENIZER):
+        (broken / name).write_bytes((directory / name).read_bytes())
+    stored = load_file(directory / WEIGHTS)
+    name = "model.layers.0.self_attn.o_proj.weight"  # square: the shape check cannot see it
+    stored[name] = stored[name].T.copy()
+    save_file(stored, broken / WEIGHTS)
+    assert not _agree(broken, params, split)[0]
+
+
+@pytest.mark.parametrize(
+    ("positions", "name"), [("rotary", "scaled"), ("learned", "alibi"), ("none", "softcap30")]
+)
+def test_a_causal_lm_in_llama_layout_computes_the_same_function(tmp_path, positions, name):
+    """Every positions of CausalLM, with mechanisms of a constant, a per-head slope and a
+    cap, written in Llama's layout and read by the registry, gives CausalLM's logits within
+    ``LOGIT_RTOL`` of their scale (float32 both; measured below 140 u against 1920 u).
+    Without the centring of the residual writers (the embeddings as trained) Llama's
+    RMSNorm is not our LayerNorm and the logits differ by far more than the bound."""
+    import dataclasses
+
+    from safetensors.numpy import load_file, save_file
+
+    model = dataclasses.replace(TINY_LM, positions=positions).model(load_mechanism(name))
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, 256, (2, 16))
+    # N(0, 0.4^2) matrices and vectors (LayerNorm scales 1 + N(0, 0.3^2), ALiBi's slopes
+    # likewise: every tensor away from its initial value)
+    shapes = jax.eval_shape(model.init, jax.random.key(3), ids)["params"]
+    params = jax.tree.map(
+        lambda x: (0.4 * rng.standard_normal(x.shape) if len(x.shape) == 2
+                   else 1 + 0.3 * rng.standard_normal(x.shape)).astype(np.float32),
+        shapes,
+    )  # fmt: skip
+    config = causal_lm_llama_config(model, {})
+    assert config["model_type"] == llama.ATTNLAB_MODEL_TYPE  # not even scaled is llama: MLP
+    write_llama(tmp_path, causal_lm_llama_tensors(params, model), config)
+    ours = np.asarray(jax.jit(model.apply)({"params": params}, ids)[0])
+    bound = LOGIT_RTOL * float(np.abs(ours).max())
+
+    def theirs() -> np.ndarray:
+        checkpoint = read_checkpoint(tmp_path)
+        assert checkpoint.config.positions == positions and checkpoint.config.mlp == "plain"
+        tensors = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
+        return np.asarray(family_of(checkpoint).forward(tensors, checkpoint.config, ids)[0])
+
+    np.testing.assert_allclose(theirs(), ours, rtol=0, atol=bound)
+    stored = load_file(tmp_path / WEIGHTS)
+    stored["model.embed_tokens.weight"] = np.asarray(params["wte"], np.float32)
+    save_file(stored, tmp_path / WEIGHTS)
+    assert np.abs(theirs() - ours).max() > 100 * bound
 
 
 COMMITTED = Path(__file__).resolve().parents[1] / "results" / "checkpoints"

@@ -1,5 +1,6 @@
 """The suite's causal LM (``attnlab.lm.model``) written as a GPT-2 checkpoint that
-``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read.
+``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read, or in Llama's layout
+(``write_llama``, below), which ``attnlab.models.llama`` reads as ``attnlab_llama``.
 
 Tensor layout (``transformer.`` prefix, float32, ``safetensors.numpy``), ours -> GPT-2:
 
@@ -25,6 +26,33 @@ the mechanism, positions), and the tokenizer is byte-level with no merges: token
 rules) computes the trained model; any other mechanism is ``MODEL_TYPE`` (``attnlab_gpt2``),
 which a GPT-2 reader refuses instead of computing another model, and which
 ``attnlab.models.gpt2`` reads as it reads ``gpt2``.
+
+Llama's layout (``causal_lm_llama_tensors``, ``model.`` prefix, linear weights ``[out,
+in]``, so ours transposed):
+
+    wte C                        -> model.embed_tokens.weight
+    wpe C (learned positions)    -> model.embed_positions.weight      (attnlab's, not Llama's)
+    h_i.ln_1.scale, ln_2.scale   -> model.layers.i.input_layernorm / post_attention_layernorm
+    h_i.attn.W_Q | W_K | W_V     -> model.layers.i.self_attn.{q,k,v}_proj.weight (W^T)
+    h_i.attn.W_O C               -> model.layers.i.self_attn.o_proj.weight
+    h_i.W_1, h_i.W_2 C           -> model.layers.i.mlp.up_proj / down_proj.weight (no gate)
+    ln_f.scale                   -> model.norm.weight
+    lm_head                      -> lm_head.weight (untied)
+    h_i.attn.<scalar>            -> model.layers.i.self_attn.attnlab.<scalar>  ([] or [H])
+
+``C = I - 1 1^T / D`` centres the output axis of every tensor that writes the residual
+stream. LayerNorm without a bias, ``LN(x) = g (x - mean x) / sqrt(var x + eps)``, depends
+on ``x`` only through ``x C``; the stream is the sum of those writes, so with them centred
+it is ``x C`` at every layer, whose mean is 0, and there ``LN(x C) = RMSNorm(x C) = g x C /
+sqrt(mean((x C)^2) + eps)``, Llama's norm with the same ``g`` and ``eps``. The rewrite is
+exact in real arithmetic (float32 rounding aside), so Llama's RMSNorm computes our
+LayerNorm. Our rotary positions are Llama's (half-split, ``rope_theta`` 10000). What
+Llama cannot express: GPT-2's ungated GELU MLP (SwiGLU has no ``down(act(up x))`` without
+a bias to make ``gate`` or ``up`` constant), learned positions, and every mechanism but
+``scaled``. So no model is written ``model_type: llama``: every one is
+``attnlab_llama`` (``attnlab.models.llama.ATTNLAB_MODEL_TYPE``), which a Llama reader
+refuses, with ``attnlab.mlp: plain``, ``attnlab.positions`` and ``attnlab.mechanism`` for
+``attnlab.models.llama``'s decoder.
 """
 
 from __future__ import annotations
@@ -38,7 +66,8 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin
-from attnlab.lm.model import INIT_STD, LN_EPS, VOCAB, CausalLM
+from attnlab.lm.model import INIT_STD, LN_EPS, ROPE_BASE, VOCAB, CausalLM
+from attnlab.models import llama
 from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS
 from attnlab.models.gpt2 import MODEL_TYPE, PREFIX, learned_name
 
@@ -119,6 +148,17 @@ def _mechanism_note(mechanism: Mechanism) -> str:
     )
 
 
+def _attnlab_object(model: CausalLM, key: str, differs: list[str], record: dict) -> dict:
+    """``config.json``'s ``attnlab`` object: the mechanism, positions, what differs from the
+    layout's family (under ``key``) and ``record``."""
+    return {
+        "mechanism": model.mechanism.name,
+        "positions": model.positions,
+        key: differs,
+        **record,
+    }
+
+
 def causal_lm_config(model: CausalLM, record: dict[str, Any]) -> dict[str, Any]:
     """``config.json`` of ``model``: GPT-2's fields where GPT-2 expresses ours, and the
     ``attnlab`` object (the mechanism, positions, what differs from GPT-2, and ``record``:
@@ -150,12 +190,87 @@ def causal_lm_config(model: CausalLM, record: dict[str, Any]) -> dict[str, Any]:
         "reorder_and_upcast_attn": False,
         "tie_word_embeddings": False,
         "torch_dtype": "float32",
-        "attnlab": {
-            "mechanism": model.mechanism.name,
-            "positions": model.positions,
-            "differs_from_gpt2": differs,
-            **record,
-        },
+        "attnlab": _attnlab_object(model, "differs_from_gpt2", differs, record),
+    }
+
+
+def _centred(w: Any) -> np.ndarray:
+    """``w C``: ``w`` less its mean over the last (output) axis, computed in float64 and
+    rounded to float32 once (the module docstring's ``C``)."""
+    w = np.asarray(w, np.float64)
+    return (w - w.mean(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def causal_lm_llama_tensors(params: dict, model: CausalLM) -> dict[str, np.ndarray]:
+    """``model``'s ``params`` (one lane's Flax tree) as tensors by
+    ``llama.decoder_shapes`` name (the module docstring's Llama table): the writers of the
+    residual stream centred, linear weights transposed to ``[out, in]``."""
+    f32 = lambda x: np.asarray(x, np.float32)  # noqa: E731
+    out = {"model.embed_tokens.weight": _centred(params["wte"])}
+    if model.positions == "learned":
+        out[llama.POSITION_TABLE] = _centred(params["wpe"])
+    for i in range(model.n_layers):
+        block, p = params[f"h_{i}"], f"model.layers.{i}."
+        attn = block["attn"]
+        out |= {
+            f"{p}input_layernorm.weight": f32(block["ln_1"]["scale"]),
+            f"{p}self_attn.q_proj.weight": f32(attn["W_Q"]).T.copy(),
+            f"{p}self_attn.k_proj.weight": f32(attn["W_K"]).T.copy(),
+            f"{p}self_attn.v_proj.weight": f32(attn["W_V"]).T.copy(),
+            f"{p}self_attn.o_proj.weight": _centred(attn["W_O"]).T.copy(),
+            f"{p}post_attention_layernorm.weight": f32(block["ln_2"]["scale"]),
+            f"{p}mlp.up_proj.weight": f32(block["W_1"]).T.copy(),
+            f"{p}mlp.down_proj.weight": _centred(block["W_2"]).T.copy(),
+        }
+        for name, _ in model.mechanism.params:
+            out[llama.learned_name(i, name)] = f32(attn[name])
+    out["model.norm.weight"] = f32(params["ln_f"]["scale"])
+    out["lm_head.weight"] = f32(params["lm_head"]).T.copy()
+    return out
+
+
+def causal_lm_llama_config(model: CausalLM, record: dict[str, Any]) -> dict[str, Any]:
+    """``config.json`` of ``model`` in Llama's layout: Llama's keys where Llama expresses
+    ours, ``model_type`` ``attnlab_llama`` (the module docstring says why never ``llama``),
+    and the ``attnlab`` object: ``mlp`` ``plain``, the mechanism, positions, what differs
+    from Llama, and ``record``."""
+    differs = [
+        "LayerNorm (scale, no bias) written as RMSNorm with every residual writer centred "
+        "(embeddings, o_proj, down_proj): the same function",
+        "MLP is GPT-2's down(gelu_tanh(up(x))), no gate_proj (attnlab.mlp plain)",
+    ]
+    if model.positions == "learned":
+        differs.append(f"learned positions {llama.POSITION_TABLE}, no rotary")
+    elif model.positions == "none":
+        differs.append("no positions: no rotary, no table")
+    if model.mechanism.name != "scaled" or not is_builtin(model.mechanism):
+        learned = ", ".join(
+            llama.learned_name(0, n).replace(".0.", ".<i>.") for n, _ in model.mechanism.params
+        )
+        differs.append(
+            f"attention is attnlab's {model.mechanism.name!r} mechanism, not Llama's"
+            + (f"; its learned scalars: {learned}" if learned else "")
+        )
+    ours = _attnlab_object(model, "differs_from_llama", differs, record)
+    return {
+        "model_type": llama.ATTNLAB_MODEL_TYPE,
+        "vocab_size": VOCAB,
+        "hidden_size": model.d_model,
+        "intermediate_size": 4 * model.d_model,
+        "num_hidden_layers": model.n_layers,
+        "num_attention_heads": model.n_heads,
+        "num_key_value_heads": model.n_heads,
+        "head_dim": model.d_head,
+        "max_position_embeddings": model.max_length,
+        "rms_norm_eps": LN_EPS,
+        "rope_theta": ROPE_BASE,
+        "hidden_act": "gelu_pytorch_tanh",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+        "initializer_range": INIT_STD,
+        "torch_dtype": "float32",
+        "attnlab": {"mlp": llama.MLPS[1], **ours},
     }
 
 
@@ -163,13 +278,26 @@ def write_gpt2(directory: Path, tensors: dict[str, np.ndarray], config: dict[str
     """Write ``config.json``, ``model.safetensors`` (``transformer.``-prefixed names, but
     ``lm_head.weight`` and ours under ``attnlab.``) and the byte-level ``tokenizer.json``
     into ``directory`` (made if missing)."""
-    from safetensors.numpy import save_file
-
-    directory.mkdir(parents=True, exist_ok=True)
     stored = {
         name if name.startswith(("lm_head.", "attnlab.")) else PREFIX + name: value
         for name, value in tensors.items()
     }
+    _write_checkpoint(directory, stored, config)
+
+
+def write_llama(directory: Path, tensors: dict[str, np.ndarray], config: dict[str, Any]) -> None:
+    """Write ``causal_lm_llama_tensors`` and ``causal_lm_llama_config`` as ``write_gpt2``
+    writes its own (names as they are)."""
+    _write_checkpoint(directory, tensors, config)
+
+
+def _write_checkpoint(directory: Path, stored: dict[str, np.ndarray], config: dict) -> None:
+    """``stored`` (tensors by file name) as ``model.safetensors`` (mode 0644), ``config``
+    as ``config.json`` and the byte-level ``tokenizer.json``, into ``directory`` (made if
+    missing)."""
+    from safetensors.numpy import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
     save_file(stored, str(directory / WEIGHTS), metadata={"format": "pt"})
     os.chmod(directory / WEIGHTS, 0o644)  # safetensors writes 0600; its siblings are 0644
     text = json.dumps(config, indent=2, sort_keys=False) + "\n"

@@ -18,12 +18,15 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import ALL_BUILTINS
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 #: The floating-point types a weights file's tensors may have (safetensors' names): an
@@ -50,6 +53,27 @@ class UnknownMechanismError(CheckpointError):
     def __init__(self, message: str, name: str, made_from: str | None) -> None:
         super().__init__(message)
         self.name, self.made_from = name, made_from
+
+
+def mechanism_of(
+    name: str, made_by: Any, supplied: Mapping[str, Mechanism], where: str
+) -> Mechanism:
+    """The mechanism ``attnlab.mechanism`` names: one ``supplied`` under that name, else the
+    built-in of the name unless the maker recorded another reference (``made_by.mechanism``:
+    a researcher's namesake of a built-in is never read as the built-in)."""
+    made_from = made_by.get("mechanism") if isinstance(made_by, dict) else None
+    made_from = made_from if isinstance(made_from, str) else None
+    if name in supplied:
+        return supplied[name]
+    if name in ALL_BUILTINS and made_from in (None, name):
+        return ALL_BUILTINS[name]
+    if name in ALL_BUILTINS:
+        why = f"was made from {made_from!r}, not the built-in of its name, and was not supplied"
+    elif made_from:
+        why = f"is not a built-in and was not supplied (it was made from {made_from!r})"
+    else:
+        why = f"is neither a built-in ({', '.join(ALL_BUILTINS)}) nor supplied"
+    raise UnknownMechanismError(f"{where}: attnlab.mechanism {name!r} {why}", name, made_from)
 
 
 @dataclass(frozen=True)

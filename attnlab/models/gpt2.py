@@ -46,16 +46,15 @@ from jax.typing import ArrayLike
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
 from attnlab.core.mechanism import Mechanism
-from attnlab.core.references import ALL_BUILTINS
 from attnlab.models.files import (
     CONFIG,
     TOKENIZER,
     WEIGHTS,
     Checkpoint,
     CheckpointError,
-    UnknownMechanismError,
     check_weights_header,
     files_present,
+    mechanism_of,
     positive_int,
     read_json,
     read_tensors,
@@ -111,27 +110,6 @@ class GPT2Config:
         return self.attention.name
 
 
-def _mechanism_of(
-    name: str, made_by: Any, supplied: Mapping[str, Mechanism], where: str
-) -> Mechanism:
-    """The mechanism ``attnlab.mechanism`` names: one ``supplied`` under that name, else the
-    built-in of the name unless the maker recorded another reference (``made_by.mechanism``:
-    a researcher's namesake of a built-in is never read as the built-in)."""
-    made_from = made_by.get("mechanism") if isinstance(made_by, dict) else None
-    made_from = made_from if isinstance(made_from, str) else None
-    if name in supplied:
-        return supplied[name]
-    if name in ALL_BUILTINS and made_from in (None, name):
-        return ALL_BUILTINS[name]
-    if name in ALL_BUILTINS:
-        why = f"was made from {made_from!r}, not the built-in of its name, and was not supplied"
-    elif made_from:
-        why = f"is not a built-in and was not supplied (it was made from {made_from!r})"
-    else:
-        why = f"is neither a built-in ({', '.join(ALL_BUILTINS)}) nor supplied"
-    raise UnknownMechanismError(f"{where}: attnlab.mechanism {name!r} {why}", name, made_from)
-
-
 def parse_gpt2_config(
     raw: dict[str, Any], where: str = CONFIG, mechanisms: Mapping[str, Mechanism] | None = None
 ) -> GPT2Config:
@@ -162,7 +140,7 @@ def parse_gpt2_config(
     mechanism = ours.get("mechanism", default)
     if not isinstance(mechanism, str) or not mechanism:
         raise CheckpointError(f"{where}: attnlab.mechanism must be a name, got {mechanism!r}")
-    attention = _mechanism_of(mechanism, ours.get("made_by"), mechanisms or {}, where)
+    attention = mechanism_of(mechanism, ours.get("made_by"), mechanisms or {}, where)
     positions = ours.get("positions", "learned")
     if positions not in POSITIONS:
         raise CheckpointError(f"{where}: attnlab.positions {positions!r}, only learned")

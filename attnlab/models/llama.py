@@ -28,11 +28,20 @@ row longer than it: the checkpoint's ``max_seq_length`` is the window, so the wi
 binds on a row read here. What is not computed is refused in one line naming the key:
 biases in attention or MLP, another activation, a ``rope_type`` not in
 ``layers.ROPE_TYPES``, mixture-of-experts, a partial rotary factor.
+
+``attnlab_llama`` (``ATTNLAB_MODEL_TYPE``) is this layout with what experiment 14's model
+(``attnlab.lm.model``) has and Llama has not, each set in ``config.json``'s ``attnlab``
+object and computed by this same forward: ``mlp: "plain"`` (GPT-2's MLP,
+``m = down(act(up(b)))``, no ``gate_proj``), ``positions: "learned"`` (``x = E[t] +
+P[0..T-1]``, ``P`` the tensor ``model.embed_positions.weight``, no rotary) or ``"none"``
+(neither), and ``mechanism``, any built-in or supplied ``Mechanism`` (``files.mechanism_of``)
+whose learned scalars are ``model.layers.{i}.self_attn.attnlab.<name>`` (``[]``, or ``[H]``
+per head). A Llama reader refuses the ``model_type`` rather than compute another model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +63,7 @@ from attnlab.models.files import (
     CheckpointError,
     check_weights_header,
     files_present,
+    mechanism_of,
     positive_int,
     read_json,
     read_tensors,
@@ -80,6 +90,14 @@ REFUSED_KEYS = ("attention_bias", "mlp_bias", "num_experts", "num_local_experts"
                 "vision_config", "use_qk_norm")  # fmt: skip
 #: The layer types computed (``layer_types``): full attention and a sliding window.
 LAYER_TYPES = ("full_attention", "sliding_attention")
+#: ``DecoderConfig.mlp``: Llama's gated MLP, or GPT-2's plain one (``attnlab_llama``).
+MLPS = ("gated", "plain")
+#: ``DecoderConfig.positions``: rotary (every family), learned or none (``attnlab_llama``).
+POSITIONS = ("rotary", "learned", "none")
+#: ``model_type`` of this layout with ``attnlab``'s extensions (module docstring).
+ATTNLAB_MODEL_TYPE = "attnlab_llama"
+#: The learned position table of ``positions: learned`` (``attnlab_llama`` only).
+POSITION_TABLE = "model.embed_positions.weight"
 
 
 @dataclass(frozen=True)
@@ -100,6 +118,10 @@ class DecoderConfig:
       final_cap: the soft-cap of the output logits (Gemma 2), None: none.
       context: the longest row read (``max_position_embeddings``, or the sliding window).
       layer_types: each layer's ``LAYER_TYPES`` entry (full attention or a sliding window).
+      mlp: ``"gated"`` (``down(act(gate(b)) * up(b))``) or ``"plain"``
+        (``down(act(up(b)))``, ``attnlab_llama``).
+      positions: ``"rotary"``, ``"learned"`` (``POSITION_TABLE`` added to the embeddings,
+        no rotary) or ``"none"`` (``attnlab_llama``).
     """
 
     model_type: str
@@ -125,6 +147,8 @@ class DecoderConfig:
     initializer_range: float
     attention: Mechanism
     layer_types: tuple[str, ...] = ()
+    mlp: str = "gated"
+    positions: str = "rotary"
 
     @property
     def mechanism(self) -> str:
@@ -192,7 +216,9 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
     choices in ``family`` (``qk_norm``, ``block``, ``norm_offset``, ``activation_key``,
     ``default_activation``, ``divisor``, ``cap``, ``embed_scale``, ``final_cap``,
     ``sliding`` (layer -> bool, where ``layer_types`` is absent), ``local_theta`` (the
-    sliding layers' own rope base, no scaling), ``default_head_dim``)."""
+    sliding layers' own rope base, no scaling), ``default_head_dim``, and
+    ``attnlab_llama``'s ``attention`` (a ``Mechanism``, default ``attention_of``'s),
+    ``mlp`` and ``positions``)."""
     refuse(raw, where)
     D = positive_int(raw, "hidden_size", where)
     H = positive_int(raw, "num_attention_heads", where)
@@ -248,8 +274,10 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
         final_cap=family.get("final_cap"),
         context=context,
         initializer_range=number(raw, "initializer_range", where, 0.02),
-        attention=attention_of(model_type, head_dim, divisor, cap),
+        attention=family.get("attention") or attention_of(model_type, head_dim, divisor, cap),
         layer_types=types,
+        mlp=family.get("mlp", MLPS[0]),
+        positions=family.get("positions", POSITIONS[0]),
     )
 
 
@@ -265,6 +293,40 @@ def parse_llama_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConfi
     return parse_decoder(raw, where)
 
 
+def parse_attnlab_llama_config(
+    raw: dict[str, Any], where: str = CONFIG, mechanisms: Mapping[str, Mechanism] | None = None
+) -> DecoderConfig:
+    """An ``attnlab_llama`` ``config.json``: Llama's keys, and the ``attnlab`` object's
+    ``mlp`` (``MLPS``), ``positions`` (``POSITIONS``) and ``mechanism`` (a built-in or one
+    of ``mechanisms``: ``files.mechanism_of``); ``CheckpointError`` naming the key
+    otherwise."""
+    if raw.get("model_type") != ATTNLAB_MODEL_TYPE:
+        raise CheckpointError(
+            f"{where}: model_type {raw.get('model_type')!r} is not {ATTNLAB_MODEL_TYPE!r}"
+        )
+    ours = raw.get("attnlab", {})
+    if not isinstance(ours, dict):
+        raise CheckpointError(f"{where}: attnlab must be an object")
+    for key, allowed, default in (("mlp", MLPS, MLPS[0]), ("positions", POSITIONS, POSITIONS[0])):
+        if ours.get(key, default) not in allowed:
+            raise CheckpointError(
+                f"{where}: attnlab.{key} {ours[key]!r}, only {', '.join(allowed)}"
+            )
+    name = ours.get("mechanism", "scaled")
+    if not isinstance(name, str) or not name:
+        raise CheckpointError(f"{where}: attnlab.mechanism must be a name, got {name!r}")
+    attention = mechanism_of(name, ours.get("made_by"), mechanisms or {}, where)
+    return parse_decoder(
+        raw, where, attention=attention, mlp=ours.get("mlp", MLPS[0]),
+        positions=ours.get("positions", POSITIONS[0]),
+    )  # fmt: skip
+
+
+def learned_name(layer: int, name: str) -> str:
+    """The tensor of layer ``layer``'s learned mechanism scalar ``name`` (``attnlab_llama``)."""
+    return f"model.layers.{layer}.self_attn.attnlab.{name}"
+
+
 #: The norms of a block by ``DecoderConfig.block``.
 BLOCK_NORMS = {
     "pre": ("input_layernorm", "post_attention_layernorm"),
@@ -276,10 +338,15 @@ BLOCK_NORMS = {
 
 def decoder_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the decoder reads, by its Hugging Face name (``model.`` prefix;
-    ``lm_head.weight`` only when untied), linear weights ``[out, in]``."""
+    ``lm_head.weight`` only when untied), linear weights ``[out, in]``; ``attnlab_llama``'s
+    position table and the mechanism's learned scalars (``learned_name``) where it has
+    them."""
     D, inner, d = config.hidden_size, config.intermediate_size, config.head_dim
     H, KV = config.n_head, config.n_kv_head
     shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (config.vocab_size, D)}
+    if config.positions == "learned":
+        shapes[POSITION_TABLE] = (config.context, D)
+    mechanism = config.attention
     for i in range(config.n_layer):
         p = f"model.layers.{i}."
         shapes |= {
@@ -291,11 +358,15 @@ def decoder_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
             f"{p}mlp.up_proj.weight": (inner, D),
             f"{p}mlp.down_proj.weight": (D, inner),
         }
+        if config.mlp == "plain":
+            del shapes[f"{p}mlp.gate_proj.weight"]
         shapes |= {f"{p}{name}.weight": (D,) for name in BLOCK_NORMS[config.block]}
         if config.qk_norm:
             full = config.qk_norm == "full"
             shapes[f"{p}self_attn.q_norm.weight"] = (H * d,) if full else (d,)
             shapes[f"{p}self_attn.k_norm.weight"] = (KV * d,) if full else (d,)
+        for name, _ in mechanism.params:
+            shapes[learned_name(i, name)] = (H,) if name in mechanism.per_head else ()
     shapes["model.norm.weight"] = (D,)
     if not config.tied:
         shapes["lm_head.weight"] = (config.vocab_size, D)
@@ -334,6 +405,15 @@ def load_llama(directory: Path | str, mechanisms: Any = None) -> Checkpoint:
     return load_decoder(directory, parse_llama_config)
 
 
+def load_attnlab_llama(
+    directory: Path | str, mechanisms: Mapping[str, Mechanism] | None = None
+) -> Checkpoint:
+    """An ``attnlab_llama`` checkpoint, its mechanism a built-in or one of ``mechanisms``
+    (``load_decoder`` with ``parse_attnlab_llama_config``)."""
+    return load_decoder(directory, lambda raw, where: parse_attnlab_llama_config(
+        raw, where, mechanisms))  # fmt: skip
+
+
 def decoder_forward(
     params: Params, config: DecoderConfig, ids: ArrayLike, *, qk_scale: ArrayLike = 1.0
 ) -> tuple[Array, Trace]:
@@ -344,7 +424,7 @@ def decoder_forward(
     B, T = ids.shape
     H, KV, d, D = config.n_head, config.n_kv_head, config.head_dim, config.hidden_size
     mechanism = config.attention
-    theta = {n: jnp.float32(v) for n, v in mechanism.constant_values(d).items()}
+    constants = {n: jnp.float32(v) for n, v in mechanism.constant_values(d).items()}
     causal = jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
     context = causal_context(T, H)
     act = ACTIVATIONS[config.activation]
@@ -358,6 +438,8 @@ def decoder_forward(
     x = params["model.embed_tokens.weight"][ids]
     if config.embed_scale:
         x = x * jnp.sqrt(jnp.float32(D))
+    if config.positions == "learned":
+        x = x + params[POSITION_TABLE][:T]
     trace = []
     for i, rope in enumerate(config.ropes):
         p = f"model.layers.{i}."
@@ -370,11 +452,16 @@ def decoder_forward(
         q, k = heads(q, H), heads(k, KV)
         if config.qk_norm == "head":
             q, k = norm(q, f"{p}self_attn.q_norm"), norm(k, f"{p}self_attn.k_norm")
-        cos, sin = rope_tables(inverse_frequencies(rope, d), rope.attention_factor, T)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if config.positions == "rotary":
+            cos, sin = rope_tables(inverse_frequencies(rope, d), rope.attention_factor, T)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         k, v = repeat_kv(k, H // KV), repeat_kv(v, H // KV)
         q, k = qk_scale * q, qk_scale * k
-        trace.append((q, k, v))
+        theta = dict(constants)
+        for name, _ in mechanism.params:
+            value = params[learned_name(i, name)]
+            theta[name] = value[:, None, None] if name in mechanism.per_head else value
+        trace.append((q, k, v, theta))
         _, weights, _ = mechanism.attend(q, k, theta, causal, context)
         out = weighted_values(weights, v).transpose(0, 2, 1, 3).reshape(B, T, H * d)
         out = out @ params[f"{p}self_attn.o_proj.weight"].T
@@ -383,8 +470,12 @@ def decoder_forward(
         x = x + out
         b = {"pre": f"{p}post_attention_layernorm", "sandwich": f"{p}pre_feedforward_layernorm"}
         h = norm(x, b[config.block]) if config.block in b else x
-        gate = act(h @ params[f"{p}mlp.gate_proj.weight"].T)
-        m = (gate * (h @ params[f"{p}mlp.up_proj.weight"].T)) @ params[f"{p}mlp.down_proj.weight"].T
+        up = h @ params[f"{p}mlp.up_proj.weight"].T
+        if config.mlp == "plain":
+            hidden = act(up)
+        else:
+            hidden = act(h @ params[f"{p}mlp.gate_proj.weight"].T) * up
+        m = hidden @ params[f"{p}mlp.down_proj.weight"].T
         if config.block != "pre":
             m = norm(m, f"{p}post_feedforward_layernorm")
         x = x + m
@@ -393,19 +484,25 @@ def decoder_forward(
     logits = x @ head.T
     if config.final_cap is not None:
         logits = config.final_cap * jnp.tanh(logits / config.final_cap)
-    q, k, v = (jnp.stack(parts) for parts in zip(*trace, strict=True))
-    stacked = {n: jnp.broadcast_to(value, (config.n_layer,)) for n, value in theta.items()}
-    return logits, Trace(q, k, v, stacked)
+    q, k, v, thetas = zip(*trace, strict=True)
+    stacked = {n: jnp.stack([jnp.asarray(t[n]) for t in thetas]) for n in thetas[0]}
+    return logits, Trace(jnp.stack(q), jnp.stack(k), jnp.stack(v), stacked)
 
 
 def decoder_init(config: DecoderConfig, key: jax.Array) -> dict[str, np.ndarray]:
     """Tensors of a freshly initialised decoder as Hugging Face initialises it
     (``_init_weights``): linear weights and embeddings ``N(0, initializer_range^2)``,
-    RMSNorm weights 1 (0 for Gemma's ``(1 + w)``, so the norm starts at 1); one
-    ``jax.random`` key per tensor, folded in by position."""
+    RMSNorm weights 1 (0 for Gemma's ``(1 + w)``, so the norm starts at 1), the
+    mechanism's learned scalars (``attnlab_llama``) their initial values at ``head_dim``;
+    one ``jax.random`` key per tensor, folded in by position."""
+    mechanism, d = config.attention, config.head_dim
+    initial = {**mechanism.param_values(d), **mechanism.head_values(d, config.n_head)}
+    learned = {learned_name(i, n): n for i in range(config.n_layer) for n in initial}
     tensors = {}
     for i, (name, shape) in enumerate(decoder_shapes(config).items()):
-        if len(shape) == 1:
+        if name in learned:
+            value = jnp.broadcast_to(initial[learned[name]], shape)
+        elif len(shape) == 1:
             value = jnp.full(shape, 1.0 - config.norm_offset)
         else:
             draw = jax.random.normal(jax.random.fold_in(key, i), shape, jnp.float32)

@@ -79,6 +79,10 @@ def _decoder(name: str, parse: Callable, load: Callable) -> Family:
 
 
 LLAMA = _decoder("llama", llama.parse_llama_config, llama.load_llama)
+#: Experiment 14's model in Llama's layout (``attnlab.lm.export.write_llama``).
+ATTNLAB_LLAMA = _decoder(
+    llama.ATTNLAB_MODEL_TYPE, llama.parse_attnlab_llama_config, llama.load_attnlab_llama
+)
 QWEN3 = _decoder("qwen3", qwen3.parse_qwen3_config, qwen3.load_qwen3)
 OLMO2 = _decoder("olmo2", olmo2.parse_olmo2_config, olmo2.load_olmo2)
 GEMMA2 = _decoder("gemma2", gemma2.parse_gemma2_config, gemma2.load_gemma2)
@@ -86,7 +90,8 @@ GEMMA3 = _decoder("gemma3_text", gemma3.parse_gemma3_config, gemma3.load_gemma3)
 #: ``model_type`` -> family.
 FAMILIES: dict[str, Family] = {
     "bert": BERT, "gpt2": GPT2, gpt2.MODEL_TYPE: GPT2,
-    **{kind: LLAMA for kind in llama.MODEL_TYPES}, qwen3.MODEL_TYPE: QWEN3,
+    **{kind: LLAMA for kind in llama.MODEL_TYPES}, llama.ATTNLAB_MODEL_TYPE: ATTNLAB_LLAMA,
+    qwen3.MODEL_TYPE: QWEN3,
     **{kind: OLMO2 for kind in olmo2.MODEL_TYPES}, gemma2.MODEL_TYPE: GEMMA2,
     gemma3.MODEL_TYPE: GEMMA3,
 }  # fmt: skip

@@ -322,7 +322,7 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/lm/optim.py \
 	attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
 	attnlab/lm/train.py attnlab/models/__init__.py attnlab/models/files.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/models/layers.py attnlab/models/llama.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py | $(STAMP)
 	$(PY) $<

@@ -33,7 +33,6 @@ from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_wei
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.files import Checkpoint
 from attnlab.models.layers import next_token_loss
-from attnlab.models.llama import DecoderConfig
 from attnlab.models.registry import Family, family_of
 from attnlab.studies.real_model.compute import (
     ROW_STATS,
@@ -41,7 +40,7 @@ from attnlab.studies.real_model.compute import (
     head_columns,
     head_sigma,
 )
-from attnlab.studies.real_model.ledger import ledger_frame
+from attnlab.studies.real_model.ledger import LEDGER_MODEL_TYPES, ledger_frame
 from attnlab.studies.real_model.study import (
     CAUSAL_COUNTERFACTUALS_CSV,
     CAUSAL_HEADS_CSV,
@@ -296,7 +295,7 @@ def run_causal(
             causal_counterfactuals_frame(family, tensors, model_config, ids, name)
         )
         layers.append(causal_layers_frame(family, tensors, model_config, ids, name))
-        if isinstance(model_config, DecoderConfig):
+        if checkpoint.model_type in LEDGER_MODEL_TYPES:
             trained = by_model[MODELS[0]]  # the checkpoint's own weights
             ledgers.append(ledger_frame(family, tensors, model_config, ids, trained, name))
         on_progress(1)

@@ -31,13 +31,18 @@ from attnlab.models.ledger import (
     near_cap_share,
     static_ledger,
 )
-from attnlab.models.llama import DecoderConfig, decoder_forward
+from attnlab.models.llama import ATTNLAB_MODEL_TYPE, DecoderConfig, decoder_forward
 from attnlab.models.registry import FAMILIES, Family
 from attnlab.studies.real_model.study import LEDGER_CSV
 
 Params = dict[str, jax.Array]
 #: The ``model_type`` values with a ledger: the families on ``llama``'s decoder.
-LEDGER_MODEL_TYPES = tuple(k for k, f in FAMILIES.items() if f.forward is decoder_forward)
+#: The families whose temperature the ledger itemises: the Llama family's published layouts.
+#: Not ``attnlab_llama`` (14's models in that layout): their mechanism, not the divisor the
+#: ledger reads from the config, sets their logits' scale.
+LEDGER_MODEL_TYPES = tuple(
+    k for k, f in FAMILIES.items() if f.forward is decoder_forward and k != ATTNLAB_MODEL_TYPE
+)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
