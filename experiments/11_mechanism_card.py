@@ -12,7 +12,7 @@ import sys
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
-from attnlab.core.references import mechanism_reference, mechanism_references
+from attnlab.core.references import resolve, resolved_mechanism, resolved_mechanisms
 from attnlab.harness import cli
 from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.studies import headline
@@ -26,9 +26,9 @@ def build_parser():
     parser = cli.new_parser(__doc__, TIMED_BY)
     add = parser.add_argument
     # fmt: off
-    add("--mechanism", nargs="+", type=mechanism_reference, required=True, metavar="SPEC",
+    add("--mechanism", nargs="+", type=resolved_mechanism, required=True, metavar="SPEC",
         help="the mechanisms to card: a built-in, MODULE:NAME or path/to/file.py:NAME")
-    add("--against", type=mechanism_references, default=None, metavar="NAMES",
+    add("--against", type=resolved_mechanisms, default=None, metavar="NAMES",
         help="comma-separated baselines (default: scaled,unscaled; scaled with --task lm)")
     add("--task", choices=(RECALL, LM), default=RECALL,
         help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM")
@@ -47,7 +47,7 @@ def build_parser():
 
 
 def run(args, context):
-    against = args.against or list(api.AGAINST[args.task])
+    against = args.against or [resolve(a) for a in api.AGAINST[args.task]]
     try:
         job = api.prepare(
             args.task,
@@ -66,7 +66,8 @@ def run(args, context):
     with cli.progress(job.units, f"11 {args.task} card", args.quiet) as bar:
         results, wall = job.compute(bar.update, args.jobs)
     command = "python experiments/11_mechanism_card.py " + " ".join(sys.argv[1:])
-    flags = {**context.sidecar_flags, "against": against}
+    flags = {**context.sidecar_flags, "mechanism": [m.text for m in args.mechanism],
+             "against": [a.text for a in against]}  # fmt: skip
     job.write(results, wall, out_dir, flags, command, default_place, context.written)
 
 

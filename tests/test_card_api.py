@@ -55,7 +55,7 @@ def test_a_plain_function_is_carded_into_the_user_folder(monkeypatch, tmp_path):
     report = attnlab.card(logits, quick=True, seed=3, out_dir=tmp_path, progress=False,
                           committed=tmp_path / "none")  # fmt: skip
     assert seen["config"] == api.dataclasses.replace(api.QUICK, seed=3)
-    assert seen["plan"].against == ("scaled", "unscaled")
+    assert [r.reference for r in seen["plan"].against] == ["scaled", "unscaled"]
     assert isinstance(report.verdicts, pd.DataFrame) and report.tables.statics is frame
     assert report.folder == tmp_path / "cards" / "user" / "logits"
     assert (report.folder / "verdicts.csv").read_text() == "mechanism,verdict\nlogits,v\n"

@@ -18,6 +18,7 @@ import pytest
 from numpy_reference import float32_bound, row_reference
 
 from attnlab.core.mechanism import Mechanism, softmax_weights
+from attnlab.core.references import load_mechanism, resolve
 from attnlab.core.softmax_sweeps import (
     SoftmaxSweepConfig,
     run_jacobian_sweep,
@@ -126,7 +127,7 @@ def test_scaled_and_unscaled_statics_equal_02_and_03_at_the_same_settings():
     both files; the n sweep is the d_k sweep's (16, 16) cell (only the d_k rows are
     compared)."""
     config = dataclasses.replace(TINY, trials=512, statics_dks=(16, 256), statics_ns=(16,))
-    card = compute.statics_frame(config, ["scaled", "unscaled"])
+    card = compute.statics_frame(config, [resolve("scaled"), resolve("unscaled")])
     sweep = SoftmaxSweepConfig(dks=config.statics_dks, n_keys=config.n_keys, trials=512)
     keys = ["variant", "d_k", "n_keys", "trials", "sampler"]
     theirs = run_saturation_sweep(sweep).merge(run_jacobian_sweep(sweep), on=keys)
@@ -161,7 +162,7 @@ def test_the_committed_cards_reproduce_02_and_03():
 
 @pytest.fixture(scope="module")
 def tiny_card(user_reference) -> compute.Card:
-    return compute.card_tables(TINY, ["scaled", user_reference])
+    return compute.card_tables(TINY, [resolve("scaled"), resolve(user_reference)])
 
 
 @pytest.mark.slow  # trains the tiny card
@@ -194,7 +195,7 @@ def test_every_section_has_rows_for_every_mechanism(tiny_card):
     # softmax rows sum to 1 up to an n-term float32 sum: n eps, n <= 64
     scaled_mass = statics[statics.mechanism == "scaled"].mass_mean
     np.testing.assert_allclose(scaled_mass, 1.0, rtol=0, atol=64 * np.finfo(np.float32).eps)
-    sigmoid = compute.statics_frame(TINY, ["sigmoid"])
+    sigmoid = compute.statics_frame(TINY, [resolve("sigmoid")])
     assert not np.allclose(sigmoid.mass_mean, 1.0, atol=1e-3)  # reported, not assumed
 
 
@@ -202,14 +203,14 @@ def test_every_section_has_rows_for_every_mechanism(tiny_card):
 def test_the_tables_do_not_depend_on_the_workers(tiny_card, user_reference):
     """Every table byte for byte the same computed by two worker processes as here: each
     piece (section, training group, width) is the same program on the same inputs."""
-    there = compute.card_tables(TINY, ["scaled", user_reference], jobs=2)
+    there = compute.card_tables(TINY, [resolve("scaled"), resolve(user_reference)], jobs=2)
     for field in compute.Card._fields:
         here_csv = getattr(tiny_card, field).to_csv(index=False)
         assert getattr(there, field).to_csv(index=False) == here_csv, field
 
 
 def test_the_pieces_count_every_unit_of_progress_once():
-    references = ["scaled", "unscaled", "qk_norm"]
+    references = [resolve(r) for r in ("scaled", "unscaled", "qk_norm")]
     pieces = compute.card_pieces(TINY, references)
     sweep = sum(TINY.sweep.steps_at(d, len(references)) for d in TINY.sweep.dks)
     training = len(references) * TINY.training.steps
@@ -217,7 +218,7 @@ def test_the_pieces_count_every_unit_of_progress_once():
     assert sum(p.units for p in pieces) == compute.statics_trials(TINY) + training + sweep
     # scaled and unscaled share one training program, qk_norm has its own
     groups = compute.program_groups(TINY.training, references)
-    assert groups == [["scaled", "unscaled"], ["qk_norm"]]
+    assert [[r.reference for r in g] for g in groups] == [["scaled", "unscaled"], ["qk_norm"]]
     assert len(pieces) == 3 + len(groups) * (1 + len(TINY.sweep.dks))
 
 
@@ -248,7 +249,7 @@ def test_mask_safety_has_two_sides(tmp_path):
     -1e4 gives that row uniform weights 1/8 on masked keys and a non-zero output."""
     path = tmp_path / "filled.py"
     path.write_text(FILLED_FILE, encoding="utf-8")
-    frame = compute.mask_frame(["scaled", f"{path}:filled"])
+    frame = compute.mask_frame([load_mechanism("scaled"), load_mechanism(f"{path}:filled")])
     empty = pd.DataFrame({"mechanism": pd.Series([], dtype=str)})
     table = verdicts_frame(compute.Card(empty, empty, frame, *[empty] * 5), ["scaled", "filled"])
     safe = table[table.verdict == "mask-safe"].set_index("mechanism")

@@ -12,7 +12,7 @@ import pytest
 from test_experiments_lm_proxy import ALIBI_FILE
 
 from attnlab.core.positional import POSITIONAL
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import load_mechanism, resolve
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.lm.train import LMConfig
@@ -52,7 +52,8 @@ def tiny_cards():
     """unscaled against scaled: the two share one compiled program (only a constant
     differs), which keeps the fixture within the fast tests' budget; the LM without
     positions (ALiBi's) is read in test_lm_sweep."""
-    plan = store.CardPlan(("unscaled",), ("scaled",), ("unscaled", "scaled"), {})
+    unscaled, scaled = resolve("unscaled"), resolve("scaled")
+    plan = store.CardPlan((unscaled,), (scaled,), (unscaled, scaled), {})
     return lm.run_lm_cards(TINY, plan)
 
 
@@ -86,10 +87,11 @@ def test_a_written_card_is_read_back_as_a_baseline(tiny_cards, tmp_path):
         assert rule in text
     read = store.read_card(folder, tables=LMCard)
     pd.testing.assert_frame_equal(read.lm_sweep, tiny_cards[0].card.lm_sweep, check_dtype=False)
-    plan = store.plan_cards(TINY, ["scaled"], ["unscaled"], tmp_path / "cards", store.LM)
-    assert plan.reused == {"unscaled": folder} and plan.computed == ("scaled",)
+    scaled, unscaled = [resolve("scaled")], [resolve("unscaled")]
+    plan = store.plan_cards(TINY, scaled, unscaled, tmp_path / "cards", store.LM)
+    assert plan.reused == {"unscaled": folder} and plan.computed == tuple(scaled)
     other = dataclasses.replace(TINY, lrs=(1e-2,))
-    found = store.plan_cards(other, ["scaled"], ["unscaled"], tmp_path / "cards", store.LM)
+    found = store.plan_cards(other, scaled, unscaled, tmp_path / "cards", store.LM)
     assert found.reused == {}
 
 
@@ -161,6 +163,6 @@ def test_under_muon_with_a_clip_that_fires_to_the_end_the_clip_owns_the_temperat
 
     config = dataclasses.replace(TINY, lm=dataclasses.replace(TINY.lm, optimizer="muon",
                                                               qk_clip_tau=1e-3))  # fmt: skip
-    card = lm.lm_cell(config, "scaled", 16)
+    card = lm.lm_cell(config, resolve("scaled"), 16)
     assert card.lm_sweep.clip_fraction_last_quarter_layer0.gt(0).all()
     assert clip_layers_late(card, "scaled") == {0}

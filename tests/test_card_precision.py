@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from attnlab.core.references import load_mechanism
 from attnlab.studies.card.headroom import headroom
 from attnlab.studies.card.precision import precision_frame
 
@@ -33,7 +34,7 @@ def frame(tmp_path_factory) -> pd.DataFrame:
     path = tmp_path_factory.mktemp("f16") / "half_logits.py"
     path.write_text(MECHANISMS, encoding="utf-8")
     references = ["scaled", "qk_norm", f"{path}:logits", f"{path}:half"]
-    return precision_frame(references, (1024,), 8, 2, 0, GRID)
+    return precision_frame([load_mechanism(r) for r in references], (1024,), 8, 2, 0, GRID)
 
 
 def test_scaled_keeps_float16_to_the_grid_top(frame):

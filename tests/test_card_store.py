@@ -17,10 +17,18 @@ import pandas as pd
 import pytest
 from test_card_compute import TINY, USER_FILE
 
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef, resolve
 from attnlab.core.temperature import BUILTINS
 from attnlab.studies.card import api, store
 from attnlab.studies.card.verdicts import Card
+
+
+def _refs(*references) -> list[MechanismRef]:
+    return [resolve(r) for r in references]
+
+
+def _texts(references) -> tuple[str, ...]:
+    return tuple(r.text for r in references)
 
 
 def test_the_plan_reads_a_baseline_from_a_committed_card_with_equal_settings(tmp_path):
@@ -30,17 +38,17 @@ def test_the_plan_reads_a_baseline_from_a_committed_card_with_equal_settings(tmp
         (folder / f"{field}.csv").write_text("mechanism\nunscaled\n", encoding="utf-8")
         sidecar = {"flags": {"card_settings": TINY.settings()}}
         (folder / f"{field}.json").write_text(json.dumps(sidecar), encoding="utf-8")
-    plan = store.plan_cards(TINY, ["scaled"], ["scaled", "unscaled"], tmp_path)
-    assert plan.computed == ("scaled",) and plan.reused == {"unscaled": folder}
+    plan = store.plan_cards(TINY, _refs("scaled"), _refs("scaled", "unscaled"), tmp_path)
+    assert _texts(plan.computed) == ("scaled",) and plan.reused == {"unscaled": folder}
     other = dataclasses.replace(TINY, trials=TINY.trials + 1)
-    plan = store.plan_cards(other, ["scaled"], ["unscaled"], tmp_path)
-    assert plan.computed == ("scaled", "unscaled") and plan.reused == {}
-    plan = store.plan_cards(TINY, ["unscaled"], ["unscaled"], tmp_path)
-    assert plan.computed == ("unscaled",), "a target is always computed"
+    plan = store.plan_cards(other, _refs("scaled"), _refs("unscaled"), tmp_path)
+    assert _texts(plan.computed) == ("scaled", "unscaled") and plan.reused == {}
+    plan = store.plan_cards(TINY, _refs("unscaled"), _refs("unscaled"), tmp_path)
+    assert _texts(plan.computed) == ("unscaled",), "a target is always computed"
     impostor = tmp_path / "impostor.py"
     impostor.write_text(USER_FILE.replace("def logits", "def scaled"), encoding="utf-8")
     with pytest.raises(ValueError, match="both named .scaled.*rename one of them"):
-        store.plan_cards(TINY, ["scaled", f"{impostor}:scaled"], ["unscaled"], tmp_path)
+        store.plan_cards(TINY, _refs("scaled", f"{impostor}:scaled"), _refs("unscaled"), tmp_path)
 
 
 # --- where cards go: a mechanism of yours never writes or is read as a built-in's card ----
@@ -59,29 +67,32 @@ def _namesakes(path: Path, names) -> list[str]:
 
 @pytest.mark.parametrize("committed", [True, False])
 def test_a_namesake_of_every_builtin_is_carded_in_the_user_folder(tmp_path, monkeypatch, committed):
-    references = _namesakes(tmp_path / "mine_store.py", BUILTINS)
+    references = _refs(*_namesakes(tmp_path / "mine_store.py", BUILTINS))
     for name, reference in zip(BUILTINS, references, strict=True):
         assert store.card_folder(reference, committed) == Path(f"cards/user/mine_store.{name}")
         expected = Path("cards") / name if committed else Path("cards/user") / name
-        assert store.card_folder(name, committed) == expected
+        assert store.card_folder(resolve(name), committed) == expected
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert store.card_folder("mine_store:sigmoid", committed) == Path(
+    assert store.card_folder(resolve("mine_store:sigmoid"), committed) == Path(
         "cards/user/mine_store.sigmoid"
     )
     # a Mechanism object: the built-in itself is the built-in, a namesake is not
-    assert store.card_folder(BUILTINS["ssmax"], committed) == store.card_folder("ssmax", committed)
+    ssmax = store.card_folder(resolve("ssmax"), committed)
+    assert store.card_folder(resolve(BUILTINS["ssmax"]), committed) == ssmax
     namesake = dataclasses.replace(BUILTINS["ssmax"])
-    assert store.card_folder(namesake, committed) == Path("cards/user/ssmax")
-    assert store.comparison_folder(["scaled", "unscaled"], committed) == (
+    assert store.card_folder(resolve(namesake), committed) == Path("cards/user/ssmax")
+    assert store.comparison_folder(_refs("scaled", "unscaled"), committed) == (
         Path("cards") if committed else Path("cards/user")
     )
-    assert store.comparison_folder(["scaled", references[0]], committed) == Path("cards/user")
+    assert store.comparison_folder([resolve("scaled"), references[0]], committed) == Path(
+        "cards/user"
+    )
 
 
 def test_two_files_that_both_define_logits_keep_their_own_cards(tmp_path):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
-    first = _namesakes(tmp_path / "a" / "one.py", ["logits"])[0]
-    second = _namesakes(tmp_path / "b" / "two.py", ["logits"])[0]
+    first = resolve(_namesakes(tmp_path / "a" / "one.py", ["logits"])[0])
+    second = resolve(_namesakes(tmp_path / "b" / "two.py", ["logits"])[0])
     assert store.card_folder(first, False) != store.card_folder(second, False)
 
 
@@ -89,12 +100,12 @@ def test_a_namesake_is_never_read_as_the_builtins_baseline(tmp_path):
     committed = tmp_path / "committed"
     for name in BUILTINS:
         _fake_card(committed / name, TINY)
-    references = _namesakes(tmp_path / "mine.py", BUILTINS)
+    references = _refs(*_namesakes(tmp_path / "mine.py", BUILTINS))
     for name, reference in zip(BUILTINS, references, strict=True):
-        target = "sigmoid" if name != "sigmoid" else "softpick"
-        plan = store.plan_cards(TINY, [target], [reference], committed)
+        target = _refs("sigmoid" if name != "sigmoid" else "softpick")
+        plan = store.plan_cards(TINY, target, [reference], committed)
         assert plan.reused == {} and reference in plan.computed
-        plan = store.plan_cards(TINY, [target], [name], committed)
+        plan = store.plan_cards(TINY, target, _refs(name), committed)
         assert plan.reused == {name: committed / name}
 
 
@@ -156,7 +167,7 @@ def test_carding_a_namesake_of_every_builtin_at_the_defaults_changes_nothing_und
         after = {k: v for k, v in _tree(cards).items() if not k.startswith(store.USER)}
         assert after == {k: v for k, v in before.items() if not k.startswith(store.USER)}
         config = store_config()
-        plan = store.plan_cards(config, ["sigmoid"], ["scaled", "unscaled"], cards)
+        plan = store.plan_cards(config, _refs("sigmoid"), _refs("scaled", "unscaled"), cards)
         assert plan.reused == {n: cards / n for n in ("scaled", "unscaled")}
     finally:
         for folder in user.glob(f"{stem}.*"):
@@ -182,10 +193,10 @@ def _fake_computation(script, monkeypatch) -> None:
     def run_cards(config, plan, on_progress=None, jobs=1):
         return [
             SimpleNamespace(
-                name=load_mechanism(r).name,
+                name=r.name,
                 reference=r,
                 card=Card(*[frame] * len(Card._fields)),
-                verdicts=pd.DataFrame({"mechanism": [load_mechanism(r).name]}),
+                verdicts=pd.DataFrame({"mechanism": [r.name]}),
                 read_from={},
             )
             for r in plan.targets

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from attnlab.core.references import resolve
 from attnlab.harness.io import FLOAT_FORMAT
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
 
@@ -21,7 +22,8 @@ def test_a_diverging_rate_is_a_row_not_an_error():
     base = dataclasses.replace(SWEEP_BASE, d_model=8, steps=20, seeds=1, eval_size=16,
                                batch_size=4, chunk_steps=10)  # fmt: skip
     config = SweepConfig(base=base, dks=(8,), lr_dks=(8,), lrs=(1e-3, 1e10), record_every=10)
-    frame = sweep_table(width_rows(config, ["scaled"], 8), ["scaled"])
+    scaled = [resolve("scaled")]
+    frame = sweep_table(width_rows(config, scaled, 8), scaled)
     assert list(frame.lr) == [1e-3, 1e10]
     ok, bad = frame.iloc[0], frame.iloc[1]
     assert ok.loss_step0 == bad.loss_step0  # one initialisation and batch for both rates

@@ -177,7 +177,8 @@ def _bad_mechanisms(root: Path) -> list[str]:
 MECHANISM_TYPES = (
     attnlab.core.references.mechanism_reference,
     attnlab.core.references.recall_mechanism_reference,
-    attnlab.core.references.mechanism_references,
+    attnlab.core.references.resolved_mechanism,
+    attnlab.core.references.resolved_mechanisms,
 )
 
 
@@ -531,7 +532,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "api.run_cards": lambda *a: [
                 SimpleNamespace(
                     name=name,
-                    reference=name,
+                    reference=attnlab.core.references.resolve(name),
                     card=Card(*[FRAME] * 8),
                     verdicts=pd.DataFrame({"mechanism": [name]}),
                     read_from={},

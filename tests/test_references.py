@@ -1,10 +1,13 @@
 """attnlab/core/references.py: a Mechanism is its own reference, and a built-in is told
-from a namesake by identity, not by name; a file that loops, waits or exits at import, or a
+from a namesake by identity, not by name; a name resolved once is carried with its
+reference and crosses a process as it; a file that loops, waits or exits at import, or a
 mechanism whose check never ends, is refused in one line within the time limit."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -21,10 +24,14 @@ from attnlab.core.mechanism import Mechanism, MechanismError, MechanismReference
 from attnlab.core.references import (
     IMPORT_TIMEOUT_ENV,
     IMPORT_TIMEOUT_S,
+    MechanismRef,
     _can_time,
     import_timeout_s,
     is_builtin,
     load_mechanism,
+    resolve,
+    resolved_mechanism,
+    resolved_mechanisms,
 )
 from attnlab.core.temperature import BUILTINS
 
@@ -44,6 +51,32 @@ def test_a_mechanism_object_is_checked_and_returned_as_it_is():
 def test_only_the_builtin_itself_is_a_builtin(name):
     assert is_builtin(load_mechanism(name))
     assert not is_builtin(Mechanism(name, _logits))
+
+
+def test_a_name_is_resolved_once_and_carried_with_its_reference(tmp_path):
+    path = tmp_path / "carried.py"
+    path.write_text("def logits(q, k):\n    return q @ k.swapaxes(-1, -2)\n", encoding="utf-8")
+    reference = f"{path}:logits"
+    found = resolved_mechanism(reference)
+    assert found == resolve(reference) and resolve(found) is found
+    assert found.mechanism is load_mechanism(reference) and found.text == reference
+    assert (found.name, found.portable) == ("logits", True)
+    # it crosses a process as its reference, and is resolved once more on arrival
+    assert pickle.loads(pickle.dumps(found)) == found
+    assert [r.reference for r in resolved_mechanisms(f"scaled,{reference}")] == [
+        "scaled",
+        reference,
+    ]
+    with pytest.raises(argparse.ArgumentTypeError, match="not a built-in"):
+        resolved_mechanism("no_such_mechanism")
+
+
+def test_a_mechanism_object_has_no_reference_and_stays_in_its_process():
+    mine = resolve(Mechanism("mine", _logits))
+    assert mine == MechanismRef(None, mine.mechanism) and not mine.portable
+    assert mine.text == "mine (a Mechanism object)"
+    with pytest.raises(TypeError, match="no reference"):
+        pickle.dumps(mine)
 
 
 # --- a file that loops, waits or exits at import; a check that never ends -------------------

@@ -7,6 +7,11 @@ and checks what it finds (``attnlab.core.mechanism_check.check_mechanism``). Imp
 user's file or module, and checking what it names, each run within a time limit
 (``IMPORT_TIMEOUT_S``), and a file that exits (``sys.exit``) at import is refused like one
 that raises: one line, never a hang or a silent exit.
+
+A name is resolved once, where it enters (``resolve``: a flag's argparse type
+``resolved_mechanism``, the card's Python API), into a ``MechanismRef``: the mechanism and
+the reference it came from, which the card carries from there on. It crosses a process
+boundary as its reference and is resolved once again on arrival.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TypeVar
@@ -293,14 +299,66 @@ def _load_mechanism(reference: str) -> Mechanism:
     return mechanism
 
 
-def mechanism_reference(text: str) -> str:
-    """An argparse type: a reference ``load_mechanism`` resolves (a built-in name,
-    ``MODULE:NAME`` or ``path/to/file.py:NAME``) to a mechanism that runs; else the reason."""
+@dataclass(frozen=True)
+class MechanismRef:
+    """A mechanism resolved once (``resolve``), with the reference it was resolved from.
+
+    ``reference``: the text that named it (a built-in name, ``MODULE:NAME`` or
+    ``path/to/file.py:NAME``), as given, for provenance; None for a ``Mechanism`` object
+    handed over as itself (the card's Python API). ``mechanism``: what ``load_mechanism``
+    resolved, checked. Equal when both are. Pickled as its reference and resolved again on
+    arrival (a user's mechanism from a file need not pickle; ``load_mechanism``'s cache
+    makes that once per process and reference); one without a reference does not pickle
+    (``TypeError``), so it runs in the process that holds it (``portable``).
+    """
+
+    reference: str | None
+    mechanism: Mechanism
+
+    @property
+    def name(self) -> str:
+        """The mechanism's name (what a table's ``mechanism`` column holds)."""
+        return self.mechanism.name
+
+    @property
+    def text(self) -> str:
+        """The reference, or for a ``Mechanism`` object ``NAME (a Mechanism object)``."""
+        return self.reference or f"{self.name} (a Mechanism object)"
+
+    @property
+    def portable(self) -> bool:
+        """Whether it can cross to another process (it has a reference to resolve there)."""
+        return self.reference is not None
+
+    def __reduce__(self) -> tuple[Callable[[str], MechanismRef], tuple[str]]:
+        if self.reference is None:
+            raise TypeError(f"{self.text} has no reference to resolve in another process")
+        return resolve, (self.reference,)
+
+
+def resolve(reference: str | Mechanism | MechanismRef) -> MechanismRef:
+    """Where a mechanism enters: ``reference`` (``load_mechanism``'s) resolved and checked,
+    kept beside what it names; a ``Mechanism`` object with no reference; a ``MechanismRef``
+    as it is. Raises what ``load_mechanism`` raises."""
+    if isinstance(reference, MechanismRef):
+        return reference
+    text = reference if isinstance(reference, str) else None
+    return MechanismRef(text, load_mechanism(reference))
+
+
+def resolved_mechanism(text: str) -> MechanismRef:
+    """An argparse type: ``text`` resolved (``resolve``: a built-in name, ``MODULE:NAME`` or
+    ``path/to/file.py:NAME``) to a mechanism that runs; else the reason."""
     try:
-        load_mechanism(text)
+        return resolve(text)
     except (MechanismReferenceError, MechanismError) as err:
         raise argparse.ArgumentTypeError(str(err)) from None
-    return text
+
+
+def mechanism_reference(text: str) -> str:
+    """An argparse type: ``text`` itself once ``resolved_mechanism`` has checked it, for the
+    studies whose configurations carry references as text."""
+    return resolved_mechanism(text).text
 
 
 def recall_refusal(mechanism: Mechanism) -> str | None:
@@ -318,16 +376,16 @@ def recall_refusal(mechanism: Mechanism) -> str | None:
 def recall_mechanism_reference(text: str) -> str:
     """An argparse type: a ``mechanism_reference`` that the recall task can run
     (``recall_refusal``)."""
-    problem = recall_refusal(load_mechanism(mechanism_reference(text)))
+    problem = recall_refusal(resolved_mechanism(text).mechanism)
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return text
 
 
-def mechanism_references(text: str) -> list[str]:
-    """An argparse type: comma-separated references, each a ``mechanism_reference`` (the
+def resolved_mechanisms(text: str) -> list[MechanismRef]:
+    """An argparse type: comma-separated references, each a ``resolved_mechanism`` (the
     card's baselines)."""
     parts = text.split(",")
     if any(not p for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of mechanisms")
-    return [mechanism_reference(p) for p in parts]
+    return [resolved_mechanism(p) for p in parts]

@@ -19,7 +19,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism
-from attnlab.core.references import ALL_BUILTINS, load_mechanism, recall_refusal
+from attnlab.core.references import ALL_BUILTINS, MechanismRef, recall_refusal, resolve
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.lm.optimizers import OPTIMIZERS
@@ -46,11 +46,11 @@ def task_parts(
     return config, run_cards, total_work
 
 
-def task_problem(reference: str | Mechanism, task: str, config) -> str | None:
-    """Why ``task`` cannot run the mechanism ``reference`` names, in one line (None: it
-    can): the recall task has no positions or heads (``recall_refusal``); the language
-    model needs one value per head of every per-head vector at each of its widths."""
-    mechanism = load_mechanism(reference)
+def task_problem(reference: MechanismRef, task: str, config) -> str | None:
+    """Why ``task`` cannot run the mechanism of ``reference``, in one line (None: it can):
+    the recall task has no positions or heads (``recall_refusal``); the language model
+    needs one value per head of every per-head vector at each of its widths."""
+    mechanism = reference.mechanism
     if task == RECALL:
         return recall_refusal(mechanism)
     for d_model in config.widths:
@@ -108,7 +108,7 @@ class CardJob:
         (every built-in of the task); any other card at the default place goes to
         ``cards/user/``, which git ignores (``store.card_folder``)."""
         builtins = ALL_BUILTINS if self.task == LM else BUILTINS
-        return not default_place or set(self.plan.targets) == set(builtins)
+        return not default_place or {r.reference for r in self.plan.targets} == set(builtins)
 
     def outputs_note(self, out_dir: Path, default_place: bool) -> str | None:
         """Where cards of mechanisms other than the built-ins go, if there are any."""
@@ -126,21 +126,23 @@ class CardJob:
 
 def prepare(
     task: str,
-    targets: Sequence[Mechanism | str],
-    against: Sequence[Mechanism | str],
+    targets: Sequence[MechanismRef | Mechanism | str],
+    against: Sequence[MechanismRef | Mechanism | str],
     quick: bool = False,
     seed: int = 0,
     committed: Path | None = None,
     optimizer: str = "adamw",
     qk_clip: float | None = None,
 ) -> CardJob:
-    """The run of cards of ``targets`` against ``against`` on ``task``, at the defaults or
+    """The run of cards of ``targets`` against ``against`` (each resolved here, where it
+    enters, unless it already is: ``references.resolve``) on ``task``, at the defaults or
     ``quick``'s from ``seed`` (on ``LM``, trained with ``optimizer`` and QK-Clip at
     ``qk_clip``), reading built-in baselines from the committed cards in ``committed``
     (default: ``results/cards/``) where their settings match. Raises ``CardInputError``
     (one line, and the flag it comes from) before any work: a task, seeds past the
     largest, an optimizer or clip off the LM task, a mechanism the task cannot run, two of
-    the same name."""
+    the same name; ``MechanismReferenceError`` or ``MechanismError`` for a reference that
+    names no mechanism that runs."""
     if task not in AGAINST:
         raise CardInputError("--task", f"task must be one of {list(AGAINST)}, got {task!r}")
     if optimizer not in OPTIMIZERS:
@@ -156,13 +158,14 @@ def prepare(
         cli.check_seeds(seed, 1 if task == LM else config.training.seeds, "--seed")
     except cli.UsageError as err:
         raise CardInputError("--seed", str(err).partition(": ")[2]) from None
+    targets, against = [resolve(r) for r in targets], [resolve(r) for r in against]
     for flag, references in (("--mechanism", targets), ("--against", against)):
         for reference in references:
             if problem := task_problem(reference, task, config):
                 raise CardInputError(flag, problem)
     folder = cli.RESULTS_DIR / store.CARDS if committed is None else committed
     try:
-        plan = store.plan_cards(config, list(targets), list(against), Path(folder), task)
+        plan = store.plan_cards(config, targets, against, Path(folder), task)
     except ValueError as err:
         raise CardInputError("--mechanism", str(err)) from None
     return CardJob(task, config, plan, run, work)
@@ -212,17 +215,17 @@ def card(
     a built-in, ``cards/user/NAME/`` for a mechanism of yours); nothing is written
     without it. Raises ``MechanismError`` or ``MechanismReferenceError`` (one line naming
     the mechanism and the cause) before any work."""
-    target = mechanism if isinstance(mechanism, str) else as_mechanism(mechanism, name)
+    target = resolve(mechanism if isinstance(mechanism, str) else as_mechanism(mechanism, name))
     against = AGAINST.get(task, ()) if against is None else against
-    baselines = against.split(",") if isinstance(against, str) else list(against)
+    baselines = [resolve(b) for b in (against.split(",") if isinstance(against, str) else against)]
     folder = cli.REPO_ROOT / cli.RESULTS_DIR / store.CARDS if committed is None else committed
     job = prepare(task, [target], baselines, quick, seed, folder, optimizer, qk_clip)
     config = job.config
     cli.configure_jax()
     with tqdm(total=job.units, desc="card", disable=not progress) as bar:
         (result,), wall = job.compute(bar.update)
-    shown = target if isinstance(target, str) else target.name
-    command = f"attnlab.card({shown}, against={[store.reference_text(b) for b in baselines]}"
+    shown = target.reference or target.name
+    command = f"attnlab.card({shown}, against={[b.text for b in baselines]}"
     command += f"{', quick=True' if quick else ''}, seed={seed}"
     command += f", task={task!r}" if task != RECALL else ""
     command += f", optimizer={optimizer!r}" if optimizer != "adamw" else ""
@@ -232,8 +235,8 @@ def card(
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         flags = {
-            "mechanism": [store.reference_text(target)],
-            "against": [store.reference_text(b) for b in baselines],
+            "mechanism": [target.text],
+            "against": [b.text for b in baselines],
             "quick": quick,
             "seed": seed,
             "task": task,
@@ -244,6 +247,6 @@ def card(
         written = out_dir / store.card_folder(target, committed=True) / store.TASK_FOLDER[task]
     read_from = {b: str(f) for b, f in result.read_from.items()}
     text = store.card_text(task, result.card, result.verdicts, result.name,
-                           store.reference_text(target), command, read_from,
+                           target.text, command, read_from,
                            config.quick)  # fmt: skip
     return CardReport(result.name, result.card, result.verdicts, text, written)

@@ -39,7 +39,7 @@ from attnlab.core.curves import trailing_mean
 from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism, softmax_weights
 from attnlab.core.progress import Progress
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef
 from attnlab.core.sampling import map_trials, trial_keys
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.harness.workers import Piece, run_pieces
@@ -74,7 +74,8 @@ class CardConfig:
     """What a card measures. Defaults: the settings of experiments 02/03 (2000 trials at
     256 keys), 06 (keys 16 to 4096 at d_k 64), 04 (training) and the sweep
     (``SweepConfig``); float16 headroom at d_k 64 and 1024. ``quick``: a ``--quick`` card
-    (``QUICK``), said so in its first line."""
+    (``QUICK``), said so in its first line. ``training``'s and the sweep's ``mechanisms``
+    are placeholders: the card trains the mechanisms it is given."""
 
     statics_dks: tuple[int, ...] = (4, 16, 64, 256, 1024)
     statics_ns: tuple[int, ...] = (16, 64, 256, 1024, 4096)
@@ -172,12 +173,12 @@ def statics_cells(config: CardConfig) -> list[tuple[str, int, int]]:
 
 
 def statics_frame(
-    config: CardConfig, references: Sequence[str], on_progress: Progress = None
+    config: CardConfig, references: Sequence[MechanismRef], on_progress: Progress = None
 ) -> pd.DataFrame:
     """One row per (mechanism, sweep, d_k, n): ``<statistic>_mean`` and ``_sem`` for every
     statistic of ``STATISTICS`` (module docstring). A (d_k, n) cell on both sweeps is
     computed once."""
-    mechanisms = [load_mechanism(r) for r in references]
+    mechanisms = [r.mechanism for r in references]
     cells = {}
     for _, d_k, n in statics_cells(config):
         if (d_k, n) not in cells:
@@ -209,7 +210,7 @@ def statics_trials(config: CardConfig) -> int:
 MASK = np.array([[False] * 8, [True] * 3 + [False] * 5, [True] * 8, [True] * 8])
 
 
-def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.DataFrame:
+def mask_frame(mechanisms: Sequence[Mechanism], d_k: int = 16, seed: int = 0) -> pd.DataFrame:
     """One row per mechanism: its weights and attention output ``p v`` for 4 queries over
     8 keys under ``MASK`` (iid N(0, 1) q, k, v at width ``d_k``), and the gradient of
     ``sum (p v)^2 + sum p^2`` with respect to q, k, v and the mechanism's scalars.
@@ -221,8 +222,7 @@ def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.Da
     v = jax.random.normal(kv, (8, d_k))
     mask = jnp.asarray(MASK)
     rows = []
-    for reference in references:
-        mechanism = load_mechanism(reference)
+    for mechanism in mechanisms:
         theta = {n: jnp.float32(x) for n, x in mechanism.initial_theta(d_k).items()}
 
         def objective(q, k, v, theta, mechanism=mechanism):
@@ -251,20 +251,24 @@ def mask_frame(references: Sequence[str], d_k: int = 16, seed: int = 0) -> pd.Da
 # ----------------------------------------------------------------------------- training
 
 
-def program_groups(config: RecallConfig, references: Sequence[str]) -> list[list[str]]:
+def program_groups(
+    config: RecallConfig, references: Sequence[MechanismRef]
+) -> list[list[MechanismRef]]:
     """``references`` grouped as the engine trains them under ``config``: mechanisms whose
     training shares a compiled program (``group_runs``) in one group, groups in order of
     first member."""
-    runs = [Run(config, load_mechanism(r)) for r in references]
+    runs = [Run(config, r.mechanism) for r in references]
     return [[references[i] for i in group] for group in group_runs(runs)]
 
 
-def train_group(config: CardConfig, references: Sequence[str], on_progress: Progress = None):
+def train_group(
+    config: CardConfig, references: Sequence[MechanismRef], on_progress: Progress = None
+):
     """Experiment 04 for ``references``, one program's lanes (``program_groups``): each
     mechanism's ``TrainResult`` and the trained models' ownership and drift tables
     (``trained_frames``)."""
-    training = dataclasses.replace(config.training, mechanisms=tuple(references))
-    mechanisms = [load_mechanism(r) for r in references]
+    training = config.training
+    mechanisms = [r.mechanism for r in references]
     runs = [Run(training, m) for m in mechanisms]
     results = train_runs(runs, on_chunk=on_progress, on_diverge="record")
     initial = [initial_state(training, m).params for m in mechanisms]
@@ -273,7 +277,7 @@ def train_group(config: CardConfig, references: Sequence[str], on_progress: Prog
 
 
 def training_frames(
-    config: CardConfig, references: Sequence[str], trained: Sequence[tuple]
+    config: CardConfig, references: Sequence[MechanismRef], trained: Sequence[tuple]
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Experiment 04 for every mechanism, identical initialisations and batches, from the
     groups ``trained`` (``train_group`` of each of ``program_groups``, in that order): the
@@ -282,8 +286,8 @@ def training_frames(
     loss every ``CURVE_EVERY`` steps (``step, smoothed_loss_median, _min, _max`` over
     seeds), and the trained models' ownership and drift, rows in the order of
     ``references``."""
-    training = dataclasses.replace(config.training, mechanisms=tuple(references))
-    names = [load_mechanism(r).name for r in references]
+    training = config.training
+    names = [r.name for r in references]
     by_name = {result.mechanism: result for results, _, _ in trained for result in results}
     results = [by_name[name] for name in names]
     summary = recall_summary_frame(results, training, divergence=True)
@@ -310,9 +314,11 @@ def training_frames(
 # ----------------------------------------------------------------------------- cards
 
 
-def _precision(config: CardConfig, references: Sequence[str], on_progress: Progress = None):
+def _precision(
+    config: CardConfig, references: Sequence[MechanismRef], on_progress: Progress = None
+) -> pd.DataFrame:
     return precision_frame(
-        references,
+        [r.mechanism for r in references],
         config.precision_dks,
         config.n_keys,
         config.precision_trials,
@@ -321,8 +327,10 @@ def _precision(config: CardConfig, references: Sequence[str], on_progress: Progr
     )
 
 
-def _masks(config: CardConfig, references: Sequence[str], on_progress: Progress = None):
-    return mask_frame(references, seed=config.seed)
+def _masks(
+    config: CardConfig, references: Sequence[MechanismRef], on_progress: Progress = None
+) -> pd.DataFrame:
+    return mask_frame([r.mechanism for r in references], seed=config.seed)
 
 
 #: Relative cost of each kind of piece per unit of its work (orders the pieces of
@@ -332,7 +340,7 @@ def _masks(config: CardConfig, references: Sequence[str], on_progress: Progress 
 UNIT_COST = {"statics": 1.0, "training": 15.0, "sweep": 2.0, "precision": 3000.0, "masks": 500.0}
 
 
-def card_pieces(config: CardConfig, references: Sequence[str]) -> list[Piece]:
+def card_pieces(config: CardConfig, references: Sequence[MechanismRef]) -> list[Piece]:
     """The card's independent pieces: statics, precision and masks of every mechanism; the
     training of each group of mechanisms sharing a program (``train_group``); each width of
     the sweep for each such group (``width_rows``)."""
@@ -342,8 +350,7 @@ def card_pieces(config: CardConfig, references: Sequence[str]) -> list[Piece]:
         Piece(_precision, (config, references), 0, n * UNIT_COST["precision"]),
         Piece(_masks, (config, references), 0, n * UNIT_COST["masks"]),
     ]
-    training = dataclasses.replace(config.training, mechanisms=tuple(references))
-    for group in program_groups(training, references):
+    for group in program_groups(config.training, references):
         units = len(group) * config.training.steps
         pieces.append(Piece(train_group, (config, group), units, units * UNIT_COST["training"]))
     for d_k in config.sweep.dks:
@@ -355,13 +362,16 @@ def card_pieces(config: CardConfig, references: Sequence[str]) -> list[Piece]:
 
 
 def card_tables(
-    config: CardConfig, references: Sequence, on_progress: Progress = None, jobs: int = 1
+    config: CardConfig,
+    references: Sequence[MechanismRef],
+    on_progress: Progress = None,
+    jobs: int = 1,
 ) -> Card:
     """Every section of the card for ``references`` (``Card``'s tables, in its order), its
     pieces (``card_pieces``) run by ``jobs`` worker processes (``run_pieces``: the tables do
-    not depend on ``jobs``). A ``Mechanism`` object among ``references`` runs here: a
-    worker receives mechanisms as reference strings."""
-    if not all(isinstance(r, str) for r in references):
+    not depend on ``jobs``). A mechanism without a reference (not ``portable``) makes
+    them run here: a worker receives each as its reference, resolved on arrival."""
+    if not all(r.portable for r in references):
         jobs = 1
     pieces = card_pieces(config, references)
     results = run_pieces(pieces, jobs, on_progress)
@@ -375,7 +385,7 @@ def card_tables(
     return Card(statics, precision, masks, training, curves, ownership, drift, sweep)
 
 
-def total_work(config: CardConfig, references: Sequence[str]) -> int:
+def total_work(config: CardConfig, references: Sequence[MechanismRef]) -> int:
     """Progress units of ``card_tables``: statics trials plus training and sweep run-steps."""
     if not references:
         return 0

@@ -30,7 +30,7 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef
 from attnlab.core.text import byte_tokens, read_text
 from attnlab.harness.workers import Piece, run_pieces
 from attnlab.lm.sweep import length_rows, ownership_rows, sweep_rows
@@ -106,11 +106,11 @@ LM_QUICK = LMCardConfig(
 
 
 def lm_cell(
-    config: LMCardConfig, reference: str, d_model: int, on_progress: Progress = None
+    config: LMCardConfig, reference: MechanismRef, d_model: int, on_progress: Progress = None
 ) -> LMCard:
     """One mechanism at one width: every rate a lane (one seed, ``config.seed``), and the
     three tables of the module docstring."""
-    mechanism = load_mechanism(reference)
+    mechanism = reference.mechanism
     lm = config.width(d_model, mechanism)
     tokens, _ = _text()
     split = split_text(tokens, lm)
@@ -123,7 +123,7 @@ def lm_cell(
     return LMCard(sweep, ownership, lengths)
 
 
-def lm_card_pieces(config: LMCardConfig, references: Sequence[str]) -> list[Piece]:
+def lm_card_pieces(config: LMCardConfig, references: Sequence[MechanismRef]) -> list[Piece]:
     """One piece per (mechanism, width); its units are its lane-steps (the progress bar's),
     its cost those times ``(d_model / 64)^2``."""
     units = len(config.lrs) * config.lm.steps
@@ -135,18 +135,21 @@ def lm_card_pieces(config: LMCardConfig, references: Sequence[str]) -> list[Piec
 
 
 def lm_card_tables(
-    config: LMCardConfig, references: Sequence, on_progress: Progress = None, jobs: int = 1
+    config: LMCardConfig,
+    references: Sequence[MechanismRef],
+    on_progress: Progress = None,
+    jobs: int = 1,
 ) -> LMCard:
     """Every table for ``references``, mechanism by mechanism, widths in order (the pieces
-    run by ``jobs`` workers; the tables do not depend on ``jobs``). A ``Mechanism`` object
-    among ``references`` runs here."""
-    if not all(isinstance(r, str) for r in references):
+    run by ``jobs`` workers; the tables do not depend on ``jobs``). A mechanism without a
+    reference (not ``portable``) makes them run here."""
+    if not all(r.portable for r in references):
         jobs = 1
     cells = run_pieces(lm_card_pieces(config, references), jobs, on_progress)
     return merge_cards(cells)
 
 
-def lm_total_work(config: LMCardConfig, references: Sequence) -> int:
+def lm_total_work(config: LMCardConfig, references: Sequence[MechanismRef]) -> int:
     """Progress units of ``lm_card_tables``."""
     return sum(piece.units for piece in lm_card_pieces(config, references))
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.core.references import load_mechanism
+from attnlab.core.mechanism import Mechanism
 from attnlab.studies.card.headroom import SIGMAS
 
 #: ``fold_in`` tag of the section's draws (disjoint from the statics' trial keys).
@@ -19,7 +19,7 @@ STREAM = 0x1616
 
 
 def precision_frame(
-    references: Sequence[str],
+    mechanisms: Sequence[Mechanism],
     dks: Sequence[int],
     n_keys: int,
     trials: int,
@@ -32,7 +32,7 @@ def precision_frame(
     same for every ``sigma`` (scaled), so the cells differ only by the scale."""
     key = jax.random.fold_in(jax.random.key(seed), STREAM)
     rows = []
-    for mechanism in (load_mechanism(r) for r in references):
+    for mechanism in mechanisms:
         for d_k in dks:
             kq, kk = jax.random.split(jax.random.fold_in(key, d_k))
             q1 = jax.random.normal(kq, (trials, 1, d_k))

@@ -25,8 +25,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from attnlab.core.mechanism import Mechanism
-from attnlab.core.references import is_builtin, load_mechanism
+from attnlab.core.references import MechanismRef, is_builtin
 from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
 from attnlab.harness.outputs import within
 from attnlab.studies.card.figure import draw_card
@@ -36,8 +35,6 @@ from attnlab.studies.card.markdown import comparison_markdown
 from attnlab.studies.card.recall_report import card_markdown
 from attnlab.studies.card.verdicts import Card
 
-#: A mechanism as the card takes it: a reference (``references.load_mechanism``) or itself.
-Reference = str | Mechanism
 #: The cards' folder inside an output folder (``results/cards/``).
 CARDS = Path("cards")
 #: Inside ``CARDS``: every card but the built-ins' committed ones (git ignores it in results/).
@@ -62,39 +59,32 @@ class CardResult:
     """One carded mechanism: its tables and verdicts, with its baselines' rows."""
 
     name: str
-    reference: str
+    reference: MechanismRef
     card: Card
     verdicts: pd.DataFrame
     read_from: dict[str, Path]
 
 
-def reference_text(reference: Reference) -> str:
-    """``reference`` as text for a card: itself, or a Mechanism object's name."""
-    if isinstance(reference, Mechanism):
-        return f"{reference.name} (a Mechanism object)"
-    return reference
-
-
-def card_folder(reference: Reference, committed: bool) -> Path:
+def card_folder(reference: MechanismRef, committed: bool) -> Path:
     """The folder of ``reference``'s card inside an output folder: ``cards/NAME`` for a
     built-in when ``committed`` (the run writes the built-ins' cards), else
     ``cards/user/LABEL``: ``NAME`` for a built-in or a Mechanism object,
     ``<file-stem>.NAME`` for ``path/to/file.py:NAME`` and ``<module>.NAME`` for
     ``MODULE:NAME``, so two files that both define ``logits`` keep their own cards."""
-    mechanism = load_mechanism(reference)
-    if is_builtin(mechanism):
-        return CARDS / mechanism.name if committed else CARDS / USER / mechanism.name
-    if isinstance(reference, Mechanism):
-        return CARDS / USER / mechanism.name
-    where = reference.rpartition(":")[0]
+    name = reference.name
+    if is_builtin(reference.mechanism):
+        return CARDS / name if committed else CARDS / USER / name
+    if reference.reference is None:
+        return CARDS / USER / name
+    where = reference.reference.rpartition(":")[0]
     source = Path(where).stem if where.endswith(".py") else where
-    return CARDS / USER / f"{source}.{mechanism.name}"
+    return CARDS / USER / f"{source}.{name}"
 
 
-def comparison_folder(references: Sequence[Reference], committed: bool) -> Path:
+def comparison_folder(references: Sequence[MechanismRef], committed: bool) -> Path:
     """Where ``comparison.csv`` of several cards goes: beside the built-ins' committed cards
     only when every card is one of them, else in ``cards/user/``."""
-    every = all(is_builtin(load_mechanism(r)) for r in references)
+    every = all(is_builtin(r.mechanism) for r in references)
     return CARDS if committed and every else CARDS / USER
 
 
@@ -129,7 +119,7 @@ def write_cards(
             write_result(getattr(result.card, field), folder / f"{field}.csv", flags, wall)
         write_result(result.verdicts, folder / "verdicts.csv", flags, wall)
         read_from = {b: str(f) for b, f in result.read_from.items()}
-        arguments = (result.card, result.verdicts, result.name, reference_text(result.reference),
+        arguments = (result.card, result.verdicts, result.name, result.reference.text,
                      command, read_from, quick)  # fmt: skip
         if task == RECALL:  # the language model's card has no figure
             draw_card(result.card, result.name, folder)
@@ -153,16 +143,16 @@ class CardPlan:
     their baselines; ``computed`` are the references run here, ``reused`` the baselines
     read from committed cards (name -> folder) because their settings equal the run's."""
 
-    targets: tuple[str, ...]
-    against: tuple[str, ...]
-    computed: tuple[str, ...]
+    targets: tuple[MechanismRef, ...]
+    against: tuple[MechanismRef, ...]
+    computed: tuple[MechanismRef, ...]
     reused: dict[str, Path]
 
 
 def plan_cards(
     config: CardSettings,
-    targets: Sequence[Reference],
-    against: Sequence[Reference],
+    targets: Sequence[MechanismRef],
+    against: Sequence[MechanismRef],
     committed: Path,
     task: str = RECALL,
 ) -> CardPlan:
@@ -173,29 +163,28 @@ def plan_cards(
     name (a card tells its rows apart by name)."""
     targets, against = tuple(dict.fromkeys(targets)), tuple(dict.fromkeys(against))
     everything = list(dict.fromkeys(targets + against))
-    names = [load_mechanism(r).name for r in everything]
+    names = [r.name for r in everything]
     for name in dict.fromkeys(n for n in names if names.count(n) > 1):
         alike = [r for r, n in zip(everything, names, strict=True) if n == name]
         advice = (
             f"rename yours, or leave {name!r} out of --against"
-            if any(r in against and is_builtin(load_mechanism(r)) for r in alike)
+            if any(r in against and is_builtin(r.mechanism) for r in alike)
             else "rename one of them"
         )
         raise ValueError(
-            f"{' and '.join(repr(reference_text(r)) for r in alike)} are both named {name!r}, "
+            f"{' and '.join(repr(r.text) for r in alike)} are both named {name!r}, "
             f"and a card tells mechanisms apart by name: {advice}"
         )
     reused = {}
     for reference in against:
-        mechanism = load_mechanism(reference)
-        folder = committed / mechanism.name / TASK_FOLDER[task]
+        folder = committed / reference.name / TASK_FOLDER[task]
         if (
             reference not in targets
-            and is_builtin(mechanism)
+            and is_builtin(reference.mechanism)
             and same_settings(config, card_settings(folder, TABLES[task]))
         ):
-            reused[mechanism.name] = folder
-    computed = tuple(r for r in everything if load_mechanism(r).name not in reused)
+            reused[reference.name] = folder
+    computed = tuple(r for r in everything if r.name not in reused)
     return CardPlan(targets, against, computed, reused)
 
 
@@ -267,8 +256,8 @@ def card_results(
     merged) and their ``verdicts_frame``."""
     results = []
     for reference in plan.targets:
-        name = load_mechanism(reference).name
-        baselines = [load_mechanism(r).name for r in plan.against]
+        name = reference.name
+        baselines = [r.name for r in plan.against]
         baselines = [b for b in baselines if b != name]
         card = only(tables, [name, *baselines])
         table = verdicts_frame(card, [name, *baselines])

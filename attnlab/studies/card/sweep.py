@@ -31,7 +31,7 @@ import pandas as pd
 
 from attnlab.core.curves import summarize_losses, trailing_mean
 from attnlab.core.progress import Progress
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef
 from attnlab.harness.io import FLOAT_FORMAT
 from attnlab.recall.config import RecallConfig
 from attnlab.recall.model import MechanismConstants, RecallModel
@@ -104,23 +104,23 @@ def diagnostics(
 
 
 def width_rows(
-    config: SweepConfig, references: Sequence[str], d_k: int, on_progress: Progress = None
+    config: SweepConfig, references: Sequence[MechanismRef], d_k: int, on_progress: Progress = None
 ) -> list[dict]:
     """The lanes of one width of the sweep (``config.rates(d_k)``), a row each."""
     width = config.at(d_k)
-    entries = [(load_mechanism(r), config.rates(d_k)) for r in references]
+    entries = [(r.mechanism, config.rates(d_k)) for r in references]
     results = train_width(width, entries, config.record_every, on_progress, diagnostics,
                           LANE_METRICS)  # fmt: skip
     return [row for result in results for row in _lane_rows(result, width)]
 
 
-def sweep_table(rows: Sequence[dict], references: Sequence[str]) -> pd.DataFrame:
+def sweep_table(rows: Sequence[dict], references: Sequence[MechanismRef]) -> pd.DataFrame:
     """One row per (mechanism, d_k, lr, seed) lane, in that order, from the rows of every
     width (``width_rows``)."""
     frame = pd.DataFrame(list(rows))
     # the rates as the CSV writes them: a baseline read back from its card compares equal
     frame["lr"] = [float(FLOAT_FORMAT % lr) for lr in frame.lr]
-    order = {load_mechanism(r).name: i for i, r in enumerate(references)}
+    order = {r.name: i for i, r in enumerate(references)}
     frame["_rank"] = frame.mechanism.map(order)
     frame = frame.sort_values(["_rank", "d_k", "lr", "seed"], kind="stable")
     frame = frame.drop(columns="_rank").reset_index(drop=True)
