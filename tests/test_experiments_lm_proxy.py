@@ -151,7 +151,8 @@ def test_each_mechanisms_best_model_is_saved_for_13(users_run):
     it was made from; a researcher's mechanism is read only when supplied again, even the
     namesake of a built-in (ALiBi), never imported from the checkpoint."""
     from attnlab.core.references import load_mechanism
-    from attnlab.models.gpt2 import UnknownMechanismError, read_checkpoint
+    from attnlab.models.files import UnknownMechanismError
+    from attnlab.models.registry import read_checkpoint
 
     out, references = users_run
     sweep = pd.read_csv(out / SWEEP_CSV)
