@@ -9,7 +9,9 @@ import dataclasses
 
 import pytest
 
+from attnlab.core.references import load_mechanism
 from attnlab.harness import cli
+from attnlab.harness.outputs import made_with_defaults
 from attnlab.studies.lm_proxy.flags import (
     DEFAULT,
     QUICK,
@@ -19,6 +21,7 @@ from attnlab.studies.lm_proxy.flags import (
     text_tokens,
     warmup_for,
 )
+from attnlab.studies.lm_proxy.study import ONE_WIDTH, SWEPT
 
 
 def parse(*argv: str):
@@ -58,16 +61,29 @@ def test_quick_trains_and_saves_every_mechanism_at_its_own_width():
     assert {d for _, d in quick.cells()} == {32}
 
 
+def test_the_default_mechanisms_named_again_are_still_the_defaults():
+    """The flags resolve each mechanism where it enters (a ``MechanismRef``), and so do the
+    defaults: naming them again is still a run of the committed defaults."""
+    parser = argparse.ArgumentParser()
+    add_proxy_flags(parser)
+    assert made_with_defaults(parser, parser.parse_args(["--mechanisms", *SWEPT]))
+    assert not made_with_defaults(parser, parser.parse_args(["--mechanisms", "scaled"]))
+
+
 def test_warmup_is_derived_from_steps():
     assert [warmup_for(s) for s in (500, 200, 100, 20)] == [50, 20, 10, 2]
     assert parse("--steps", "100").lm.warmup == 10
 
 
 def test_the_sidecar_records_what_ran():
+    references = {"mechanisms": list(SWEPT), "one_width_mechanisms": list(ONE_WIDTH)}
     assert ran(parse("--quick")) == {"widths": [32], "one_width": 32,
-                                     "lrs": [1e-3, 1e-2, 1e-1], "steps": 200}  # fmt: skip
+                                     "lrs": [1e-3, 1e-2, 1e-1], "steps": 200,
+                                     **references}  # fmt: skip
     assert ran(parse()) == {"widths": [32, 64, 128], "one_width": 64,
-                            "lrs": list(DEFAULT.lrs), "steps": 500}  # fmt: skip
+                            "lrs": list(DEFAULT.lrs), "steps": 500, **references}  # fmt: skip
+    chosen = ran(parse("--mechanisms", "qk_norm", "--one-width-mechanisms"))
+    assert (chosen["mechanisms"], chosen["one_width_mechanisms"]) == (["qk_norm"], [])
 
 
 def test_a_width_off_the_head_width_names_its_flag():
@@ -96,7 +112,8 @@ def test_two_mechanisms_of_one_name_are_refused(tmp_path):
     with pytest.raises(cli.UsageError, match="^--one-width-mechanisms: .* both named 'scaled'"):
         parse("--mechanisms", f"{mine}:scaled", "--one-width-mechanisms", "scaled")
     alone = parse("--mechanisms", f"{mine}:scaled", "qk_norm")  # a namesake alone is its own
-    assert alone.swept == (f"{mine}:scaled", "qk_norm")
+    assert [m.reference for m in alone.swept] == [f"{mine}:scaled", "qk_norm"]
+    assert alone.swept[1].mechanism is load_mechanism("qk_norm")  # resolved once, on entry
 
 
 def test_the_optimizer_and_the_clip_reach_the_language_model():

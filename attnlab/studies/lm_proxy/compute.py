@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.progress import Progress
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef, resolve
 from attnlab.harness.workers import Piece
 from attnlab.lm.sweep import curve_rows, ownership_rows, sweep_rows
 from attnlab.lm.sweep_tables import best_lane_rates
@@ -36,12 +36,14 @@ from attnlab.studies.lm_proxy.study import (
 class ProxyConfig:
     """The sweep: ``swept`` at every width of ``widths``, ``one_width`` at
     ``one_width_d_model``, each at every rate of ``lrs`` on ``seeds`` seeds from ``seed``;
-    ``lm`` the rest of the set-up (its ``d_model`` replaced by each width)."""
+    ``lm`` the rest of the set-up (its ``d_model`` replaced by each width). The mechanisms
+    are resolved where they enter (``resolve``: the flags, the defaults here), each a
+    ``MechanismRef`` that the pieces carry to the model."""
 
     lm: LMConfig = field(default_factory=LMConfig)
     widths: tuple[int, ...] = WIDTHS
-    swept: tuple[str, ...] = SWEPT
-    one_width: tuple[str, ...] = ONE_WIDTH
+    swept: tuple[MechanismRef, ...] = tuple(map(resolve, SWEPT))
+    one_width: tuple[MechanismRef, ...] = tuple(map(resolve, ONE_WIDTH))
     one_width_d_model: int = ONE_WIDTH_D_MODEL
     lrs: tuple[float, ...] = LRS
     seeds: int = 1
@@ -51,8 +53,8 @@ class ProxyConfig:
     def seed_values(self) -> tuple[int, ...]:
         return tuple(range(self.seed, self.seed + self.seeds))
 
-    def cells(self) -> list[tuple[str, int]]:
-        """Every (mechanism reference, d_model) swept, in table order."""
+    def cells(self) -> list[tuple[MechanismRef, int]]:
+        """Every (mechanism, d_model) swept, in table order."""
         cells = [(m, d) for m in self.swept for d in self.widths]
         return cells + [(m, self.one_width_d_model) for m in self.one_width if m not in self.swept]
 
@@ -76,11 +78,15 @@ def pieces(config: ProxyConfig, tokens: np.ndarray) -> list[Piece]:
 
 
 def sweep_cell(
-    config: ProxyConfig, reference: str, d_model: int, tokens: np.ndarray, on_progress: Progress
+    config: ProxyConfig,
+    reference: MechanismRef,
+    d_model: int,
+    tokens: np.ndarray,
+    on_progress: Progress,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, Saved | None]:
     """One cell's rows of the sweep, curves and ownership tables, and at
     ``one_width_d_model`` with learned positions its model at the best rate (``Saved``)."""
-    mechanism = load_mechanism(reference)
+    mechanism = reference.mechanism
     lm = config.width(d_model)
     split = split_text(tokens, lm)
     result = train_lanes(lm, mechanism, list(config.lrs), list(config.seed_values), split,
@@ -90,7 +96,7 @@ def sweep_cell(
     saved = None
     if d_model == config.one_width_d_model and lm.positions == "learned":
         best, _ = best_lane_rates(sweep, DRIFT_FACTOR)
-        saved = best_model(result, best, mechanism, reference)
+        saved = best_model(result, best, mechanism, reference.text)
     return sweep, curve_rows(result, RECORD_EVERY), ownership, saved
 
 

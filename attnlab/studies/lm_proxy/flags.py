@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.core.mechanism import MechanismError
-from attnlab.core.references import load_mechanism, mechanism_reference
+from attnlab.core.references import MechanismRef, resolved_mechanism
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
@@ -43,7 +43,7 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mechanisms",
         nargs="+",
-        type=mechanism_reference,
+        type=resolved_mechanism,
         default=list(DEFAULT.swept),
         metavar="SPEC",
         help="mechanisms swept at every width",
@@ -51,7 +51,7 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--one-width-mechanisms",
         nargs="*",
-        type=mechanism_reference,
+        type=resolved_mechanism,
         default=list(DEFAULT.one_width),
         metavar="SPEC",
         help="mechanisms swept at --one-width only",
@@ -134,7 +134,7 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
                                       (one_width,))):  # fmt: skip
         for reference, d in itertools.product(references, widths):
             try:  # per-head vectors must have one value per head at every width
-                load_mechanism(reference).head_values(lm.d_head, d // lm.d_head)
+                reference.mechanism.head_values(lm.d_head, d // lm.d_head)
             except MechanismError as err:
                 raise cli.UsageError(f"{flag}: {err}") from None
     check_names(chosen["swept"], chosen["one_width"])
@@ -212,8 +212,11 @@ def proxy_needs(config: ProxyConfig, jobs: int) -> list[Need]:
 
 def ran(config: ProxyConfig) -> dict:
     """What a sidecar records of the flags ``--quick`` and the defaults resolve: the values
-    that ran, not None or a default ``--quick`` replaced."""
+    that ran, not None or a default ``--quick`` replaced; the mechanisms by the references
+    that named them."""
     return {
+        "mechanisms": [m.text for m in config.swept],
+        "one_width_mechanisms": [m.text for m in config.one_width],
         "widths": list(config.widths),
         "one_width": config.one_width_d_model,
         "lrs": list(config.lrs),
@@ -221,15 +224,15 @@ def ran(config: ProxyConfig) -> dict:
     }
 
 
-def check_names(swept: tuple[str, ...], one_width: tuple[str, ...]) -> None:
+def check_names(swept: tuple[MechanismRef, ...], one_width: tuple[MechanismRef, ...]) -> None:
     """A ``cli.UsageError`` where two mechanisms of a run share a name (the same one twice,
     or a researcher's namesake beside the built-in, as the card and 13 refuse): 14's rows
     and saved models (``14_lm_<name>_d<width>``) are told apart by name, so one would
     replace the other."""
     seen: dict[str, str] = {}
     for flag, references in (("--mechanisms", swept), ("--one-width-mechanisms", one_width)):
-        for reference in references:
-            name = load_mechanism(reference).name
+        for ref in references:
+            name, reference = ref.name, ref.text
             if name in seen:
                 builtin = reference == name or seen[name] == name
                 advice = "rename yours" if builtin else "give each a name of its own"

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.progress import Progress
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef, resolve
 from attnlab.harness.workers import Piece
 from attnlab.lm.ledger import bilinear_spectral_norms
 from attnlab.lm.sweep import curve_rows, sweep_rows
@@ -49,8 +49,10 @@ from attnlab.studies.optimizer.study import (
     TAU,
 )
 
-#: A cell: (optimizer, mechanism reference, QK-Clip's tau or None).
-Cell = tuple[str, str, float | None]
+#: A cell: (optimizer, mechanism, QK-Clip's tau or None).
+Cell = tuple[str, MechanismRef, float | None]
+#: The long run's mechanism: the built-in ``scaled``.
+SCALED = resolve("scaled")
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,13 @@ class OptimizerConfig:
     """The study: ``mechanisms`` under every optimizer of ``optimizers``, ``clipped`` with
     QK-Clip at ``tau`` besides, at every rate of ``lrs`` on ``seeds`` seeds from ``seed``
     for ``lm.steps``; then the long run of ``long_steps`` (0: none). ``lm`` is 14's set-up
-    at ``D_MODEL``."""
+    at ``D_MODEL``. The mechanisms are resolved where they enter (``resolve``: the flags,
+    the defaults here), each a ``MechanismRef`` that the pieces carry to the model."""
 
     lm: LMConfig = field(default_factory=lambda: LMConfig(d_model=D_MODEL))
     optimizers: tuple[str, ...] = OPTIMIZERS
-    mechanisms: tuple[str, ...] = MECHANISMS
-    clipped: tuple[str, ...] = CLIPPED
+    mechanisms: tuple[MechanismRef, ...] = tuple(map(resolve, MECHANISMS))
+    clipped: tuple[MechanismRef, ...] = tuple(map(resolve, CLIPPED))
     tau: float = TAU
     lrs: tuple[float, ...] = LRS
     seeds: int = 2
@@ -164,7 +167,7 @@ def sweep_cell(
     """One cell of the sweep: its rows of the runs and the curves tables."""
     optimizer, reference, tau = cell
     lm = _cell_config(config.lm, optimizer, tau)
-    result = train_lanes(lm, load_mechanism(reference), list(config.lrs),
+    result = train_lanes(lm, reference.mechanism, list(config.lrs),
                          list(config.seed_values), split_text(tokens, lm), on_progress)  # fmt: skip
     return run_rows(result, "sweep", tau), _curves(result, "sweep", tau)
 
@@ -180,7 +183,7 @@ def long_cell(
     ledger tables."""
     optimizer, reference, tau = cell
     lm = _cell_config(config.long_config(), optimizer, tau)
-    mechanism = load_mechanism(reference)
+    mechanism = reference.mechanism
     split = split_text(tokens, lm)
     model = lm.model(mechanism)
     trajectory = Trajectory(model, len(lrs), split.held_out[:LEDGER_WINDOWS, :-1],
@@ -221,9 +224,9 @@ def long_runs(config: OptimizerConfig, sweep: pd.DataFrame) -> list[tuple[Cell, 
             continue
         best, _ = best_lane_rates(cell, 1.0)
         blown = blowup_rate(sweep, optimizer)
-        plan.append(((optimizer, "scaled", None), tuple(sorted({best, blown}))))
-        if "scaled" in config.clipped:
-            plan.append(((optimizer, "scaled", config.tau), (blown,)))
+        plan.append(((optimizer, SCALED, None), tuple(sorted({best, blown}))))
+        if SCALED in config.clipped:
+            plan.append(((optimizer, SCALED, config.tau), (blown,)))
     return plan
 
 

@@ -13,13 +13,13 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.mechanism import MechanismError
-from attnlab.core.references import load_mechanism, mechanism_reference
+from attnlab.core.references import resolved_mechanism
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
 from attnlab.lm.corpus import stdlib_source
 from attnlab.lm.optimizers import OPTIMIZERS
-from attnlab.studies.optimizer.compute import OptimizerConfig
+from attnlab.studies.optimizer.compute import SCALED, OptimizerConfig
 from attnlab.studies.optimizer.study import LEDGER_POINTS
 
 DEFAULT = OptimizerConfig()
@@ -46,11 +46,11 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                         default=list(DEFAULT.optimizers),
                         help="adamw (14's) and muon (Muon on the hidden matrices, 14's AdamW "
                         "on the rest: attnlab/lm/optimizers.py)")  # fmt: skip
-    parser.add_argument("--mechanisms", nargs="+", type=mechanism_reference,
+    parser.add_argument("--mechanisms", nargs="+", type=resolved_mechanism,
                         default=list(DEFAULT.mechanisms), metavar="SPEC",
                         help="mechanisms swept under every optimizer (a built-in name, "
                         "MODULE:NAME or path/to/file.py:NAME)")  # fmt: skip
-    parser.add_argument("--clipped", nargs="*", type=mechanism_reference,
+    parser.add_argument("--clipped", nargs="*", type=resolved_mechanism,
                         default=list(DEFAULT.clipped), metavar="SPEC",
                         help="mechanisms swept with QK-Clip besides; the long run needs "
                         "scaled here")  # fmt: skip
@@ -103,12 +103,12 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
                              f"{LEDGER_POINTS} (the ledger's points)")  # fmt: skip
     lm = dataclasses.replace(base.lm, steps=steps, warmup=warmup_for(steps), d_model=args.width)
     for flag, references in (("--mechanisms", args.mechanisms), ("--clipped", args.clipped)):
-        names = [load_mechanism(r).name for r in references]
+        names = [r.name for r in references]
         if len(set(names)) < len(names):
             raise cli.UsageError(f"{flag}: two mechanisms named alike, of {' '.join(names)}")
         for reference in references:
             try:  # per-head vectors must have one value per head at this width
-                load_mechanism(reference).head_values(lm.d_head, lm.n_heads)
+                reference.mechanism.head_values(lm.d_head, lm.n_heads)
             except MechanismError as err:
                 raise cli.UsageError(f"{flag}: {err}") from None
     if len(set(args.lrs or ())) < len(args.lrs or ()):
@@ -139,7 +139,7 @@ def optimizer_needs(config: OptimizerConfig, jobs: int) -> list[Need]:
     every lane of the sweep and the long run (``1 + 6 L`` float32 a step, and their copy
     when joined)."""
     lm = config.lm
-    model = lm.model(load_mechanism("scaled"))
+    model = lm.model(SCALED.mechanism)
     dummy = jax.ShapeDtypeStruct((1, lm.seq_len), jnp.int32)
     shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), dummy))
     n_params = sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(shapes))
@@ -159,8 +159,11 @@ def optimizer_needs(config: OptimizerConfig, jobs: int) -> list[Need]:
 
 
 def ran(config: OptimizerConfig) -> dict:
-    """What a sidecar records of the flags ``--quick`` and the defaults resolve."""
-    return {"lrs": list(config.lrs), "steps": config.lm.steps, "seeds": config.seeds,
+    """What a sidecar records of the flags ``--quick`` and the defaults resolve; the
+    mechanisms by the references that named them."""
+    return {"mechanisms": [m.text for m in config.mechanisms],
+            "clipped": [m.text for m in config.clipped], "lrs": list(config.lrs),
+            "steps": config.lm.steps, "seeds": config.seeds,
             "long_steps": config.long_steps}  # fmt: skip
 
 
