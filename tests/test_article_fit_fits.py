@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlab.core.references import load_mechanism
 from attnlab.recall.config import RecallConfig
 from attnlab.recall.readings import (
     FAMILY_2,
@@ -71,7 +70,7 @@ def test_prediction_trained_once_equals_separate_runs():
     _, summary = predict(members, seeds=2, seed=0, resolve=get_pair)
     assert summary.reading.unique().tolist() == [m for m, _ in members]
     config = reading_config(get_reading(name), RecallConfig(seeds=2, seed=0, steps=30))
-    alone = train_runs([Run(config, load_mechanism(m)) for m in config.mechanisms])
+    alone = train_runs([Run(config, m.mechanism) for m in config.mechanisms])
     mean10 = summary_frame(alone, config, SMOOTHINGS[0])
     mine = summary[summary.reading == members[1][0]].drop(columns="reading")
     numeric = ["grad_wq_step0", "final_loss", "final_attn_entropy", "eval_accuracy"]

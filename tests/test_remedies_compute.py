@@ -44,6 +44,8 @@ CONFIG = RecallConfig(
     batch_size=8, seeds=2, eval_size=16, smoothing=5, chunk_steps=10,
     mechanisms=("scaled", "unscaled", "folded_init", "learned_temperature"),
 )  # fmt: skip
+#: ``CONFIG``'s mechanisms by name (its ``MechanismRef``s' ``.name``).
+NAMES = [m.name for m in CONFIG.mechanisms]
 FOLD_AT = 20
 BATCH_SIZES, EMBED_STDS = (4, 16), (0.5, 2.0)
 
@@ -73,7 +75,7 @@ def _float64_step0(config: RecallConfig) -> Callable:
     """Jitted, for every mechanism of ``config`` (keys of its result; one program), seeds
     vmapped: loss, |grad W_Q|, max |attention logit| and max |value logit| of the step-0
     model (to be called with float64 parameters under ``jax.enable_x64``)."""
-    models = {m: make_model(config, MECHANISMS[m]) for m in config.mechanisms}
+    models = {m.name: make_model(config, m.mechanism) for m in config.mechanisms}
 
     def step0(model: RecallModel, params: dict, batch) -> tuple[jax.Array, ...]:
         loss, grads = jax.value_and_grad(lambda p: loss_and_aux(model, p, batch)[0])(params)
@@ -97,12 +99,12 @@ def _float64_step0_values(config: RecallConfig) -> dict:
     batches = [stream_batch(seed_keys(s).data, 0, config.batch_size, config.task)
                for s in config.seed_values]  # fmt: skip
     batches = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *batches)
-    params = {m: initial_state(config, MECHANISMS[m]).params for m in config.mechanisms}
+    params = {m.name: initial_state(config, m.mechanism).params for m in config.mechanisms}
     with jax.enable_x64(True):
         p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params)
         values = jax.tree.map(np.asarray, _float64_step0(config)(p64, batches))
     return {(m, seed): tuple(float(v[i]) for v in values[m])
-            for m in config.mechanisms for i, seed in enumerate(config.seed_values)}  # fmt: skip
+            for m in params for i, seed in enumerate(config.seed_values)}  # fmt: skip
 
 
 def step0_reference(config: RecallConfig, mechanism: str, seed: int) -> tuple[float, float, float]:
@@ -130,7 +132,7 @@ def step0_reference(config: RecallConfig, mechanism: str, seed: int) -> tuple[fl
 
 def test_one_result_per_mechanism_in_order(remedies):
     results, counts = remedies
-    assert [r.mechanism for r in results] == list(CONFIG.mechanisms)
+    assert [r.mechanism for r in results] == NAMES
     for r in results:
         assert r.seeds == CONFIG.seed_values and r.start_step == 0
         assert set(r.metrics) == set(METRICS)
@@ -155,13 +157,13 @@ def test_tables_have_the_published_columns(remedies, fold):
         assert list(table.columns) == published_columns(name), name
 
 
-@pytest.mark.parametrize("mechanism", CONFIG.mechanisms)
+@pytest.mark.parametrize("mechanism", NAMES)
 def test_first_step_is_the_step0_model_on_batch_0(remedies, mechanism):
     """Same seeds, initialisations and data for every mechanism: step 0's loss and W_Q
     gradient norm are those of ``init_params`` on batch 0 of the seed's stream (float64
     autodiff, within the float32 bound of ``step0_reference``)."""
     results, _ = remedies
-    result = results[CONFIG.mechanisms.index(mechanism)]
+    result = results[NAMES.index(mechanism)]
     for i, seed in enumerate(CONFIG.seed_values):
         loss, grad_wq, rtol = step0_reference(CONFIG, mechanism, seed)
         assert result.metrics["loss"][i, 0] == pytest.approx(loss, rel=rtol), seed

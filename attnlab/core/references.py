@@ -9,9 +9,10 @@ user's file or module, and checking what it names, each run within a time limit
 that raises: one line, never a hang or a silent exit.
 
 A name is resolved once, where it enters (``resolve``: a flag's argparse type
-``resolved_mechanism``, the card's Python API), into a ``MechanismRef``: the mechanism and
-the reference it came from, which the card carries from there on. It crosses a process
-boundary as its reference and is resolved once again on arrival.
+``resolved_mechanism``, the card's Python API, a recall configuration's ``mechanisms``:
+``RecallConfig``, ``WidthsConfig``), into a ``MechanismRef``: the mechanism and the
+reference it came from, which the card, the recall studies and 14/15 carry from there on. It
+crosses a process boundary as its reference and is resolved once again on arrival.
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ model a configuration builds."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from attnlab.core.mechanism import Mechanism
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef, resolve
 from attnlab.recall.model import INITS, SLOTS, RecallModel
 from attnlab.recall.task import RecallTask
 
@@ -31,6 +31,12 @@ class RecallConfig:
     (fan_in + fan_out))), biases 0; gpt: N(0, 0.02^2), biases 0); ``bias`` biases on Q, K, V
     and W_O. The defaults (concat, natural, no bias) are the model 04 has always trained.
     ``embed_init_std`` is a natural-init setting: any other init requires it to be 1.
+
+    ``mechanisms``: references (a built-in name, ``MODULE:NAME``, ``path/to/file.py:NAME``),
+    ``Mechanism`` objects or ``MechanismRef``s, each resolved once, here, where it enters
+    (``attnlab.core.references.resolve``), into a ``MechanismRef``: what trains it uses
+    ``.mechanism``, and what it writes the reference (``.text``). Two configurations are
+    equal where their references are.
     """
 
     d_k: int = 256
@@ -47,7 +53,7 @@ class RecallConfig:
     smoothing: int = 25
     embed_init_std: float = 1.0
     chunk_steps: int = 100
-    mechanisms: tuple[str, ...] = field(default=("scaled", "unscaled"))
+    mechanisms: tuple[MechanismRef, ...] = tuple(map(resolve, ("scaled", "unscaled")))
     slot: str = "concat"
     init: str = "natural"
     bias: bool = False
@@ -78,11 +84,13 @@ class RecallConfig:
                 raise ValueError(f"RecallConfig.{name} must be a finite number > 0, got {value!r}")
         if not self.mechanisms:
             raise ValueError("RecallConfig.mechanisms must name at least one mechanism")
+        resolved = []
         for reference in self.mechanisms:
             try:
-                load_mechanism(reference)
+                resolved.append(resolve(reference))
             except ValueError as err:
                 raise ValueError(f"RecallConfig.mechanisms: {err}") from None
+        object.__setattr__(self, "mechanisms", tuple(resolved))
         if self.slot not in SLOTS:
             raise ValueError(f"RecallConfig.slot must be one of {SLOTS}, got {self.slot!r}")
         if self.init not in INITS:

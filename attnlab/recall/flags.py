@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from attnlab.core.references import recall_mechanism_reference
+from attnlab.core.references import MechanismRef, recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
 from attnlab.harness.flags import TYPED_FLAGS, StoreTyped, StoreTypedBool, declare_flags
@@ -66,15 +66,19 @@ family_substring = substring_of(FAMILY)
 
 
 def add_mechanisms_flag(
-    parser: argparse.ArgumentParser, flag: str, default: Iterable[str], help: str
+    parser: argparse.ArgumentParser,
+    flag: str,
+    default: Iterable[str | MechanismRef],
+    help: str,
 ) -> None:
     """``flag``: one or more mechanism references the recall task can run
-    (``recall_mechanism_reference``)."""
+    (``recall_mechanism_reference``); ``default`` as the references' text (a configuration's
+    ``MechanismRef``s: ``.text``)."""
     parser.add_argument(
         flag,
         nargs="+",
         type=recall_mechanism_reference,
-        default=list(default),
+        default=[d if isinstance(d, str) else d.text for d in default],
         metavar="MECHANISM",
         help=f"{help}; a built-in ({', '.join(BUILTINS)}), MODULE:NAME or path/to/file.py:NAME",
     )

@@ -35,7 +35,6 @@ import numpy as np
 from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import replicate
-from attnlab.core.references import load_mechanism
 from attnlab.harness.errors import RunError
 from attnlab.recall.config import RecallConfig, make_model, seed_keys
 from attnlab.recall.lanes import LaneBlock, block_size, host_concatenate, lane_bytes, split_blocks
@@ -428,6 +427,7 @@ def train_and_evaluate(
     config: RecallConfig, on_chunk: Callable[[int], None] | None = None
 ) -> dict[str, TrainResult]:
     """Train every mechanism of ``config`` on every seed; results keyed by the references of
-    ``config.mechanisms``."""
-    runs = [Run(config, load_mechanism(name)) for name in config.mechanisms]
-    return dict(zip(config.mechanisms, train_runs(runs, on_chunk=on_chunk), strict=True))
+    ``config.mechanisms`` (``MechanismRef.text``)."""
+    runs = [Run(config, m.mechanism) for m in config.mechanisms]
+    texts = [m.text for m in config.mechanisms]
+    return dict(zip(texts, train_runs(runs, on_chunk=on_chunk), strict=True))

@@ -50,7 +50,7 @@ from attnlab.core.attention import attention_logits
 from attnlab.core.curves import summarize_losses, trailing_mean
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
-from attnlab.core.references import load_mechanism
+from attnlab.core.references import MechanismRef, resolve
 from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.core.temperature import MECHANISMS
 from attnlab.recall.columns import LR_TRANSFER, WIDTHS_CURVES, WIDTHS_SUMMARY
@@ -112,31 +112,39 @@ def check_grid(config: Any) -> None:
 
 @dataclass(frozen=True)
 class WidthsConfig:
-    """What experiment 10 trains (module docstring); ``base`` sets everything else."""
+    """What experiment 10 trains (module docstring); ``base`` sets everything else.
+
+    ``mechanisms``, ``lr_mechanisms`` and ``drift_mechanisms``: references, ``Mechanism``
+    objects or ``MechanismRef``s, each resolved once, here, into a ``MechanismRef``
+    (``attnlab.core.references.resolve``); equal where their references are."""
 
     base: RecallConfig = WIDTHS_BASE
     dks: tuple[int, ...] = (1, 4, 16, 64, 256, 1024, 4096)
-    mechanisms: tuple[str, ...] = ("scaled", "unscaled", "qk_norm", "inv_d")
+    mechanisms: tuple[MechanismRef, ...] = tuple(
+        map(resolve, ("scaled", "unscaled", "qk_norm", "inv_d"))
+    )
     #: The issue's grid {1e-4 .. 3e-3} and one step beyond, 1e-2: a first run at 600 steps
     #: put the best rate at 3e-3, the grid's edge, for most cells.
     lrs: tuple[float, ...] = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
     lr_dks: tuple[int, ...] = (64, 256, 1024)
-    lr_mechanisms: tuple[str, ...] = ("scaled", "inv_d")
+    lr_mechanisms: tuple[MechanismRef, ...] = tuple(map(resolve, ("scaled", "inv_d")))
     drift_dk: int | None = 256
-    drift_mechanisms: tuple[str, ...] = field(default=tuple(MECHANISMS))
+    drift_mechanisms: tuple[MechanismRef, ...] = field(default=tuple(map(resolve, MECHANISMS)))
     record_every: int = 50
     jacobian_trials: int = 2000
 
     def __post_init__(self) -> None:
         for name in ("mechanisms", "lr_mechanisms", "drift_mechanisms"):
+            resolved = []
             for reference in getattr(self, name):
                 try:
-                    load_mechanism(reference)
+                    resolved.append(resolve(reference))
                 except ValueError as err:
                     raise ValueError(f"WidthsConfig.{name}: {err}") from None
+            object.__setattr__(self, name, tuple(resolved))
         check_grid(self)
 
-    def runs(self) -> list[tuple[int, str, tuple[float, ...]]]:
+    def runs(self) -> list[tuple[int, MechanismRef, tuple[float, ...]]]:
         """``(d_k, mechanism, learning rates)`` per compiled program, in sweep order."""
         out = []
         for d_k in self.dks:
@@ -244,7 +252,7 @@ def run_widths(config: WidthsConfig, on_progress: Progress = None) -> list[Train
     runs = config.runs()
     results = []
     for d_k in dict.fromkeys(d_k for d_k, _, _ in runs):
-        entries = [(load_mechanism(name), lrs) for dk, name, lrs in runs if dk == d_k]
+        entries = [(m.mechanism, lrs) for dk, m, lrs in runs if dk == d_k]
         base = replace(config.base, d_k=d_k)
         results += train_width(base, entries, config.record_every, on_progress)
     return results
@@ -319,7 +327,7 @@ def lr_frame(summary: pd.DataFrame, config: WidthsConfig) -> pd.DataFrame:
     with a diverged seed is never best; ties go to the smaller rate)."""
     rows = []
     for reference in config.lr_mechanisms:
-        name = load_mechanism(reference).name
+        name = reference.name
         for d_k in config.lr_dks:
             cell = summary[(summary.mechanism == name) & (summary.d_k == d_k)]
             group = []

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.curves import summarize_losses
-from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.recall.config import RecallConfig
@@ -377,7 +376,7 @@ def predict(
     at: dict[tuple[str, int], tuple[RecallConfig, list[TrainResult]]] = {}
     for reading, wanted in _lengths_by_reading(members, resolve).items():
         config = reading_config(reading, RecallConfig(seeds=seeds, seed=seed, steps=1))
-        trainer = Trainer([Run(config, load_mechanism(m)) for m in config.mechanisms])
+        trainer = Trainer([Run(config, m.mechanism) for m in config.mechanisms])
         for length in wanted:
             trainer.run(length, on_chunk)
             at[reading.name, length] = (config, trainer.results())

@@ -26,7 +26,6 @@ import pandas as pd
 
 from attnlab.core.curves import trailing_mean
 from attnlab.core.progress import Progress
-from attnlab.core.references import load_mechanism
 from attnlab.core.temperature import MECHANISMS
 from attnlab.recall.config import RecallConfig, make_model
 from attnlab.recall.step import TrainState, held_out_batches
@@ -48,7 +47,7 @@ def run_remedies(config: RecallConfig, on_progress: Progress = None) -> list[Tra
     """Train every mechanism of ``config`` on its seeds (same init keys and data). A seed
     whose loss turns non-finite is recorded, not raised: its loss is NaN or infinite from
     that step on (``diverged``) and its held-out accuracy NaN."""
-    runs = [Run(config, load_mechanism(name)) for name in config.mechanisms]
+    runs = [Run(config, m.mechanism) for m in config.mechanisms]
     results = train_runs(runs, on_chunk=on_progress, on_diverge="record")
     for result in results:
         finite = np.isfinite(result.metrics["loss"]).all(axis=1)
@@ -184,7 +183,7 @@ def run_sensitivity(
         for std in embed_stds
     ]
     # Every cell's two variants at once: cells of one batch size share a program.
-    runs = [Run(cell, load_mechanism(m)) for cell in cells for m in cell.mechanisms]
+    runs = [Run(cell, m.mechanism) for cell in cells for m in cell.mechanisms]
     results = train_runs(runs, on_chunk=on_progress)
     rows = []
     for i, cell in enumerate(cells):
