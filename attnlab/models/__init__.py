@@ -3,10 +3,12 @@ registry of checkpoint families.
 
 ``files``: a checkpoint's files (``config.json``, ``model.safetensors`` without PyTorch,
 ``tokenizer.json``) read and checked, for every family. ``layers``: what the families share
-inside a forward (layer norm, the per-layer ``Trace``). ``registry``: ``model_type`` ->
-family, and ``read_checkpoint``. One module a family: ``bert`` (Hugging Face ``BertModel``,
-sentence-transformers' pooled embedding; the packaged all-MiniLM-L6-v2) and ``gpt2``
-(``GPT2LMHeadModel``, causal, every head through ``Mechanism.attend``). ``causal_lm`` and
-``gpt2_export``: the suite's causal LM (experiment 14's) and its GPT-2 export (moving to
-``attnlab/lm/``).
+inside a forward (layer and RMS norms, rotary positions, grouped-query key/value heads, the
+per-layer ``Trace``). ``registry``: ``model_type`` -> family, and ``read_checkpoint``.
+``ledger``: the temperature ledger of a decoder's config and weights. One module a family:
+``bert`` (Hugging Face ``BertModel``, sentence-transformers' pooled embedding; the packaged
+all-MiniLM-L6-v2), ``gpt2`` (``GPT2LMHeadModel``), ``llama`` (the Llama layout, and
+``attnlab_llama``, experiment 14's models in it), ``qwen3``, ``olmo2``, ``gemma2`` and
+``gemma3`` on ``llama``'s decoder; every decoder head through ``Mechanism.attend``.
+Experiment 14's own model and its exports live in ``attnlab.lm``.
 """

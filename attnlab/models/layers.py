@@ -10,9 +10,9 @@ apply them. ``repeat_kv``:
 grouped-query attention's key/value heads shared by their query heads.
 ``next_token_loss``: a decoder's mean next-token cross-entropy per row.
 
-Note for ``attnlab.lm.model`` (moving to ``attnlab/lm/``): its own ``rotate`` is the
-same half-split rotation at ``rope_theta`` 10000; it may use ``rotate`` and ``rope_tables``
-here instead.
+``attnlab.lm.model`` keeps its own ``rotate``: the same half-split rotation at ``rope_theta``
+10000, with its angles computed in float32 inside the trained program (``rope_tables`` here
+rounds float64 tables once); sharing these would move 14's rotary results in the last bits.
 """
 
 from __future__ import annotations
