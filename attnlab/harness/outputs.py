@@ -88,10 +88,19 @@ class RunContext:
     out_dir: Path | None
     made_with_defaults: bool
     out_dir_given: bool
-    run_folder: bool
-    quiet: bool
     written: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_folder(self) -> bool:
+        """Whether ``out_dir`` is a run folder of its own: not given, and flags other than
+        the committed defaults."""
+        return self.out_dir is not None and not self.out_dir_given and not self.made_with_defaults
+
+    @property
+    def quiet(self) -> bool:
+        """``--quiet`` (False for a script without it)."""
+        return bool(self.flags.get("quiet", False))
 
     def add_note(self, text: str | None) -> None:
         """Say ``text`` after the list of written files (even with ``--quiet``); None:
@@ -113,23 +122,14 @@ def run_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Ru
     has none."""
     defaults = made_with_defaults(parser, args)
     given = getattr(args, "out_dir", None)
-    run_folder = False
     out_dir = given
     if given is None and hasattr(args, "out_dir"):
         if defaults:
             out_dir = RESULTS_DIR
         else:
             out_dir = RUNS_DIR / f"{Path(parser.prog).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-            run_folder = True
     flags = vars(args) | ({"out_dir": out_dir} if hasattr(args, "out_dir") else {})
-    return RunContext(
-        flags=flags,
-        out_dir=out_dir,
-        made_with_defaults=defaults,
-        out_dir_given=given is not None,
-        run_folder=run_folder,
-        quiet=getattr(args, "quiet", False),
-    )
+    return RunContext(flags, out_dir, made_with_defaults=defaults, out_dir_given=given is not None)
 
 
 def add_results_dir_flag(parser: argparse.ArgumentParser) -> None:
