@@ -43,6 +43,11 @@ class TextSource:
     source: str
     sha256: str
 
+    @classmethod
+    def of(cls, text: str, source: str) -> TextSource:
+        """``text`` from ``source``, with the SHA-256 of its UTF-8 bytes."""
+        return cls(text, source, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
 
 def read_text(path: Path | None) -> TextSource:
     """``path``'s UTF-8 text, or the standard library's prose (``stdlib_prose``) if None."""
@@ -52,7 +57,7 @@ def read_text(path: Path | None) -> TextSource:
         # Decoded from the bytes, not read in text mode, so that line endings stay as in the
         # file and the checksum is the file's own.
         text, source = Path(path).read_bytes().decode("utf-8"), str(path)
-    return TextSource(text, source, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return TextSource.of(text, source)
 
 
 def byte_tokens(text: str) -> np.ndarray:

@@ -10,7 +10,6 @@ version, and the SHA-256.
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import sysconfig
 from pathlib import Path
@@ -29,4 +28,4 @@ def stdlib_source() -> TextSource:
     files = stdlib_files()
     text = "".join(read_text(path).text + "\n" for path in files)
     name = f"CPython {platform.python_version()} standard library, Lib/*.py ({len(files)} files)"
-    return TextSource(text, name, hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return TextSource.of(text, name)
