@@ -19,9 +19,9 @@ from attnlab.models.files import read_tensors
 from attnlab.models.ledger import (
     CAP_MARGIN,
     STATIC_COLUMNS,
-    decoder_spectral_norms,
     head_gains,
     near_cap_share,
+    spectral_norms,
     static_ledger,
 )
 from attnlab.models.llama import decoder_shapes
@@ -144,7 +144,8 @@ def test_spectral_norm_is_the_largest_singular_value_of_the_heads_bilinear_form(
     1 (GQA, 4 heads on 2): both in float64, so they agree to float64 rounding of a 16-wide
     product, well inside 1e-12 relatively."""
     config, tensors = _tiny(tmp_path, gemma2, gemma2.parse_gemma2_config)
-    sigma = decoder_spectral_norms(config, tensors)
+    qk = FAMILIES["gemma2"].qk_weights
+    sigma = spectral_norms(lambda layer: qk(tensors, config, layer), config.n_layer)
     d = config.head_dim
     wq = tensors["model.layers.1.self_attn.q_proj.weight"].astype(np.float64)[3 * d : 4 * d]
     wk = tensors["model.layers.1.self_attn.k_proj.weight"].astype(np.float64)[1 * d : 2 * d]

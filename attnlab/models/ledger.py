@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab.models.llama import LAYER_TYPES, DecoderConfig, decoder_qk_weights
+from attnlab.models.llama import LAYER_TYPES, DecoderConfig
 
 #: A logit is "near the cap" when ``|z| >= (1 - CAP_MARGIN) c``: within 10 % of it.
 CAP_MARGIN = 0.1
@@ -122,11 +122,6 @@ def spectral_norms(qk: Callable[[int], tuple[np.ndarray, np.ndarray]], layers: i
             row.append(np.linalg.norm(r_q @ r_k.T, 2))
         rows.append(row)
     return np.asarray(rows)
-
-
-def decoder_spectral_norms(config: DecoderConfig, tensors: dict[str, np.ndarray]) -> np.ndarray:
-    """``spectral_norms`` of a decoder of ``llama``'s (``llama.decoder_qk_weights``)."""
-    return spectral_norms(lambda layer: decoder_qk_weights(tensors, config, layer), config.n_layer)
 
 
 def near_cap_share(z: jax.Array, allowed: jax.Array, cap: float) -> jax.Array:

@@ -26,9 +26,9 @@ from attnlab.models.files import CheckpointError, read_json
 from attnlab.models.ledger import (
     CAP_MARGIN,
     STATIC_COLUMNS,
-    decoder_spectral_norms,
     head_gains,
     near_cap_share,
+    spectral_norms,
     static_ledger,
 )
 from attnlab.models.llama import ATTNLAB_MODEL_TYPE, DecoderConfig, decoder_forward
@@ -69,7 +69,7 @@ def ledger_frame(
     ``ids`` the rows of text ``[B, T]`` the cap's share is read on, ``heads`` the
     checkpoint's heads table (its trained rows at length ``T`` give the owner)."""
     gains = head_gains(config, tensors)
-    sigma = decoder_spectral_norms(config, tensors)
+    sigma = spectral_norms(lambda layer: family.qk_weights(tensors, config, layer), config.n_layer)
     near = None
     if config.cap is not None:
         params = {name: jnp.asarray(value) for name, value in tensors.items()}
