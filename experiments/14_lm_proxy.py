@@ -8,10 +8,11 @@ attention temperature in the trained weights at the best rate and at 10x it.
 --mechanisms are swept at every --widths, --one-width-mechanisms at --one-width only; each
 takes a built-in name, MODULE:NAME or path/to/file.py:NAME (your own mechanism, as for
 experiment 11). Each mechanism's model at its best rate at --one-width (first seed; learned
-positions only) is saved as a GPT-2 checkpoint in --out-dir/checkpoints/14_lm_<mechanism>_d<width>/
-(config.json, model.safetensors, tokenizer.json), which experiment 13 reads (a mechanism of
-your own: name its file to 13 again, --mechanisms). Method and the paper's set-up beside
-ours: attnlab/studies/lm_proxy/README.md.
+positions only) is saved as a GPT-2 checkpoint (--layout llama: Llama's) in
+--out-dir/checkpoints/14_lm_<mechanism>_d<width>/ (config.json, model.safetensors,
+tokenizer.json), which experiment 13 reads (a mechanism of your own: name its file to 13
+again, --mechanisms). Method and the paper's set-up beside ours:
+attnlab/studies/lm_proxy/README.md.
 """
 
 import dataclasses

@@ -126,7 +126,7 @@ def saved(tmp_path_factory):
     mechanism = load_mechanism("qk_norm")
     result = train_lanes(TINY_LM, mechanism, [1e-3, 1e-2], [0], split)
     lane = int(np.argmin(result.final_loss.mean(axis=1)))
-    models = best_model(result, float(result.lrs[lane]), mechanism, "qk_norm")
+    models = best_model(result, float(result.lrs[lane]), mechanism, "qk_norm", "gpt2")
     out = tmp_path_factory.mktemp("out")
     write_saved(out, [models], {"text_sha256": "0" * 64})
     params = jax.tree.map(lambda x: x[lane], result.params)

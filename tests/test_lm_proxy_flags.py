@@ -120,3 +120,14 @@ def test_the_optimizer_and_the_clip_reach_the_language_model():
     assert (parse().lm.optimizer, parse().lm.qk_clip_tau) == ("adamw", None)
     chosen = parse("--optimizer", "muon", "--qk-clip", "100").lm
     assert (chosen.optimizer, chosen.qk_clip_tau) == ("muon", 100.0)
+
+
+def test_the_layout_is_not_an_output_flag():
+    """--layout llama saves the models in Llama's layout and is a run of its own (a run
+    folder, never results/, whose GPT-2 checkpoints 13's committed tables read); the
+    default, given or not, is the committed run."""
+    assert (DEFAULT.layout, parse("--layout", "llama").layout) == ("gpt2", "llama")
+    parser = argparse.ArgumentParser()
+    add_proxy_flags(parser)
+    assert made_with_defaults(parser, parser.parse_args(["--layout", "gpt2"]))
+    assert not made_with_defaults(parser, parser.parse_args(["--layout", "llama"]))

@@ -59,8 +59,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -289,6 +290,23 @@ def write_llama(directory: Path, tensors: dict[str, np.ndarray], config: dict[st
     """Write ``causal_lm_llama_tensors`` and ``causal_lm_llama_config`` as ``write_gpt2``
     writes its own (names as they are)."""
     _write_checkpoint(directory, tensors, config)
+
+
+class Layout(NamedTuple):
+    """One layout a causal LM is written in: its tensors by name, its ``config.json`` (the
+    model and the ``attnlab`` record) and the writer of the two and the tokenizer."""
+
+    tensors: Callable[[dict, CausalLM], dict[str, np.ndarray]]
+    config: Callable[[CausalLM, dict[str, Any]], dict[str, Any]]
+    write: Callable[[Path, dict[str, np.ndarray], dict[str, Any]], None]
+
+
+#: The layouts by name (experiment 14's ``--layout``): GPT-2's (``gpt2`` or ``attnlab_gpt2``)
+#: and Llama's (always ``attnlab_llama``).
+LAYOUTS = {
+    "gpt2": Layout(causal_lm_tensors, causal_lm_config, write_gpt2),
+    "llama": Layout(causal_lm_llama_tensors, causal_lm_llama_config, write_llama),
+}
 
 
 def _write_checkpoint(directory: Path, stored: dict[str, np.ndarray], config: dict) -> None:

@@ -1,7 +1,7 @@
-"""Experiment 14's trained models saved as GPT-2 checkpoints (``attnlab.lm.export``):
-each mechanism's model at its best rate, at ``ONE_WIDTH_D_MODEL``, first seed, learned
-positions, under ``results/checkpoints/14_lm_<mechanism>_d<width>/``; experiment 13 reads
-them (``--checkpoint``)."""
+"""Experiment 14's trained models saved as checkpoints (``attnlab.lm.export``): each
+mechanism's model at its best rate, at ``ONE_WIDTH_D_MODEL``, first seed, learned
+positions, under ``results/checkpoints/14_lm_<mechanism>_d<width>/``, in GPT-2's layout or
+(``--layout llama``) Llama's; experiment 13 reads either (``--checkpoint``)."""
 
 from __future__ import annotations
 
@@ -15,24 +15,28 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin
-from attnlab.lm.export import causal_lm_config, causal_lm_tensors, write_gpt2
+from attnlab.lm.export import LAYOUTS
 from attnlab.lm.train import SweepResult
 from attnlab.studies.lm_proxy.study import CHECKPOINTS_DIR, SCRIPT, checkpoint_name
 
 
 class Saved(NamedTuple):
-    """One model to write: its folder's name, GPT-2 tensors and ``config.json``."""
+    """One model to write: its folder's name, its layout (a key of ``LAYOUTS``), its
+    tensors and ``config.json`` in that layout."""
 
     name: str
+    layout: str
     tensors: dict[str, np.ndarray]
     config: dict[str, Any]
 
 
-def best_model(result: SweepResult, rate: float, mechanism: Mechanism, reference: str) -> Saved:
-    """The lane of ``result`` at ``rate`` and its first seed, as a GPT-2 checkpoint whose
-    ``attnlab`` object records the held-out loss 14 measured (mean over windows and SE,
-    nats per byte) and how it was made (the mechanism: a built-in's name, else
-    ``reference``, which experiment 13 then asks for again)."""
+def best_model(
+    result: SweepResult, rate: float, mechanism: Mechanism, reference: str, layout: str
+) -> Saved:
+    """The lane of ``result`` at ``rate`` and its first seed, as a checkpoint in ``layout``
+    (a key of ``LAYOUTS``) whose ``attnlab`` object records the held-out loss 14 measured
+    (mean over windows and SE, nats per byte) and how it was made (the mechanism: a
+    built-in's name, else ``reference``, which experiment 13 then asks for again)."""
     lm = result.config
     lane = int(np.flatnonzero(np.isclose(result.lrs, rate))[0])
     params = jax.tree.map(lambda x: np.asarray(x[lane]), result.params)
@@ -49,10 +53,9 @@ def best_model(result: SweepResult, rate: float, mechanism: Mechanism, reference
             "lm_config": dataclasses.asdict(lm),
         },
     }
-    tensors = causal_lm_tensors(params, model)
-    return Saved(
-        checkpoint_name(mechanism.name, lm.d_model), tensors, causal_lm_config(model, record)
-    )
+    form = LAYOUTS[layout]
+    name = checkpoint_name(mechanism.name, lm.d_model)
+    return Saved(name, layout, form.tensors(params, model), form.config(model, record))
 
 
 def write_saved(out_dir: Path, saved: list[Saved], text: dict[str, str]) -> None:
@@ -60,4 +63,5 @@ def write_saved(out_dir: Path, saved: list[Saved], text: dict[str, str]) -> None
     and SHA-256 (``text``) added to its ``attnlab`` record."""
     for model in saved:
         model.config["attnlab"] |= text
-        write_gpt2(out_dir / CHECKPOINTS_DIR / model.name, model.tensors, model.config)
+        directory = out_dir / CHECKPOINTS_DIR / model.name
+        LAYOUTS[model.layout].write(directory, model.tensors, model.config)

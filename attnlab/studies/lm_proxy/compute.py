@@ -23,6 +23,7 @@ from attnlab.lm.train import LMConfig, split_text, train_lanes
 from attnlab.studies.lm_proxy.checkpoints import Saved, best_model
 from attnlab.studies.lm_proxy.study import (
     DRIFT_FACTOR,
+    LAYOUT,
     LRS,
     ONE_WIDTH,
     ONE_WIDTH_D_MODEL,
@@ -36,7 +37,8 @@ from attnlab.studies.lm_proxy.study import (
 class ProxyConfig:
     """The sweep: ``swept`` at every width of ``widths``, ``one_width`` at
     ``one_width_d_model``, each at every rate of ``lrs`` on ``seeds`` seeds from ``seed``;
-    ``lm`` the rest of the set-up (its ``d_model`` replaced by each width). The mechanisms
+    ``lm`` the rest of the set-up (its ``d_model`` replaced by each width); ``layout`` that
+    of the saved models (a key of ``attnlab.lm.export.LAYOUTS``). The mechanisms
     are resolved where they enter (``resolve``: the flags, the defaults here), each a
     ``MechanismRef`` that the pieces carry to the model."""
 
@@ -48,6 +50,7 @@ class ProxyConfig:
     lrs: tuple[float, ...] = LRS
     seeds: int = 1
     seed: int = 0
+    layout: str = LAYOUT
 
     @property
     def seed_values(self) -> tuple[int, ...]:
@@ -96,7 +99,7 @@ def sweep_cell(
     saved = None
     if d_model == config.one_width_d_model and lm.positions == "learned":
         best, _ = best_lane_rates(sweep, DRIFT_FACTOR)
-        saved = best_model(result, best, mechanism, reference.text)
+        saved = best_model(result, best, mechanism, reference.text, config.layout)
     return sweep, curve_rows(result, RECORD_EVERY), ownership, saved
 
 

@@ -1,5 +1,6 @@
 """Flags of experiment 14, kept beside its configurations: what is swept (mechanisms,
-widths, rates, steps, positions, text) and the ``ProxyConfig`` they give."""
+widths, rates, steps, positions, text), the layout of the saved models, and the
+``ProxyConfig`` they give."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from attnlab.core.references import MechanismRef, resolved_mechanism
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
+from attnlab.lm.export import LAYOUTS
 from attnlab.lm.model import POSITIONS, VOCAB
 from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.lm.train import STEP_METRICS, LMConfig
@@ -82,6 +84,15 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
         help="learned absolute positions (GPT-2), rotary (Wortsman et al.) or none (NoPE)",
     )
     parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default=DEFAULT.layout,
+        help="the layout of the models saved for 13: gpt2 (GPT-2's, which 13's committed "
+        "tables read) or llama (Llama's as model_type attnlab_llama, never llama: the MLP "
+        "is GPT-2's ungated GELU and the positions learned; attnlab/lm/export.py). Not an "
+        "output flag: llama runs go to a run folder of their own",
+    )
+    parser.add_argument(
         "--text",
         type=cli.a_path,
         default=None,
@@ -126,8 +137,9 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         if d % lm.d_head:
             raise cli.UsageError(f"--widths: {d} is not a multiple of the head width {lm.d_head}")
     config = dataclasses.replace(
-        base, lm=lm, one_width_d_model=one_width, seeds=args.seeds, seed=args.seed, **chosen
-    )
+        base, lm=lm, one_width_d_model=one_width, seeds=args.seeds, seed=args.seed,
+        layout=args.layout, **chosen,
+    )  # fmt: skip
     check_needs(proxy_needs(config, args.jobs))
     for flag, references, widths in (("--mechanisms", chosen["swept"], chosen["widths"]),
                                      ("--one-width-mechanisms", chosen["one_width"],

@@ -30,8 +30,11 @@ DRIFT_FACTOR = 10.0
 HOLDS_WITHIN = 2.0
 #: Rows of the curves: every this many steps.
 RECORD_EVERY = 10
-#: Where the trained models at the best rate go (GPT-2 checkpoints, one folder each).
+#: Where the trained models at the best rate go (checkpoints, one folder each).
 CHECKPOINTS_DIR = "checkpoints"
+#: Their layout (``attnlab.lm.export.LAYOUTS``): GPT-2's, which 13's committed causal
+#: tables read.
+LAYOUT = "gpt2"
 
 
 def checkpoint_name(mechanism: str, d_model: int) -> str:
