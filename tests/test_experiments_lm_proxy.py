@@ -1,15 +1,20 @@
 """experiments/14_lm_proxy.py end to end at tiny sizes: a user's mechanism file gets its row
 of the sweep and its owner, the tables do not depend on the number of workers, the same
-flags give byte-identical CSVs, and bad input is one line, exit 2, nothing written."""
+flags give byte-identical CSVs, bad input is one line, exit 2, nothing written, and the
+models saved in Llama's layout (--layout llama) are read by 13 as their GPT-2 twins are."""
 
 from __future__ import annotations
 
 import json
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
+from test_lm_export import LOGIT_RTOL
 
+from attnlab.models import llama
+from attnlab.models.files import CONFIG, WEIGHTS
 from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
 
 CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
@@ -36,6 +41,8 @@ def alibi(q, k, q_pos, k_pos, head, n_heads):
 #: d_model 32 (2 heads), two rates of which the second is 10x the first, 4 steps.
 TINY = ["--widths", "32", "--one-width-mechanisms", "--lrs", "1e-3", "1e-2",
         "--steps", "4", "--quiet"]  # fmt: skip
+#: 13 at one row length, on 96 bytes of its default text (the prose 14 trains on).
+TINY_13 = ["--lengths", "16", "--tokens", "96", "--counterfactual-length", "16", "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +192,74 @@ def test_13_reads_what_14_saved_with_no_flag_but_checkpoint_and_mechanisms(
     sidecar = json.loads((tmp_path / "13_real_model_causal_heads.json").read_text())
     assert sidecar["flags"]["lengths"] == [16, 32, 64]
     assert sidecar["flags"]["counterfactual_length"] == 64
+
+
+def _layout_run(script, run_main, tmp_path_factory, layout: str):
+    """qk_norm (its learned gain a tensor of either layout) at --one-width 32, its best
+    model saved in ``layout``; the run's output folder."""
+    out = tmp_path_factory.mktemp(layout)
+    flags = ("--mechanisms", "qk_norm", "--one-width", "32", "--layout", layout)
+    assert _run(script, run_main, out, *flags) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def llama_run(script, run_main, tmp_path_factory):
+    return _layout_run(script, run_main, tmp_path_factory, "llama")
+
+
+@pytest.fixture(scope="module")
+def gpt2_run(script, run_main, tmp_path_factory):
+    return _layout_run(script, run_main, tmp_path_factory, "gpt2")
+
+
+def test_layout_llama_saves_an_attnlab_llama_checkpoint(llama_run):
+    """--layout llama: ``config.json`` says ``attnlab_llama`` (never ``llama``: GPT-2's MLP
+    and learned positions), the weights carry Llama's names, which are the ones 13's Llama
+    decoder expects, and the sidecars record the layout."""
+    from safetensors.numpy import load_file
+
+    directory = llama_run / "checkpoints" / "14_lm_qk_norm_d32"
+    config = json.loads((directory / CONFIG).read_text())
+    assert config["model_type"] == llama.ATTNLAB_MODEL_TYPE
+    assert config["attnlab"]["mlp"] == "plain" and config["attnlab"]["positions"] == "learned"
+    names = set(load_file(directory / WEIGHTS))
+    decoder = llama.parse_attnlab_llama_config(config, str(directory))
+    assert names == set(llama.decoder_shapes(decoder))
+    assert {llama.POSITION_TABLE, "model.layers.1.self_attn.attnlab.scale"} <= names
+    sidecar = json.loads((llama_run / SWEEP_CSV).with_suffix(".json").read_text())
+    assert sidecar["flags"]["layout"] == "llama"
+
+
+@pytest.mark.slow  # two 14 runs (one per layout) and 13 on each: 34 s of CPU cold
+def test_13_on_the_llama_layout_reads_what_it_reads_in_gpt2s(
+    llama_run, gpt2_run, run_main, load_script, tmp_path, capsys
+):
+    """13 end to end on an ``attnlab_llama`` directory writes its heads table, and on the
+    trained weights its numbers are those of the same model saved in GPT-2's layout (the
+    'initial' rows are each family's own re-initialisation, drawn differently)."""
+    for name in CSVS:  # the layout changes what is saved, not what is trained
+        assert (llama_run / name).read_bytes() == (gpt2_run / name).read_bytes(), name
+    tables = {}
+    for layout, run in (("llama", llama_run), ("gpt2", gpt2_run)):
+        out = tmp_path / layout
+        out.mkdir()
+        argv = ["--checkpoint", run / "checkpoints" / "14_lm_qk_norm_d32", *TINY_13,
+                "--out-dir", out]  # fmt: skip
+        assert run_main(load_script("13_real_model"), argv) == 0, capsys.readouterr().err
+        heads = pd.read_csv(out / "13_real_model_causal_heads.csv")
+        layers = pd.read_csv(out / "13_real_model_causal_layers.csv")
+        tables[layout] = heads[heads.model == "trained"].reset_index(drop=True), layers
+    (mine, _), (theirs, layers) = tables["llama"], tables["gpt2"]
+    assert len(mine) == 2 * 2  # layers x heads
+    exact = ["checkpoint", "mechanism", "row_length", "layer", "head", "rows", "owner"]
+    pd.testing.assert_frame_equal(mine[exact], theirs[exact])
+    # The two forwards differ by float32 rounding only (LayerNorm as RMSNorm over a centred
+    # stream, transposed matmuls): any logit by at most LOGIT_RTOL (15 * 128 u, u = 2^-24:
+    # 128-wide contractions, 15 of them) of the layer's largest |z|. A row's std, its
+    # largest softmax weight (softmax's Jacobian rows sum to 2 p (1 - p) <= 1/2 in absolute
+    # value) and their percentiles over rows move by at most that much (measured: 3e-7).
+    bound = LOGIT_RTOL * layers.max_abs_logit.to_numpy()[theirs.layer]
+    for column in [c for c in theirs.columns if c.startswith(("logit_std_", "max_weight_"))]:
+        change = np.abs(mine[column] - theirs[column]).to_numpy()
+        assert (change <= bound).all(), (column, change, bound)
