@@ -1,11 +1,11 @@
 """Benchmarks: the suite against plain baselines, every figure a ratio from one run.
 
-Times the statistics of experiments 02/03 against plain numpy, our attention against
-jax.nn.dot_product_attention and the training engine's recall step against the step as it
-was before the speed-ups, and profiles the step's parts. Every comparison is timed
-round-robin: the median of --repeats rounds after a compiling call (2-3 minutes on 2 CPU
-cores); --reproduce also times `make reproduce` from an empty compilation cache (10 min
-more). Writes --out with its sidecar and the table as Markdown beside it, and prints it.
+Times the statics of 02/03 against numpy, our attention against jax.nn's, the recall step
+against the step before the speed-ups (and its parts), and the language model's step against
+the same model written with flax.linen and optax, with the temperature ledger, under Muon and
+with QK-Clip, each round-robin: the median of --repeats rounds after a compiling call (2-3
+minutes on 2 CPU cores); --reproduce also times `make reproduce` from an empty compilation
+cache (10 min more). Writes --out with its sidecar and the table as Markdown beside it.
 """
 
 import sys

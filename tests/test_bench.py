@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,13 +22,23 @@ from attnlab.recall import model as recall_model
 from attnlab.recall.config import RecallConfig, make_model
 from attnlab.recall.step import init_params, loss_and_aux
 from attnlab.recall.task import sample_batch
-from attnlab.studies.bench.baselines import autodiff_gathers, one_hot_rows
-from attnlab.studies.bench.compute import REPRODUCE_COMMAND, time_reproduce
+from attnlab.studies.bench.compute import (
+    PARTS,
+    REPRODUCE_COMMAND,
+    autodiff_gathers,
+    bench_lm_optimizers,
+    bench_lm_step,
+    bench_recall_step,
+    interleaved_median_seconds,
+    lm_step_flops,
+    one_hot_rows,
+    recall_step_flops,
+    step_programs,
+    time_reproduce,
+)
 from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
-from attnlab.studies.bench.lm_step import bench_lm_optimizers, bench_lm_step, lm_step_flops
+from attnlab.studies.bench.peer import PeerLM, peer_programs
 from attnlab.studies.bench.report import bench_markdown
-from attnlab.studies.bench.step import PARTS, bench_recall_step, recall_step_flops, step_programs
-from attnlab.studies.bench.timing import interleaved_median_seconds
 
 
 @pytest.fixture(scope="module")
@@ -254,20 +265,67 @@ def test_interleaved_timing_runs_round_robin():
     assert set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
 
 
-@pytest.mark.slow  # times the LM step at the bench's size (11 s of CPU cold)
+@pytest.mark.slow  # three LM programs compiled at QUICK's sizes (30 s of CPU cold)
 def test_lm_step_rows():
-    """The LM rows at QUICK's tiny sizes: the speed-up is the ratio of the two timings, the
-    detail reports the losses' gap and the tokens per second, and peak_fraction is FLOPs /
-    seconds / peak."""
+    """The LM rows at QUICK's tiny sizes: the speed-up is the ratio of the two timings,
+    peak_fraction is FLOPs / seconds / peak, and the ledger's row is the step with and
+    without the ledger."""
     peak = 1e12
     rows = {r["name"]: r for r in bench_lm_step(QUICK, peak)}
-    assert sorted(rows) == ["lm_step_peak_fraction", "lm_step_vs_reference"]
-    ref, peak_row = rows["lm_step_vs_reference"], rows["lm_step_peak_fraction"]
-    assert ref["speedup"] == ref["baseline_seconds"] / ref["ours_seconds"] > 0
-    step = ref["ours_seconds"] / QUICK.lm.steps
+    assert sorted(rows) == ["lm_ledger_overhead", "lm_step_peak_fraction", "lm_step_vs_peer"]
+    peer, peak_row = rows["lm_step_vs_peer"], rows["lm_step_peak_fraction"]
+    assert peer["speedup"] == peer["baseline_seconds"] / peer["ours_seconds"] > 0
+    step = peer["ours_seconds"] / QUICK.lm.steps
     assert peak_row["ours_seconds"] == step
     assert peak_row["peak_fraction"] == lm_step_flops(QUICK.lm) / step / peak
-    assert "tokens/s" in peak_row["detail"] and "losses" in ref["detail"]
+    assert "tokens/s" in peak_row["detail"] and "first-step losses" in peer["detail"]
+    ledger = rows["lm_ledger_overhead"]
+    assert ledger["baseline_seconds"] == step < ledger["ours_seconds"]
+    assert 0 < ledger["speedup"] < 1 and "% per step" in ledger["detail"]
+
+
+#: Two layers, so that the parameters' mapping below is checked past the first block.
+PEER_LM = LMConfig(d_model=16, d_head=8, n_layers=2, seq_len=8, batch_size=2, steps=2, warmup=0)
+
+
+def _as_peer(params: dict, lm: LMConfig) -> dict:
+    """Our CausalLM's parameters in PeerLM's layout (flax names layers by class and call
+    order: per block 2 LayerNorms and 6 DenseGenerals, W_Q, W_K, W_V, W_O, W_1, W_2)."""
+    heads, d_head, layers = lm.n_heads, lm.d_head, lm.n_layers
+    out = {"Embed_0": {"embedding": params["wte"]}, "wpe": params["wpe"],
+           f"LayerNorm_{2 * layers}": params["ln_f"],
+           f"DenseGeneral_{6 * layers}": {"kernel": params["lm_head"]}}  # fmt: skip
+    for i in range(layers):
+        block, attn = params[f"h_{i}"], params[f"h_{i}"]["attn"]
+        out[f"LayerNorm_{2 * i}"], out[f"LayerNorm_{2 * i + 1}"] = block["ln_1"], block["ln_2"]
+        kernels = [attn[w].reshape(-1, heads, d_head) for w in ("W_Q", "W_K", "W_V")]
+        kernels += [attn["W_O"].reshape(heads, d_head, -1), block["W_1"], block["W_2"]]
+        out |= {f"DenseGeneral_{6 * i + j}": {"kernel": w} for j, w in enumerate(kernels)}
+    return out
+
+
+def test_peer_is_our_model():
+    """With our parameters copied in, the peer computes our logits: same shapes, layout,
+    LayerNorm, GELU, scale and causal mask."""
+    tokens = jax.random.randint(jax.random.key(1), (2, PEER_LM.seq_len), 0, 256)
+    ours = PEER_LM.model(MECHANISMS["scaled"])
+    params = ours.init(jax.random.key(0), tokens)["params"]
+    peer = PeerLM(PEER_LM)
+    copied = _as_peer(params, PEER_LM)
+    shapes = jax.eval_shape(lambda: peer.init(jax.random.key(0), tokens)["params"])
+    assert jax.tree.map(jnp.shape, copied) == jax.tree.map(lambda x: x.shape, shapes)
+    np.testing.assert_allclose(peer.apply({"params": copied}, tokens),
+                               ours.apply({"params": params}, tokens)[0], atol=1e-5)  # fmt: skip
+
+
+def test_peer_starts_at_ln_256():
+    """The peer's first loss from its own initialisation: ln 256 + (the output logits'
+    variance) / 2, about 0.003 above ln 256 at this width; we allow 0.1 for the batch's 16
+    tokens."""
+    init, chunk = peer_programs(PEER_LM, 1e-3)
+    batches = jax.random.randint(jax.random.key(1), (2, 2, PEER_LM.seq_len + 1), 0, 256)
+    _, losses = chunk(init(jax.random.key(0)), batches)
+    assert losses.shape == (2,) and abs(float(losses[0]) - np.log(256)) < 0.1
 
 
 def test_lm_step_flops_counts_the_matmuls():

@@ -14,23 +14,14 @@ COLUMNS = ("name", "ours_seconds", "baseline_seconds", "speedup", "peak_fraction
 #: The rows ``run_bench`` always produces, in order.
 ROW_NAMES = (
     "peak_matmul_f32",
-    "statics_direct_vs_numpy",
-    "statics_exact_vs_numpy",
-    "attention_fwd_vs_jax",
-    "attention_fwdbwd_vs_jax",
-    "attention_fwd_vs_jax_large",
-    "attention_fwdbwd_vs_jax_large",
-    "train_step_vs_reference",
-    "train_step_peak_fraction",
-    "profile_step_data",
-    "profile_step_forward_backward",
-    "profile_step_adam",
-    "profile_step_full",
-    "lm_step_vs_reference",
-    "lm_step_peak_fraction",
-    "lm_muon_step_vs_adamw",
-    "lm_qk_clip_step_vs_none",
-)
+    "statics_direct_vs_numpy", "statics_exact_vs_numpy",
+    "attention_fwd_vs_jax", "attention_fwdbwd_vs_jax",
+    "attention_fwd_vs_jax_large", "attention_fwdbwd_vs_jax_large",
+    "train_step_vs_reference", "train_step_peak_fraction",
+    "profile_step_data", "profile_step_forward_backward", "profile_step_adam", "profile_step_full",
+    "lm_step_vs_peer", "lm_step_peak_fraction", "lm_ledger_overhead",
+    "lm_muon_step_vs_adamw", "lm_qk_clip_step_vs_none",
+)  # fmt: skip
 #: The row ``run_bench`` produces only when asked for (``--reproduce``), last.
 OPTIONAL_ROW_NAMES = ("make_reproduce_seconds",)
 
@@ -39,8 +30,7 @@ Row = dict[str, Any]
 
 @dataclass(frozen=True)
 class AttentionShape:
-    """One attention problem: ``batch`` independent heads, ``q_len`` queries over
-    ``k_len`` keys of width ``d`` (heads folded into the batch)."""
+    """``batch`` independent heads, ``q_len`` queries over ``k_len`` keys of width ``d``."""
 
     suffix: str
     batch: int
@@ -51,8 +41,7 @@ class AttentionShape:
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """Sizes of every comparison. The defaults keep ``make bench`` to a few minutes on two
-    CPU cores; ``QUICK`` is a tiny setting for the tests."""
+    """Sizes of every comparison: a few minutes on two CPU cores; ``QUICK``, the tests'."""
 
     #: Rounds of every round-robin timing (each program timed once per round; the median).
     repeats: int = 5
@@ -75,18 +64,12 @@ class BenchConfig:
 
 
 QUICK = BenchConfig(
-    repeats=1,
-    statics_dks=(8,),
-    n_keys=16,
-    trials=64,
+    repeats=1, statics_dks=(8,), n_keys=16, trials=64, peak_size=128, min_timing_seconds=0.0,
     attention_shapes=(AttentionShape("", 4, 1, 4, 8), AttentionShape("_large", 2, 32, 32, 8)),
-    recall=RecallConfig(
-        d_k=8, d_model=8, batch_size=4, steps=2, seeds=1, chunk_steps=2, eval_size=8
-    ),
+    recall=RecallConfig(d_k=8, d_model=8, batch_size=4, steps=2, seeds=1, chunk_steps=2,
+                        eval_size=8),
     lm=LMConfig(d_model=16, d_head=8, n_layers=1, seq_len=8, batch_size=2, steps=2, warmup=0),
-    peak_size=128,
-    min_timing_seconds=0.0,
-)
+)  # fmt: skip
 
 
 def make_row(name: str, ours: float, baseline: float | None = None, **extra: Any) -> Row:
@@ -94,6 +77,18 @@ def make_row(name: str, ours: float, baseline: float | None = None, **extra: Any
     if baseline is not None:
         row["speedup"] = baseline / ours
     return row | extra
+
+
+def peak_row(name: str, per_step: float, flops: int, formula: str, peak: float, what: str) -> Row:
+    """A ``*_peak_fraction`` row: ``flops`` per step (``formula`` in words) over ``per_step``
+    seconds, against the ``peak`` FLOP/s of this run."""
+    return make_row(
+        name,
+        per_step,
+        peak_fraction=flops / per_step / peak,
+        detail=f"{what}; FLOPs per step = {formula} = {flops:.3g}: {flops / per_step / 1e9:.3g} "
+        f"GFLOP/s against the peak_matmul_f32 of this run, {peak / 1e9:.3g} GFLOP/s",
+    )
 
 
 def timing_note(config: BenchConfig) -> str:

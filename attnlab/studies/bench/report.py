@@ -13,17 +13,13 @@ def fmt_cell(value: float, spec: str) -> str:
 
 
 def profile_paragraph(frame: pd.DataFrame) -> str:
-    """The "Profile of one recall step" paragraph: the ``profile_step_*`` rows in ms per step,
-    the step's peak fraction and its speed-up; empty without the profile rows."""
+    """The "Profile of one recall step" paragraph; empty without the ``profile_step_*`` rows."""
     rows = {row.name: row for row in frame.itertuples(index=False)}
-    prefix = "profile_step_"
-    parts = [f"{n.removeprefix(prefix)} {1e3 * r.ours_seconds:.3g} ms"
-             for n, r in rows.items() if n.startswith(prefix)]  # fmt: skip
+    parts = ", ".join(f"{n.removeprefix('profile_step_')} {1e3 * r.ours_seconds:.3g} ms"
+                      for n, r in rows.items() if n.startswith("profile_step_"))  # fmt: skip
     if not parts:
         return ""
-    text = (
-        f"Time per training step of the recall model (experiment 04), by part: {', '.join(parts)}."
-    )
+    text = f"Time per training step of the recall model (experiment 04), by part: {parts}."
     if "train_step_peak_fraction" in rows:
         share = 100 * rows["train_step_peak_fraction"].peak_fraction
         text += f" The step's matmul FLOPs run at {share:.2g}% of this run's matmul peak."
