@@ -3,9 +3,9 @@
 Times the statics of 02/03 against numpy, our attention against jax.nn's, the recall step
 against the step before the speed-ups (and its parts), and the language model's step against
 the same model written with flax.linen and optax, with the temperature ledger, under Muon and
-with QK-Clip, each round-robin: the median of --repeats rounds after a compiling call (2-3
+with QK-Clip, each round-robin: the median of --repeats rounds after a compiling call (3-4
 minutes on 2 CPU cores); --reproduce also times `make reproduce` from an empty compilation
-cache (10 min more). Writes --out with its sidecar and the table as Markdown beside it.
+cache (10 min more). Writes --out, its sidecar and the table as Markdown, and prints it.
 """
 
 import sys

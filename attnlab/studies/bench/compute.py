@@ -385,7 +385,7 @@ def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
             "lm_step_vs_peer", seconds["ours"], seconds["peer"],
             detail=f"seconds per {lm.steps} steps, {sizes}; experiment 14's lax.scan chunk vs "
             "the same model and AdamW step written with flax.linen, "
-            "jax.nn.dot_product_attention(is_causal=True) and optax (studies/bench/peer.py), "
+            "jax.nn.dot_product_attention(is_causal=True) and optax (bench/peer.py), "
             "a jitted lax.scan over the same batches drawn beforehand (ours draws each in its "
             "step and records per-layer statistics); same FLOPs; "
             f"{timing_note(config)}; first-step losses from their own inits: ours "
@@ -396,7 +396,7 @@ def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
         make_row(
             "lm_ledger_overhead", step + seconds["ledger"], step,
             detail=f"seconds per training step with the temperature ledger logged vs without "
-            f"({sizes}): a step of the chunk above plus ledger_program(model, tau=None) "
+            f"({sizes}): lm_step_vs_peer's chunk / steps, plus ledger_program(model, tau=None) "
             f"(attnlab.lm.trajectory: a forward pass keeping q and k, then each layer's logits, "
             f"ledger columns and sigma_max(W_Q,h W_K,h^T)) of the lane's parameters on one "
             f"step's batch ({lm.batch_size} windows of {lm.seq_len}), "
