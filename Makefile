@@ -28,7 +28,7 @@ $(shell $(PYTHON) -m attnlab.harness.restamp results 'results/13_real_model_caus
 endif
 
 .PHONY: all test test-all test-matrix verify verify-quick lint clean venv reproduce bench cards \
-	rules lock
+	rules lock trajectory
 .DELETE_ON_ERROR:
 
 all: $(CSVS) $(FIGURES) results/REPORT.md
@@ -64,6 +64,15 @@ rules: | $(STAMP)
 # the run that writes its CSVs; 13's causal tables read two of them.
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 		results/13_real_model_causal_layers.csv: $(LM_PROXY_CSVS)
+
+# 15's long run with its defaults, for its checkpoints along the run (experiment 13 reads
+# them: attnlab/studies/optimizer/README.md), into a run folder git ignores, so that the
+# committed CSVs are not rewritten; no committed table reads the checkpoints (11 minutes on
+# 2 cores).
+TRAJECTORY := results/runs/15_trajectory
+trajectory: | $(STAMP)
+	mkdir -p $(TRAJECTORY)
+	$(PY) experiments/15_optimizer_drift.py --out-dir $(TRAJECTORY)
 
 # Every built-in mechanism's card, and Figure 10 overlaying them.
 cards: $(CARD_CSVS) $(CARD_FIGURES)

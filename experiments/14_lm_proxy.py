@@ -24,8 +24,8 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.harness.workers import run_pieces
+from attnlab.lm.export import write_saved
 from attnlab.studies import headline
-from attnlab.studies.lm_proxy.checkpoints import write_saved
 from attnlab.studies.lm_proxy.compute import pieces, tables
 from attnlab.studies.lm_proxy.flags import (
     DEFAULT,

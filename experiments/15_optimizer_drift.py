@@ -6,7 +6,10 @@ up, and scaled with QK-Clip at that rate, for 10x as many steps on the standard 
 source (the long run), with the temperature ledger of every head along it. Records the
 largest attention logit of every step (and, with the clip, the largest signed logit and
 the fraction of heads clipped) and judges Kimi K2's and 14's known answers by stated
-rules. Method, and K2's and Megatron-LM's set-ups beside ours:
+rules. Each long-run lane's model at steps 0, 250, 500, 1000, 2500 and 5000 (the same
+fractions of --long-steps) is saved as a GPT-2 checkpoint in
+--out-dir/checkpoints/15_<optimizer>_<scaled|clipped>_lr<rate>_step<step>/, which
+experiment 13 reads (--checkpoint). Method, and K2's and Megatron-LM's set-ups beside ours:
 attnlab/studies/optimizer/README.md.
 """
 
@@ -20,8 +23,9 @@ from attnlab.core.text import byte_tokens
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.harness.workers import run_pieces
+from attnlab.lm.export import write_saved
 from attnlab.studies import headline
-from attnlab.studies.optimizer.compute import joined, long_pieces, sweep_pieces
+from attnlab.studies.optimizer.compute import joined, long_pieces, long_tables, sweep_pieces
 from attnlab.studies.optimizer.flags import (
     add_optimizer_flags,
     optimizer_config,
@@ -49,13 +53,13 @@ def run(args, context):
     total = sum(p.units for p in sweep_work) + long_units
     with cli.progress(total, "15 optimizer", args.quiet, "step") as bar:
         runs, curves = joined(run_pieces(sweep_work, args.jobs, bar.update))
-        long_work = long_pieces(config, runs, byte_tokens(chosen["--long-text"].text))
+        long_work = long_pieces(config, runs, chosen["--long-text"])
         parts = run_pieces(long_work, args.jobs, bar.update)
     if parts:
-        long_runs, long_curves, ledger = joined(parts)
+        long_runs, long_curves, ledger, saved = long_tables(parts)
         runs, curves = joined([(runs, curves), (long_runs, long_curves)])
     else:
-        ledger = None
+        ledger, saved = None, []
     wall = time.perf_counter() - started
     flags = {**context.sidecar_flags, **ran(config), **sidecar_text(chosen),
              "lm_config": dataclasses.asdict(config.lm)}  # fmt: skip
@@ -63,6 +67,7 @@ def run(args, context):
         for frame, name in ((runs, RUNS_CSV), (curves, CURVES_CSV), (ledger, LEDGER_CSV)):
             if frame is not None:
                 write_result(frame, stage / name, flags, wall)
+        write_saved(stage, saved)
 
 
 main = cli.entry_point(build_parser, run, headline)

@@ -9,7 +9,15 @@ import json
 import pandas as pd
 import pytest
 
-from attnlab.studies.optimizer.study import CURVES, CURVES_CSV, LEDGER, LEDGER_CSV, RUNS, RUNS_CSV
+from attnlab.studies.optimizer.study import (
+    CURVES,
+    CURVES_CSV,
+    LEDGER,
+    LEDGER_CSV,
+    RUNS,
+    RUNS_CSV,
+    checkpoint_name,
+)
 
 CSVS = {RUNS_CSV: RUNS, CURVES_CSV: CURVES, LEDGER_CSV: LEDGER}
 #: Both optimizers, scaled with and without the clip, two rates (10x apart), 4 steps, a long
@@ -102,6 +110,10 @@ def test_a_tiny_runs_tables_have_the_declared_columns(tiny_runs, text):
     assert set(ledger.step) == set(range(0, 21))  # a point per step of a 20-step run
     sidecar = json.loads((out / RUNS_CSV.replace(".csv", ".json")).read_text())
     assert len(sidecar["flags"]["long_text_sha256"]) == 64
+    long = runs[runs.part == "long"]  # each lane's model at 0, 5, 10, 20, 50, 100% of 20 steps
+    names = {checkpoint_name(r.optimizer, pd.notna(r.qk_clip_tau), r.lr, step)
+             for r in long.itertuples() for step in (0, 1, 2, 4, 10, 20)}  # fmt: skip
+    assert {p.name for p in (out / "checkpoints").iterdir()} == names
 
 
 @pytest.mark.slow  # shares tiny_runs

@@ -23,6 +23,7 @@ from attnlab.lm.export import (
     causal_lm_tensors,
     write_gpt2,
     write_llama,
+    write_saved,
 )
 from attnlab.lm.train import LMConfig, split_text, train_lanes
 from attnlab.models import llama
@@ -34,7 +35,7 @@ from attnlab.models.gpt2 import (
     parse_gpt2_config,
 )
 from attnlab.models.registry import family_of, read_checkpoint
-from attnlab.studies.lm_proxy.checkpoints import best_model, write_saved
+from attnlab.studies.lm_proxy.checkpoints import best_model
 
 #: 14's forward (separate W_Q, W_K, W_V) against 13's (GPT-2's c_attn, zero biases), both
 #: float32: each matmul of width n errs by at most n u relatively (u = 2^-24, Higham 2002

@@ -1,5 +1,6 @@
 """attnlab.lm.trajectory: the ledger along a run reads what the model's own forward pass
-sees (QK-Clip's S per head), who owns the temperature and how far W_Q and W_K moved."""
+sees (QK-Clip's S per head), who owns the temperature and how far W_Q and W_K moved; it
+keeps the parameters at the steps asked for."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def test_the_ledger_matches_the_forward_pass_and_names_the_owner(name, owner):
     )  # larger W_Q, W_K: logits well away from 0
     windows = np.random.default_rng(0).integers(0, 256, (3, CONFIG.seq_len), np.int32)
     constants = mechanism.constant_values(CONFIG.d_head)
-    trajectory = Trajectory(model, 1, windows, constants, tau=1.0)
+    trajectory = Trajectory(model, 1, windows, constants, tau=1.0, keep=(5,))
     trajectory(0, params)
     moved = jax.tree.map(lambda x: x * 1.5, params)
     trajectory(5, moved)
@@ -42,3 +43,6 @@ def test_the_ledger_matches_the_forward_pass_and_names_the_owner(name, owner):
     later = rows[rows.step == 5]  # every weight times 1.5: each head's columns moved by 0.5
     np.testing.assert_allclose(later.q_moved, 0.5, rtol=1e-5)
     np.testing.assert_allclose(later.k_moved, 0.5, rtol=1e-5)
+    assert list(trajectory.kept) == [5] and len(trajectory.kept[5]) == 1  # one lane, at 5
+    jax.tree.map(np.testing.assert_array_equal, trajectory.kept[5][0],
+                 jax.tree.map(lambda x: x[0], moved))  # fmt: skip

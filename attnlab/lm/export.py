@@ -1,6 +1,9 @@
 """The suite's causal LM (``attnlab.lm.model``) written as a GPT-2 checkpoint that
 ``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read, or in Llama's layout
-(``write_llama``, below), which ``attnlab.models.llama`` reads as ``attnlab_llama``.
+(``write_llama``, below), which ``attnlab.models.llama`` reads as ``attnlab_llama``. A run's
+models (experiments 14 and 15) are ``Saved`` (``saved_model``: one lane's parameters in a
+layout of ``LAYOUTS``, a folder name and the run's record) and written by ``write_saved``
+into ``<out_dir>/checkpoints/<name>/``, where experiment 13 reads them.
 
 Tensor layout (``transformer.`` prefix, float32, ``safetensors.numpy``), ours -> GPT-2:
 
@@ -59,7 +62,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -74,6 +77,9 @@ from attnlab.models.gpt2 import MODEL_TYPE, PREFIX, learned_name
 
 #: The built-ins GPT-2 computes exactly, with the ``scale_attn_weights`` that does it.
 GPT2_MECHANISMS = {"scaled": True, "unscaled": False}
+#: Where a run's trained models go inside its output folder, a folder each (experiments 14
+#: and 15 write them, 13 reads them).
+CHECKPOINTS_DIR = "checkpoints"
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -307,6 +313,37 @@ LAYOUTS = {
     "gpt2": Layout(causal_lm_tensors, causal_lm_config, write_gpt2),
     "llama": Layout(causal_lm_llama_tensors, causal_lm_llama_config, write_llama),
 }
+
+
+class Saved(NamedTuple):
+    """One model to write: its folder's name, its layout (a key of ``LAYOUTS``), its
+    tensors and ``config.json`` in that layout."""
+
+    name: str
+    layout: str
+    tensors: dict[str, np.ndarray]
+    config: dict[str, Any]
+
+
+def saved_model(
+    name: str, params: dict, model: CausalLM, record: dict[str, Any], layout: str = "gpt2"
+) -> Saved:
+    """``model``'s ``params`` (one lane's Flax tree) as the checkpoint ``name`` in
+    ``layout`` (a key of ``LAYOUTS``), with ``record`` in its ``attnlab`` object."""
+    form = LAYOUTS[layout]
+    return Saved(name, layout, form.tensors(params, model), form.config(model, record))
+
+
+def write_saved(
+    out_dir: Path, saved: Iterable[Saved], record: dict[str, Any] | None = None
+) -> None:
+    """Each of ``saved`` into ``out_dir/CHECKPOINTS_DIR/<name>`` by its layout's writer,
+    with ``record`` (a run's, such as its text's source and SHA-256) added to its
+    ``attnlab`` object."""
+    for model in saved:
+        ours = model.config["attnlab"] | (record or {})
+        LAYOUTS[model.layout].write(out_dir / CHECKPOINTS_DIR / model.name, model.tensors,
+                                    model.config | {"attnlab": ours})  # fmt: skip
 
 
 def _write_checkpoint(directory: Path, stored: dict[str, np.ndarray], config: dict) -> None:

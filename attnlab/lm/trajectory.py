@@ -15,12 +15,16 @@ windows and keeps one row per lane, layer and head:
                         mechanism) and the owner it names (``attnlab.core.owner``)
     q_moved, k_moved    |W_h(t) - W_h(0)|_F / |W_h(0)|_F of the head's columns of W_Q, W_K
 
+At the steps of ``keep`` it also keeps each lane's parameters (``kept``: numpy, by step,
+a tree per lane), for a caller to save as checkpoints.
+
 The logits the ledger reads are the mechanism's own (``Mechanism.attend`` with the causal
 mask), so the ledger holds for any mechanism, not only scaled dot products.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import cache
 
 import jax
@@ -70,7 +74,8 @@ def _head_norms(w: np.ndarray, n_heads: int) -> np.ndarray:
 
 class Trajectory:
     """``train_lanes``' ``on_params`` hook for the first ``lanes`` lanes of ``model``
-    (module docstring); ``rows()`` the table, a row per point, lane, layer and head."""
+    (module docstring); ``rows()`` the table, a row per point, lane, layer and head;
+    ``kept[step][lane]`` the parameters at each step of ``keep`` the run reached."""
 
     def __init__(
         self,
@@ -79,12 +84,14 @@ class Trajectory:
         windows: np.ndarray,
         constants: dict[str, float],
         tau: float | None = None,
+        keep: Collection[int] = (),
     ) -> None:
-        self.model, self.lanes, self.constants = model, lanes, constants
+        self.model, self.lanes, self.constants, self.keep = model, lanes, constants, keep
         self.windows = jnp.asarray(windows)
         self.ledger = ledger_program(model, tau)
         self.ownership = ownership_program(model)
         self.start: list[dict] = []
+        self.kept: dict[int, list[dict]] = {}
         self._rows: list[dict] = []
 
     def __call__(self, step: int, params: dict) -> None:
@@ -92,6 +99,8 @@ class Trajectory:
             own = jax.tree.map(lambda x, i=lane: np.asarray(x[i]), params)
             if step == 0:
                 self.start.append(own)
+            if step in self.keep:
+                self.kept.setdefault(step, []).append(own)
             ledger = {c: np.asarray(v, float) for c, v in
                       self.ledger(own, self.windows, self.constants).items()}  # fmt: skip
             _, e = (np.asarray(x, float) for x in self.ownership(own, self.windows,

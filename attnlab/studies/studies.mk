@@ -347,9 +347,11 @@ results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/memory.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/corpus.py attnlab/lm/ledger.py attnlab/lm/model.py attnlab/lm/optim.py \
-	attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
-	attnlab/lm/train.py attnlab/lm/trajectory.py attnlab/studies/optimizer/__init__.py \
+	attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/ledger.py attnlab/lm/model.py \
+	attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py \
+	attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/lm/trajectory.py \
+	attnlab/models/__init__.py attnlab/models/files.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/models/llama.py attnlab/studies/optimizer/__init__.py \
 	attnlab/studies/optimizer/answers.py attnlab/studies/optimizer/compute.py \
 	attnlab/studies/optimizer/flags.py attnlab/studies/optimizer/study.py | $(STAMP)
 	$(PY) $<

@@ -7,27 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
-from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin
-from attnlab.lm.export import LAYOUTS
+from attnlab.lm.export import Saved, saved_model
 from attnlab.lm.train import SweepResult
-from attnlab.studies.lm_proxy.study import CHECKPOINTS_DIR, SCRIPT, checkpoint_name
-
-
-class Saved(NamedTuple):
-    """One model to write: its folder's name, its layout (a key of ``LAYOUTS``), its
-    tensors and ``config.json`` in that layout."""
-
-    name: str
-    layout: str
-    tensors: dict[str, np.ndarray]
-    config: dict[str, Any]
+from attnlab.studies.lm_proxy.study import SCRIPT, checkpoint_name
 
 
 def best_model(
@@ -53,15 +41,5 @@ def best_model(
             "lm_config": dataclasses.asdict(lm),
         },
     }
-    form = LAYOUTS[layout]
     name = checkpoint_name(mechanism.name, lm.d_model)
-    return Saved(name, layout, form.tensors(params, model), form.config(model, record))
-
-
-def write_saved(out_dir: Path, saved: list[Saved], text: dict[str, str]) -> None:
-    """Each of ``saved`` into ``out_dir/CHECKPOINTS_DIR/<name>``, with the text's source
-    and SHA-256 (``text``) added to its ``attnlab`` record."""
-    for model in saved:
-        model.config["attnlab"] |= text
-        directory = out_dir / CHECKPOINTS_DIR / model.name
-        LAYOUTS[model.layout].write(directory, model.tensors, model.config)
+    return saved_model(name, params, model, record, layout)

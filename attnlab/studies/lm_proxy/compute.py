@@ -17,10 +17,11 @@ import pandas as pd
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef, resolve
 from attnlab.harness.workers import Piece
+from attnlab.lm.export import Saved
 from attnlab.lm.sweep import curve_rows, ownership_rows, sweep_rows
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.lm.train import LMConfig, split_text, train_lanes
-from attnlab.studies.lm_proxy.checkpoints import Saved, best_model
+from attnlab.studies.lm_proxy.checkpoints import best_model
 from attnlab.studies.lm_proxy.study import (
     DRIFT_FACTOR,
     LAYOUT,

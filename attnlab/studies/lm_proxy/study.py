@@ -30,10 +30,8 @@ DRIFT_FACTOR = 10.0
 HOLDS_WITHIN = 2.0
 #: Rows of the curves: every this many steps.
 RECORD_EVERY = 10
-#: Where the trained models at the best rate go (checkpoints, one folder each).
-CHECKPOINTS_DIR = "checkpoints"
-#: Their layout (``attnlab.lm.export.LAYOUTS``): GPT-2's, which 13's committed causal
-#: tables read.
+#: The layout of the trained models saved at the best rate (``attnlab.lm.export.LAYOUTS``;
+#: a folder each, ``checkpoint_name``): GPT-2's, which 13's committed causal tables read.
 LAYOUT = "gpt2"
 
 

@@ -6,7 +6,9 @@ parts.
 14's text. *The long run*: per optimizer, ``scaled`` at its best rate and at the lowest
 swept rate where its logits blow up (``blowup_rate``), and ``scaled`` with QK-Clip at that
 rate, for ``long_steps`` on a text the run reads about once, the temperature ledger of every
-head at ``LEDGER_POINTS`` points along it (``attnlab.lm.trajectory``).
+head at ``LEDGER_POINTS`` points along it (``attnlab.lm.trajectory``) and each lane's model
+at the points of ``CHECKPOINT_FRACTIONS`` as GPT-2 checkpoints (``attnlab.lm.export``),
+which experiment 13 reads.
 
 Each (optimizer, mechanism, clip) of a part is one ``Piece`` (``attnlab.harness.workers``):
 its rates and seeds are lanes of one compiled program, so its tables do not depend on how
@@ -15,6 +17,7 @@ many workers run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field, replace
 
@@ -22,9 +25,12 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef, resolve
+from attnlab.core.text import TextSource, byte_tokens
 from attnlab.harness.workers import Piece
+from attnlab.lm.export import Saved, saved_model
 from attnlab.lm.ledger import bilinear_spectral_norms
 from attnlab.lm.sweep import curve_rows, sweep_rows
 from attnlab.lm.sweep_tables import best_lane_rates
@@ -33,6 +39,7 @@ from attnlab.lm.trajectory import Trajectory
 from attnlab.studies.optimizer.answers import logit_by_rate, runs_of
 from attnlab.studies.optimizer.study import (
     BLOWN,
+    CHECKPOINT_FRACTIONS,
     CLIPPED,
     CURVES,
     D_MODEL,
@@ -46,7 +53,9 @@ from attnlab.studies.optimizer.study import (
     OPTIMIZERS,
     RECORD_EVERY,
     RUNS,
+    SCRIPT,
     TAU,
+    checkpoint_name,
 )
 
 #: A cell: (optimizer, mechanism, QK-Clip's tau or None).
@@ -90,6 +99,16 @@ class OptimizerConfig:
         """The long run's set-up: ``long_steps``, 14's warmup, a chunk per ledger point."""
         every = max(1, self.long_steps // LEDGER_POINTS)
         return replace(self.lm, steps=self.long_steps, chunk_steps=every)
+
+    def checkpoint_steps(self) -> tuple[int, ...]:
+        """The long run's checkpoints: each of ``CHECKPOINT_FRACTIONS`` of ``long_steps``
+        snapped to the nearest ledger point (step 0 and each chunk's end; the earlier of
+        two as near), ascending, without repeats."""
+        every = self.long_config().chunk_steps
+        points = [*range(0, self.long_steps, every), self.long_steps]
+        nearest = (min(points, key=lambda p: abs(p - f * self.long_steps))
+                   for f in CHECKPOINT_FRACTIONS)  # fmt: skip
+        return tuple(sorted(set(nearest)))
 
 
 def _cell_config(lm: LMConfig, optimizer: str, tau: float | None) -> LMConfig:
@@ -172,22 +191,45 @@ def sweep_cell(
     return run_rows(result, "sweep", tau), _curves(result, "sweep", tau)
 
 
+def long_checkpoints(
+    result: SweepResult, kept: dict[int, list[dict]], mechanism: Mechanism, text: TextSource
+) -> list[Saved]:
+    """Each lane of the long run's ``result`` at each step of ``kept`` (``Trajectory.kept``)
+    as a GPT-2 checkpoint (``checkpoint_name``) whose ``attnlab.made_by`` records how it
+    was made: the script, optimizer, mechanism, QK-Clip's tau (null: none), rate, seed,
+    step, the text's source and SHA-256 and the run's ``LMConfig``."""
+    lm = result.config
+    model = lm.model(mechanism)
+    saved = []
+    for step, lanes in kept.items():
+        for lr, seed, params in zip(result.lrs, result.seeds, lanes, strict=True):
+            made_by = {"script": f"experiments/{SCRIPT}", "optimizer": lm.optimizer,
+                       "mechanism": mechanism.name, "qk_clip_tau": lm.qk_clip_tau,
+                       "lr": float(lr), "seed": int(seed), "step": step,
+                       "text_source": text.source, "text_sha256": text.sha256,
+                       "lm_config": dataclasses.asdict(lm)}  # fmt: skip
+            name = checkpoint_name(lm.optimizer, lm.qk_clip_tau is not None, float(lr), step)
+            saved.append(saved_model(name, params, model, {"made_by": made_by}))
+    return saved
+
+
 def long_cell(
     config: OptimizerConfig,
     cell: Cell,
     lrs: tuple[float, ...],
-    tokens: np.ndarray,
+    text: TextSource,
     on_progress: Progress,
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """One cell of the long run at ``lrs`` (first seed): its rows of the runs, curves and
-    ledger tables."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]:
+    """One cell of the long run at ``lrs`` (first seed) on ``text``: its rows of the runs,
+    curves and ledger tables, and its checkpoints (``long_checkpoints``)."""
     optimizer, reference, tau = cell
     lm = _cell_config(config.long_config(), optimizer, tau)
     mechanism = reference.mechanism
-    split = split_text(tokens, lm)
+    split = split_text(byte_tokens(text.text), lm)
     model = lm.model(mechanism)
     trajectory = Trajectory(model, len(lrs), split.held_out[:LEDGER_WINDOWS, :-1],
-                            mechanism.constant_values(lm.d_head), tau)  # fmt: skip
+                            mechanism.constant_values(lm.d_head), tau,
+                            config.checkpoint_steps())  # fmt: skip
     result = train_lanes(lm, mechanism, list(lrs), [config.seed], split, on_progress,
                          trajectory)  # fmt: skip
     ledger = trajectory.rows()
@@ -196,7 +238,8 @@ def long_cell(
                          "qk_clip_tau": math.nan if tau is None else tau,
                          "lr": result.lrs[lane], "seed": result.seeds[lane]})  # fmt: skip
     ledger = pd.concat([keys, ledger], axis=1)[LEDGER.column_names]
-    return run_rows(result, "long", tau), _curves(result, "long", tau), ledger
+    saved = long_checkpoints(result, trajectory.kept, mechanism, text)
+    return run_rows(result, "long", tau), _curves(result, "long", tau), ledger, saved
 
 
 def sweep_pieces(config: OptimizerConfig, tokens: np.ndarray) -> list[Piece]:
@@ -230,17 +273,26 @@ def long_runs(config: OptimizerConfig, sweep: pd.DataFrame) -> list[tuple[Cell, 
     return plan
 
 
-def long_pieces(config: OptimizerConfig, sweep: pd.DataFrame, tokens: np.ndarray) -> list[Piece]:
-    """One piece per cell of the long run (``long_runs``); none with ``long_steps`` 0."""
+def long_pieces(config: OptimizerConfig, sweep: pd.DataFrame, text: TextSource) -> list[Piece]:
+    """One piece per cell of the long run (``long_runs``) on ``text``; none with
+    ``long_steps`` 0."""
     if not config.long_steps:
         return []
     pieces = []
     for cell, lrs in long_runs(config, sweep):
         units = len(lrs) * config.long_steps
-        pieces.append(Piece(long_cell, (config, cell, lrs, tokens), units, units))
+        pieces.append(Piece(long_cell, (config, cell, lrs, text), units, units))
     return pieces
 
 
 def joined(parts: list[tuple[pd.DataFrame, ...]]) -> tuple[pd.DataFrame, ...]:
     """The pieces' tables joined, table by table."""
     return tuple(pd.concat(frames, ignore_index=True) for frames in zip(*parts, strict=True))
+
+
+def long_tables(
+    parts: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]:
+    """The long run's pieces joined: its runs, curves and ledger tables, and every piece's
+    checkpoints."""
+    return (*joined([part[:3] for part in parts]), [s for part in parts for s in part[3]])

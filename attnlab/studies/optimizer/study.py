@@ -28,6 +28,11 @@ D_MODEL = 32
 LONG_STEPS = 5000
 LEDGER_POINTS = 20
 LEDGER_WINDOWS = 4
+#: The long run's checkpoints (each lane's model, as GPT-2 checkpoints in 14's layout, for
+#: experiment 13): at these fractions of its steps, each snapped to the nearest ledger
+#: point (the earlier of two as near), so at steps 0, 250, 500, 1000, 2500 and 5000 with the
+#: defaults: step 0, then about log-spaced, doubling but for the one step of 2.5x.
+CHECKPOINT_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.5, 1.0)
 #: A run's logits "blow up" when its largest logit passes this (14's GROWN, 10 tau); the
 #: long run trains the clipped model at the lowest swept rate where the unclipped one's do.
 BLOWN = 1e3
@@ -43,6 +48,13 @@ LOSS_MARGIN = 0.02
 BOUNDED = 1e2
 #: Rows of the curves: every this many steps.
 RECORD_EVERY = 10
+
+
+def checkpoint_name(optimizer: str, clipped: bool, lr: float, step: int) -> str:
+    """The folder of the long run's checkpoint of ``scaled`` under ``optimizer``, with
+    QK-Clip or not, at rate ``lr`` after ``step`` steps: ``15_muon_clipped_lr0.1_step02500``."""
+    return f"15_{optimizer}_{'clipped' if clipped else 'scaled'}_lr{lr:g}_step{step:05d}"
+
 
 RUN_KEYS = {"part": KEY, "optimizer": KEY, "mechanism": KEY, "qk_clip_tau": KEY, "lr": KEY,
             "seed": KEY}  # fmt: skip
