@@ -16,7 +16,7 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text, write_result
-from attnlab.studies.bench.compute import REPRODUCE_COMMAND, groups, run_bench
+from attnlab.studies.bench.compute import GROUPS, REPRODUCE_COMMAND, run_bench
 from attnlab.studies.bench.config import QUICK, BenchConfig
 from attnlab.studies.bench.report import bench_markdown
 
@@ -45,7 +45,7 @@ def run(args, context):
         config = replace(config, statics_dks=tuple(args.statics_dk))
     started = time.perf_counter()
     reproduce = REPRODUCE_COMMAND if args.reproduce else None
-    with cli.progress(groups(args.reproduce), "bench", args.quiet, unit="group") as bar:
+    with cli.progress(GROUPS + args.reproduce, "bench", args.quiet, unit="group") as bar:
         frame = run_bench(config, bar.update, reproduce_command=reproduce)
     table = bench_markdown(frame)
     with cli.staged_outputs(out.parent, context.written) as stage:

@@ -33,6 +33,7 @@ from attnlab.studies.bench.compute import (
     lm_step_flops,
     one_hot_rows,
     recall_step_flops,
+    script_seconds,
     step_programs,
     time_reproduce,
 )
@@ -211,6 +212,27 @@ def test_time_reproduce_runs_the_command_with_an_empty_cache(tmp_path, monkeypat
     assert os.environ.get("ATTNLAB_JAX_CACHE") != cache
 
 
+#: Writes two compiled programs' entries (and a file that is not one) into the cache.
+WRITE_PROGRAMS = (
+    "import os, pathlib; d = pathlib.Path(os.environ['ATTNLAB_JAX_CACHE']); "
+    "[(d / n).write_text('') for n in ('jit_a-1-cache', 'jit_b-2-cache', 'jit_a-1-atime')]"
+)
+
+
+def test_time_reproduce_counts_programs_and_each_experiments_seconds(tmp_path):
+    results = tmp_path / "results"
+    sidecars = {"04_a.json": 3.0, "04_b.json": 3.0, "14_x.json": 5.0, "14_y.json": 2.0,
+                "cards/scaled/drift.json": 7.0, "cards/comparison.json": 7.0,
+                "runs/04-t/04_a.json": 100.0, "checkpoints/15_m/config.json": None}  # fmt: skip
+    for name, seconds in sidecars.items():
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        (results / name).write_text(json.dumps({"wall_time_s": seconds}))
+    assert script_seconds(results) == {"04": 3.0, "11": 7.0, "14": 7.0}
+    row = time_reproduce([sys.executable, "-c", WRITE_PROGRAMS], cwd=tmp_path)
+    assert "2 XLA programs compiled" in row["detail"]
+    assert "(its sidecars): 04 3, 11 7, 14 7;" in row["detail"]
+
+
 def test_time_reproduce_raises_on_failure(tmp_path):
     with pytest.raises(RunError, match="status 4.*boom"):
         time_reproduce([sys.executable, "-c", "print('boom'); raise SystemExit(4)"], cwd=tmp_path)
@@ -225,11 +247,11 @@ def test_make_reproduce_row_only_when_asked(monkeypatch):
     ticks = []
     frame = compute.run_bench(QUICK, ticks.append)
     assert list(frame["name"]) == ["peak_matmul_f32"]
-    assert len(ticks) == compute.groups(False)
+    assert len(ticks) == compute.GROUPS
     ticks.clear()
     frame = compute.run_bench(QUICK, ticks.append, [sys.executable, "-c", "pass"])
     assert list(frame["name"]) == ["peak_matmul_f32", "make_reproduce_seconds"]
-    assert len(ticks) == compute.groups(True)
+    assert len(ticks) == compute.GROUPS + 1
 
 
 def test_reproduce_flag_reaches_run_bench(load_script, run_main, tmp_path, monkeypatch):

@@ -3,6 +3,7 @@ statics, attention, the recall step, the language-model step, ``make reproduce``
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -102,7 +104,6 @@ def numpy_row_statistics(
         logits -= logits.max(axis=-1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(axis=-1, keepdims=True)
-        safe_p = np.where(p > 0, p, 1.0)
         p2 = p * p
         top = p.argmax(axis=-1)[..., None]
         p2_others = p2.copy()
@@ -111,7 +112,7 @@ def numpy_row_statistics(
         r = p2.sum(axis=-1, keepdims=True) - p2
         np.put_along_axis(r, top, others_of_max, axis=-1)
         out[:, start : start + m, 0] = p.max(axis=-1)
-        out[:, start : start + m, 1] = -np.sum(p * np.log(safe_p), axis=-1)
+        out[:, start : start + m, 1] = -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1)
         out[:, start : start + m, 2] = np.sqrt(np.sum(p2 * (1.0 - p) ** 2 + p2 * r, axis=-1))
     return out
 
@@ -396,10 +397,8 @@ def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
         make_row(
             "lm_ledger_overhead", step + seconds["ledger"], step,
             detail=f"seconds per training step with the temperature ledger logged vs without "
-            f"({sizes}): lm_step_vs_peer's chunk / steps, plus ledger_program(model, tau=None) "
-            f"(attnlab.lm.trajectory: a forward pass keeping q and k, then each layer's logits, "
-            f"ledger columns and sigma_max(W_Q,h W_K,h^T)) of the lane's parameters on one "
-            f"step's batch ({lm.batch_size} windows of {lm.seq_len}), "
+            f"({sizes}): lm_step_vs_peer's chunk / steps, plus attnlab.lm.trajectory's "
+            f"ledger_program(model, tau=None) of the lane's parameters on one step's batch, "
             f"{1e3 * seconds['ledger']:.3g} ms; logging the ledger every step would cost "
             f"{100 * seconds['ledger'] / step:.3g}% per step; {timing_note(config)}",
         ),
@@ -420,13 +419,24 @@ def bench_lm_optimizers(config: BenchConfig) -> list[Row]:
             for name, lm, what in pairs]  # fmt: skip
 
 
-#: What ``time_reproduce`` runs by default: every result regenerated, stale or not.
-REPRODUCE_COMMAND = ("make", "reproduce")
+REPRODUCE_COMMAND = ("make", "reproduce")  # time_reproduce's: every result, stale or not
+
+
+def script_seconds(results: Path) -> dict[str, float]:
+    """Each experiment's seconds in the sidecars under ``results`` (``NN_``, 11 for ``cards/``,
+    ``runs/`` left out), distinct times summed (a script's stages)."""
+    found: dict[str, set] = {}
+    for path in results.rglob("*.json"):
+        parts = path.relative_to(results).parts
+        number = "11" if parts[0] == "cards" else path.name[:2]
+        if parts[0] != "runs" and number.isdigit():
+            found.setdefault(number, set()).add(json.loads(path.read_text()).get("wall_time_s"))
+    return {number: sum(filter(None, times)) for number, times in sorted(found.items())}
 
 
 def time_reproduce(command: Sequence[str] = REPRODUCE_COMMAND, cwd: os.PathLike = REPO_ROOT) -> Row:
-    """Row ``make_reproduce_seconds``: ``command`` in ``cwd`` with ``ATTNLAB_JAX_CACHE`` a
-    fresh empty directory (removed afterwards); a non-zero exit raises RunError."""
+    """Row ``make_reproduce_seconds``: ``command`` in ``cwd`` with ``ATTNLAB_JAX_CACHE`` a fresh
+    empty directory (the programs written there counted), each experiment's share; RunError."""
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="attnlab-jax-cache-") as cache:
         start = time.perf_counter()
@@ -435,12 +445,15 @@ def time_reproduce(command: Sequence[str] = REPRODUCE_COMMAND, cwd: os.PathLike 
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               errors="replace", check=False)  # fmt: skip
         seconds = time.perf_counter() - start
+        programs = len(list(Path(cache).glob("*-cache")))
     shown = " ".join(command)
     if done.returncode != 0:
         tail = " | ".join(done.stdout.strip().splitlines()[-3:])
         raise RunError(f"`{shown}` exited with status {done.returncode}: {tail}")
-    detail = (f"wall time of `{shown}` (every result regenerated); compilation cache empty; "
-              f"{os.cpu_count()} CPUs; load average at start {load[0]:.1f}")  # fmt: skip
+    shares = ", ".join(f"{n} {s:.0f}" for n, s in script_seconds(Path(cwd) / "results").items())
+    detail = (f"wall time of `{shown}` (every result regenerated); compilation cache empty: "
+              f"{programs} XLA programs compiled; each experiment's seconds (its sidecars): "
+              f"{shares}; {os.cpu_count()} CPUs; load average at start {load[0]:.1f}")  # fmt: skip
     return make_row("make_reproduce_seconds", seconds, detail=detail)
 
 
@@ -449,16 +462,15 @@ def run_bench(
     reproduce_command: Sequence[str] | None = None,
 ) -> pd.DataFrame:  # fmt: skip
     """Every row of ``ROW_NAMES`` (and, given ``reproduce_command``, ``make_reproduce_seconds``)
-    with the columns of ``COLUMNS``; ``on_group(1)`` after each of ``groups(...)`` groups."""
+    with the columns of ``COLUMNS``; ``on_group(1)`` after each of ``GROUPS`` groups (one
+    more with ``reproduce_command``)."""
     tick = on_group or (lambda _: None)
     peak_s, peak = measure_peak(config.peak_size, config.repeats)
     devices = f"{jax.device_count()} x {jax.devices()[0].device_kind}"
-    detail = (
-        f"jitted float32 {config.peak_size}^3 matmul, 2 n^3 FLOPs: {peak / 1e9:.3g} GFLOP/s, the "
-        f"peak every peak_fraction divides by; {os.cpu_count()} CPUs, {platform.machine()}, jax "
-        f"{jax.__version__} on {jax.default_backend()} ({devices}); load average at start "
-        f"{os.getloadavg()[0]:.1f}"
-    )
+    detail = (f"jitted float32 {config.peak_size}^3 matmul, 2 n^3 FLOPs: {peak / 1e9:.3g} "
+              f"GFLOP/s, the peak every peak_fraction divides by; {os.cpu_count()} CPUs, "
+              f"{platform.machine()}, jax {jax.__version__} on {jax.default_backend()} "
+              f"({devices}); load average at start {os.getloadavg()[0]:.1f}")  # fmt: skip
     rows = [make_row("peak_matmul_f32", peak_s, detail=detail)]
     tick(1)
     groups = [partial(bench_statics, config, peak), partial(bench_attention, config),
@@ -472,6 +484,5 @@ def run_bench(
     return pd.DataFrame(rows).reindex(columns=list(COLUMNS))
 
 
-def groups(reproduce: bool) -> int:
-    """How many times ``run_bench`` calls ``on_group``."""
-    return 6 + reproduce
+#: How many times ``run_bench`` calls ``on_group`` (without ``reproduce_command``).
+GROUPS = 6

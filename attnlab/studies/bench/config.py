@@ -82,17 +82,12 @@ def make_row(name: str, ours: float, baseline: float | None = None, **extra: Any
 def peak_row(name: str, per_step: float, flops: int, formula: str, peak: float, what: str) -> Row:
     """A ``*_peak_fraction`` row: ``flops`` per step (``formula`` in words) over ``per_step``
     seconds, against the ``peak`` FLOP/s of this run."""
-    return make_row(
-        name,
-        per_step,
-        peak_fraction=flops / per_step / peak,
-        detail=f"{what}; FLOPs per step = {formula} = {flops:.3g}: {flops / per_step / 1e9:.3g} "
-        f"GFLOP/s against the peak_matmul_f32 of this run, {peak / 1e9:.3g} GFLOP/s",
-    )
+    rate = flops / per_step
+    return make_row(name, per_step, peak_fraction=rate / peak, detail=f"{what}; FLOPs per step = "
+                    f"{formula} = {flops:.3g}: {rate / 1e9:.3g} GFLOP/s against the "
+                    f"peak_matmul_f32 of this run, {peak / 1e9:.3g} GFLOP/s")  # fmt: skip
 
 
 def timing_note(config: BenchConfig) -> str:
-    return (
-        f"timed round-robin with its baseline, median of {config.repeats} rounds after "
-        "one compiling call each"
-    )
+    rounds = f"median of {config.repeats} rounds after one compiling call each"
+    return f"timed round-robin with its baseline, {rounds}"
