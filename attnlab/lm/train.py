@@ -157,6 +157,13 @@ def sample_windows(key: jax.Array, train: jax.Array, batch_size: int, length: in
     return jax.vmap(lambda s: jax.lax.dynamic_slice(train, (s,), (length,)))(starts)
 
 
+def step_windows(config: LMConfig, data_key: jax.Array, step, train: jax.Array) -> jax.Array:
+    """The windows ``[batch_size, seq_len + 1]`` that step ``step`` of a lane with data key
+    ``data_key`` trains on: ``sample_windows`` at ``fold_in(data_key, step)``."""
+    key = jax.random.fold_in(data_key, step)
+    return sample_windows(key, train, config.batch_size, config.seq_len + 1)
+
+
 def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
     """A seed's initialisation and data keys (disjoint by ``fold_in``)."""
     root = jax.random.key(seed)
@@ -236,9 +243,7 @@ def train_step(model: CausalLM, config: LMConfig, state: LaneState, step, train,
     """One step of one lane; its metrics (``config.metrics``) taken before the update. With
     ``qk_clip_tau``, QK-Clip after the update, on the largest logits per head of this
     step's forward pass (no second forward)."""
-    key = jax.random.fold_in(jax.random.wrap_key_data(state.data_key), step)
-    windows = sample_windows(key, train,
-                             config.batch_size, config.seq_len + 1)  # fmt: skip
+    windows = step_windows(config, jax.random.wrap_key_data(state.data_key), step, train)
     clip = config.qk_clip_tau is not None
     grad_fn = jax.value_and_grad(loss_fn, argnums=1, has_aux=True)
     (_, (ce, stats, heads)), grads = grad_fn(model, state.params, windows, constants,

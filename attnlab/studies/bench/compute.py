@@ -31,7 +31,7 @@ from attnlab.core.sampling import CHUNK_ELEMENTS, softmax_row_statistics
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.cli import REPO_ROOT
 from attnlab.harness.errors import RunError
-from attnlab.lm.train import LMConfig, chunk_program, init_program, sample_windows
+from attnlab.lm.train import LMConfig, chunk_program, init_program, step_windows
 from attnlab.lm.train import seed_keys as lm_seed_keys
 from attnlab.lm.trajectory import ledger_program
 from attnlab.recall import model as recall_model
@@ -364,9 +364,8 @@ def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
     from one round-robin timing."""
     lm = replace(config.lm, chunk_steps=config.lm.steps)
     model, train, ours = _lane(config, lm)
-    keys = jax.vmap(partial(jax.random.fold_in, lm_seed_keys(config.seed)[1]))(jnp.arange(lm.steps))
-    windows = partial(sample_windows, train=train, batch_size=lm.batch_size, length=lm.seq_len + 1)
-    batches = jax.vmap(windows)(keys)  # ours's batches, drawn beforehand
+    data_key = lm_seed_keys(config.seed)[1]
+    batches = jax.vmap(lambda t: step_windows(lm, data_key, t, train))(jnp.arange(lm.steps))
     init, peer_chunk = peer_programs(lm, RATE)
     peer_state = init(jax.random.key(config.seed))
     state, metrics = ours()

@@ -36,10 +36,9 @@ from attnlab.models.registry import FAMILIES, Family
 from attnlab.studies.real_model.study import LEDGER_CSV
 
 Params = dict[str, jax.Array]
-#: The ``model_type`` values with a ledger: the families on ``llama``'s decoder.
-#: The families whose temperature the ledger itemises: the Llama family's published layouts.
-#: Not ``attnlab_llama`` (14's models in that layout): their mechanism, not the divisor the
-#: ledger reads from the config, sets their logits' scale.
+#: The ``model_type`` values with a ledger: the families on ``llama``'s decoder, the Llama
+#: family's published layouts. Not ``attnlab_llama`` (14's models in that layout): their
+#: mechanism, not the divisor the ledger reads from the config, sets their logits' scale.
 LEDGER_MODEL_TYPES = tuple(
     k for k, f in FAMILIES.items() if f.forward is decoder_forward and k != ATTNLAB_MODEL_TYPE
 )
