@@ -200,6 +200,7 @@ def test_git_commit_dirty_counts_only_code_changes(tmp_path, monkeypatch):
     (repo / "results" / "t.csv").write_text("x\n1\n")
     (repo / "figures" / "f.svg").write_text("<svg/>\n")
     (repo / "attnlab" / "code.py").write_text("X = 1\n")
+    (repo / "README.md").write_text("# r\n")
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "init")
@@ -209,6 +210,7 @@ def test_git_commit_dirty_counts_only_code_changes(tmp_path, monkeypatch):
     # Regenerated outputs are not a change to the code.
     (repo / "results" / "t.csv").write_text("x\n2\n")
     (repo / "figures" / "f.svg").write_text("<svg></svg>\n")
+    (repo / "README.md").write_text("# r\n\ntimes\n")  # make_report's times block
     assert io._git_commit(repo) == head
     # Nor is an untracked file.
     (repo / "attnlab" / "new.py").write_text("Y = 2\n")

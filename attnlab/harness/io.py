@@ -34,8 +34,9 @@ from attnlab.harness.errors import DataError
 #: Floats are written with 8 significant digits: float32 precision, and byte-identical
 #: output for identical inputs.
 FLOAT_FORMAT = "%.8g"
-#: ``git status`` pathspecs of the code: the whole tree but the generated outputs.
-OUTPUT_PATHSPECS = (":(top,exclude)results", ":(top,exclude)figures")
+#: ``git status`` pathspecs of the code: the whole tree but the generated outputs (README.md
+#: among them: ``make_report`` writes its times block, so ``make reproduce`` modifies it).
+OUTPUT_PATHSPECS = (":(top,exclude)results", ":(top,exclude)figures", ":(top,exclude)README.md")
 PACKAGES = ("attnlab", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "matplotlib")
 #: The suffix of a compressed CSV (see ``compact``).
 COMPRESSED_CSV = ".csv.xz"
@@ -105,7 +106,7 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 def _git_commit(root: Path | None = None) -> str | None:
     """``HEAD`` of the git work tree at ``root`` (default: this package's directory), with
-    ``-dirty`` if a tracked file outside results/ and figures/ is modified; None if git
+    ``-dirty`` if a tracked file outside results/, figures/ and README.md is modified; None if git
     or the repository is unavailable."""
     cwd = Path(__file__).resolve().parent if root is None else Path(root)
     try:
@@ -117,7 +118,7 @@ def _git_commit(root: Path | None = None) -> str | None:
             cwd=cwd,
         )
         # Regenerating the committed outputs modifies them; only a change to the code
-        # (anything outside results/ and figures/) makes the run "-dirty".
+        # (anything outside results/, figures/ and README.md) makes the run "-dirty".
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", *OUTPUT_PATHSPECS],
             capture_output=True,
