@@ -2,9 +2,9 @@
 of its ``value_and_grad`` at the bench's size, ours (``attnlab.lm``) against the
 ``flax.linen`` peer of ``lm_step_vs_peer`` (``attnlab/studies/bench/peer.py``), ours also
 without the per-step entropy statistic and with the dense layers flattened to ``[N, d]``
-before the matmul; every function called round-robin, 10 calls a round, the median over
-``ROUNDS`` rounds, and the first call (compiling) apart. Timings, not results: nothing here
-is written or compared.
+before the matmul; timed as the bench times (``interleaved_median_seconds``: round-robin,
+the median of ``ROUNDS`` rounds, each timing at least ``MIN_SECONDS``), the first call
+(compiling) apart. Timings, not results: nothing here is written or compared.
 
     .venv/bin/python docs/lm_step_profile.py
 """
@@ -13,22 +13,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
+from unittest import mock
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
-import optax
 
 import attnlab.lm.model as lm_model
 from attnlab.core.references import resolve
 from attnlab.lm.train import LMConfig, loss_fn
-from attnlab.studies.bench.peer import PeerLM
+from attnlab.studies.bench.compute import interleaved_median_seconds
+from attnlab.studies.bench.peer import PeerLM, peer_loss
 
 ROUNDS = 9
-CALLS = 10
+MIN_SECONDS = 0.5
 CONFIG = LMConfig(d_model=128, steps=20, warmup=2)  # the bench's size (d_head 16, B 16, T 64)
-Z_LOSS = CONFIG.z_loss_weight
 
 
 def flattened_dense(name: str, module: nn.Module, x: jax.Array, shape, std: float):
@@ -48,28 +48,21 @@ def main() -> None:
     peer_params = peer.init(jax.random.key(1), windows[:, :-1])["params"]
 
     def ours(p):
-        return loss_fn(model, p, windows, constants, Z_LOSS)[0]
+        return loss_fn(model, p, windows, constants, CONFIG.z_loss_weight)[0]
 
     def peers(p):
-        logits = peer.apply({"params": p}, windows[:, :-1])
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, windows[:, 1:]).mean()
-        return ce + Z_LOSS * jnp.mean(jax.nn.logsumexp(logits, -1) ** 2)
+        return peer_loss(peer, p, windows)[0]
 
-    def traced(f: Callable, arg, patch: tuple[str, Callable] | None = None):
-        """``jax.jit(f)``, compiled by one call (timed) with ``attnlab.lm.model``'s ``patch``
-        in place while tracing."""
+    def traced(f: Callable, arg, patch: dict[str, Callable] | None = None):
+        """``jax.jit(f)``, compiled by one call (timed) with ``attnlab.lm.model``'s names of
+        ``patch`` replaced while tracing."""
         jitted = jax.jit(f)
-        if patch is not None:
-            saved = getattr(lm_model, patch[0])
-            setattr(lm_model, patch[0], patch[1])
-        start = time.perf_counter()
-        jax.block_until_ready(jitted(arg))
-        first = time.perf_counter() - start
-        if patch is not None:
-            setattr(lm_model, patch[0], saved)
-        return jitted, arg, first
+        with mock.patch.multiple(lm_model, **patch) if patch else nullcontext():
+            start = time.perf_counter()
+            jax.block_until_ready(jitted(arg))
+            return jitted, arg, time.perf_counter() - start
 
-    no_entropy = ("entropy", lambda p: jnp.zeros(p.shape[:-1]))
+    no_entropy = {"entropy": lambda p: jnp.zeros(p.shape[:-1])}
     cases = {
         "ours: the loss (forward)": traced(ours, params),
         "ours: value_and_grad": traced(jax.value_and_grad(ours), params),
@@ -77,21 +70,15 @@ def main() -> None:
             jax.value_and_grad(ours), params, no_entropy
         ),
         "ours: value_and_grad, dense flattened": traced(
-            jax.value_and_grad(ours), params, ("_dense", flattened_dense)
+            jax.value_and_grad(ours), params, {"_dense": flattened_dense}
         ),
         "peer: the loss (forward)": traced(peers, peer_params),
         "peer: value_and_grad": traced(jax.value_and_grad(peers), peer_params),
     }
-    seconds = {name: [] for name in cases}
-    for _ in range(ROUNDS):
-        for name, (f, arg, _) in cases.items():
-            start = time.perf_counter()
-            for _ in range(CALLS):
-                out = f(arg)
-            jax.block_until_ready(out)
-            seconds[name].append((time.perf_counter() - start) / CALLS)
+    calls = {name: (lambda f=f, arg=arg: f(arg)) for name, (f, arg, _) in cases.items()}
+    seconds = interleaved_median_seconds(calls, ROUNDS, min_seconds=MIN_SECONDS)
     for name, (_, _, first) in cases.items():
-        median = np.median(seconds[name]) * 1e3
+        median = seconds[name] * 1e3
         print(f"{name:45s} {median:7.2f} ms   (first call, compiling: {first:.2f} s)")
 
 

@@ -37,25 +37,26 @@ class PeerLM(nn.Module):
         return Dense(256)(LayerNorm()(x))
 
 
+def peer_loss(model: PeerLM, params, windows):
+    """``CE + z_loss_weight z_loss`` of ``model`` on ``windows`` ``[B, T+1]``, and the CE."""
+    logits = model.apply({"params": params}, windows[:, :-1])
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, windows[:, 1:]).mean()
+    return ce + model.config.z_loss_weight * jnp.mean(jax.nn.logsumexp(logits, -1) ** 2), ce
+
+
 def peer_programs(config: LMConfig, lr: float):
-    """``init(key) -> (params, opt_state)`` and the jitted ``chunk((params, opt_state),
-    batches [steps, B, T+1]) -> ((params, opt_state), losses)``: a ``lax.scan`` of AdamW steps on
-    ``CE + z_loss_weight z_loss``. optax's warmup starts from 0, a step behind
-    ``attnlab.lm.optim``'s; its decay is multiplied by the rate, so it is given divided."""
+    """``init(key) -> carry``, ``carry = (params, opt_state)``, and the jitted ``chunk(carry,
+    batches [steps, B, T+1]) -> (carry, losses)``: AdamW steps on ``peer_loss`` (``lax.scan``);
+    optax's warmup starts a step behind ``attnlab.lm.optim``'s; its decay is given over the rate."""
     model = PeerLM(config)
     schedule = optax.warmup_cosine_decay_schedule(0.0, lr, config.warmup, config.steps)
     adamw = optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=config.weight_decay / lr,
                         mask=lambda p: jax.tree.map(lambda x: x.ndim >= 2, p))  # fmt: skip
     optimizer = optax.chain(optax.clip_by_global_norm(config.clip), adamw)
 
-    def loss_fn(params, windows):
-        logits = model.apply({"params": params}, windows[:, :-1])
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, windows[:, 1:]).mean()
-        return ce + config.z_loss_weight * jnp.mean(jax.nn.logsumexp(logits, -1) ** 2), ce
-
     def step(carry, windows):
         params, opt_state = carry
-        (_, ce), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, windows)
+        (_, ce), grads = jax.value_and_grad(peer_loss, 1, has_aux=True)(model, params, windows)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), ce
 
