@@ -5,7 +5,7 @@ against the step before the speed-ups (and its parts), and the language model's 
 the same model written with flax.linen and optax, with the temperature ledger, under Muon and
 with QK-Clip, each round-robin: the median of --repeats rounds after a compiling call (3-4
 minutes on 2 CPU cores); --reproduce also times `make reproduce` from an empty compilation
-cache (10 min more). Writes --out, its sidecar and the table as Markdown, and prints it.
+cache (about an hour more). Writes --out, its sidecar and the table as Markdown, and prints it.
 """
 
 import sys
