@@ -70,8 +70,9 @@ def written(text, tmp_path_factory):
     model = lm.model(scaled.mechanism)
     windows = split.held_out[:LEDGER_WINDOWS, :-1]
     constants = scaled.mechanism.constant_values(lm.d_head)
-    trajectory = Trajectory(model, len(LRS), windows, constants, keep=STEPS)
-    train_lanes(lm, scaled.mechanism, list(LRS), [TINY.seed], split, None, trajectory)
+    seeds = list(TINY.seed_values)
+    trajectory = Trajectory(model, len(LRS) * len(seeds), windows, constants, keep=STEPS)
+    train_lanes(lm, scaled.mechanism, list(LRS), seeds, split, None, trajectory)
     return ledger, out, trajectory.kept
 
 
@@ -79,6 +80,11 @@ def test_the_long_run_writes_each_lanes_checkpoints_at_the_declared_steps(writte
     ledger, out, _ = written
     names = {checkpoint_name("adamw", False, lr, step) for lr in LRS for step in STEPS}
     assert {p.name for p in (out / CHECKPOINTS_DIR).iterdir()} == names
+    # the ledger has every seed of the sweep (two: make verify's spread); the checkpoints,
+    # one per rate and step, are the first seed's
+    assert TINY.seeds == 2 and set(ledger.seed) == set(TINY.seed_values)
+    for folder in (out / CHECKPOINTS_DIR).iterdir():
+        assert json.loads((folder / CONFIG).read_text())["attnlab"]["made_by"]["seed"] == TINY.seed
     assert set(STEPS) <= set(ledger.step)  # each at a ledger point
     name = checkpoint_name("adamw", False, 0.1, 4)
     assert name == "15_adamw_scaled_lr0.1_step00004"
@@ -104,7 +110,8 @@ def test_each_checkpoint_computes_the_lms_logits_at_its_step(written):
     ours_of = jax.jit(model.apply)
     for folder in sorted((out / CHECKPOINTS_DIR).iterdir()):
         made_by = json.loads((folder / CONFIG).read_text())["attnlab"]["made_by"]
-        params = kept[made_by["step"]][LRS.index(made_by["lr"])]
+        lane = LRS.index(made_by["lr"]) * TINY.seeds + made_by["seed"] - TINY.seed  # rate-major
+        params = kept[made_by["step"]][lane]
         checkpoint = read_checkpoint(folder)
         tensors = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
         forward = family_of(checkpoint).forward

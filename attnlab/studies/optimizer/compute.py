@@ -192,20 +192,27 @@ def sweep_cell(
 
 
 def long_checkpoints(
-    result: SweepResult, kept: dict[int, list[dict]], mechanism: Mechanism, text: TextSource
+    result: SweepResult,
+    kept: dict[int, list[dict]],
+    mechanism: Mechanism,
+    text: TextSource,
+    seed: int,
 ) -> list[Saved]:
-    """Each lane of the long run's ``result`` at each step of ``kept`` (``Trajectory.kept``)
-    as a GPT-2 checkpoint (``checkpoint_name``) whose ``attnlab.made_by`` records how it
-    was made: the script, optimizer, mechanism, QK-Clip's tau (null: none), rate, seed,
-    step, the text's source and SHA-256 and the run's ``LMConfig``."""
+    """Each lane of the long run's ``result`` on ``seed`` at each step of ``kept``
+    (``Trajectory.kept``) as a GPT-2 checkpoint (``checkpoint_name``) whose
+    ``attnlab.made_by`` records how it was made: the script, optimizer, mechanism,
+    QK-Clip's tau (null: none), rate, seed, step, the text's source and SHA-256 and the
+    run's ``LMConfig``."""
     lm = result.config
     model = lm.model(mechanism)
     saved = []
     for step, lanes in kept.items():
-        for lr, seed, params in zip(result.lrs, result.seeds, lanes, strict=True):
+        for lr, lane_seed, params in zip(result.lrs, result.seeds, lanes, strict=True):
+            if lane_seed != seed:
+                continue
             made_by = {"script": f"experiments/{SCRIPT}", "optimizer": lm.optimizer,
                        "mechanism": mechanism.name, "qk_clip_tau": lm.qk_clip_tau,
-                       "lr": float(lr), "seed": int(seed), "step": step,
+                       "lr": float(lr), "seed": seed, "step": step,
                        "text_source": text.source, "text_sha256": text.sha256,
                        "lm_config": dataclasses.asdict(lm)}  # fmt: skip
             name = checkpoint_name(lm.optimizer, lm.qk_clip_tau is not None, float(lr), step)
@@ -220,17 +227,20 @@ def long_cell(
     text: TextSource,
     on_progress: Progress,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]:
-    """One cell of the long run at ``lrs`` (first seed) on ``text``: its rows of the runs,
-    curves and ledger tables, and its checkpoints (``long_checkpoints``)."""
+    """One cell of the long run at ``lrs`` on the sweep's seeds on ``text``: its rows of the
+    runs, curves and ledger tables, and its first seed's checkpoints (``long_checkpoints``).
+    Two seeds give ``make verify`` a spread: one seed of a run far above the best rate moves
+    under any change of rounding (study.py's ``LEDGER``)."""
     optimizer, reference, tau = cell
     lm = _cell_config(config.long_config(), optimizer, tau)
     mechanism = reference.mechanism
     split = split_text(byte_tokens(text.text), lm)
     model = lm.model(mechanism)
-    trajectory = Trajectory(model, len(lrs), split.held_out[:LEDGER_WINDOWS, :-1],
+    seeds = list(config.seed_values)
+    trajectory = Trajectory(model, len(lrs) * len(seeds), split.held_out[:LEDGER_WINDOWS, :-1],
                             mechanism.constant_values(lm.d_head), tau,
                             config.checkpoint_steps())  # fmt: skip
-    result = train_lanes(lm, mechanism, list(lrs), [config.seed], split, on_progress,
+    result = train_lanes(lm, mechanism, list(lrs), seeds, split, on_progress,
                          trajectory)  # fmt: skip
     ledger = trajectory.rows()
     lane = ledger.pop("lane").to_numpy()
@@ -238,7 +248,7 @@ def long_cell(
                          "qk_clip_tau": math.nan if tau is None else tau,
                          "lr": result.lrs[lane], "seed": result.seeds[lane]})  # fmt: skip
     ledger = pd.concat([keys, ledger], axis=1)[LEDGER.column_names]
-    saved = long_checkpoints(result, trajectory.kept, mechanism, text)
+    saved = long_checkpoints(result, trajectory.kept, mechanism, text, config.seed)
     return run_rows(result, "long", tau), _curves(result, "long", tau), ledger, saved
 
 
@@ -280,7 +290,7 @@ def long_pieces(config: OptimizerConfig, sweep: pd.DataFrame, text: TextSource) 
         return []
     pieces = []
     for cell, lrs in long_runs(config, sweep):
-        units = len(lrs) * config.long_steps
+        units = len(lrs) * config.seeds * config.long_steps
         pieces.append(Piece(long_cell, (config, cell, lrs, text), units, units))
     return pieces
 

@@ -34,15 +34,17 @@ def _draw_tau(ax: plt.Axes, taus, x, ha: str = "left") -> None:
 def _long_panel(ax: plt.Axes, curves) -> None:
     long = curves[curves.part == "long"]
     lowest = long.groupby("optimizer").lr.min()  # each optimizer's best rate: drawn lighter
-    for key, lane in long.groupby(["optimizer", "mechanism", "qk_clip_tau", "lr"], dropna=False,
-                                  sort=False):  # fmt: skip
-        optimizer, mechanism, tau, rate = key
+    for key, lane in long.groupby(["optimizer", "mechanism", "qk_clip_tau", "lr", "seed"],
+                                  dropna=False, sort=False):  # fmt: skip
+        optimizer, mechanism, tau, rate, seed = key
         steps = lane.groupby("step").max_attn_logit.max()
         clipped = not np.isnan(tau)
+        first_seed = seed == long.seed.min()  # one legend entry per run, every seed a line
         ax.plot(steps.index, steps.to_numpy(), color=_color(mechanism, clipped),
-                ls=OPTIMIZER_STYLES.get(optimizer, "-."), lw=0.8,
+                ls=OPTIMIZER_STYLES.get(optimizer, "-."), lw=0.8 if first_seed else 0.5,
                 alpha=0.45 if rate == lowest[optimizer] and not clipped else 1.0,
-                label=f"{optimizer}, {run_name(lane.iloc[0])}, lr {rate:g}")  # fmt: skip
+                label=f"{optimizer}, {run_name(lane.iloc[0])}, lr {rate:g}" if first_seed
+                else None)  # fmt: skip
     _draw_tau(ax, long.qk_clip_tau.dropna().unique(), long.step.max(), "right")
     ax.set_yscale("log")
     ax.set_xlabel("training step")

@@ -60,7 +60,7 @@ def long_table(runs: pd.DataFrame) -> str:
     rows = []
     for r in runs[runs.part == "long"].itertuples():
         clipped = not pd.isna(r.qk_clip_tau)
-        rows.append((r.optimizer, run_name(r), f"{r.lr:g}", f"{r.final_val_loss:.3f}",
+        rows.append((r.optimizer, run_name(r), f"{r.lr:g}", str(r.seed), f"{r.final_val_loss:.3f}",
                      f"{r.max_attn_logit:.3g}",
                      f"{r.max_signed_after_first_clip:.3g} ({r.steps_over_bound_after_first_clip}"
                      f" steps > {ONE_UPDATE:g} tau)" if clipped else "",
@@ -69,7 +69,7 @@ def long_table(runs: pd.DataFrame) -> str:
                      f"{r.clip_fraction_first_quarter:.1%} / {r.clip_fraction_last_quarter:.1%}"
                      if clipped else "",
                      f"{r.final_qk_spectral_norm:.3g}"))  # fmt: skip
-    header = ["optimizer", "run", "lr", "held-out loss", "largest logit",
+    header = ["optimizer", "run", "lr", "seed", "held-out loss", "largest logit",
               "largest S after the first clip", "first clip step",
               "heads clipped, first / last quarter", "final max sigma(W_q W_k^T)"]  # fmt: skip
     return markdown_table(header, rows)
@@ -80,12 +80,12 @@ def firing_table(curves: pd.DataFrame) -> str:
     recorded steps, every ``RECORD_EVERY``-th), per clipped lane."""
     long = curves[(curves.part == "long") & curves.qk_clip_tau.notna()]
     rows = []
-    for (optimizer, rate), cell in long.groupby(["optimizer", "lr"], sort=False):
+    for (optimizer, rate, seed), cell in long.groupby(["optimizer", "lr", "seed"], sort=False):
         steps = cell.step.max() + 1
         part = np.minimum(cell.step * FIRING_PARTS // steps, FIRING_PARTS - 1)
         shares = cell.groupby(part).clip_fraction.mean().reindex(range(FIRING_PARTS))
-        rows.append((optimizer, f"{rate:g}", *(f"{s:.1%}" for s in shares)))
-    header = ["optimizer", "lr", *(f"part {i + 1}" for i in range(FIRING_PARTS))]
+        rows.append((optimizer, f"{rate:g}", str(seed), *(f"{s:.1%}" for s in shares)))
+    header = ["optimizer", "lr", "seed", *(f"part {i + 1}" for i in range(FIRING_PARTS))]
     return markdown_table(header, rows)
 
 
@@ -94,7 +94,7 @@ def trajectory(ledger: pd.DataFrame) -> pd.DataFrame:
     the median over layers and heads of the largest signed logit, the bilinear form's
     spectral norm, the elasticity and the distance W_Q moved; the owner most heads have."""
     rows = []
-    keys = ["optimizer", "mechanism", "qk_clip_tau", "lr"]
+    keys = ["optimizer", "mechanism", "qk_clip_tau", "lr", "seed"]
     for key, lane in ledger.groupby(keys, sort=False, dropna=False):
         steps = np.sort(lane.step.unique())
         last = steps[-1]
@@ -111,10 +111,10 @@ def trajectory(ledger: pd.DataFrame) -> pd.DataFrame:
 
 
 def trajectory_table(ledger: pd.DataFrame) -> str:
-    rows = [(r.optimizer, run_name(r), f"{r.lr:g}", str(r.step), f"{r.max_logit:.3g}",
+    rows = [(r.optimizer, run_name(r), f"{r.lr:g}", str(r.seed), str(r.step), f"{r.max_logit:.3g}",
              f"{r.spectral_norm:.3g}", f"{r.elasticity:.2f}", r.owner, f"{r.q_moved:.3g}")
             for r in trajectory(ledger).itertuples()]  # fmt: skip
-    header = ["optimizer", "run", "lr", "step", "max logit (held-out)", "sigma(W_q W_k^T)",
+    header = ["optimizer", "run", "lr", "seed", "step", "max logit (held-out)", "sigma(W_q W_k^T)",
               "elasticity", "owner", "W_Q moved"]  # fmt: skip
     return markdown_table(header, rows)
 
@@ -215,7 +215,8 @@ def answer(tables: Tables) -> str:
     parts = []
     for r in long.itertuples():
         partner = runs[(runs.part == "long") & (runs.optimizer == r.optimizer)
-                       & runs.qk_clip_tau.isna() & np.isclose(runs.lr, r.lr)]  # fmt: skip
+                       & runs.qk_clip_tau.isna() & np.isclose(runs.lr, r.lr)
+                       & (runs.seed == r.seed)]  # fmt: skip
         free = f"{partner.max_attn_logit.iloc[0]:.3g}" if len(partner) else "not run"
         clipped = (
             f"{r.max_signed_after_first_clip:.3g} after QK-Clip {r.qk_clip_tau:g} first "
@@ -225,7 +226,8 @@ def answer(tables: Tables) -> str:
             if r.first_clip_step >= 0
             else "the same with QK-Clip, which never fired"
         )
-        parts.append(f"under {r.optimizer} at lr {r.lr:g} the largest logit reached {free} "
+        parts.append(f"under {r.optimizer} at lr {r.lr:g} (seed {r.seed}) the largest logit "
+                     f"reached {free} "
                      f"unclipped and {clipped}")  # fmt: skip
     nominal, multiples = nominal_pairs(runs), multiple_pairs(runs)
 
@@ -256,7 +258,7 @@ def section(tables: Tables) -> str:
         f"AdamW on the rest; QK-Clip after every step at tau {tau} "
         f"(Kimi K2's). The sweep: {flags.get('steps', '?')} steps on "
         f"{flags.get('text_source', '?')}, {flags.get('seeds', '?')} seeds. The long run: "
-        f"{flags.get('long_steps', '?')} steps (first seed) on "
+        f"{flags.get('long_steps', '?')} steps (the sweep's seeds) on "
         f"{flags.get('long_text_source', '?')} "
         f"(SHA-256 `{str(flags.get('long_text_sha256', '?'))[:16]}…`). Method: "
         "`attnlab/studies/optimizer/README.md`.",
