@@ -48,7 +48,7 @@ def run(args, context):
     out_dir = cli.prepare_out_dir(context)
     chosen = texts(args, config)
     sweep_work = sweep_pieces(config, byte_tokens(chosen["--text"].text))
-    long_units = 3 * len(config.optimizers) * config.long_steps  # at most (long_runs)
+    long_units = config.long_lanes * config.long_steps  # at most (long_runs)
     started = time.perf_counter()
     total = sum(p.units for p in sweep_work) + long_units
     with cli.progress(total, "15 optimizer", args.quiet, "step") as bar:

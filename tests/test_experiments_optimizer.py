@@ -21,10 +21,10 @@ from attnlab.studies.optimizer.study import (
 
 CSVS = {RUNS_CSV: RUNS, CURVES_CSV: CURVES, LEDGER_CSV: LEDGER}
 #: Both optimizers, scaled with and without the clip, two rates (10x apart), 4 steps, a long
-#: run of 20 (its ledger at every step), at a tau low enough for the clip to fire.
+#: run of 20 on one seed (its ledger at every step), at a tau low enough for the clip to fire.
 TINY = ["--mechanisms", "scaled", "--lrs", "1e-2", "1e-1", "--steps", "4", "--seeds", "1",
-        "--long-steps", "20", "--qk-clip", "0.5", "--text", "{text}", "--long-text", "{text}",
-        "--quiet"]  # fmt: skip
+        "--long-steps", "20", "--long-seeds", "1", "--qk-clip", "0.5", "--text", "{text}",
+        "--long-text", "{text}", "--quiet"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +67,8 @@ def test_help_exits_0(script, run_main, capsys):
         (["--steps", "1"], "--steps"),
         (["--long-steps", "5"], "--long-steps"),
         (["--seeds", "0"], "--seeds"),
+        (["--long-seeds", "0"], "--long-seeds"),
+        (["--long-seeds", str(10**12)], "--long-seeds"),
         (["--text", "/nonexistent/text.txt"], "--text"),
         (["--long-text", "/nonexistent/text.txt"], "--long-text"),
     ],

@@ -30,6 +30,7 @@ TINY = OptimizerConfig(
     lm=LMConfig(d_model=16, d_head=8, seq_len=16, batch_size=2, steps=20, warmup=2,
                 eval_windows=4),
     long_steps=20,
+    long_seeds=2,
 )  # fmt: skip
 #: Its checkpoints: 0, 5%, 10%, 20%, 50% and 100% of 20 steps.
 STEPS = (0, 1, 2, 4, 10, 20)
@@ -70,7 +71,7 @@ def written(text, tmp_path_factory):
     model = lm.model(scaled.mechanism)
     windows = split.held_out[:LEDGER_WINDOWS, :-1]
     constants = scaled.mechanism.constant_values(lm.d_head)
-    seeds = list(TINY.seed_values)
+    seeds = list(TINY.long_seed_values)
     trajectory = Trajectory(model, len(LRS) * len(seeds), windows, constants, keep=STEPS)
     train_lanes(lm, scaled.mechanism, list(LRS), seeds, split, None, trajectory)
     return ledger, out, trajectory.kept
@@ -80,9 +81,9 @@ def test_the_long_run_writes_each_lanes_checkpoints_at_the_declared_steps(writte
     ledger, out, _ = written
     names = {checkpoint_name("adamw", False, lr, step) for lr in LRS for step in STEPS}
     assert {p.name for p in (out / CHECKPOINTS_DIR).iterdir()} == names
-    # the ledger has every seed of the sweep (two: make verify's spread); the checkpoints,
+    # the ledger has every seed of the long run (make verify's spread); the checkpoints,
     # one per rate and step, are the first seed's
-    assert TINY.seeds == 2 and set(ledger.seed) == set(TINY.seed_values)
+    assert TINY.long_seeds == 2 and set(ledger.seed) == set(TINY.long_seed_values)
     for folder in (out / CHECKPOINTS_DIR).iterdir():
         assert json.loads((folder / CONFIG).read_text())["attnlab"]["made_by"]["seed"] == TINY.seed
     assert set(STEPS) <= set(ledger.step)  # each at a ledger point

@@ -46,6 +46,7 @@ from attnlab.studies.optimizer.study import (
     LEDGER,
     LEDGER_POINTS,
     LEDGER_WINDOWS,
+    LONG_SEEDS,
     LONG_STEPS,
     LRS,
     MECHANISMS,
@@ -68,7 +69,8 @@ SCALED = resolve("scaled")
 class OptimizerConfig:
     """The study: ``mechanisms`` under every optimizer of ``optimizers``, ``clipped`` with
     QK-Clip at ``tau`` besides, at every rate of ``lrs`` on ``seeds`` seeds from ``seed``
-    for ``lm.steps``; then the long run of ``long_steps`` (0: none). ``lm`` is 14's set-up
+    for ``lm.steps``; then the long run of ``long_steps`` (0: none) on ``long_seeds`` seeds
+    from ``seed``. ``lm`` is 14's set-up
     at ``D_MODEL``. The mechanisms are resolved where they enter (``resolve``: the flags,
     the defaults here), each a ``MechanismRef`` that the pieces carry to the model."""
 
@@ -81,10 +83,21 @@ class OptimizerConfig:
     seeds: int = 2
     seed: int = 0
     long_steps: int = LONG_STEPS
+    long_seeds: int = LONG_SEEDS
 
     @property
     def seed_values(self) -> tuple[int, ...]:
         return tuple(range(self.seed, self.seed + self.seeds))
+
+    @property
+    def long_seed_values(self) -> tuple[int, ...]:
+        return tuple(range(self.seed, self.seed + self.long_seeds))
+
+    @property
+    def long_lanes(self) -> int:
+        """The long run's lanes at most (``long_runs``): per optimizer the best rate, the
+        blow-up rate and the clipped run at it, each on ``long_seeds`` seeds."""
+        return 3 * len(self.optimizers) * self.long_seeds
 
     def cells(self) -> list[Cell]:
         """Every (optimizer, mechanism, tau) of the sweep, in table order."""
@@ -227,16 +240,16 @@ def long_cell(
     text: TextSource,
     on_progress: Progress,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]:
-    """One cell of the long run at ``lrs`` on the sweep's seeds on ``text``: its rows of the
-    runs, curves and ledger tables, and its first seed's checkpoints (``long_checkpoints``).
-    Two seeds give ``make verify`` a spread: one seed of a run far above the best rate moves
-    under any change of rounding (study.py's ``LEDGER``)."""
+    """One cell of the long run at ``lrs`` on ``long_seeds`` seeds on ``text``: its rows of
+    the runs, curves and ledger tables, and its first seed's checkpoints
+    (``long_checkpoints``). Several seeds give ``make verify`` a spread: one seed of a run
+    far above the best rate moves under any change of rounding (study.py's ``LONG_SEEDS``)."""
     optimizer, reference, tau = cell
     lm = _cell_config(config.long_config(), optimizer, tau)
     mechanism = reference.mechanism
     split = split_text(byte_tokens(text.text), lm)
     model = lm.model(mechanism)
-    seeds = list(config.seed_values)
+    seeds = list(config.long_seed_values)
     trajectory = Trajectory(model, len(lrs) * len(seeds), split.held_out[:LEDGER_WINDOWS, :-1],
                             mechanism.constant_values(lm.d_head), tau,
                             config.checkpoint_steps())  # fmt: skip
@@ -290,7 +303,7 @@ def long_pieces(config: OptimizerConfig, sweep: pd.DataFrame, text: TextSource) 
         return []
     pieces = []
     for cell, lrs in long_runs(config, sweep):
-        units = len(lrs) * config.seeds * config.long_steps
+        units = len(lrs) * config.long_seeds * config.long_steps
         pieces.append(Piece(long_cell, (config, cell, lrs, text), units, units))
     return pieces
 

@@ -24,13 +24,14 @@ from attnlab.studies.optimizer.study import LEDGER_POINTS
 
 DEFAULT = OptimizerConfig()
 #: ``--quick``: a one-minute look: two rates (14's best and 10x it), one seed, 100 steps,
-#: a long run of 200.
+#: a long run of 200 on one seed.
 QUICK = dataclasses.replace(
     DEFAULT,
     lm=dataclasses.replace(DEFAULT.lm, steps=100, warmup=10),
     lrs=(1e-2, 1e-1),
     seeds=1,
     long_steps=200,
+    long_seeds=1,
 )
 
 
@@ -63,8 +64,11 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                      "10) " + both.format(DEFAULT.lm.steps, QUICK.lm.steps), 2)  # fmt: skip
     cli.add_int_flag(parser, "--long-steps", None, "steps of the long run, 0 for none "
                      + both.format(DEFAULT.long_steps, QUICK.long_steps), 0)  # fmt: skip
-    cli.add_int_flag(parser, "--seeds", None, "seeds per rate of the sweep (the long run: "
-                     "the first) " + both.format(DEFAULT.seeds, QUICK.seeds))  # fmt: skip
+    cli.add_int_flag(parser, "--seeds", None, "seeds per rate of the sweep "
+                     + both.format(DEFAULT.seeds, QUICK.seeds))  # fmt: skip
+    cli.add_int_flag(parser, "--long-seeds", None, "seeds per rate of the long run (the "
+                     "checkpoints: the first) " + both.format(DEFAULT.long_seeds,
+                                                              QUICK.long_seeds))  # fmt: skip
     cli.add_int_flag(parser, "--width", DEFAULT.lm.d_model, "d_model (head width "
                      f"{DEFAULT.lm.d_head})", DEFAULT.lm.d_head)  # fmt: skip
     parser.add_argument(
@@ -78,8 +82,8 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                         "top-level modules, attnlab/lm/corpus.py)")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
                         help=f"a one-minute look: rates {_words(QUICK.lrs)}, {QUICK.seeds} "
-                        f"seed, {QUICK.lm.steps} steps, a long run of {QUICK.long_steps} "
-                        "(a flag given beside it wins)")  # fmt: skip
+                        f"seed, {QUICK.lm.steps} steps, a long run of {QUICK.long_steps} on "
+                        f"{QUICK.long_seeds} seed (a flag given beside it wins)")  # fmt: skip
     cli.add_seed_flag(parser)
     cli.add_jobs_flag(parser, "the pieces (one per optimizer, mechanism and clip)")
 
@@ -117,11 +121,13 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
         raise cli.UsageError(f"--optimizers: given twice, of {' '.join(args.optimizers)}")
     seeds = base.seeds if args.seeds is None else args.seeds
     cli.check_seeds(args.seed, seeds, "--seeds")
+    long_seeds = base.long_seeds if args.long_seeds is None else args.long_seeds
+    cli.check_seeds(args.seed, long_seeds, "--long-seeds")
     config = dataclasses.replace(
         base, lm=lm, optimizers=tuple(args.optimizers), mechanisms=tuple(args.mechanisms),
         clipped=tuple(args.clipped), tau=args.qk_clip,
         lrs=base.lrs if args.lrs is None else tuple(sorted(args.lrs)), seeds=seeds,
-        seed=args.seed, long_steps=long_steps,
+        seed=args.seed, long_steps=long_steps, long_seeds=long_seeds,
     )  # fmt: skip
     check_needs(optimizer_needs(config, args.jobs))
     return config
@@ -147,14 +153,15 @@ def optimizer_needs(config: OptimizerConfig, jobs: int) -> list[Need]:
     lane_sizes = (count("--lrs", config.lrs, DEFAULT.lrs),
                   size("--seeds", config.seeds, DEFAULT.seeds))  # fmt: skip
     per_step = (1 + 6 * lm.n_layers) * FLOAT32_BYTES * 2
-    steps = len(config.cells()) * lanes * lm.steps + 3 * len(config.optimizers) * config.long_steps
+    steps = len(config.cells()) * lanes * lm.steps + config.long_lanes * config.long_steps
     return [
         Need(product(max(1, jobs), lanes, n_params, PARAM_COPIES, FLOAT32_BYTES),
              "the models and optimizer states of the pieces trained at once",
              (size("--width", lm.d_model, DEFAULT.lm.d_model), *lane_sizes)),
         Need(product(steps, per_step), "the per-step metrics of every lane",
              (size("--steps", lm.steps, DEFAULT.lm.steps),
-              size("--long-steps", config.long_steps, DEFAULT.long_steps), *lane_sizes)),
+              size("--long-steps", config.long_steps, DEFAULT.long_steps),
+              size("--long-seeds", config.long_seeds, DEFAULT.long_seeds), *lane_sizes)),
     ]  # fmt: skip
 
 
@@ -164,7 +171,7 @@ def ran(config: OptimizerConfig) -> dict:
     return {"mechanisms": [m.text for m in config.mechanisms],
             "clipped": [m.text for m in config.clipped], "lrs": list(config.lrs),
             "steps": config.lm.steps, "seeds": config.seeds,
-            "long_steps": config.long_steps}  # fmt: skip
+            "long_steps": config.long_steps, "long_seeds": config.long_seeds}  # fmt: skip
 
 
 def texts(args: argparse.Namespace, config: OptimizerConfig) -> dict[str, TextSource]:
