@@ -186,7 +186,8 @@ def clip_fires_less_late(runs: pd.DataFrame) -> Answer:
     """(d), reported whichever way it comes out."""
     rows = runs[(runs.part == "long") & runs.qk_clip_tau.notna()]
     detail = "; ".join(
-        f"{r.optimizer} lr {r.lr:g}: first quarter {r.clip_fraction_first_quarter:.1%}, "
+        f"{r.optimizer} lr {r.lr:g} seed {r.seed}: first quarter "
+        f"{r.clip_fraction_first_quarter:.1%}, "
         f"last {r.clip_fraction_last_quarter:.1%}"
         for r in rows.itertuples()
     )

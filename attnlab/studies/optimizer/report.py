@@ -90,11 +90,12 @@ def firing_table(curves: pd.DataFrame) -> str:
 
 
 def trajectory(ledger: pd.DataFrame) -> pd.DataFrame:
-    """Per long-run lane at the ledger's points nearest ``TRAJECTORY_FRACTIONS`` of the run:
-    the median over layers and heads of the largest signed logit, the bilinear form's
-    spectral norm, the elasticity and the distance W_Q moved; the owner most heads have."""
+    """Per long run (its seeds together) at the ledger's points nearest
+    ``TRAJECTORY_FRACTIONS`` of the run: the median over seeds, layers and heads of the
+    largest signed logit, the bilinear form's spectral norm, the elasticity and the
+    distance W_Q moved; the owner most heads have."""
     rows = []
-    keys = ["optimizer", "mechanism", "qk_clip_tau", "lr", "seed"]
+    keys = ["optimizer", "mechanism", "qk_clip_tau", "lr"]
     for key, lane in ledger.groupby(keys, sort=False, dropna=False):
         steps = np.sort(lane.step.unique())
         last = steps[-1]
@@ -111,10 +112,10 @@ def trajectory(ledger: pd.DataFrame) -> pd.DataFrame:
 
 
 def trajectory_table(ledger: pd.DataFrame) -> str:
-    rows = [(r.optimizer, run_name(r), f"{r.lr:g}", str(r.seed), str(r.step), f"{r.max_logit:.3g}",
+    rows = [(r.optimizer, run_name(r), f"{r.lr:g}", str(r.step), f"{r.max_logit:.3g}",
              f"{r.spectral_norm:.3g}", f"{r.elasticity:.2f}", r.owner, f"{r.q_moved:.3g}")
             for r in trajectory(ledger).itertuples()]  # fmt: skip
-    header = ["optimizer", "run", "lr", "seed", "step", "max logit (held-out)", "sigma(W_q W_k^T)",
+    header = ["optimizer", "run", "lr", "step", "max logit (held-out)", "sigma(W_q W_k^T)",
               "elasticity", "owner", "W_Q moved"]  # fmt: skip
     return markdown_table(header, rows)
 
@@ -206,29 +207,35 @@ def _listed(answers: list[Answer]) -> str:
                      for a in answers)  # fmt: skip
 
 
+def _span(values: pd.Series, spec: str) -> str:
+    """``low-high`` of ``values`` in format ``spec`` (one value where they agree)."""
+    low, high = format(values.min(), spec), format(values.max(), spec)
+    return low if low == high else f"{low}-{high}"
+
+
 def answer(tables: Tables) -> str:
-    """The section's headline: per optimizer, the long run's largest logit at the clipped
-    rate without and with QK-Clip (after it first fired) and how often the clip fired early
-    and late; then Muon against AdamW at matched rates."""
+    """The section's headline: per optimizer, over the long run's seeds, the largest logit
+    at the clipped rate without and with QK-Clip (after it first fired) and how often the
+    clip fired early and late; then Muon against AdamW at matched rates."""
     runs = tables.get(RUNS_CSV, RUN_COLUMNS)
     long = runs[(runs.part == "long") & runs.qk_clip_tau.notna()]
     parts = []
-    for r in long.itertuples():
-        partner = runs[(runs.part == "long") & (runs.optimizer == r.optimizer)
-                       & runs.qk_clip_tau.isna() & np.isclose(runs.lr, r.lr)
-                       & (runs.seed == r.seed)]  # fmt: skip
-        free = f"{partner.max_attn_logit.iloc[0]:.3g}" if len(partner) else "not run"
+    for (optimizer, rate, tau), cell in long.groupby(["optimizer", "lr", "qk_clip_tau"],
+                                                     sort=False):  # fmt: skip
+        free = runs[(runs.part == "long") & (runs.optimizer == optimizer)
+                    & runs.qk_clip_tau.isna() & np.isclose(runs.lr, rate)]  # fmt: skip
+        fired = cell[cell.first_clip_step >= 0]
         clipped = (
-            f"{r.max_signed_after_first_clip:.3g} after QK-Clip {r.qk_clip_tau:g} first "
-            f"fired (step {r.first_clip_step}), the clip firing on "
-            f"{r.clip_fraction_first_quarter:.0%} of head-steps in the first quarter "
-            f"and {r.clip_fraction_last_quarter:.0%} in the last"
-            if r.first_clip_step >= 0
-            else "the same with QK-Clip, which never fired"
+            f"{_span(fired.max_signed_after_first_clip, '.3g')} after QK-Clip {tau:g} first "
+            f"fired (steps {_span(fired.first_clip_step, 'd')}), the clip firing on "
+            f"{_span(fired.clip_fraction_first_quarter, '.0%')} of head-steps in the first "
+            f"quarter and {_span(fired.clip_fraction_last_quarter, '.0%')} in the last"
+            if len(fired) == len(cell)
+            else f"with QK-Clip, which fired on {len(fired)} of {len(cell)} seeds"
         )
-        parts.append(f"under {r.optimizer} at lr {r.lr:g} (seed {r.seed}) the largest logit "
-                     f"reached {free} "
-                     f"unclipped and {clipped}")  # fmt: skip
+        reached = _span(free.max_attn_logit, ".3g") if len(free) else "not run"
+        parts.append(f"under {optimizer} at lr {rate:g} ({len(cell)} seeds) the largest logit "
+                     f"reached {reached} unclipped and {clipped}")  # fmt: skip
     nominal, multiples = nominal_pairs(runs), multiple_pairs(runs)
 
     def above(pairs) -> str:
@@ -258,7 +265,7 @@ def section(tables: Tables) -> str:
         f"AdamW on the rest; QK-Clip after every step at tau {tau} "
         f"(Kimi K2's). The sweep: {flags.get('steps', '?')} steps on "
         f"{flags.get('text_source', '?')}, {flags.get('seeds', '?')} seeds. The long run: "
-        f"{flags.get('long_steps', '?')} steps (the sweep's seeds) on "
+        f"{flags.get('long_steps', '?')} steps on {flags.get('long_seeds', '?')} seeds on "
         f"{flags.get('long_text_source', '?')} "
         f"(SHA-256 `{str(flags.get('long_text_sha256', '?'))[:16]}…`). Method: "
         "`attnlab/studies/optimizer/README.md`.",
@@ -272,7 +279,7 @@ def section(tables: Tables) -> str:
         "the run, on the recorded steps):",
         firing_table(curves),
         "**Who owns the temperature along the long run** (the ledger on held-out windows, "
-        "median over layers and heads; elasticity 2: the weights own it; W_Q moved: "
+        "median over seeds, layers and heads; elasticity 2: the weights own it; W_Q moved: "
         "|W_Q(t) - W_Q(0)| / |W_Q(0)|):",
         trajectory_table(ledger),
         "**Known answers** (rules: `attnlab/studies/optimizer/answers.py`):",
