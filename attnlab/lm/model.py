@@ -91,8 +91,12 @@ def rotate(x: jax.Array, base: float = ROPE_BASE) -> jax.Array:
 
 
 def _dense(name: str, module: nn.Module, x: jax.Array, shape: tuple[int, int], std: float):
+    """``x W`` for ``x`` ``[..., d_in]`` and a learned ``W`` ``[d_in, d_out]``, with ``x``
+    flattened to ``[N, d_in]`` first: the same products, but the weight gradient ``x^T dy``
+    becomes one 2-D matmul, where XLA's CPU backend lowers the contraction over several
+    leading axes to a slower one (docs/performance.md)."""
     w = module.param(name, nn.initializers.normal(std), shape)
-    return x @ w
+    return (x.reshape(-1, shape[0]) @ w).reshape(*x.shape[:-1], shape[1])
 
 
 class LayerNorm(nn.Module):
