@@ -67,7 +67,7 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 
 # 15's long run with its defaults, for its checkpoints along the run (experiment 13 reads
 # them: attnlab/studies/optimizer/README.md), into a run folder git ignores, so that the
-# committed CSVs are not rewritten; no committed table reads the checkpoints (11 minutes on
+# committed CSVs are not rewritten; no committed table reads the checkpoints (14 minutes on
 # 2 cores).
 TRAJECTORY := results/runs/15_trajectory
 trajectory: | $(STAMP)

@@ -1,10 +1,11 @@
 """Where the language model's step goes (docs/performance.md): ``jax.jit`` of the loss and
-of its ``value_and_grad`` at the bench's size, ours (``attnlab.lm``) against the
-``flax.linen`` peer of ``lm_step_vs_peer`` (``attnlab/studies/bench/peer.py``), ours also
-without the per-step entropy statistic and with the dense layers flattened to ``[N, d]``
-before the matmul; timed as the bench times (``interleaved_median_seconds``: round-robin,
-the median of ``ROUNDS`` rounds, each timing at least ``MIN_SECONDS``), the first call
-(compiling) apart. Timings, not results: nothing here is written or compared.
+of its ``value_and_grad`` at the bench's size, and whole training steps (the bench's
+``lm_step_vs_peer`` chunk), ours (``attnlab.lm``) against the ``flax.linen`` peer
+(``attnlab/studies/bench/peer.py``); ours also without the per-step entropy statistic and
+with the dense layers' matmul over ``[B, T, d]`` unflattened (as before issue 59). Timed
+as the bench times (``interleaved_median_seconds``: round-robin, the median of ``ROUNDS``
+rounds, each timing at least ``MIN_SECONDS``), the first call (compiling) apart. Timings,
+not results: nothing here is written or compared.
 
     .venv/bin/python docs/lm_step_profile.py
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import replace
+from functools import partial
 from unittest import mock
 
 import flax.linen as nn
@@ -22,19 +25,39 @@ import jax.numpy as jnp
 
 import attnlab.lm.model as lm_model
 from attnlab.core.references import resolve
-from attnlab.lm.train import LMConfig, loss_fn
-from attnlab.studies.bench.compute import interleaved_median_seconds
-from attnlab.studies.bench.peer import PeerLM, peer_loss
+from attnlab.lm.train import chunk_program, loss_fn, seed_keys, step_windows
+from attnlab.studies.bench.compute import RATE, interleaved_median_seconds, lm_lane
+from attnlab.studies.bench.config import BenchConfig
+from attnlab.studies.bench.peer import PeerLM, peer_loss, peer_programs
 
 ROUNDS = 9
 MIN_SECONDS = 0.5
-CONFIG = LMConfig(d_model=128, steps=20, warmup=2)  # the bench's size (d_head 16, B 16, T 64)
+BENCH = BenchConfig()
+#: The bench's size (d_model 128, d_head 16, B 16, T 64), one chunk of all its steps.
+CONFIG = replace(BENCH.lm, chunk_steps=BENCH.lm.steps)
+NO_ENTROPY = {"entropy": lambda p: jnp.zeros(p.shape[:-1])}
 
 
-def flattened_dense(name: str, module: nn.Module, x: jax.Array, shape, std: float):
-    """``attnlab.lm.model._dense`` with ``x`` flattened to ``[N, d_in]`` first."""
+def unflattened_dense(name: str, module: nn.Module, x: jax.Array, shape, std: float):
+    """``attnlab.lm.model._dense`` without flattening ``x`` to ``[N, d_in]`` first."""
     w = module.param(name, nn.initializers.normal(std), shape)
-    return (x.reshape(-1, shape[0]) @ w).reshape(*x.shape[:-1], shape[1])
+    return x @ w
+
+
+def compiled(call: Callable[[], object], patch: dict[str, Callable] | None = None):
+    """``call`` and the seconds of its first call (compiling), traced with
+    ``attnlab.lm.model``'s names of ``patch`` replaced."""
+    with mock.patch.multiple(lm_model, **patch) if patch else nullcontext():
+        start = time.perf_counter()
+        jax.block_until_ready(call())
+        return call, time.perf_counter() - start
+
+
+def ours_step(patch: dict[str, Callable] | None = None):
+    """The bench's chunk of ours (``lm_lane``), traced anew with ``patch``."""
+    chunk_program.cache_clear()
+    with mock.patch.multiple(lm_model, **patch) if patch else nullcontext():
+        return compiled(lm_lane(BENCH, CONFIG)[2])
 
 
 def main() -> None:
@@ -53,33 +76,38 @@ def main() -> None:
     def peers(p):
         return peer_loss(peer, p, windows)[0]
 
-    def traced(f: Callable, arg, patch: dict[str, Callable] | None = None):
-        """``jax.jit(f)``, compiled by one call (timed) with ``attnlab.lm.model``'s names of
-        ``patch`` replaced while tracing."""
-        jitted = jax.jit(f)
-        with mock.patch.multiple(lm_model, **patch) if patch else nullcontext():
-            start = time.perf_counter()
-            jax.block_until_ready(jitted(arg))
-            return jitted, arg, time.perf_counter() - start
+    def jitted(f: Callable, arg, patch: dict[str, Callable] | None = None):
+        return compiled(partial(jax.jit(f), arg), patch)
 
-    no_entropy = {"entropy": lambda p: jnp.zeros(p.shape[:-1])}
-    cases = {
-        "ours: the loss (forward)": traced(ours, params),
-        "ours: value_and_grad": traced(jax.value_and_grad(ours), params),
-        "ours: value_and_grad, no entropy statistic": traced(
-            jax.value_and_grad(ours), params, no_entropy
+    grad = jax.value_and_grad
+    calls = {
+        "ours: the loss (forward)": jitted(ours, params),
+        "ours: value_and_grad": jitted(grad(ours), params),
+        "ours: value_and_grad, no entropy statistic": jitted(grad(ours), params, NO_ENTROPY),
+        "ours: value_and_grad, dense unflattened": jitted(
+            grad(ours), params, {"_dense": unflattened_dense}
         ),
-        "ours: value_and_grad, dense flattened": traced(
-            jax.value_and_grad(ours), params, {"_dense": flattened_dense}
-        ),
-        "peer: the loss (forward)": traced(peers, peer_params),
-        "peer: value_and_grad": traced(jax.value_and_grad(peers), peer_params),
+        "peer: the loss (forward)": jitted(peers, peer_params),
+        "peer: value_and_grad": jitted(grad(peers), peer_params),
     }
-    calls = {name: (lambda f=f, arg=arg: f(arg)) for name, (f, arg, _) in cases.items()}
-    seconds = interleaved_median_seconds(calls, ROUNDS, min_seconds=MIN_SECONDS)
-    for name, (_, _, first) in cases.items():
-        median = seconds[name] * 1e3
-        print(f"{name:45s} {median:7.2f} ms   (first call, compiling: {first:.2f} s)")
+    _, train, _ = lm_lane(BENCH, CONFIG)  # the peer steps on the batches ours draws
+    data_key = seed_keys(BENCH.seed)[1]
+    batches = jax.vmap(lambda t: step_windows(CONFIG, data_key, t, train))(jnp.arange(CONFIG.steps))
+    init, peer_chunk = peer_programs(CONFIG, RATE)
+    steps = {
+        "ours: a training step": ours_step(),
+        "ours: a training step, no entropy statistic": ours_step(NO_ENTROPY),
+        "ours: a training step, dense unflattened": ours_step({"_dense": unflattened_dense}),
+        "peer: a training step": compiled(
+            partial(peer_chunk, init(jax.random.key(BENCH.seed)), batches)
+        ),  # fmt: skip
+    }
+    timed = {name: call for name, (call, _) in (calls | steps).items()}
+    seconds = interleaved_median_seconds(timed, ROUNDS, min_seconds=MIN_SECONDS)
+    for table, per in ((calls, 1), (steps, CONFIG.steps)):
+        for name, (_, first) in table.items():
+            median = seconds[name] / per * 1e3
+            print(f"{name:45s} {median:7.2f} ms   (first call, compiling: {first:.2f} s)")
 
 
 if __name__ == "__main__":

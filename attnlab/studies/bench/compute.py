@@ -344,7 +344,7 @@ def _sizes(lm: LMConfig) -> str:
             f"{lm.seq_len}, batch {lm.batch_size}, scaled attention, 1 lane")  # fmt: skip
 
 
-def _lane(config: BenchConfig, lm: LMConfig):
+def lm_lane(config: BenchConfig, lm: LMConfig):
     """One lane of ``lm`` (scaled attention, ``RATE``) from ``config.seed``: the model, the
     training bytes and the call of one chunk of ``lm.steps`` steps from step 0."""
     mechanism = MECHANISMS["scaled"]
@@ -363,7 +363,7 @@ def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
     """Rows ``lm_step_vs_peer``, ``lm_step_peak_fraction`` and ``lm_ledger_overhead``, all
     from one round-robin timing."""
     lm = replace(config.lm, chunk_steps=config.lm.steps)
-    model, train, ours = _lane(config, lm)
+    model, train, ours = lm_lane(config, lm)
     data_key = lm_seed_keys(config.seed)[1]
     batches = jax.vmap(lambda t: step_windows(lm, data_key, t, train))(jnp.arange(lm.steps))
     init, peer_chunk = peer_programs(lm, RATE)
@@ -413,8 +413,8 @@ def bench_lm_optimizers(config: BenchConfig) -> list[Row]:
         ("lm_qk_clip_step_vs_none", replace(base, qk_clip_tau=BENCH_TAU), f"AdamW with "
          f"QK-Clip at tau {BENCH_TAU:g} vs without"),
     )  # fmt: skip
-    where = f"seconds per {base.steps} steps, {_sizes(base)}"
-    return [compare(config, name, _lane(config, lm)[2], _lane(config, base)[2], f"{where}: {what}")
+    where = f"seconds per {base.steps} steps, {_sizes(base)}: "
+    return [compare(config, name, lm_lane(config, lm)[2], lm_lane(config, base)[2], where + what)
             for name, lm, what in pairs]  # fmt: skip
 
 
