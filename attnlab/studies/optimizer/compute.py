@@ -70,9 +70,9 @@ class OptimizerConfig:
     """The study: ``mechanisms`` under every optimizer of ``optimizers``, ``clipped`` with
     QK-Clip at ``tau`` besides, at every rate of ``lrs`` on ``seeds`` seeds from ``seed``
     for ``lm.steps``; then the long run of ``long_steps`` (0: none) on ``long_seeds`` seeds
-    from ``seed``. ``lm`` is 14's set-up
-    at ``D_MODEL``. The mechanisms are resolved where they enter (``resolve``: the flags,
-    the defaults here), each a ``MechanismRef`` that the pieces carry to the model."""
+    from ``seed``. ``lm`` is 14's set-up at ``D_MODEL``. The mechanisms are resolved where
+    they enter (``resolve``: the flags, the defaults here), each a ``MechanismRef`` that the
+    pieces carry to the model."""
 
     lm: LMConfig = field(default_factory=lambda: LMConfig(d_model=D_MODEL))
     optimizers: tuple[str, ...] = OPTIMIZERS

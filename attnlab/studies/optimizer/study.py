@@ -123,12 +123,12 @@ LEDGER = Output(
         "q_moved": SEED_RANGE,
         "k_moved": SEED_RANGE,
     },
-    # The ledger is a curve of each head along one seed's long run, and a run far above
-    # the best rate is chaotic: a change of rounding alone moves it (15 --quick on one XLA
-    # thread instead of two: AdamW at 0.1, largest logit 1095 -> 1555; a matmul blocked
-    # differently: Muon clipped at 0.3, a head's step-750 entropy 0.004 -> 0.22). So, as
-    # 14's and 15's per-step curves are, each head is compared by its mean over the
-    # ledger's steps (one seed: the floor's band [0, 2c]).
+    # The ledger is a curve of each head along each seed's long run, and a run far above
+    # the best rate is chaotic (``LONG_SEEDS``): a change of rounding alone moves a head's
+    # value at one step by more than any band holds (a matmul blocked differently: Muon
+    # clipped at 0.3, a head's step-750 entropy 0.004 -> 0.22). So, as 14's and 15's
+    # per-step curves are, each head is compared by its mean over the ledger's steps, the
+    # median of the seeds' against their range.
     curve_step="step",
     spread_floor=1.0,
 )
