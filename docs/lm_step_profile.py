@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 import attnlab.lm.model as lm_model
 from attnlab.core.references import resolve
-from attnlab.lm.train import chunk_program, loss_fn, seed_keys, step_windows
+from attnlab.lm.train import chunk_program, loss_fn
 from attnlab.studies.bench.compute import RATE, interleaved_median_seconds, lm_lane
 from attnlab.studies.bench.config import BenchConfig
 from attnlab.studies.bench.peer import PeerLM, peer_loss, peer_programs
@@ -56,8 +56,7 @@ def compiled(call: Callable[[], object], patch: dict[str, Callable] | None = Non
 def ours_step(patch: dict[str, Callable] | None = None):
     """The bench's chunk of ours (``lm_lane``), traced anew with ``patch``."""
     chunk_program.cache_clear()
-    with mock.patch.multiple(lm_model, **patch) if patch else nullcontext():
-        return compiled(lm_lane(BENCH, CONFIG)[2])
+    return compiled(lm_lane(BENCH, CONFIG)[2], patch)
 
 
 def main() -> None:
@@ -90,9 +89,7 @@ def main() -> None:
         "peer: the loss (forward)": jitted(peers, peer_params),
         "peer: value_and_grad": jitted(grad(peers), peer_params),
     }
-    _, train, _ = lm_lane(BENCH, CONFIG)  # the peer steps on the batches ours draws
-    data_key = seed_keys(BENCH.seed)[1]
-    batches = jax.vmap(lambda t: step_windows(CONFIG, data_key, t, train))(jnp.arange(CONFIG.steps))
+    batches = lm_lane(BENCH, CONFIG)[1]  # the peer steps on the windows ours draws
     init, peer_chunk = peer_programs(CONFIG, RATE)
     steps = {
         "ours: a training step": ours_step(),

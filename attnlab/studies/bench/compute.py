@@ -346,26 +346,26 @@ def _sizes(lm: LMConfig) -> str:
 
 def lm_lane(config: BenchConfig, lm: LMConfig):
     """One lane of ``lm`` (scaled attention, ``RATE``) from ``config.seed``: the model, the
-    training bytes and the call of one chunk of ``lm.steps`` steps from step 0."""
+    windows ``[steps, B, T+1]`` its one chunk of ``lm.steps`` steps draws, and that chunk."""
     mechanism = MECHANISMS["scaled"]
     model = lm.model(mechanism)
-    state = init_program(model, lm)(*(key[None] for key in lm_seed_keys(config.seed)))
+    init_key, data_key = lm_seed_keys(config.seed)
+    state = init_program(model, lm)(init_key[None], data_key[None])
     rng = np.random.default_rng(config.seed)
     train = jnp.asarray(rng.integers(0, 256, 4 * lm.batch_size * (lm.seq_len + 1)), jnp.int32)
+    batches = jax.vmap(lambda t: step_windows(lm, data_key, t, train))(jnp.arange(lm.steps))
     constants = {k: jnp.full((1,), v, jnp.float32)
                  for k, v in mechanism.constant_values(lm.d_head).items()}  # fmt: skip
     args = (state, jnp.arange(lm.steps), train, jnp.full((1,), RATE, jnp.float32), constants)
     program = chunk_program(model, lm)
-    return model, train, lambda: program(*args)
+    return model, batches, lambda: program(*args)
 
 
 def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
     """Rows ``lm_step_vs_peer``, ``lm_step_peak_fraction`` and ``lm_ledger_overhead``, all
     from one round-robin timing."""
     lm = replace(config.lm, chunk_steps=config.lm.steps)
-    model, train, ours = lm_lane(config, lm)
-    data_key = lm_seed_keys(config.seed)[1]
-    batches = jax.vmap(lambda t: step_windows(lm, data_key, t, train))(jnp.arange(lm.steps))
+    model, batches, ours = lm_lane(config, lm)
     init, peer_chunk = peer_programs(lm, RATE)
     peer_state = init(jax.random.key(config.seed))
     state, metrics = ours()
