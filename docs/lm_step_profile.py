@@ -2,7 +2,9 @@
 of its ``value_and_grad`` at the bench's size, and whole training steps (the bench's
 ``lm_step_vs_peer`` chunk), ours (``attnlab.lm``) against the ``flax.linen`` peer
 (``attnlab/studies/bench/peer.py``); ours also without the per-step entropy statistic and
-with the dense layers' matmul over ``[B, T, d]`` unflattened (as before issue 59). Timed
+with the dense layers' matmul over ``[B, T, d]`` unflattened (as before issue 59), and its
+lanes run in turn (``lax.map``, each lane's matmuls plain) instead of vmapped (each a
+batched ``dot_general``), for one lane and for ``LANES``. Timed
 as the bench times (``interleaved_median_seconds``: round-robin, the median of ``ROUNDS``
 rounds, each timing at least ``MIN_SECONDS``), the first call (compiling) apart. Timings,
 not results: nothing here is written or compared.
@@ -24,8 +26,9 @@ import jax
 import jax.numpy as jnp
 
 import attnlab.lm.model as lm_model
+import attnlab.studies.bench.compute as bench_compute
 from attnlab.core.references import resolve
-from attnlab.lm.train import chunk_program, loss_fn
+from attnlab.lm.train import chunk_program, init_program, loss_fn, seed_keys, train_step
 from attnlab.studies.bench.compute import RATE, interleaved_median_seconds, lm_lane
 from attnlab.studies.bench.config import BenchConfig
 from attnlab.studies.bench.peer import PeerLM, peer_loss, peer_programs
@@ -36,6 +39,39 @@ BENCH = BenchConfig()
 #: The bench's size (d_model 128, d_head 16, B 16, T 64), one chunk of all its steps.
 CONFIG = replace(BENCH.lm, chunk_steps=BENCH.lm.steps)
 NO_ENTROPY = {"entropy": lambda p: jnp.zeros(p.shape[:-1])}
+#: Lanes of the several-lane cases, at the LM card's rates (seeds 0 to 4).
+LANES = 5
+LANE_RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+
+
+def in_turn_program(model: lm_model.CausalLM, config):
+    """``attnlab.lm.train.chunk_program`` with its lanes run in turn (``lax.map``) instead
+    of vmapped: the same steps, each lane's matmuls plain."""
+
+    def chunk(state, steps, train, lr, constants):
+        def lane(item):
+            return jax.lax.scan(lambda s, t: train_step(model, config, s, t, train, item[1],
+                                                        item[2]), item[0], steps)  # fmt: skip
+
+        return jax.lax.map(lane, (state, lr, constants))
+
+    return jax.jit(chunk)
+
+
+def several_lanes(program_of: Callable):
+    """``LANES`` lanes of the bench's chunk through ``program_of(model, config)``."""
+    mechanism = resolve("scaled").mechanism
+    model = CONFIG.model(mechanism)
+    keys = [seed_keys(seed) for seed in range(LANES)]
+    state = init_program(model, CONFIG)(jnp.stack([k for k, _ in keys]),
+                                        jnp.stack([d for _, d in keys]))  # fmt: skip
+    train = jax.random.randint(jax.random.key(2), (4 * CONFIG.batch_size * (CONFIG.seq_len + 1),),
+                               0, 256)  # fmt: skip
+    constants = {k: jnp.full((LANES,), v, jnp.float32)
+                 for k, v in mechanism.constant_values(CONFIG.d_head).items()}  # fmt: skip
+    program = program_of(model, CONFIG)
+    rates = jnp.asarray(LANE_RATES, jnp.float32)
+    return compiled(lambda: program(state, jnp.arange(CONFIG.steps), train, rates, constants))
 
 
 def unflattened_dense(name: str, module: nn.Module, x: jax.Array, shape, std: float):
@@ -53,10 +89,12 @@ def compiled(call: Callable[[], object], patch: dict[str, Callable] | None = Non
         return call, time.perf_counter() - start
 
 
-def ours_step(patch: dict[str, Callable] | None = None):
-    """The bench's chunk of ours (``lm_lane``), traced anew with ``patch``."""
+def ours_step(patch: dict[str, Callable] | None = None, program_of: Callable = chunk_program):
+    """The bench's chunk of ours (``lm_lane``), traced anew with ``patch``, its program made
+    by ``program_of``."""
     chunk_program.cache_clear()
-    return compiled(lm_lane(BENCH, CONFIG)[2], patch)
+    with mock.patch.object(bench_compute, "chunk_program", program_of):
+        return compiled(lm_lane(BENCH, CONFIG)[2], patch)
 
 
 def main() -> None:
@@ -95,13 +133,18 @@ def main() -> None:
         "ours: a training step": ours_step(),
         "ours: a training step, no entropy statistic": ours_step(NO_ENTROPY),
         "ours: a training step, dense unflattened": ours_step({"_dense": unflattened_dense}),
+        "ours: a training step, the lane not vmapped": ours_step(program_of=in_turn_program),
         "peer: a training step": compiled(
             partial(peer_chunk, init(jax.random.key(BENCH.seed)), batches)
         ),  # fmt: skip
     }
-    timed = {name: call for name, (call, _) in (calls | steps).items()}
+    lanes = {
+        f"ours: a lane-step of {LANES} lanes, vmapped": several_lanes(chunk_program),
+        f"ours: a lane-step of {LANES} lanes, in turn": several_lanes(in_turn_program),
+    }
+    timed = {name: call for name, (call, _) in (calls | steps | lanes).items()}
     seconds = interleaved_median_seconds(timed, ROUNDS, min_seconds=MIN_SECONDS)
-    for table, per in ((calls, 1), (steps, CONFIG.steps)):
+    for table, per in ((calls, 1), (steps, CONFIG.steps), (lanes, CONFIG.steps * LANES)):
         for name, (_, first) in table.items():
             median = seconds[name] / per * 1e3
             print(f"{name:45s} {median:7.2f} ms   (first call, compiling: {first:.2f} s)")
