@@ -3,11 +3,10 @@ of its ``value_and_grad`` at the bench's size, and whole training steps (the ben
 ``lm_step_vs_peer`` chunk), ours (``attnlab.lm``) against the ``flax.linen`` peer
 (``attnlab/studies/bench/peer.py``); ours also without the per-step entropy statistic and
 with the dense layers' matmul over ``[B, T, d]`` unflattened (as before issue 59), and its
-lanes run in turn (``lax.map``, each lane's matmuls plain) instead of vmapped (each a
-batched ``dot_general``), for one lane and for ``LANES``. Timed
-as the bench times (``interleaved_median_seconds``: round-robin, the median of ``ROUNDS``
-rounds, each timing at least ``MIN_SECONDS``), the first call (compiling) apart. Timings,
-not results: nothing here is written or compared.
+lanes run in turn (``lax.map``) instead of vmapped, for one lane and for a lane per rate
+of ``LANE_RATES``. Timed as the bench times (``interleaved_median_seconds``: round-robin,
+the median of ``ROUNDS`` rounds, each timing at least ``MIN_SECONDS``), the first call
+(compiling) apart. Timings, not results: nothing here is written or compared.
 
     .venv/bin/python docs/lm_step_profile.py
 """
@@ -28,7 +27,7 @@ import jax.numpy as jnp
 import attnlab.lm.model as lm_model
 import attnlab.studies.bench.compute as bench_compute
 from attnlab.core.references import resolve
-from attnlab.lm.train import chunk_program, init_program, loss_fn, seed_keys, train_step
+from attnlab.lm.train import chunk_program, loss_fn, train_step
 from attnlab.studies.bench.compute import RATE, interleaved_median_seconds, lm_lane
 from attnlab.studies.bench.config import BenchConfig
 from attnlab.studies.bench.peer import PeerLM, peer_loss, peer_programs
@@ -39,14 +38,14 @@ BENCH = BenchConfig()
 #: The bench's size (d_model 128, d_head 16, B 16, T 64), one chunk of all its steps.
 CONFIG = replace(BENCH.lm, chunk_steps=BENCH.lm.steps)
 NO_ENTROPY = {"entropy": lambda p: jnp.zeros(p.shape[:-1])}
-#: Lanes of the several-lane cases, at the LM card's rates (seeds 0 to 4).
-LANES = 5
+#: The rates of the several-lane cases, a lane each (one seed): the LM card's.
 LANE_RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+LANES = len(LANE_RATES)
 
 
 def in_turn_program(model: lm_model.CausalLM, config):
     """``attnlab.lm.train.chunk_program`` with its lanes run in turn (``lax.map``) instead
-    of vmapped: the same steps, each lane's matmuls plain."""
+    of vmapped: the same steps, each lane unbatched."""
 
     def chunk(state, steps, train, lr, constants):
         def lane(item):
@@ -56,22 +55,6 @@ def in_turn_program(model: lm_model.CausalLM, config):
         return jax.lax.map(lane, (state, lr, constants))
 
     return jax.jit(chunk)
-
-
-def several_lanes(program_of: Callable):
-    """``LANES`` lanes of the bench's chunk through ``program_of(model, config)``."""
-    mechanism = resolve("scaled").mechanism
-    model = CONFIG.model(mechanism)
-    keys = [seed_keys(seed) for seed in range(LANES)]
-    state = init_program(model, CONFIG)(jnp.stack([k for k, _ in keys]),
-                                        jnp.stack([d for _, d in keys]))  # fmt: skip
-    train = jax.random.randint(jax.random.key(2), (4 * CONFIG.batch_size * (CONFIG.seq_len + 1),),
-                               0, 256)  # fmt: skip
-    constants = {k: jnp.full((LANES,), v, jnp.float32)
-                 for k, v in mechanism.constant_values(CONFIG.d_head).items()}  # fmt: skip
-    program = program_of(model, CONFIG)
-    rates = jnp.asarray(LANE_RATES, jnp.float32)
-    return compiled(lambda: program(state, jnp.arange(CONFIG.steps), train, rates, constants))
 
 
 def unflattened_dense(name: str, module: nn.Module, x: jax.Array, shape, std: float):
@@ -89,12 +72,16 @@ def compiled(call: Callable[[], object], patch: dict[str, Callable] | None = Non
         return call, time.perf_counter() - start
 
 
-def ours_step(patch: dict[str, Callable] | None = None, program_of: Callable = chunk_program):
-    """The bench's chunk of ours (``lm_lane``), traced anew with ``patch``, its program made
-    by ``program_of``."""
+def ours_step(
+    patch: dict[str, Callable] | None = None,
+    program_of: Callable = chunk_program,
+    rates: tuple[float, ...] = (RATE,),
+):
+    """The bench's chunk of ours (``lm_lane``) for a lane per rate of ``rates``, traced anew
+    with ``patch``, its program made by ``program_of``."""
     chunk_program.cache_clear()
     with mock.patch.object(bench_compute, "chunk_program", program_of):
-        return compiled(lm_lane(BENCH, CONFIG)[2], patch)
+        return compiled(lm_lane(BENCH, CONFIG, rates)[2], patch)
 
 
 def main() -> None:
@@ -139,8 +126,10 @@ def main() -> None:
         ),  # fmt: skip
     }
     lanes = {
-        f"ours: a lane-step of {LANES} lanes, vmapped": several_lanes(chunk_program),
-        f"ours: a lane-step of {LANES} lanes, in turn": several_lanes(in_turn_program),
+        f"ours: a lane-step of {LANES} lanes, vmapped": ours_step(rates=LANE_RATES),
+        f"ours: a lane-step of {LANES} lanes, in turn": ours_step(
+            program_of=in_turn_program, rates=LANE_RATES
+        ),
     }
     timed = {name: call for name, (call, _) in (calls | steps | lanes).items()}
     seconds = interleaved_median_seconds(timed, ROUNDS, min_seconds=MIN_SECONDS)

@@ -344,21 +344,21 @@ def _sizes(lm: LMConfig) -> str:
             f"{lm.seq_len}, batch {lm.batch_size}, scaled attention, 1 lane")  # fmt: skip
 
 
-def lm_lane(config: BenchConfig, lm: LMConfig):
-    """One lane of ``lm`` (scaled attention, ``RATE``) from ``config.seed``: the model, the
-    windows ``[steps, B, T+1]`` its one chunk of ``lm.steps`` steps draws, and that chunk."""
+def lm_lane(config: BenchConfig, lm: LMConfig, rates: tuple[float, ...] = (RATE,)):
+    """Lanes of ``lm`` (scaled attention) from ``config.seed``, one per rate: the model, the
+    windows ``[steps, B, T+1]`` every lane's chunk of ``lm.steps`` steps draws, and that chunk."""
     mechanism = MECHANISMS["scaled"]
     model = lm.model(mechanism)
     init_key, data_key = lm_seed_keys(config.seed)
-    state = init_program(model, lm)(init_key[None], data_key[None])
+    keys = (jnp.stack([init_key] * len(rates)), jnp.stack([data_key] * len(rates)))
+    state = init_program(model, lm)(*keys)
     rng = np.random.default_rng(config.seed)
     train = jnp.asarray(rng.integers(0, 256, 4 * lm.batch_size * (lm.seq_len + 1)), jnp.int32)
     batches = jax.vmap(lambda t: step_windows(lm, data_key, t, train))(jnp.arange(lm.steps))
-    constants = {k: jnp.full((1,), v, jnp.float32)
+    constants = {k: jnp.full((len(rates),), v, jnp.float32)
                  for k, v in mechanism.constant_values(lm.d_head).items()}  # fmt: skip
-    args = (state, jnp.arange(lm.steps), train, jnp.full((1,), RATE, jnp.float32), constants)
-    program = chunk_program(model, lm)
-    return model, batches, lambda: program(*args)
+    args = (state, jnp.arange(lm.steps), train, jnp.asarray(rates, jnp.float32), constants)
+    return model, batches, partial(chunk_program(model, lm), *args)
 
 
 def bench_lm_step(config: BenchConfig, peak_flops: float) -> list[Row]:
