@@ -329,3 +329,17 @@ def test_no_attribute_is_set_on_argparse_objects_outside_the_harness():
         for match in ARGPARSE_ASSIGNMENT.finditer(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+#: What a default looks like when argparse prints an object's repr instead of the text a
+#: user would type (a resolved mechanism, a function).
+REPR_MARKS = re.compile(r"object at 0x|<function |MechanismRef\(|Mechanism\(")
+
+
+@pytest.mark.parametrize(
+    "script", sorted(p.name for p in (REPO_ROOT / "experiments").glob("[0-9][0-9]_*.py"))
+)
+def test_help_shows_defaults_as_a_user_types_them(script, load_script, run_main, capsys):
+    assert run_main(load_script(script), ["--help"]) == 0
+    shown = capsys.readouterr().out
+    assert not REPR_MARKS.search(shown), REPR_MARKS.search(shown).group(0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from attnlab.core.mechanism import MechanismError
-from attnlab.core.references import MechanismRef, resolved_mechanism
+from attnlab.core.references import MechanismRef, mechanism_reference, resolve
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
@@ -45,16 +45,16 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mechanisms",
         nargs="+",
-        type=resolved_mechanism,
-        default=list(DEFAULT.swept),
+        type=mechanism_reference,
+        default=[m.text for m in DEFAULT.swept],
         metavar="SPEC",
         help="mechanisms swept at every width",
     )
     parser.add_argument(
         "--one-width-mechanisms",
         nargs="*",
-        type=resolved_mechanism,
-        default=list(DEFAULT.one_width),
+        type=mechanism_reference,
+        default=[m.text for m in DEFAULT.one_width],
         metavar="SPEC",
         help="mechanisms swept at --one-width only",
     )
@@ -127,8 +127,8 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
     except ValueError as err:
         raise cli.UsageError(f"--steps: {err}") from None
     chosen = {
-        "swept": tuple(args.mechanisms),
-        "one_width": tuple(args.one_width_mechanisms),
+        "swept": tuple(map(resolve, args.mechanisms)),
+        "one_width": tuple(map(resolve, args.one_width_mechanisms)),
         "widths": base.widths if args.widths is None else tuple(args.widths),
         "lrs": base.lrs if args.lrs is None else tuple(args.lrs),
     }

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.mechanism import MechanismError
-from attnlab.core.references import resolved_mechanism
+from attnlab.core.references import mechanism_reference, resolve
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
@@ -47,12 +47,12 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                         default=list(DEFAULT.optimizers),
                         help="adamw (14's) and muon (Muon on the hidden matrices, 14's AdamW "
                         "on the rest: attnlab/lm/optimizers.py)")  # fmt: skip
-    parser.add_argument("--mechanisms", nargs="+", type=resolved_mechanism,
-                        default=list(DEFAULT.mechanisms), metavar="SPEC",
+    parser.add_argument("--mechanisms", nargs="+", type=mechanism_reference,
+                        default=[m.text for m in DEFAULT.mechanisms], metavar="SPEC",
                         help="mechanisms swept under every optimizer (a built-in name, "
                         "MODULE:NAME or path/to/file.py:NAME)")  # fmt: skip
-    parser.add_argument("--clipped", nargs="*", type=resolved_mechanism,
-                        default=list(DEFAULT.clipped), metavar="SPEC",
+    parser.add_argument("--clipped", nargs="*", type=mechanism_reference,
+                        default=[m.text for m in DEFAULT.clipped], metavar="SPEC",
                         help="mechanisms swept with QK-Clip besides; the long run needs "
                         "scaled here")  # fmt: skip
     parser.add_argument("--qk-clip", type=cli.positive_float, default=DEFAULT.tau,
@@ -106,7 +106,8 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
         raise cli.UsageError(f"--long-steps: {long_steps} is neither 0 nor at least "
                              f"{LEDGER_POINTS} (the ledger's points)")  # fmt: skip
     lm = dataclasses.replace(base.lm, steps=steps, warmup=warmup_for(steps), d_model=args.width)
-    for flag, references in (("--mechanisms", args.mechanisms), ("--clipped", args.clipped)):
+    mechanisms, clipped = (tuple(map(resolve, refs)) for refs in (args.mechanisms, args.clipped))
+    for flag, references in (("--mechanisms", mechanisms), ("--clipped", clipped)):
         names = [r.name for r in references]
         if len(set(names)) < len(names):
             raise cli.UsageError(f"{flag}: two mechanisms named alike, of {' '.join(names)}")
@@ -124,8 +125,8 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
     long_seeds = base.long_seeds if args.long_seeds is None else args.long_seeds
     cli.check_seeds(args.seed, long_seeds, "--long-seeds")
     config = dataclasses.replace(
-        base, lm=lm, optimizers=tuple(args.optimizers), mechanisms=tuple(args.mechanisms),
-        clipped=tuple(args.clipped), tau=args.qk_clip,
+        base, lm=lm, optimizers=tuple(args.optimizers), mechanisms=mechanisms,
+        clipped=clipped, tau=args.qk_clip,
         lrs=base.lrs if args.lrs is None else tuple(sorted(args.lrs)), seeds=seeds,
         seed=args.seed, long_steps=long_steps, long_seeds=long_seeds,
     )  # fmt: skip
