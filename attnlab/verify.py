@@ -25,7 +25,11 @@ per column, declared once beside the column in its study's ``study.py``
   plateau) counts as +inf, so a committed "never" on some seeds widens the range to
   everything and a "never" on all seeds demands a "never" median. ``floor`` is 0 except
   for 05_sensitivity, whose cells have one seed each (no spread): floor 1, a band of
-  ``[0, 2c]`` (the unscaled seeds of 04/05 spread by 0.3-2x their median).
+  ``[0, 2c]`` (the unscaled seeds of 04/05 spread by 0.3-2x their median). A column may
+  declare a floor of its own and an absolute width ``atol``:
+  ``w = max(spread, floor * |median c|, atol)``; 14's one-seed columns take their floors
+  from five seeds' spread, and a value 0 in exact arithmetic its float32 bound as ``atol``
+  (``attnlab.studies.lm_proxy.study``).
 * **chaotic** (a subset of a CSV's seed_range columns): whether unscaled training stalls on
   a plateau, or reaches a milestone before the run ends, flips from seed to seed under
   float32 rounding alone: the committed code regenerated with one XLA thread instead of two
@@ -168,10 +172,14 @@ def check_close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> np.nd
 
 
 def seed_range(
-    committed: np.ndarray, ours: np.ndarray, floor: float = 0.0, chaotic: bool = False
+    committed: np.ndarray,
+    ours: np.ndarray,
+    floor: float = 0.0,
+    chaotic: bool = False,
+    atol: float = 0.0,
 ) -> tuple[float, str]:
     """The seed_range rule for one group and column: (score, detail). ``chaotic``: NaNs are
-    left out (the module docstring's chaotic rule)."""
+    left out (the module docstring's chaotic rule); ``atol``: the least width."""
     if chaotic:
         finite_c, finite_r = committed[~np.isnan(committed)], ours[~np.isnan(ours)]
         if not (finite_c.size and finite_r.size):
@@ -184,7 +192,7 @@ def seed_range(
     r = np.where(np.isnan(ours), np.inf, ours)
     low, high, median = float(c.min()), float(c.max()), float(np.median(r))
     spread = 0.0 if low == high else high - low
-    w = max(spread, floor * abs(float(np.median(c)))) if floor else spread
+    w = max(spread, floor * abs(float(np.median(c))) if floor else 0.0, atol)
     lo, hi = (-math.inf, math.inf) if math.isinf(w) else (low - w, high + w)
     text = f"median {median:.6g} of {len(r)} seeds, widened range [{lo:.6g}, {hi:.6g}]"
     if lo <= median <= hi:
@@ -276,17 +284,19 @@ def _seed_ranges(spec: CsvSpec, ours: pd.DataFrame, ref: pd.DataFrame) -> list[F
     ref_groups, our_groups = (
         dict(iter(f.groupby(groups, sort=False))) if groups else {(): f} for f in (ref, ours)
     )
+    widths = {column: (floor, atol) for column, floor, atol in spec.widths}
     findings = []
     for column in cols:
         chaotic = column in spec.chaotic
+        floor, atol = widths.get(column, (spec.spread_floor, 0.0))
         checks = []
         for g, c in ref_groups.items():
             committed = c[column].to_numpy(float)
             regenerated = our_groups[g][column].to_numpy(float)
-            score, text = seed_range(committed, regenerated, spec.spread_floor, chaotic)
+            score, text = seed_range(committed, regenerated, floor, chaotic, atol)
             checks.append(_GroupCheck(score, text, g, committed.size, regenerated.size))
         name = f"{column} (mean over steps)" if spec.curve_step else column
-        counted = not chaotic and not spec.spread_floor
+        counted = not chaotic and not floor and not atol
         findings.append(_column_finding(name, checks, groups, counted))
     return findings
 

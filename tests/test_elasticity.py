@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attnlab.core.elasticity import logit_elasticity, logit_scale
+from attnlab.core.mechanism import L2_EPS
 from attnlab.core.owner import owner
 from attnlab.core.temperature import BUILTINS
 
@@ -44,6 +45,24 @@ def test_normalised_qk_has_elasticity_near_zero(name):
     e = np.asarray(logit_elasticity(BUILTINS[name], *_qk()))
     assert np.all(np.abs(e) < 1e-3)
     assert owner(float(e[0])) == "mechanism"
+
+
+@pytest.mark.parametrize("scale", [1e-2, 1.0, 30.0])
+def test_qk_norm_elasticity_is_within_the_bound_make_verify_allows(scale):
+    """``attnlab.studies.lm_proxy.study.ELASTICITY_ATOL``'s bound: ``l2_normalize``'s eps
+    leaves ``d ln z_ij / d ln alpha = a_i + b_j``, ``0 <= a, b <= eps / min |x|^2``, so
+    ``|e| <= (eps / min |x|^2) (1 + max |z| / s)``; float32 rounds the normalised tangent
+    to ``(d + 3) eps_32`` of itself per side; and ``max |z| <= g``, ``K = g / s``. At scale
+    1e-2 the eps term is the larger (``|x|^2 ~ 3e-3``), at 30 the rounding."""
+    mechanism = BUILTINS["qk_norm"]
+    q, k = _qk(scale)
+    theta = mechanism.initial_theta(D_K)
+    z = mechanism.scores(*mechanism.prepare(q, k), theta, mechanism.mask_for(None, None), None)
+    gain_over_scale = float(theta["scale"]) / float(logit_scale(z))
+    least_square = min(float((q**2).sum(-1).min()), float((k**2).sum(-1).min()))
+    bound = (L2_EPS / least_square + 2 * (D_K + 3) * EPS32) * (1 + gain_over_scale)
+    e = np.asarray(logit_elasticity(mechanism, q, k))
+    assert np.all(np.abs(e) <= bound), (e, bound)
 
 
 def test_softcap_elasticity_falls_as_the_cap_takes_over():

@@ -14,6 +14,7 @@ import pytest
 from damage import CSV_DAMAGES, assert_one_line_naming, copy_damaged, duplicated_row, listing
 
 from attnlab import verify
+from attnlab.harness.declaration import KEY, Output, seed_range
 from attnlab.harness.errors import DataError, RunError
 from attnlab.harness.io import is_csv
 from attnlab.studies import STUDIES, made_by
@@ -219,6 +220,49 @@ def test_counted_rule_over_many_groups_of_three_seeds(shift, ok):
 def test_seed_range_floor_for_one_seed(value, ok):
     spec = CsvSpec("--out-dir", ("variant", "seed"), seed_range=("step",), spread_floor=1.0)
     assert agrees(spec, *frames([100.0], [value])) is ok
+
+
+@pytest.mark.parametrize(("value", "ok"), [(399.0, True), (401.0, False), (199.0, True)])
+def test_a_column_floor_replaces_the_outputs(value, ok):
+    output = Output("x.py", {"variant": KEY, "seed": KEY, "step": seed_range(3.0)},
+                    spread_floor=1.0)  # fmt: skip
+    assert agrees(output.spec(), *frames([100.0], [value])) is ok
+
+
+@pytest.mark.parametrize(
+    ("atol", "value", "ok"),
+    [
+        (1e-4, -6.4e-9, True),  # 0 in exact arithmetic, rounded otherwise
+        (0.0, -6.4e-9, False),  # the floor alone: a band of [0, 2e-11] around 1e-11
+        (1e-4, 9e-5, True),
+        (1e-4, 2e-4, False),
+        (1e-4, 0.5, False),  # a cap taking over
+    ],
+)
+def test_an_absolute_width_around_a_value_that_is_zero(atol, value, ok):
+    output = Output("x.py", {"variant": KEY, "seed": KEY, "step": seed_range(atol=atol)},
+                    spread_floor=1.0)  # fmt: skip
+    assert agrees(output.spec(), *frames([1e-11], [value])) is ok
+
+
+@pytest.mark.parametrize(
+    ("column", "row", "factor", "ok"),
+    [
+        ("max_attn_logit_layer1", {"mechanism": "scaled", "d_model": 64, "lr": 0.3}, 3.9, True),
+        ("max_attn_logit_layer1", {"mechanism": "scaled", "d_model": 64, "lr": 0.3}, 4.1, False),
+        ("final_val_loss", {"mechanism": "qk_norm", "d_model": 32, "lr": 0.01}, 1.9, True),
+        ("final_val_loss", {"mechanism": "qk_norm", "d_model": 32, "lr": 0.01}, 2.1, False),
+    ],
+)
+def test_14s_floors_on_the_committed_sweep(column, row, factor, ok):
+    """The largest logit's floor 3 (five seeds' spread) and the loss's 1, both sides."""
+    ref = pd.read_csv(RESULTS / "14_lm_sweep.csv")
+    ours = ref.copy()
+    at = np.logical_and.reduce([np.isclose(ours[k], v) if k == "lr" else ours[k] == v
+                                for k, v in row.items()])  # fmt: skip
+    assert at.sum() == 1
+    ours.loc[at, column] *= factor
+    assert agrees(SPECS["14_lm_sweep.csv"], ours, ref) is ok
 
 
 NAN = math.nan

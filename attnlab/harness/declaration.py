@@ -14,7 +14,8 @@ stated in ``attnlab.verify``):
   declared :data:`SE`; ``mean_with_se`` declares the pair).
 * :data:`EXACT`: equal values. ``close(atol, rtol)``: ``|a - b| <= atol + rtol |b|``.
 * :data:`SEED_RANGE`: per-seed training results, compared with the committed seeds'
-  widened range; :data:`CHAOTIC`: the same, "never" (NaN) left out.
+  widened range (``seed_range(floor, atol)``: with a floor and an absolute width of its
+  own); :data:`CHAOTIC`: the same, "never" (NaN) left out.
 * :data:`UNCHECKED`: trial counts and columns derived from checked ones.
 """
 
@@ -42,6 +43,7 @@ class Rule:
     se: str | None = None  # a mean's standard-error column
     atol: float = 0.0
     rtol: float = 0.0
+    floor: float | None = None  # seed_range: the floor where not the output's spread_floor
 
 
 KEY, SE, EXACT, SEED_RANGE, CHAOTIC, UNCHECKED = (
@@ -57,6 +59,12 @@ def mean(se: str) -> Rule:
 def mean_with_se(column: str, se: str) -> dict[str, Rule]:
     """The two columns of one Monte-Carlo estimate: ``{column: mean(se), se: SE}``."""
     return {column: mean(se), se: SE}
+
+
+def seed_range(floor: float | None = None, atol: float = 0.0) -> Rule:
+    """Per-seed training results whose range is widened to at least ``floor`` times the
+    committed median (None: the output's ``spread_floor``) and at least ``atol``."""
+    return Rule("seed_range", atol=atol, floor=floor)
 
 
 def close(atol: float, rtol: float) -> Rule:
@@ -77,6 +85,7 @@ class CsvSpec:
     unchecked: tuple[str, ...] = ()
     curve_step: str | None = None  # per-step CSV: summarise each seed by its mean over steps
     spread_floor: float = 0.0
+    widths: tuple[tuple[str, float, float], ...] = ()  # (column, floor, atol) overriding it
     chaotic: tuple[str, ...] = ()  # seed_range columns whose NaN ("never") is left out
     quick_flags: tuple[str, ...] | None = None  # None: not part of --quick
 
@@ -98,7 +107,8 @@ class Output:
       out_flag: how ``make verify`` sends the CSV elsewhere: ``--out`` (its path) or
         ``--out-dir`` (the directory).
       curve_step: a per-step CSV's step column (each seed summarised by its mean over steps).
-      spread_floor: the seed_range rule's floor (cells of one seed each).
+      spread_floor: the seed_range rule's floor (cells of one seed each); a column's own
+        (``seed_range(floor, atol)``) replaces it.
       quick_flags: the script's flags under ``make verify-quick``; None: not part of it.
       prediction: for the prediction tables of a fit of the training demo, the fit's name
         (``"first fit"``): the recall study judges the article's training numbers on them.
@@ -145,6 +155,11 @@ class Output:
             unchecked=self._named("unchecked"),
             curve_step=self.curve_step,
             spread_floor=self.spread_floor,
+            widths=tuple(
+                (n, self.spread_floor if r.floor is None else r.floor, r.atol)
+                for n, r in self.columns.items()
+                if r.kind == "seed_range" and (r.floor is not None or r.atol)
+            ),
             chaotic=self._named("chaotic"),
             quick_flags=self.quick_flags,
         )
