@@ -22,7 +22,11 @@ from attnlab.lm.trajectory import Trajectory
 from attnlab.models.files import CONFIG
 from attnlab.models.registry import family_of, read_checkpoint
 from attnlab.studies.optimizer.compute import OptimizerConfig, long_cell
-from attnlab.studies.optimizer.study import LEDGER_WINDOWS, checkpoint_name
+from attnlab.studies.optimizer.study import (
+    LEDGER_WINDOWS,
+    SWEEP_HEAD_STEPS,
+    checkpoint_name,
+)
 
 #: A long run of 20 steps (a ledger point per step) of a narrow model (two layers: the runs
 #: table's), short windows.
@@ -139,3 +143,9 @@ def test_13_reads_a_checkpoint_of_the_run(written, load_script, run_main, tmp_pa
     assert set(heads.checkpoint) == {checkpoint.name} and set(heads.mechanism) == {"scaled"}
     assert len(heads) == 2 * 2 * 2  # models (trained, initial) x layers x heads
     assert heads.owner.notna().all()
+
+
+def test_the_declared_head_steps_are_the_sweeps():
+    """``make verify``'s width for clip fractions counts a default sweep run's head-steps."""
+    lm = OptimizerConfig().lm
+    assert lm.steps * lm.n_layers * lm.n_heads == SWEEP_HEAD_STEPS

@@ -265,6 +265,19 @@ def test_14s_floors_on_the_committed_sweep(column, row, factor, ok):
     assert agrees(SPECS["14_lm_sweep.csv"], ours, ref) is ok
 
 
+@pytest.mark.parametrize(("value", "ok"), [(0.002, True), (0.013, True), (0.015, False)])
+def test_a_clip_seen_once_where_none_was_committed(value, ok):
+    """15's AdamW at 0.03, clipped: none of 500 last-quarter head-steps on both seeds; one
+    (0.002) run otherwise. Width ln(1e3) / 500 = 0.0138."""
+    ref = pd.read_csv(RESULTS / "15_optimizer_runs.csv")
+    ours = ref.copy()
+    at = ((ours.part == "sweep") & (ours.optimizer == "adamw") & (ours.qk_clip_tau > 0)
+          & np.isclose(ours.lr, 0.03))  # fmt: skip
+    assert at.sum() == 2 and (ours.loc[at, "clip_fraction_last_quarter"] == 0).all()
+    ours.loc[at, "clip_fraction_last_quarter"] = value
+    assert agrees(SPECS["15_optimizer_runs.csv"], ours, ref) is ok
+
+
 NAN = math.nan
 
 
