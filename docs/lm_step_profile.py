@@ -2,11 +2,12 @@
 of its ``value_and_grad`` at the bench's size, and whole training steps (the bench's
 ``lm_step_vs_peer`` chunk), ours (``attnlab.lm``) against the ``flax.linen`` peer
 (``attnlab/studies/bench/peer.py``); ours also without the per-step entropy statistic and
-with the dense layers' matmul over ``[B, T, d]`` unflattened (as before issue 59), and its
-lanes run in turn (``lax.map``) instead of vmapped, for one lane and for a lane per rate
-of ``LANE_RATES``. Timed as the bench times (``interleaved_median_seconds``: round-robin,
-the median of ``ROUNDS`` rounds, each timing at least ``MIN_SECONDS``), the first call
-(compiling) apart. Timings, not results: nothing here is written or compared.
+with the dense layers' matmul over ``[B, T, d]`` unflattened (as before issue 59), with its
+one lane vmapped (as before its one-lane path), and a lane per rate of ``LANE_RATES``
+vmapped against run in turn (``lax.map``). Timed as the bench times
+(``interleaved_median_seconds``: round-robin, the median of ``ROUNDS`` rounds, each timing
+at least ``MIN_SECONDS``), the first call (compiling) apart. Timings, not results: nothing
+here is written or compared.
 
     .venv/bin/python docs/lm_step_profile.py
 """
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 import attnlab.lm.model as lm_model
 import attnlab.studies.bench.compute as bench_compute
 from attnlab.core.references import resolve
-from attnlab.lm.train import chunk_program, loss_fn, train_step
+from attnlab.lm.train import chunk_program, lane_chunk, loss_fn
 from attnlab.studies.bench.compute import RATE, interleaved_median_seconds, lm_lane
 from attnlab.studies.bench.config import BenchConfig
 from attnlab.studies.bench.peer import PeerLM, peer_loss, peer_programs
@@ -44,17 +45,21 @@ LANES = len(LANE_RATES)
 
 
 def in_turn_program(model: lm_model.CausalLM, config):
-    """``attnlab.lm.train.chunk_program`` with its lanes run in turn (``lax.map``) instead
-    of vmapped: the same steps, each lane unbatched."""
+    """``attnlab.lm.train.chunk_program`` with its lanes run in turn (``lax.map`` of
+    ``lane_chunk``) instead of vmapped: the same steps, each lane unbatched."""
+    chunk = lane_chunk(model, config)
 
-    def chunk(state, steps, train, lr, constants):
-        def lane(item):
-            return jax.lax.scan(lambda s, t: train_step(model, config, s, t, train, item[1],
-                                                        item[2]), item[0], steps)  # fmt: skip
+    def lanes(state, steps, train, lr, constants):
+        return jax.lax.map(lambda lane: chunk(lane[0], steps, train, *lane[1:]),
+                           (state, lr, constants))  # fmt: skip
 
-        return jax.lax.map(lane, (state, lr, constants))
+    return jax.jit(lanes)
 
-    return jax.jit(chunk)
+
+def vmapped_program(model: lm_model.CausalLM, config):
+    """``attnlab.lm.train.chunk_program`` with every lane vmapped, a single one too (as
+    before issue 59's one-lane path)."""
+    return jax.jit(jax.vmap(lane_chunk(model, config), in_axes=(0, None, None, 0, 0)))
 
 
 def unflattened_dense(name: str, module: nn.Module, x: jax.Array, shape, std: float):
@@ -120,7 +125,7 @@ def main() -> None:
         "ours: a training step": ours_step(),
         "ours: a training step, no entropy statistic": ours_step(NO_ENTROPY),
         "ours: a training step, dense unflattened": ours_step({"_dense": unflattened_dense}),
-        "ours: a training step, the lane not vmapped": ours_step(program_of=in_turn_program),
+        "ours: a training step, the lane vmapped": ours_step(program_of=vmapped_program),
         "peer: a training step": compiled(
             partial(peer_chunk, init(jax.random.key(BENCH.seed)), batches)
         ),  # fmt: skip

@@ -1,7 +1,8 @@
 """attnlab.lm.train: the configuration's checks, the fixed split and the batch
 windows, the loss's known answer, and ``train_lanes`` on a tiny model: shapes, the same
 initialisation for every rate of a seed, determinism, lanes independent of each other (and
-of the chunking), and a diverging lane recorded at its first non-finite step."""
+of the chunking, and of being alone), and a diverging lane recorded at its first non-finite
+step."""
 
 from __future__ import annotations
 
@@ -282,6 +283,20 @@ def test_a_lane_equals_its_run_beside_other_lanes():
     assert pair.diverged_step[0] == -1
     other = result.metrics["loss"][lane(1e-3, 0), -1]
     assert abs(other - pair.metrics["loss"][0, -1]) > 10 * LANE_RTOL * abs(other)
+
+
+def test_a_lane_alone_runs_unbatched_and_equals_its_run_beside_another():
+    """One lane has no lane axis in its program (``chunk_program``'s unbatched path) and
+    still trains as the same lane vmapped beside another: within LANE_RTOL of COMMON's
+    two-lane run, every step."""
+    pair = train_lanes(COMMON, BUILTINS["scaled"], COMMON_LRS, [0], split())
+    alone = train_lanes(COMMON, BUILTINS["scaled"], COMMON_LRS[:1], [0], split())
+    for name in STEP_METRICS:
+        assert alone.metrics[name].shape[0] == 1
+        np.testing.assert_allclose(alone.metrics[name][0], pair.metrics[name][0],
+                                   rtol=LANE_RTOL, atol=0, err_msg=name)  # fmt: skip
+    np.testing.assert_allclose(alone.final_loss[0], pair.final_loss[0], rtol=LANE_RTOL)
+    assert jax.tree.all(jax.tree.map(lambda x: x.shape[0] == 1, alone.params))
 
 
 # --- the optimizer seam and QK-Clip in the step (issue 57) ---

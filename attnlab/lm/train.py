@@ -259,11 +259,9 @@ def train_step(model: CausalLM, config: LMConfig, state: LaneState, step, train,
     return LaneState(params, opt_state, state.data_key), metrics
 
 
-@cache
-def chunk_program(model: CausalLM, config: LMConfig):
-    """``(state, steps, train, lr, constants) -> (state, metrics)``: ``train_step`` over the
-    chunk's ``steps`` (``lax.scan``), vmapped over lanes (state, lr and constants per lane;
-    ``train`` the training bytes every lane reads)."""
+def lane_chunk(model: CausalLM, config: LMConfig):
+    """``(state, steps, train, lr, constants) -> (state, metrics)`` of one lane:
+    ``train_step`` over the chunk's ``steps`` (``lax.scan``)."""
 
     def chunk(state, steps, train, lr, constants):
         def body(s, step):
@@ -271,7 +269,25 @@ def chunk_program(model: CausalLM, config: LMConfig):
 
         return jax.lax.scan(body, state, steps)
 
-    return jax.jit(jax.vmap(chunk, in_axes=(0, None, None, 0, 0)))
+    return chunk
+
+
+@cache
+def chunk_program(model: CausalLM, config: LMConfig):
+    """``lane_chunk`` for every lane (state, lr and constants with a leading lane axis;
+    ``train`` the training bytes every lane reads): vmapped over the lanes, or for a single
+    lane the unbatched chunk, its lane axis dropped and restored (a one-lane vmap is the
+    same arithmetic, which XLA's CPU backend runs slower; docs/performance.md)."""
+    chunk = lane_chunk(model, config)
+    lanes = jax.vmap(chunk, in_axes=(0, None, None, 0, 0))
+
+    def run(state, steps, train, lr, constants):
+        if lr.shape[0] > 1:
+            return lanes(state, steps, train, lr, constants)
+        state, constants = jax.tree.map(lambda x: x[0], (state, constants))
+        return jax.tree.map(lambda x: x[None], chunk(state, steps, train, lr[0], constants))
+
+    return jax.jit(run)
 
 
 @cache
