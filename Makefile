@@ -29,7 +29,11 @@ endif
 
 .PHONY: all test test-all test-matrix verify verify-quick lint clean venv reproduce bench cards \
 	rules lock trajectory
-.DELETE_ON_ERROR:
+# Every script writes its outputs whole or not at all (attnlab/harness/outputs.py), so an
+# interrupted or failed recipe leaves each output old or wholly new. make would delete a
+# target a recipe has changed when interrupted (and with .DELETE_ON_ERROR when it fails):
+# for a script of several parts, the parts it had finished. It keeps these.
+.PRECIOUS: $(CSVS) $(FIGURES) $(CARD_CSVS) $(CARD_FIGURES) results/REPORT.md
 
 all: $(CSVS) $(FIGURES) results/REPORT.md
 

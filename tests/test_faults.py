@@ -2,7 +2,7 @@
 holds either every old file or every new one, and the stage is gone
 (``attnlab.harness.outputs.staged_outputs``); SIGINT, SIGTERM and SIGHUP end a run with one
 line and ``128 + signum`` (``attnlab.harness.signals``); a path built from a name stays in
-its folder (``outputs.within``)."""
+its folder (``outputs.within``); an interrupted ``make`` keeps what its recipes wrote."""
 
 from __future__ import annotations
 
@@ -285,3 +285,44 @@ def test_an_empty_output_path_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"argument {flag}: an empty path" in err
     assert list(in_tmp_path.iterdir()) == []
+
+
+def _make_database() -> str:
+    """The real Makefile's database (``make -pn``), nothing run."""
+    shown = subprocess.run(["make", "-pn", "lint"], cwd=REPO_ROOT, capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    return shown.stdout
+
+
+def test_make_keeps_every_output_an_interrupted_recipe_changed():
+    """No .DELETE_ON_ERROR, and every result, figure and the report are .PRECIOUS (the
+    mechanism: ``test_an_interrupted_make_deletes_a_changed_target_unless_precious``)."""
+    database = _make_database().splitlines()
+    assert ".DELETE_ON_ERROR:" not in database
+    precious = set(next(x for x in database if x.startswith(".PRECIOUS:")).split()[1:])
+    variables = dict(line.split(" := ", 1) for line in database
+                     if line.split(" := ", 1)[0] in ("CSVS", "FIGURES", "CARD_CSVS"))  # fmt: skip
+    outputs = {"results/REPORT.md", *(p for v in variables.values() for p in v.split())}
+    assert len(outputs) > 40 and outputs <= precious, sorted(outputs - precious)
+
+
+@pytest.mark.parametrize("precious", [True, False])
+def test_an_interrupted_make_deletes_a_changed_target_unless_precious(tmp_path, precious):
+    """GNU make, interrupted (SIGINT to its process group, as Ctrl-C) while a recipe runs,
+    deletes the target if the recipe changed it, unless the target is .PRECIOUS: what a
+    script of several parts had already written whole would be lost."""
+    (tmp_path / "out.csv").write_text("old\n", encoding="utf-8")
+    os.utime(tmp_path / "out.csv", (0, 0))
+    (tmp_path / "input").write_text("", encoding="utf-8")
+    rules = ".PRECIOUS: out.csv\n" if precious else ""
+    rules += "out.csv: input\n\tprintf 'new\\n' > out.csv.tmp && mv out.csv.tmp out.csv; sleep 30\n"
+    (tmp_path / "Makefile").write_text(rules, encoding="utf-8")
+    make = subprocess.Popen(["make"], cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while (tmp_path / "out.csv").read_text(encoding="utf-8") != "new\n":
+        assert time.monotonic() < deadline and make.poll() is None
+        time.sleep(0.05)
+    os.killpg(make.pid, signal.SIGINT)
+    make.wait(timeout=30)
+    assert (tmp_path / "out.csv").exists() is precious
