@@ -24,7 +24,9 @@ from attnlab.models.registry import family_of, read_checkpoint
 from attnlab.studies.optimizer.compute import OptimizerConfig, long_cell
 from attnlab.studies.optimizer.study import (
     LEDGER_WINDOWS,
-    SWEEP_HEAD_STEPS,
+    SWEEP_HEADS,
+    SWEEP_LAYERS,
+    SWEEP_STEPS,
     checkpoint_name,
 )
 
@@ -148,4 +150,4 @@ def test_13_reads_a_checkpoint_of_the_run(written, load_script, run_main, tmp_pa
 def test_the_declared_head_steps_are_the_sweeps():
     """``make verify``'s width for clip fractions counts a default sweep run's head-steps."""
     lm = OptimizerConfig().lm
-    assert lm.steps * lm.n_layers * lm.n_heads == SWEEP_HEAD_STEPS
+    assert (lm.steps, lm.n_layers, lm.n_heads) == (SWEEP_STEPS, SWEEP_LAYERS, SWEEP_HEADS)

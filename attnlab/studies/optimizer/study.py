@@ -65,10 +65,11 @@ BOUNDED = 1e2
 #: Rows of the curves: every this many steps.
 RECORD_EVERY = 10
 
-#: The head-steps of one sweep run with the defaults: 14's 500 steps, 2 layers, and at
-#: ``D_MODEL`` 2 heads of width 16 (``tests/test_optimizer_compute.py`` checks them against
-#: the configuration).
-SWEEP_HEAD_STEPS = 500 * 2 * 2
+#: One sweep run with the defaults: 14's 500 steps, 2 layers, at ``D_MODEL`` 2 heads of
+#: width 16 (``tests/test_optimizer_compute.py`` checks them against the configuration),
+#: and so its head-steps.
+SWEEP_STEPS, SWEEP_LAYERS, SWEEP_HEADS = 500, 2, D_MODEL // 16
+SWEEP_HEAD_STEPS = SWEEP_STEPS * SWEEP_LAYERS * SWEEP_HEADS
 
 
 def rare_width(head_steps: int) -> float:
@@ -123,8 +124,10 @@ CURVES = Output(
         "train_loss": SEED_RANGE,
         "max_attn_logit": SEED_RANGE,
         "max_signed_logit": SEED_RANGE,
-        # a row per layer every RECORD_EVERY steps: 2 heads each
-        "clip_fraction": seed_range(atol=rare_width(SWEEP_HEAD_STEPS // (2 * RECORD_EVERY))),
+        # a row per layer every RECORD_EVERY steps, over that layer's heads
+        "clip_fraction": seed_range(
+            atol=rare_width(SWEEP_HEAD_STEPS // (SWEEP_LAYERS * RECORD_EVERY))
+        ),
     },
     curve_step="step",
     spread_floor=1.0,
