@@ -27,8 +27,8 @@ $(shell $(PYTHON) -m attnlab.harness.restamp results 'results/13_real_model_caus
 	figures results/REPORT.md README.md 1>&2)
 endif
 
-.PHONY: all test test-all test-matrix verify verify-quick lint clean venv reproduce bench cards \
-	rules lock trajectory
+.PHONY: all test test-all test-under-load test-matrix verify verify-quick lint clean venv \
+	reproduce bench cards rules lock trajectory
 # Every script writes its outputs whole or not at all (attnlab/harness/outputs.py), so an
 # interrupted or failed recipe leaves each output old or wholly new. make would delete a
 # target a recipe has changed when interrupted (and with .DELETE_ON_ERROR when it fails):
@@ -118,8 +118,15 @@ lint: $(STAMP)
 # work stealing keeps both busy to the end (the longest tests take 10-16 s cold).
 # `make test` (CI) leaves out the tests marked slow (no fast test may use over 20 s of CPU:
 # tests/conftest.py); `make test-all` runs every test.
+FAST_TESTS := $(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
 test: lint
-	$(PY) -m pytest -q -n 2 --dist worksteal -m "not slow"
+	$(FAST_TESTS)
+
+# The fast tests beside one CPU-bound loop per core, RUNS times in a row (default 1): no
+# test may race a signal or a clock against the scheduler (tests/events.py).
+RUNS ?= 1
+test-under-load: lint
+	for run in $$(seq $(RUNS)); do bash .ci/under-load $(FAST_TESTS) || exit 1; done
 
 test-all: lint
 	$(PY) -m pytest -q -n 2 --dist worksteal

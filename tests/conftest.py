@@ -13,12 +13,18 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from attnlab.harness import cli
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 sys.path.insert(0, str(EXPERIMENTS_DIR))  # the scripts import experiments/_interrupt.py
+
+# Every property test's base settings: no clock decides a pass (a busy machine slows drawing
+# and running examples alike), so no deadline and no too-slow health check.
+settings.register_profile("attnlab", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("attnlab")
 
 
 @functools.cache

@@ -373,7 +373,7 @@ def test_fixed_bad_values_exit_2(name, load_script, run_main, in_tmp_path, capsy
     max_examples=25,
     deadline=None,
     database=None,  # the working directory must stay as it was
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
 def test_random_bad_values_exit_2(

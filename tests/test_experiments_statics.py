@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from events import EVENT_DEADLINE_S
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -307,7 +308,7 @@ def test_script_as_subprocess(tmp_path):
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=EVENT_DEADLINE_S,
     )
     assert shown.returncode == 0, shown.stderr
     for flag in ("--sampler", "--dk", "--n-keys", "--trials", "--seed", "--out", "--quiet"):
@@ -320,7 +321,7 @@ def test_script_as_subprocess(tmp_path):
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=EVENT_DEADLINE_S,
     )
     assert bad.returncode == 2
     assert bad.stdout == ""

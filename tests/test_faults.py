@@ -6,7 +6,9 @@ its folder (``outputs.within``); an interrupted ``make`` keeps what its recipes 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from events import EVENT_DEADLINE_S, HAS_PROC_SIGNALS, catches, wait_for
 
 from attnlab.harness import cli, outputs, signals
 
@@ -117,22 +120,29 @@ def test_a_folder_in_the_way_fails_before_anything_moves(load_script, run_main, 
     ]
 
 
-def test_moves_into_one_folder_take_turns(tmp_path):
+def test_moves_into_one_folder_take_turns(tmp_path, monkeypatch):
     """A run's move waits while another holds the folder's lock, so two runs never pair a
-    CSV with the other's sidecar."""
-    done = threading.Event()
+    CSV with the other's sidecar. The check waits for the writer to ask for the lock."""
+    asked, done = threading.Event(), threading.Event()
+    flock = outputs.fcntl.flock
+
+    def asking(fd: int, operation: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            asked.set()
+        flock(fd, operation)
 
     def write():
         with cli.staged_outputs(tmp_path) as stage:
             (stage / "x.csv").write_text("x\n", encoding="utf-8")
         done.set()
 
+    monkeypatch.setattr(outputs.fcntl, "flock", asking)
     with outputs._locked(tmp_path):
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(0.3)
+        assert asked.wait(timeout=EVENT_DEADLINE_S)
         assert not done.is_set() and not (tmp_path / "x.csv").exists()
-    writer.join(timeout=10)
+    writer.join(timeout=EVENT_DEADLINE_S)
     assert done.is_set() and (tmp_path / "x.csv").read_text() == "x\n"
 
 
@@ -248,16 +258,19 @@ def test_a_symlink_that_leads_out_is_refused(tmp_path):
     assert outputs.within(tmp_path, "cards/user/a.b", "x") == tmp_path / "cards/user/a.b"
 
 
+@pytest.mark.skipif(not HAS_PROC_SIGNALS, reason="waits on /proc/<pid>/status")
 def test_experiment_scripts_handle_sigterm_while_importing(tmp_path):
-    """SIGTERM a fraction of a second after start, while the script imports."""
+    """SIGTERM while the script imports: sent once the script's first import
+    (``experiments/_interrupt.py``) has installed its handlers, not after a fixed time
+    (before that, the default action kills the process)."""
     process = subprocess.Popen(
         [sys.executable, str(REPO_ROOT / "experiments" / "08_companion_claims.py"), "--help"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(0.3)
+    wait_for(lambda: catches(process.pid, signal.SIGHUP) or process.poll() is not None)
     process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=60)
-    if process.returncode == 0:  # the machine imported everything within 0.3 s
+    _, err = process.communicate(timeout=EVENT_DEADLINE_S)
+    if process.returncode == 0:  # the whole import ran between two looks at /proc
         pytest.skip("the script had finished before the signal")
     assert process.returncode == 143
     assert err == "08_companion_claims.py: interrupted; nothing written\n"
@@ -290,7 +303,7 @@ def test_an_empty_output_path_is_one_line_and_writes_nothing(
 def _make_database() -> str:
     """The real Makefile's database (``make -pn``), nothing run."""
     shown = subprocess.run(["make", "-pn", "lint"], cwd=REPO_ROOT, capture_output=True,
-                           text=True, timeout=60)  # fmt: skip
+                           text=True, timeout=EVENT_DEADLINE_S)  # fmt: skip
     return shown.stdout
 
 
@@ -307,23 +320,43 @@ def test_make_keeps_every_output_an_interrupted_recipe_changed():
     assert len(outputs) > 40 and outputs <= precious, sorted(outputs - precious)
 
 
+#: The recipe's last command: SIGINT's default action restored (a shell may start it with
+#: SIGINT ignored), then a marker written, then a wait no shorter than the test's: once the
+#: marker exists, a SIGINT kills it, so the recipe dies of the signal and make acts on it.
+BLOCKER = (
+    "import os, pathlib, signal, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "pathlib.Path('running').write_text(str(os.getpid())); time.sleep(3600)"
+)
+
+
 @pytest.mark.parametrize("precious", [True, False])
 def test_an_interrupted_make_deletes_a_changed_target_unless_precious(tmp_path, precious):
     """GNU make, interrupted (SIGINT to its process group, as Ctrl-C) while a recipe runs,
     deletes the target if the recipe changed it, unless the target is .PRECIOUS: what a
-    script of several parts had already written whole would be lost."""
+    script of several parts had already written whole would be lost.
+
+    The interrupt waits for an event, not a clock: the recipe writes the target, then its
+    blocking command writes ``running`` once SIGINT would kill it. (A SIGINT sent while
+    the shell was between commands let the recipe run on and succeed: the flake of
+    issue 72.) The deadline only turns a hang into a failure."""
     (tmp_path / "out.csv").write_text("old\n", encoding="utf-8")
     os.utime(tmp_path / "out.csv", (0, 0))
     (tmp_path / "input").write_text("", encoding="utf-8")
     rules = ".PRECIOUS: out.csv\n" if precious else ""
-    rules += "out.csv: input\n\tprintf 'new\\n' > out.csv.tmp && mv out.csv.tmp out.csv; sleep 30\n"
+    rules += (
+        "out.csv: input\n\tprintf 'new\\n' > out.csv.tmp && mv out.csv.tmp out.csv"
+        f" && {shlex.quote(sys.executable)} -c {shlex.quote(BLOCKER)}\n"
+    )
     (tmp_path / "Makefile").write_text(rules, encoding="utf-8")
     make = subprocess.Popen(["make"], cwd=tmp_path, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.monotonic() + 30
-    while (tmp_path / "out.csv").read_text(encoding="utf-8") != "new\n":
-        assert time.monotonic() < deadline and make.poll() is None
-        time.sleep(0.05)
-    os.killpg(make.pid, signal.SIGINT)
-    make.wait(timeout=30)
+    try:
+        wait_for(lambda: (tmp_path / "running").is_file() or make.poll() is not None)
+        assert make.poll() is None and (tmp_path / "out.csv").read_text() == "new\n"
+        os.killpg(make.pid, signal.SIGINT)
+        make.wait(timeout=EVENT_DEADLINE_S)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(make.pid, signal.SIGKILL)
+    assert make.returncode != 0
     assert (tmp_path / "out.csv").exists() is precious

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import pytest
+from events import EVENT_DEADLINE_S
 
 from attnlab.core.mechanism import Mechanism, MechanismError, MechanismReferenceError
 from attnlab.core.references import (
@@ -109,15 +110,16 @@ def _no_timer_left() -> None:
 def test_a_file_that_loops_at_import_is_refused_within_the_limit_even_with_help(tmp_path):
     """argparse converts --mechanism's value as it reads it, before a later --help acts: the
     loop is cut at the limit (1 s here), one line naming the reference and the limit, exit 2,
-    nothing written. The file notes when its import began, so the limit is timed from
-    there and not from the start of the process (importing JAX takes seconds)."""
+    nothing written. The file notes that its import began; the message says the timer cut
+    it (with no timer the loop never ends, and the run fails at its deadline). No upper
+    bound on the time taken: that is the machine's load, not the limit."""
     began = tmp_path / "began"
     loop = _write(
         tmp_path,
         "loop.py",
         f"""
-        import pathlib, time
-        pathlib.Path({str(began)!r}).write_text(repr(time.time()))
+        import pathlib
+        pathlib.Path({str(began)!r}).write_text("began")
         while True:
             pass
         """,
@@ -125,16 +127,14 @@ def test_a_file_that_loops_at_import_is_refused_within_the_limit_even_with_help(
     process = subprocess.run(
         [sys.executable, str(REPO_ROOT / "experiments" / "11_mechanism_card.py"),
          "--mechanism", f"{loop}:x", "--help"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=EVENT_DEADLINE_S,
         env=os.environ | {IMPORT_TIMEOUT_ENV: "1"},
     )  # fmt: skip
-    ended = time.time()
     assert process.returncode == 2, process.stderr
     assert process.stdout == ""
     assert process.stderr.count("\n") == 1 and "Traceback" not in process.stderr
     assert f"'{loop}:x': importing its file did not finish within 1 s" in process.stderr
     assert IMPORT_TIMEOUT_ENV in process.stderr
-    assert ended - float(began.read_text()) < 1 + 10  # the limit, and the process's exit
     assert sorted(p.name for p in tmp_path.iterdir()) == ["began", "loop.py"]
 
 
@@ -153,7 +153,7 @@ def test_a_file_that_loops_or_waits_is_refused_and_forgotten(tmp_path, limited, 
     started = time.monotonic()
     with pytest.raises(MechanismReferenceError, match=f"within {LIMIT_S:g} s") as caught:
         load_mechanism(f"{path}:x")
-    assert time.monotonic() - started < LIMIT_S + 5
+    assert time.monotonic() - started >= LIMIT_S  # a lower bound holds on any load
     assert str(path) in str(caught.value) and "\n" not in str(caught.value)
     assert set(sys.modules) == modules  # the half-imported module is not kept
     _no_timer_left()
@@ -219,7 +219,7 @@ def test_off_the_main_thread_there_is_no_limit(tmp_path, monkeypatch):
     found = []
     worker = threading.Thread(target=lambda: found.append(load_mechanism(f"{path}:slow")))
     worker.start()
-    worker.join(timeout=60)
+    worker.join(timeout=EVENT_DEADLINE_S)
     assert [m.name for m in found] == ["slow"]
 
 
