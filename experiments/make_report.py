@@ -29,7 +29,7 @@ def build_parser():
 
 def run(args, context):
     out = cli.check_writable(args.out, "--out", suffix=".md")
-    cli.check_dir_exists(args.results_dir, "--results-dir")
+    cli.check_results_dir(args.results_dir, "--results-dir")
     text = build_report(args.results_dir)
     missing = left_out(text)
     canonical = args.results_dir.resolve() == cli.RESULTS_DIR.resolve()

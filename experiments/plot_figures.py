@@ -34,7 +34,7 @@ def build_parser():
 
 def run(args, context):
     cli.check_dir_writable(args.figures_dir, "--figures-dir")
-    cli.check_dir_exists(args.results_dir, "--results-dir")
+    cli.check_results_dir(args.results_dir, "--results-dir")
     tables = CheckedTables(args.results_dir, made_by)
     names = args.figures or [n for n, s in FIGURES.items() if args.study in (None, s.name)]
     skipped = []

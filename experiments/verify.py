@@ -36,9 +36,9 @@ def build_parser():
 
 
 def run(args, context):
-    cli.check_dir_exists(args.reference_dir, "--reference-dir")
+    cli.check_results_dir(args.reference_dir, "--reference-dir")
     if args.results_dir is not None:
-        cli.check_dir_exists(args.results_dir, "--results-dir")
+        cli.check_results_dir(args.results_dir, "--results-dir")
     names = verify.selected(args.quick, args.csv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="attnlab-verify-") as tmp:

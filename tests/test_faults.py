@@ -7,6 +7,7 @@ its folder (``outputs.within``); an interrupted ``make`` keeps what its recipes 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -360,3 +361,189 @@ def test_an_interrupted_make_deletes_a_changed_target_unless_precious(tmp_path, 
             os.killpg(make.pid, signal.SIGKILL)
     assert make.returncode != 0
     assert (tmp_path / "out.csv").exists() is precious
+
+
+# --- issue 67: a leftover stage never reaches outside its folder ---------------------------
+TINY_01 = ["--dk", "4", "8", "--samples", "1000", "--hp-samples", "1000", "--quiet"]
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (as a killed run's stage names)."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def _plant(folder: Path, plan: dict, link_new_to: Path | None = None) -> Path:
+    """A stage of a dead process in ``folder`` holding ``plan`` as its move (and its
+    ``new`` folder a link to ``link_new_to``, where given)."""
+    stage = folder / f"{outputs.STAGE_PREFIX}{_dead_pid()}-planted"
+    stage.mkdir()
+    if link_new_to is not None:
+        (stage / outputs.NEW).symlink_to(link_new_to, target_is_directory=True)
+    (stage / outputs.PLAN).write_text(json.dumps(plan), encoding="utf-8")
+    return stage
+
+
+def _ids(*paths: Path) -> list[list[int]]:
+    """The files' true identities, as a planter who can read the folder would write them."""
+    fields = ("st_dev", "st_ino", "st_size", "st_mtime_ns")
+    return [[getattr(os.lstat(p), f) for f in fields] for p in paths]
+
+
+@pytest.mark.parametrize("case", ["file", "folder", "linked stage"])
+def test_a_planted_plan_never_reaches_outside_its_folder(
+    load_script, run_main, tmp_path, capsys, case
+):
+    """Issue 67, cause 1, end to end: a plan naming ``../victim.txt`` (with the victim's
+    own identity), a made folder ``../somedir``, or a stage whose ``new`` is a link out is
+    set aside with one line when 01 next writes into the folder; nothing outside changes,
+    and 01 writes its outputs."""
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    out.mkdir(), outside.mkdir(), (tmp_path / "somedir").mkdir()
+    (tmp_path / "victim.txt").write_text("victim\n", encoding="utf-8")
+    (out / "x.csv").write_text("mine\n", encoding="utf-8")
+    for name in ("new", "old"):  # where the old code's undo moved a planted file to
+        (tmp_path / name).mkdir()
+    plans = {
+        "file": ({"files": ["../victim.txt"], "ids": _ids(tmp_path / "victim.txt"), "made": []},
+                 None),
+        "folder": ({"files": [], "ids": [], "made": ["../somedir"]}, None),
+        "linked stage": ({"files": ["x.csv"], "ids": _ids(out / "x.csv"), "made": []}, outside),
+    }  # fmt: skip
+    stage = _plant(out, *plans[case])
+    before = snapshot(tmp_path)
+    assert run_main(load_script("01_logit_variance"), [*TINY_01, "--out-dir", out]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "set aside" in err and "no file of" in err, err
+    after = snapshot(tmp_path)
+    unchanged = [p for p in before if not p.startswith("out/")]
+    assert all(after.get(p) == before[p] for p in unchanged), case
+    assert (tmp_path / "somedir").is_dir() and after["out/x.csv"] == b"mine\n"
+    assert "out/01_logit_variance.csv" in after and not stage.exists()
+    (aside,) = out.glob(f"{outputs.SET_ASIDE_PREFIX}*")
+    assert aside.name.endswith("-planted")
+
+
+FROZEN_SECOND = """
+import os, runpy, sys, time
+time.strftime = lambda fmt, *rest: "20260101-000000"  # every run starts in one second
+sys.argv = [sys.argv[1], *sys.argv[2:]]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_runs_started_in_the_same_second_keep_their_own_folders(tmp_path):
+    """Issue 67, cause 2, end to end: three runs of 01 with other seeds, started together
+    in one (frozen) second, write three run folders, each with its own seed's CSV."""
+    script = str(REPO_ROOT / "experiments" / "01_logit_variance.py")
+    runs = [
+        subprocess.Popen([sys.executable, "-c", FROZEN_SECOND, script, *TINY_01, "--seed", s],
+                         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for s in ("1", "2", "3")
+    ]  # fmt: skip
+    for run in runs:
+        _, err = run.communicate(timeout=EVENT_DEADLINE_S)
+        assert run.returncode == 0, err
+    folders = sorted((tmp_path / "results" / "runs").iterdir())
+    assert len(folders) == 3 and all("20260101-000000" in f.name for f in folders)
+    seeds = {json.loads((f / "01_logit_variance.json").read_text())["flags"]["seed"]
+             for f in folders}  # fmt: skip
+    assert seeds == {1, 2, 3}
+
+
+def test_a_dead_runs_plan_is_never_revived_over_newer_results(tmp_path):
+    """Issue 67, cause 3, end to end: a run killed mid-move leaves its plan; its pid then
+    names a live process (here: the stage renamed to a live process's pid) while a newer
+    run writes the folder; once that process ends, a third run into the folder must not
+    put the killed run's old files back over the newer ones."""
+    for name in ("a.csv", "b.csv", "c.csv"):
+        (tmp_path / name).write_text("old\n", encoding="utf-8")
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_MOVE, str(tmp_path)], check=False)
+    assert killed.returncode == -signal.SIGKILL
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        (stage,) = tmp_path.glob(f"{outputs.STAGE_PREFIX}*")
+        stage.rename(tmp_path / f"{outputs.STAGE_PREFIX}{live.pid}-reused")
+        with cli.staged_outputs(tmp_path) as new:  # the newer run
+            for name in ("a.csv", "b.csv", "c.csv"):
+                (new / name).write_text("newer\n", encoding="utf-8")
+    finally:
+        live.communicate(b"", timeout=EVENT_DEADLINE_S)  # the pid's process ends
+    with cli.staged_outputs(tmp_path) as new:  # an unrelated run
+        (new / "e.csv").write_text("e\n", encoding="utf-8")
+    newer = {name: b"newer\n" for name in ("a.csv", "b.csv", "c.csv")}
+    assert snapshot(tmp_path) == {**newer, "e.csv": b"e\n"}
+
+
+def test_a_stale_plan_takes_back_only_the_files_it_placed(tmp_path):
+    """The undo's identity check alone (cause 3's second guard): a complete plan read
+    after later runs replaced its files touches none of them."""
+    (tmp_path / "a.csv").write_text("old\n", encoding="utf-8")
+    stage = tmp_path / f"{outputs.STAGE_PREFIX}0-stale"
+    (stage / outputs.NEW).mkdir(parents=True)
+    (stage / outputs.NEW / "a.csv").write_text("placed\n", encoding="utf-8")
+    move = outputs._Move.plan(stage, tmp_path)
+    move.run()  # the stale run's move: a.csv placed, the old one aside
+    (tmp_path / "a.csv").unlink()
+    (tmp_path / "a.csv").write_text("later\n", encoding="utf-8")  # a later run's file
+    move.undo()
+    assert (tmp_path / "a.csv").read_text() == "later\n"
+
+
+@pytest.mark.parametrize("plan", ["", '{"files": ["a.c', "[]", '{"files": 5}'])
+def test_an_unreadable_plan_is_set_aside_in_one_line_before_work(tmp_path, capsys, plan):
+    """Issue 67, cause 9: an empty, cut-off or malformed plan no longer fails every later
+    run into the folder with a traceback after its work: the stage is set aside with one
+    line when the run checks its folder, before it computes."""
+    (tmp_path / "a.csv").write_text("old\n", encoding="utf-8")
+    stage = tmp_path / f"{outputs.STAGE_PREFIX}{_dead_pid()}-cut"
+    stage.mkdir()
+    (stage / outputs.PLAN).write_text(plan, encoding="utf-8")
+    context = outputs.RunContext({}, tmp_path, made_with_defaults=False, out_dir_given=True)
+    assert cli.prepare_out_dir(context) == tmp_path
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "set aside" in err
+    assert not stage.exists() and (tmp_path / "a.csv").read_text() == "old\n"
+    with cli.staged_outputs(tmp_path) as new:
+        (new / "a.csv").write_text("new\n", encoding="utf-8")
+    assert (tmp_path / "a.csv").read_text() == "new\n"
+
+
+def test_the_plan_is_on_disk_whole_before_anything_moves(tmp_path, monkeypatch):
+    """Issue 67, cause 9: the plan is written to a temporary file, flushed to disk and
+    renamed into place; a failure while writing it (here the flush) moves nothing."""
+    (tmp_path / "a.csv").write_text("old\n", encoding="utf-8")
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(outputs.os, "fsync", full)
+    with pytest.raises(cli.RunError, match="nothing written"), cli.staged_outputs(tmp_path) as new:
+        (new / "a.csv").write_text("new\n", encoding="utf-8")
+    assert snapshot(tmp_path) == {"a.csv": b"old\n"}
+
+
+def test_readers_refuse_a_folder_left_mid_move_until_it_is_repaired(
+    load_script, run_main, tmp_path, capsys
+):
+    """Issue 67, cause 9: after a kill -9 mid-move, the report, the figures and 13 refuse
+    the folder in one line naming the command that repairs it; that command puts the old
+    files back."""
+    for name in ("a.csv", "b.csv", "c.csv"):
+        (tmp_path / name).write_text("old\n", encoding="utf-8")
+    old = snapshot(tmp_path)
+    subprocess.run([sys.executable, "-c", KILLED_MID_MOVE, str(tmp_path)], check=False)
+    for script in ("make_report", "plot_figures"):
+        assert run_main(load_script(script), ["--results-dir", tmp_path]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and outputs.REPAIR_COMMAND in err, err
+    with pytest.raises(cli.DataError, match="--checkpoint: .* unfinished move"):
+        cli.check_settled(tmp_path / "sub" / "model.safetensors", "--checkpoint")
+    repair = [sys.executable, "-m", "attnlab.harness.outputs", str(tmp_path)]
+    repaired = subprocess.run(repair, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert repaired.returncode == 0 and "undid" in repaired.stdout
+    assert snapshot(tmp_path) == old
+    assert cli.check_settled(tmp_path, "--results-dir") == tmp_path

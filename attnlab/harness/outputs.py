@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -18,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.harness import signals
-from attnlab.harness.errors import RunError, UsageError
+from attnlab.harness.errors import DataError, RunError, UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the scripts write by default, relative to the repository root they run from.
 RESULTS_DIR = Path("results")
 FIGURES_DIR = Path("figures")
 #: Where a run with other than the committed defaults writes unless told otherwise (git
-#: ignores it): ``results/runs/<script>-<time>/``.
+#: ignores it): ``results/runs/<script>-<time>-<pid>/`` (the process id: runs started in the
+#: same second never share one).
 RUNS_DIR = RESULTS_DIR / "runs"
 #: Flags that say where outputs go, which of them to make (09's ``--stage``), how a run
 #: reports or how many processes compute it (the card's ``--jobs``), not what it computes:
@@ -35,7 +37,8 @@ OUTPUT_FLAGS = frozenset({"out", "out_dir", "quiet", "stage", "jobs"})
 
 OUT_DIR_HELP = (
     "directory for the CSVs and sidecars (default: results/ with the committed defaults; with "
-    "any other flags a run folder of its own, results/runs/<script>-<time>/, which git ignores)"
+    "any other flags a run folder of its own, results/runs/<script>-<time>-<pid>/, which git "
+    "ignores)"
 )
 
 
@@ -127,7 +130,8 @@ def run_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Ru
         if defaults:
             out_dir = RESULTS_DIR
         else:
-            out_dir = RUNS_DIR / f"{Path(parser.prog).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            out_dir = RUNS_DIR / f"{Path(parser.prog).stem}-{stamp}-{os.getpid()}"
     flags = vars(args) | ({"out_dir": out_dir} if hasattr(args, "out_dir") else {})
     return RunContext(flags, out_dir, made_with_defaults=defaults, out_dir_given=given is not None)
 
@@ -178,6 +182,12 @@ def check_dir_exists(path: Path, flag: str) -> Path:
     return path
 
 
+def check_results_dir(path: Path, flag: str) -> Path:
+    """Fail with a UsageError or DataError naming ``flag`` unless ``path`` is an existing
+    directory that no killed run left mid-move (``check_settled``): a folder to read."""
+    return check_settled(check_dir_exists(path, flag), flag)
+
+
 def check_dir_writable(path: Path, flag: str, create: bool = False) -> Path:
     """Fail with a UsageError naming ``flag`` unless ``path`` is a writable directory
     (``create``: made first, with its parents): a file is created in it and removed, so a
@@ -195,16 +205,23 @@ def check_dir_writable(path: Path, flag: str, create: bool = False) -> Path:
 
 
 def prepare_out_dir(context: RunContext) -> Path:
-    """The run's output folder, checked writable (a run folder is created here)."""
-    return check_dir_writable(context.out_dir, "--out-dir", create=context.run_folder)
+    """The run's output folder, checked writable (a run folder is created here), with any
+    move a killed run left there undone (``recover_stages``) before the run computes."""
+    out_dir = check_dir_writable(context.out_dir, "--out-dir", create=context.run_folder)
+    recover_stages(out_dir)
+    return out_dir
 
 
-#: A stage's name in its output folder: ``.staging-<pid>-<random>`` (the pid tells a stage
-#: of a live run from one a killed run left behind).
+#: A stage's name in its output folder: ``.staging-<pid>-<random>`` (the pid is for a
+#: person reading the folder; whether the run is alive is its lock, ``_stage_owned``).
 STAGE_PREFIX = ".staging-"
+#: Where a stage whose plan cannot be trusted is set aside, untouched and never followed.
+SET_ASIDE_PREFIX = ".set-aside-"
 #: Inside a stage: the run's new files, the old files they replace while the move lasts,
 #: and the move's plan (``_Move``), written before the first file moves.
 NEW, OLD, PLAN = "new", "old", "move.json"
+#: The command that finishes (undoes) the move a killed run left in a folder.
+REPAIR_COMMAND = "python -m attnlab.harness.outputs"
 
 
 def _at_move_step(step: str) -> None:
@@ -212,36 +229,101 @@ def _at_move_step(step: str) -> None:
     does nothing. Fault-injection tests replace it to fail or signal at that instant."""
 
 
+class PlanError(ValueError):
+    """A stage's plan that cannot be followed: unreadable, or naming a path that is not a
+    plain relative path inside its folder and its stage."""
+
+
+#: A file's identity: ``st_dev, st_ino, st_size, st_mtime_ns`` (a rename keeps all four; a
+#: file made later that reuses the inode number differs in its time).
+IDENTITY_FIELDS = ("st_dev", "st_ino", "st_size", "st_mtime_ns")
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    """The file's identity (``IDENTITY_FIELDS``), of the link itself where it is one."""
+    stat = path.lstat()
+    return tuple(getattr(stat, name) for name in IDENTITY_FIELDS)
+
+
+def _plain_relative(text: object, what: str) -> Path:
+    """``text`` as a relative path with no ``..``, ``.`` or empty part; else PlanError."""
+    if not isinstance(text, str) or not text:
+        raise PlanError(f"{what} is not a path")
+    path = Path(text)
+    if path.is_absolute() or any(p in ("..", ".") for p in text.split("/")) or "\\" in text:
+        raise PlanError(f"{what} {text!r} is not a plain relative path")
+    return path
+
+
 @dataclass(frozen=True)
 class _Move:
     """The final move of a stage into ``directory``: ``files`` (paths relative to it, in
-    order) and the folders ``made`` for them, recorded in the stage before anything moves
-    so that the move can be undone from what is on disk alone (``undo``), in this process
-    or, after a kill, in the next run into the folder (``recover_stages``)."""
+    order), each new file's identity ``ids`` (``_identity``) and the folders ``made`` for
+    them, recorded in the stage before anything moves so that the move can be undone from
+    what is on disk alone (``undo``), in this process or, after a kill, in the next run
+    into the folder (``recover_stages``). The undo takes back only a file whose identity
+    is the one the move placed, so a plan read late never touches newer outputs."""
 
     stage: Path
     directory: Path
     files: tuple[Path, ...]
+    ids: tuple[tuple[int, ...], ...]
     made: tuple[Path, ...]
 
     @classmethod
     def plan(cls, stage: Path, directory: Path) -> _Move:
         new = stage / NEW
         files = tuple(sorted(p.relative_to(new) for p in new.rglob("*") if not p.is_dir()))
+        ids = tuple(_identity(new / f) for f in files)
         parents = {parent for f in files for parent in f.parents[:-1]}
         made = sorted(
             (p for p in parents if not (directory / p).is_dir()), key=lambda p: len(p.parts)
         )
-        return cls(stage, directory, files, tuple(made))
+        return cls(stage, directory, files, ids, tuple(made))
 
     @classmethod
     def read(cls, stage: Path, directory: Path) -> _Move:
-        plan = json.loads((stage / PLAN).read_text(encoding="utf-8"))
-        return cls(stage, directory, *(tuple(map(Path, plan[k])) for k in ("files", "made")))
+        """The plan on disk, checked before any of it is followed (PlanError): a JSON
+        object of ``files``, ``ids`` and ``made``, every path plain, relative and, once
+        links are resolved, inside ``directory`` and inside the stage."""
+        try:
+            plan = json.loads((stage / PLAN).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise PlanError(f"its plan cannot be read ({err})") from None
+        if not isinstance(plan, dict) or not all(
+            isinstance(plan.get(k), list) for k in ("files", "ids", "made")
+        ):
+            raise PlanError("its plan is not {files, ids, made} lists")
+        files = tuple(_plain_relative(f, "a file") for f in plan["files"])
+        made = tuple(_plain_relative(f, "a folder") for f in plan["made"])
+        ids = plan["ids"]
+        if len(ids) != len(files) or not all(
+            isinstance(i, list)
+            and len(i) == len(IDENTITY_FIELDS)
+            and all(type(n) is int for n in i)
+            for i in ids
+        ):
+            raise PlanError("its plan's identities do not match its files")
+        for path in (*files, *made):
+            _inside(directory, path)
+        for path in files:  # the stage's own folders too: its new/ or old/ may be a link
+            _inside(stage, NEW / path)
+            _inside(stage, OLD / path)
+        return cls(stage, directory, files, tuple(map(tuple, ids)), made)
 
     def record(self) -> None:
-        plan = {"files": [str(f) for f in self.files], "made": [str(f) for f in self.made]}
-        (self.stage / PLAN).write_text(json.dumps(plan), encoding="utf-8")
+        """The plan, written whole or not at all (a temporary file renamed over it)."""
+        plan = {
+            "files": [str(f) for f in self.files],
+            "ids": [list(i) for i in self.ids],
+            "made": [str(f) for f in self.made],
+        }
+        temporary = self.stage / f"{PLAN}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(plan, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.stage / PLAN)
 
     def check(self) -> None:
         """OSError (before anything moves) where a target is a folder or lies outside."""
@@ -265,20 +347,32 @@ class _Move:
             _at_move_step(f"moved {f}")
 
     def undo(self) -> None:
-        """Every file back as it was before ``run``: a new file already in place (it is no
-        longer in the stage) goes back to the stage, the old one it replaced back to its
-        place; the folders made for the move are removed."""
+        """Every file back as it was before ``run``: a new file already in place (the one
+        with its recorded identity) goes back to the stage, the old one it replaced back to
+        its place where that place is empty or held the new file; a place that holds any
+        other file (a later run's) is left as it is. The folders made for the move are
+        removed where empty."""
         new, old = self.stage / NEW, self.stage / OLD
-        for f in reversed(self.files):
+        for f, ident in zip(reversed(self.files), reversed(self.ids), strict=True):
             target = self.directory / f
-            if not (new / f).exists() and (target.exists() or target.is_symlink()):
+            placed = target.exists() or target.is_symlink()
+            if placed and not (new / f).exists() and _identity(target) == ident:
                 (new / f).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(target, new / f)
-            if (old / f).exists() or (old / f).is_symlink():
+                placed = False
+            if not placed and ((old / f).exists() or (old / f).is_symlink()):
                 os.replace(old / f, target)
         for folder in reversed(self.made):
             with contextlib.suppress(OSError):
                 (self.directory / folder).rmdir()
+
+
+def _inside(directory: Path, relative: Path) -> None:
+    """PlanError unless ``directory / relative`` stays inside ``directory`` once resolved."""
+    try:
+        within(directory, relative, "a path")
+    except UsageError:
+        raise PlanError(f"{str(relative)!r} leads outside {directory}") from None
 
 
 def within(directory: Path, relative: Path | str, what: str) -> Path:
@@ -303,7 +397,24 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _alive(pid: int) -> bool:
+def _hold(stage: Path) -> int | None:
+    """A descriptor holding ``stage``'s lock (``flock``, exclusive, not waiting), or None
+    where another process holds it: a stage's run holds its lock from the stage's creation
+    to its removal, and the system releases it when that process ends, however it ends, so
+    a free lock means the run is gone whatever its pid now names."""
+    try:
+        fd = os.open(stage, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # removed meanwhile by its run, or not a folder: nothing to hold
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -313,19 +424,91 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def recover_stages(directory: Path) -> None:
+def _stages(directory: Path) -> list[Path]:
+    """The stages in ``directory``: real folders named ``STAGE_PREFIX...`` (a link is none)."""
+    return [
+        p for p in Path(directory).glob(f"{STAGE_PREFIX}*") if p.is_dir() and not p.is_symlink()
+    ]
+
+
+def _set_aside(stage: Path, why: str) -> None:
+    """Rename ``stage`` out of the stages' way, untouched, and say so in one line."""
+    aside = stage.with_name(SET_ASIDE_PREFIX + stage.name.removeprefix(STAGE_PREFIX))
+    os.replace(stage, aside)
+    print(
+        f"attnlab: set aside {aside}, a stage whose plan was not followed: {why}; no file of "
+        f"{stage.parent} was touched",
+        file=sys.stderr,
+    )
+
+
+def recover_stages(directory: Path) -> list[Path]:
     """Undo the final move of every stage in ``directory`` whose run was killed mid-move
-    (SIGKILL, a power cut: its plan is there and its process is gone), and remove it: the
-    folder holds the old outputs again, as if that run had never started. A stage of a
-    killed run that had not begun its move has no plan, and is only removed."""
-    for stage in Path(directory).glob(f"{STAGE_PREFIX}*"):
-        pid = stage.name.removeprefix(STAGE_PREFIX).partition("-")[0]
-        if not pid.isdigit() or _alive(int(pid)):
+    (SIGKILL, a power cut: its plan is there and no process holds its lock), and remove
+    it: the folder holds the old outputs again, as if that run had never started. A stage
+    of a killed run that had not begun its move has no plan, and is removed once its pid
+    is gone. A plan that cannot be read, or names a path outside the folder or the stage,
+    is never followed: its stage is set aside (``SET_ASIDE_PREFIX``) with one line on
+    stderr. Returns the stages whose moves were undone."""
+    undone = []
+    for stage in _stages(directory):
+        if not (stage / PLAN).is_file():
+            pid = stage.name.removeprefix(STAGE_PREFIX).partition("-")[0]
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                shutil.rmtree(stage, ignore_errors=True)
             continue
-        if (stage / PLAN).is_file():
+        held = _hold(stage)
+        if held is None:  # its run is alive, or another run is recovering it
+            continue
+        try:
             with _locked(directory):
-                _Move.read(stage, directory).undo()
-        shutil.rmtree(stage, ignore_errors=True)
+                if not (stage / PLAN).is_file():  # recovered meanwhile by another run
+                    shutil.rmtree(stage, ignore_errors=True)
+                    continue
+                try:
+                    move = _Move.read(stage, directory)
+                except PlanError as err:
+                    _set_aside(stage, str(err))
+                    continue
+                move.undo()
+                (stage / PLAN).unlink()
+                undone.append(stage)
+            shutil.rmtree(stage, ignore_errors=True)
+        finally:
+            os.close(held)
+    return undone
+
+
+def unfinished_moves(path: Path) -> list[Path]:
+    """The stages of killed runs whose moves are unfinished (a plan, its lock free), in
+    ``path``'s folder (``path`` itself if a folder) and every folder above it: there the
+    files are part old, part new until the next run or ``REPAIR_COMMAND`` undoes them."""
+    path = Path(path).absolute()
+    folders = [path] if path.is_dir() else []
+    found = []
+    for folder in [*folders, *path.parents]:
+        with contextlib.suppress(OSError):  # a folder that cannot be listed holds none
+            for stage in _stages(folder):
+                held = _hold(stage) if (stage / PLAN).is_file() else None
+                if held is not None:
+                    os.close(held)
+                    found.append(stage)
+    return found
+
+
+def check_settled(path: Path, flag: str) -> Path:
+    """``path``, or a DataError naming ``flag`` where a killed run left an unfinished move
+    in its folder or one above (``unfinished_moves``), with the command that undoes it: a
+    reader never reads old and new outputs mixed."""
+    found = unfinished_moves(path)
+    if found:
+        folder = found[0].parent
+        raise DataError(
+            f"{flag}: {folder} holds an unfinished move of a killed run ({found[0].name}), "
+            f"its files part old, part new; run `{REPAIR_COMMAND} {folder}` to put the old "
+            "ones back"
+        )
+    return path
 
 
 def _undo(move: _Move) -> None:
@@ -357,10 +540,12 @@ def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterato
     arrives during it, every file goes back as it was and the signal is delivered after,
     so ``directory`` holds either every old file or every new one, and the stage is
     removed (a failed move is a RunError saying so); a move cut by a kill the process
-    cannot catch is undone by the next run into the folder (``recover_stages``)."""
+    cannot catch is undone by the next run into the folder (``recover_stages``), which
+    knows the run is gone because the stage's lock, held from here on, is free."""
     directory = Path(directory)
     recover_stages(directory)
     stage = Path(tempfile.mkdtemp(dir=directory, prefix=f"{STAGE_PREFIX}{os.getpid()}-"))
+    held = _hold(stage)
     try:
         (stage / NEW).mkdir()
         yield stage / NEW
@@ -393,3 +578,22 @@ def staged_outputs(directory: Path, record: list[Path] | None = None) -> Iterato
     finally:
         if not (stage / PLAN).is_file():  # a plan is left only by an undo that failed
             shutil.rmtree(stage, ignore_errors=True)
+        if held is not None:
+            os.close(held)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m attnlab.harness.outputs FOLDER...``: undo the unfinished move a killed
+    run left in each folder (``recover_stages``); exit 2 on a folder that is not one."""
+    folders = sys.argv[1:] if argv is None else argv
+    if not folders or any(not Path(f).is_dir() for f in folders):
+        print(f"usage: {REPAIR_COMMAND} FOLDER... (each an existing folder)", file=sys.stderr)
+        return 2
+    for folder in folders:
+        for stage in recover_stages(Path(folder)):
+            print(f"undid the unfinished move of {stage.name} in {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
