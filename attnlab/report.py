@@ -10,9 +10,11 @@ and README open with the answer in plain sentences (``Opening``; by default
 ``attnlab.answer.opening``, see ``ANSWER_MODULE``).
 
 A CSV or sidecar that is there but malformed (cut short, not JSON, lacking columns or
-keys, text where numbers are) is never left out: it stops the report with one line naming
-the file and the command that makes it (``MalformedError``, exit status 2), as it stops
-the figures (``CheckedTables``, which ``experiments/plot_figures.py`` reads through too).
+keys, text where numbers are, a sidecar naming another CSV) is never left out: it stops
+the report with one line naming the file and the command that makes it
+(``MalformedError``, exit status 2), as it stops the figures (``CheckedTables``, which
+``experiments/plot_figures.py`` reads through too). The provenance lists every CSV: one
+without a sidecar is said to have none, with the command that makes it.
 """
 
 from __future__ import annotations
@@ -344,7 +346,7 @@ def build_report(results_dir: Path, opening: Opening | None = default_opening) -
     if dropped:
         lines = left_out_lines(tables, dropped)
         head += [LEFT_OUT, "\n".join(f"- {line}" for line in lines)]
-    sections = head + sections + ["## Provenance", provenance(results_dir, csvs)]
+    sections = head + sections + ["## Provenance", provenance(results_dir, csvs, tables.made_by)]
     results = {name for study in STUDIES if study.in_report for name in study.csvs}
     stray = not_from_defaults(results_dir, [n for n in csvs if n in results])
     if stray:

@@ -47,6 +47,8 @@ def build_parser():
 
 def run(args, context):
     if args.config is not None:  # the static ledger of a config.json: printed, nothing written
+        if context.out_dir_given:  # checked as for any run: a folder named must be one
+            cli.check_dir_writable(context.out_dir, "--out-dir")
         print(measure.config_ledger(args))
         return
     config = real_model_config(args)

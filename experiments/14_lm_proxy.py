@@ -24,9 +24,9 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.harness.workers import run_pieces
-from attnlab.lm.export import write_saved
+from attnlab.lm.export import checkpoint_files, write_saved
 from attnlab.studies import headline
-from attnlab.studies.lm_proxy.compute import pieces, tables
+from attnlab.studies.lm_proxy.compute import pieces, saved_names, tables
 from attnlab.studies.lm_proxy.flags import (
     DEFAULT,
     add_proxy_flags,
@@ -47,6 +47,8 @@ def build_parser():
 def run(args, context):
     config = proxy_config(args)
     out_dir = cli.prepare_out_dir(context)
+    csvs = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
+    cli.check_outputs(out_dir, csvs, checkpoint_files(saved_names(config)))  # before the work
     if config.lm.warmup != DEFAULT.lm.warmup and not args.quiet:
         print(f"warmup: {config.lm.warmup} steps (min(50, steps // 10) of --steps "
               f"{config.lm.steps})", file=sys.stderr)  # fmt: skip
@@ -64,7 +66,7 @@ def run(args, context):
         "lm_config": dataclasses.asdict(config.lm),
     }
     with cli.staged_outputs(out_dir, context.written) as stage:
-        for frame, name in ((sweep, SWEEP_CSV), (curves, CURVES_CSV), (ownership, OWNERSHIP_CSV)):
+        for frame, name in zip((sweep, curves, ownership), csvs, strict=True):
             write_result(frame, stage / name, flags, wall)
         write_saved(stage, saved, text)
 

@@ -23,9 +23,15 @@ from attnlab.core.text import byte_tokens
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
 from attnlab.harness.workers import run_pieces
-from attnlab.lm.export import write_saved
+from attnlab.lm.export import checkpoint_files, write_saved
 from attnlab.studies import headline
-from attnlab.studies.optimizer.compute import joined, long_pieces, long_tables, sweep_pieces
+from attnlab.studies.optimizer.compute import (
+    joined,
+    long_pieces,
+    long_tables,
+    possible_checkpoints,
+    sweep_pieces,
+)
 from attnlab.studies.optimizer.flags import (
     add_optimizer_flags,
     optimizer_config,
@@ -46,6 +52,8 @@ def build_parser():
 def run(args, context):
     config = optimizer_config(args)
     out_dir = cli.prepare_out_dir(context)
+    saved_files = checkpoint_files(possible_checkpoints(config))
+    cli.check_outputs(out_dir, (RUNS_CSV, CURVES_CSV, LEDGER_CSV), saved_files)  # before the work
     chosen = texts(args, config)
     sweep_work = sweep_pieces(config, byte_tokens(chosen["--text"].text))
     long_units = config.long_lanes * config.long_steps  # at most (long_runs)

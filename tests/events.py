@@ -7,8 +7,11 @@ and never decides a pass: it is far beyond what any event here takes on a loaded
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 #: How long a wait may last before the test fails as hung (a bound on a hang, not a timing).
@@ -40,3 +43,28 @@ def catches(pid: int, signum: int) -> bool:
 
 #: Tests that wait for a handler to be installed run where ``/proc`` shows it.
 HAS_PROC_SIGNALS = Path("/proc/self/status").is_file()
+
+
+@contextlib.contextmanager
+def fifo_with_a_writer(path: Path) -> Iterator[Path]:
+    """A FIFO at ``path`` and a thread that writes ``x`` into it once a reader opens it: code
+    that opens it to read gets ``x`` rather than waiting for ever (so a test of code that
+    should refuse it fails rather than hangs); the writer is released and joined at the
+    end whoever read."""
+    os.mkfifo(path)
+
+    def write() -> None:
+        try:
+            with open(path, "wb") as handle:
+                handle.write(b"x")
+        except OSError:  # the reader closed before the write
+            pass
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        yield path
+    finally:
+        release = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # the writer's open returns
+        writer.join()
+        os.close(release)

@@ -27,8 +27,10 @@ import attnlab.core.references
 import attnlab.harness.io
 import attnlab.recall.tables
 from attnlab.harness import cli
+from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY
 from attnlab.studies.article_fit.study import SCORES_2
 from attnlab.studies.card.verdicts import Card
+from attnlab.studies.optimizer.flags import qk_clip_tau
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
 SCRIPTS = sorted(
@@ -53,10 +55,16 @@ IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0  # root may write anywher
 
 NOT_A_NUMBER = ["", " ", "abc", "1,5", "1.2.3", "0x10", "1e", "½", "12abc", "--"]
 NOT_FINITE = ["nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400"]
+NOT_POSITIVE = ["0", "-0", "0.0", "-1", "-1e-300", "1e-400", *NOT_FINITE]
 BAD_FLOATS = {
-    cli.positive_float: ["0", "-0", "0.0", "-1", "-1e-300", "1e-400", *NOT_FINITE],
+    cli.positive_float: NOT_POSITIVE,
+    # QK-Clip's tau: float32's normal numbers only (a smaller one clips at tau 0)
+    qk_clip_tau: [*NOT_POSITIVE, "1e-300", "1e-39", "1e39"],
 }
-FLOAT_OK = {cli.positive_float: lambda x: 0 < x < math.inf}
+FLOAT_OK = {
+    cli.positive_float: lambda x: 0 < x < math.inf,
+    qk_clip_tau: lambda x: FLOAT32_TINY <= x <= FLOAT32_MAX,
+}
 
 # Text with any character a command line can hold (no NUL, no lone surrogates).
 ANY_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))

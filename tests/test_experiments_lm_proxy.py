@@ -177,6 +177,22 @@ def test_each_mechanisms_best_model_is_saved_for_13(users_run):
         assert record["held_out_loss"] == pytest.approx(best.final_val_loss, rel=5e-8)
 
 
+def test_13_asks_for_the_users_own_file_never_the_path_a_checkpoint_names(
+    users_run, run_main, load_script, tmp_path, capsys
+):
+    """A checkpoint of a mechanism that is not supplied: the one line names the mechanism
+    and asks for the user's own file; the path its maker recorded is not offered as a
+    command (a checkpoint's words are never code to run)."""
+    out, references = users_run
+    argv = ["--checkpoint", out / "checkpoints" / "14_lm_cosine_d32", "--quiet",
+            "--out-dir", tmp_path]  # fmt: skip
+    assert run_main(load_script("13_real_model"), argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--mechanisms path/to/your_file.py:cosine" in err, err
+    assert f"--mechanisms {references[0]}" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.slow  # 13 on two checkpoints at the default --tokens
 def test_13_reads_what_14_saved_with_no_flag_but_checkpoint_and_mechanisms(
     users_run, run_main, load_script, tmp_path, capsys
@@ -263,3 +279,23 @@ def test_13_on_the_llama_layout_reads_what_it_reads_in_gpt2s(
     for column in [c for c in theirs.columns if c.startswith(("logit_std_", "max_weight_"))]:
         change = np.abs(mine[column] - theirs[column]).to_numpy()
         assert (change <= bound).all(), (column, change, bound)
+
+
+def test_a_checkpoints_link_leading_outside_is_refused_before_training(
+    script, run_main, tmp_path, capsys, monkeypatch
+):
+    """``--out-dir/checkpoints`` a link leading outside it: the saved models' paths are
+    checked before any training (the final move refused them after, all work lost): one
+    line naming --out-dir and checkpoints, exit 2, nothing written anywhere."""
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("training started before the output folder was checked")
+
+    monkeypatch.setattr(script, "run_pieces", no_training)
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir(), elsewhere.mkdir()
+    (out / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    assert _run(script, run_main, out, "--one-width", "32") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out-dir" in err and "checkpoints" in err
+    assert [p.name for p in out.iterdir()] == ["checkpoints"] and not any(elsewhere.iterdir())

@@ -5,9 +5,11 @@ twice with the same flags."""
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
+from events import fifo_with_a_writer
 
 from attnlab.studies.optimizer.study import (
     CURVES,
@@ -84,6 +86,22 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert not any(out.iterdir())
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize("flag", ["--text", "--long-text"])
+def test_a_text_that_is_no_regular_file_is_one_line(script, run_main, text, tmp_path, capsys, flag):
+    """A FIFO waited for a writer (and ``/dev/zero`` read until memory filled): refused
+    naming the flag and what the path is."""
+    out = tmp_path / "out"
+    out.mkdir()
+    fifo = tmp_path / "fifo"
+    flags = [*_flags(text), flag, str(fifo), "--out-dir", str(out)]
+    with fifo_with_a_writer(fifo):
+        assert run_main(script, flags) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag}: " in err and "is a FIFO" in err
+    assert not any(out.iterdir())
+
+
 @pytest.fixture(scope="module")
 def tiny_runs(script, run_main, text, tmp_path_factory):
     """The tiny run twice, each into a folder of its own."""
@@ -137,3 +155,45 @@ def test_an_absurd_size_is_refused_in_one_line(script, run_main, tmp_path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and named in err and "needs about" in err
     assert not any(out.iterdir())
+
+
+def _no_training(*args, **kwargs):
+    raise AssertionError("training started: the bad input was not refused before the work")
+
+
+@pytest.mark.parametrize("tau", ["1e-300", "1e-40", "1e39"])
+def test_a_tau_float32_cannot_hold_is_refused_before_training(
+    script, run_main, text, tmp_path, capsys, monkeypatch, tau
+):
+    """``--qk-clip 1e-300`` is 0 in float32, where the clip computes (1e-40 subnormal, 1e39
+    infinite): one line naming --qk-clip, exit 2, nothing written, before any training
+    (the tables would record the value given and the clip use another)."""
+    monkeypatch.setattr(script, "run_pieces", _no_training)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert run_main(script, [*_flags(text), "--qk-clip", tau, "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--qk-clip" in err and "float32" in err
+    assert not any(out.iterdir())
+
+
+@pytest.mark.parametrize("layout", ["checkpoints a link outside", "a folder where a CSV goes"])
+def test_an_output_folder_the_outputs_cannot_go_into_is_refused_before_training(
+    script, run_main, text, tmp_path, capsys, monkeypatch, layout
+):
+    """Every path the run writes is checked before it trains (the final move refused it
+    after, all work lost): ``checkpoints/`` a link leading outside --out-dir, or a folder
+    named as a CSV, is one line naming --out-dir, exit 2, nothing written anywhere."""
+    monkeypatch.setattr(script, "run_pieces", _no_training)
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir(), elsewhere.mkdir()
+    if layout == "checkpoints a link outside":
+        (out / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        (out / RUNS_CSV).mkdir()
+    before = sorted(p.name for p in out.iterdir())
+    assert run_main(script, [*_flags(text), "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--out-dir" in err and "Traceback" not in err
+    assert ("checkpoints" if "link" in layout else RUNS_CSV) in err
+    assert sorted(p.name for p in out.iterdir()) == before and not any(elsewhere.iterdir())

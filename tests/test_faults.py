@@ -540,8 +540,12 @@ def test_readers_refuse_a_folder_left_mid_move_until_it_is_repaired(
         assert run_main(load_script(script), ["--results-dir", tmp_path]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and outputs.REPAIR_COMMAND in err, err
-    with pytest.raises(cli.DataError, match="--checkpoint: .* unfinished move"):
-        cli.check_settled(tmp_path / "sub" / "model.safetensors", "--checkpoint")
+    (tmp_path / "ckpt").mkdir()  # a checkpoint folder below the one left mid-move
+    argv = ["--checkpoint", tmp_path / "ckpt", "--quiet", "--out-dir", tmp_path / "ckpt"]
+    assert run_main(load_script("13_real_model"), argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--checkpoint: " in err and outputs.REPAIR_COMMAND in err
+    (tmp_path / "ckpt").rmdir()
     repair = [sys.executable, "-m", "attnlab.harness.outputs", str(tmp_path)]
     repaired = subprocess.run(repair, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert repaired.returncode == 0 and "undid" in repaired.stdout

@@ -15,7 +15,15 @@ import pandas as pd
 import pytest
 
 from attnlab.harness import io
-from attnlab.harness.io import DataError, read_csv_checked, sidecar_path, write_csv, write_sidecar
+from attnlab.harness.io import (
+    DataError,
+    MalformedError,
+    read_csv_checked,
+    read_sidecar_checked,
+    sidecar_path,
+    write_csv,
+    write_sidecar,
+)
 
 COLUMNS = ["variant", "d_k", "max_weight_mean"]
 MADE_BY = "python experiments/02_saturation_sweep.py"
@@ -402,3 +410,15 @@ def test_read_sidecar_checked_reads_what_write_sidecar_wrote(tmp_path):
     assert meta["flags"] == {"dk": [4]} and meta["wall_time_s"] == 1.5
     with pytest.raises(DataError, match="is missing"):
         io.read_sidecar_checked(tmp_path / "absent.json", MADE_BY)
+
+
+def test_a_sidecar_names_its_csv_and_another_csvs_is_refused(tmp_path):
+    """``write_sidecar`` records its CSV's name, so a sidecar copied beside another CSV
+    is refused when read checked, naming the file and the command (issue 67)."""
+    write_sidecar(tmp_path / "a.csv.xz", {"dk": [4]}, wall_time_s=1.5)
+    assert read_sidecar_checked(tmp_path / "a.json", MADE_BY)["csv"] == "a.csv.xz"
+    shutil.copy(tmp_path / "a.json", tmp_path / "b.json")
+    with pytest.raises(MalformedError) as info:
+        read_sidecar_checked(tmp_path / "b.json", MADE_BY)
+    message = str(info.value)
+    assert str(tmp_path / "b.json") in message and "'a.csv.xz'" in message and MADE_BY in message

@@ -1,10 +1,12 @@
 """attnlab.lm.export: the byte-level tokenizer, GPT-2's initialisation, and the
 round trip of experiment 14's trained model through a GPT-2 checkpoint, and through Llama's
 layout (``attnlab_llama``), and 13's loader (same logits, same held-out loss), which fails
-when one tensor is transposed."""
+when one tensor is transposed; a disk that fills while a checkpoint is written is an
+OSError (one line, exit 1), not safetensors' own error."""
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -15,7 +17,9 @@ import pytest
 
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, stdlib_prose
+from attnlab.harness import cli
 from attnlab.lm.export import (
+    Saved,
     byte_tokenizer,
     causal_lm_config,
     causal_lm_llama_config,
@@ -301,3 +305,32 @@ def test_a_committed_gpt2_checkpoint_is_14s_model_in_any_gpt2_reader(name):
     loss = -np.take_along_axis(logp, split.held_out[:, 1:, None], axis=-1)[..., 0].mean()
     bound = LOSS_PER_LOGIT * 10 * LOGIT_RTOL * float(np.abs(logits).max())
     assert abs(loss - record["held_out_loss"]) <= bound, (loss, record["held_out_loss"], bound)
+
+
+def test_a_full_disk_while_saving_is_an_oserror_and_one_line(monkeypatch, tmp_path, capsys):
+    """safetensors reports a failed write as a ``SafetensorError`` (no OSError): writing a
+    checkpoint turns it into the OSError it names (ENOSPC), with the file's path, which a
+    script's run ends with in one line, exit status 1, and no traceback."""
+    import safetensors.numpy
+    from safetensors import SafetensorError
+
+    def full_disk(*args, **kwargs):
+        raise SafetensorError(
+            "Error while serializing: I/O error: No space left on device (os error 28)"
+        )
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", full_disk)
+    saved = Saved("tiny", "gpt2", {"wte.weight": np.zeros((2, 2), np.float32)}, {"attnlab": {}})
+    with pytest.raises(OSError) as info:
+        write_saved(tmp_path, [saved])
+    assert info.value.errno == errno.ENOSPC
+    assert info.value.filename == str(tmp_path / "checkpoints" / "tiny" / WEIGHTS)
+
+    main = cli.entry_point(
+        lambda: cli.new_parser("saves a checkpoint"),
+        lambda args, context: write_saved(tmp_path, [saved]),
+    )
+    assert main([]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "failed: No space left on device" in err and WEIGHTS in err

@@ -103,3 +103,47 @@ def test_shapes_that_do_not_hold_the_heads_are_refused():
         qk_clip(w_q, w_k, np.zeros(4), tau=1.0, n_heads=4, n_kv_heads=3)
     with pytest.raises(ValueError, match="do not hold"):
         qk_clip(w_q, w_k, np.zeros(4), tau=1.0, n_heads=4)
+
+
+#: Arguments the rule cannot take, each with the argument its ValueError names: tau 0
+#: zeroes the clipped heads, -1 or NaN (tau or alpha) makes them NaN, 1e-300 is 0 in
+#: float32, alpha 2 inflates W_k, int32 weights round the factors away, no heads divide by
+#: zero.
+REFUSED = {
+    "tau 0": ({"tau": 0.0}, "tau"),
+    "tau -1": ({"tau": -1.0}, "tau"),
+    "tau nan": ({"tau": float("nan")}, "tau"),
+    "tau 1e-300": ({"tau": 1e-300}, "tau"),
+    "tau text": ({"tau": "1"}, "tau"),
+    "alpha nan": ({"alpha": float("nan")}, "alpha"),
+    "alpha 2": ({"alpha": 2.0}, "alpha"),
+    "alpha -0.5": ({"alpha": -0.5}, "alpha"),
+    "int32 weights": ({"dtype": np.int32}, "w_q"),
+    "n_heads 0": ({"n_heads": 0}, "n_heads"),
+    "n_kv_heads 0": ({"n_kv_heads": 0}, "n_kv_heads"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_arguments_the_rule_cannot_take_are_refused_naming_them(case):
+    """Each of ``REFUSED``: a ValueError naming the argument, never weights zeroed, NaN,
+    inflated or rounded."""
+    given, named = REFUSED[case]
+    w_q, w_k, x = weights(4, 4, spread=(0.5, 6.0, 1.0, 8.0))
+    dtype = given.pop("dtype", np.float32)
+    kwargs = {"tau": 1.0, "n_heads": 4, **given}
+    with pytest.raises(ValueError, match=rf"\b{named} must"):
+        qk_clip(w_q.astype(dtype), w_k.astype(dtype), max_logits(w_q, w_k, x, 4, 4), **kwargs)
+    if "tau" in given:
+        with pytest.raises(ValueError, match=r"\btau must"):
+            clip_factors(np.ones(4), given["tau"])
+
+
+def test_the_smallest_normal_float32_tau_is_taken_and_inf_clips_nothing():
+    """The bound is float32's: its smallest normal number clips to factors > 0; ``inf``
+    (the docs' loop without the clip) leaves every head as it is."""
+    factors = np.asarray(clip_factors(np.array([1.0, 1e-39]), float(np.finfo(np.float32).tiny)))
+    assert factors[0] > 0 and factors[1] == 1.0
+    w_q, w_k, x = weights(4, 4)
+    new_q, _ = qk_clip(w_q, w_k, max_logits(w_q, w_k, x, 4, 4), tau=float("inf"), n_heads=4)
+    np.testing.assert_array_equal(np.asarray(new_q), w_q)

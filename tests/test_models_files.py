@@ -1,7 +1,8 @@
 """attnlab.models.files, through the BERT family's loader (``attnlab.models.bert``): the
 packaged checkpoint, a tiny one written here, broken ones (each one line naming the file:
 non-finite or integer weights, sizes the weights file does not hold or the machine's memory
-cannot, a loop of links, no permission, a bad max_seq_length), and BERT's
+cannot (a process limit too), config keys of another type, a tokenizer's id past the
+vocabulary, a loop of links, no permission, a bad max_seq_length), and BERT's
 initialisation."""
 
 from __future__ import annotations
@@ -161,6 +162,17 @@ def _break(directory: Path, how: str) -> str:
     if how == "max_seq_length not an integer":
         _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": "long"})
         return f"{SENTENCE_CONFIG}: max_seq_length must be a positive integer, got 'long'"
+    if how == "architectures not names":  # was an AttributeError
+        _change_config(directory, CONFIG, {"architectures": [5]})
+        return f"{CONFIG}: architectures must be a list of names, got [5]"
+    if how == "model_type a list":  # was a TypeError (unhashable) in the registry
+        _change_config(directory, CONFIG, {"model_type": ["bert"]})
+        return f"{CONFIG}: model_type must be a name, got ['bert']"
+    if how == "a token id past vocab_size":  # the lookup clamped it to the last row, silently
+        raw = json.loads((directory / TOKENIZER).read_text())
+        raw["model"]["vocab"]["zebra"] = 500  # 25 tokens, the largest id 500: vocab_size 24
+        (directory / TOKENIZER).write_text(json.dumps(raw))
+        return f"{TOKENIZER}: token 'zebra' has id 500, past config.json's vocab_size 24"
     if how == "max_seq_length past the positions":
         _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": 65})
         return f"{SENTENCE_CONFIG}: max_seq_length 65 is more than"
@@ -173,6 +185,7 @@ BROKEN = [
     "missing file", "other architecture", "mismatched shape", "nan weight", "infinite weight",
     "integer weight", "a billion layers", "a huge width", "config a loop of links",
     "max_seq_length not an integer", "max_seq_length past the positions",
+    "architectures not names", "model_type a list", "a token id past vocab_size",
 ]  # fmt: skip
 
 
@@ -211,6 +224,27 @@ def test_a_checkpoint_larger_than_the_memory_is_refused(tmp_path, monkeypatch):
         load_checkpoint(directory)
     monkeypatch.setenv(MEMORY_ENV, str(2**30))
     assert load_checkpoint(directory).config.num_hidden_layers == 2
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="no /proc (not Linux)")
+def test_a_checkpoint_larger_than_the_process_limit_is_refused(tmp_path, monkeypatch):
+    """Under ``ulimit -v`` (``RLIMIT_AS``) the header check counted the physical memory and
+    the reader died of a MemoryError: the room the limit leaves is the memory it checks."""
+    import resource
+
+    directory = write_tiny_checkpoint(tmp_path / "ckpt")
+    monkeypatch.setenv(MEMORY_ENV, str(2**40))
+    mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    real = resource.getrlimit
+
+    def limited(which):  # about 1 KiB left: the tiny checkpoint needs some 100 KiB
+        return (
+            (mapped + 1024, resource.RLIM_INFINITY) if which == resource.RLIMIT_AS else real(which)
+        )
+
+    monkeypatch.setattr(resource, "getrlimit", limited)
+    with pytest.raises(CheckpointError, match=r"parameters takes [\d.]+ KiB, more than this"):
+        load_checkpoint(directory)
 
 
 @pytest.mark.parametrize(
@@ -282,6 +316,19 @@ def test_not_a_directory(tmp_path):
 def test_parse_config_refuses_what_the_encoder_does_not_compute(change):
     with pytest.raises(CheckpointError):
         parse_config(TINY_CONFIG | {"vocab_size": 30} | change)
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("hidden_act", ["gelu"]), ("hidden_act", {"gelu": 1}), ("architectures", [5]),
+     ("architectures", "BertModel"), ("model_type", {"bert": 1}),
+     ("position_embedding_type", ["absolute"])],
+)  # fmt: skip
+def test_config_keys_of_another_type_are_one_line_naming_the_key(key, value):
+    """A list or an object where a name belongs (a TypeError or AttributeError before)."""
+    with pytest.raises(CheckpointError, match=f"^{CONFIG}: {key} ") as caught:
+        parse_config(TINY_CONFIG | {"vocab_size": 30, key: value})
+    assert "\n" not in str(caught.value)
 
 
 def test_bert_init():

@@ -2,7 +2,9 @@
 each tiny random checkpoint's forward against an independent float64 numpy forward
 (tests/numpy_reference.py), each family's distinguishing feature shown to matter,
 grouped-query attention, head_dim != hidden_size / heads, tied and untied heads, bfloat16
-and float16 weights, rotary scaling, and broken checkpoints in one line."""
+and float16 weights, rotary scaling, and broken checkpoints in one line (config keys of
+another type, more layers than memory holds the description of, a tokenizer's id past the
+vocabulary)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from numpy_reference import EPS32, decoder_reference
 from test_models_gpt2 import log_softmax64
 
 from attnlab.models import gemma2, gemma3, llama, olmo2, qwen3
-from attnlab.models.files import CONFIG, WEIGHTS, CheckpointError
+from attnlab.models.files import CONFIG, MEMORY_ENV, TOKENIZER, WEIGHTS, CheckpointError
 from attnlab.models.layers import Rope, inverse_frequencies, next_token_loss, rope_tables, rotate
 from attnlab.models.registry import family_of, read_checkpoint
 
@@ -177,6 +179,15 @@ def _break(directory: Path, how: str) -> str:
         raw["num_experts"] = 8
         (directory / CONFIG).write_text(json.dumps(raw))
         return "num_experts"
+    if how == "model_type an object":  # was a TypeError (unhashable) in the registry
+        raw["model_type"] = {"llama": True}
+        (directory / CONFIG).write_text(json.dumps(raw))
+        return "model_type must be a name, got {'llama': True}"
+    if how == "a token id past vocab_size":  # 257 ids, the largest 300: vocab_size is 256
+        tokenizer = json.loads((directory / TOKENIZER).read_text())
+        tokenizer["model"]["vocab"]["zebra"] = 300
+        (directory / TOKENIZER).write_text(json.dumps(tokenizer))
+        return f"{TOKENIZER}: token 'zebra' has id 300, past config.json's vocab_size 256"
     if how == "wrong shape":
         raw["intermediate_size"] = 20
         (directory / CONFIG).write_text(json.dumps(raw))
@@ -187,7 +198,7 @@ def _break(directory: Path, how: str) -> str:
 
 
 BROKEN = ["unknown rope type", "unknown model_type", "mixture of experts", "wrong shape",
-          "key/value heads"]  # fmt: skip
+          "key/value heads", "model_type an object", "a token id past vocab_size"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", BROKEN)
@@ -197,6 +208,71 @@ def test_broken_checkpoints_are_one_line_naming_file_and_key(tmp_path, how):
     with pytest.raises(CheckpointError, match=re.escape(words)) as caught:
         read_checkpoint(directory)
     assert "\n" not in str(caught.value) and str(directory) in str(caught.value)
+
+
+#: OLMo 2's tiny config with YaRN's mscale pair instead of its attention_factor.
+YARN_MSCALE = {k: v for k, v in olmo2.TINY["rope_scaling"].items() if k != "attention_factor"}
+
+
+@pytest.mark.parametrize(
+    "family, change, key",
+    [("llama", {"hidden_act": ["silu"]}, "hidden_act"),
+     ("llama", {"hidden_act": {"silu": 1}}, "hidden_act"),
+     ("gemma2", {"hidden_activation": ["gelu_pytorch_tanh"]}, "hidden_activation"),
+     ("llama", {"layer_types": [{}, {}]}, "layer_types"),
+     ("llama", {"rope_scaling": "linear"}, "rope_scaling"),
+     ("llama", {"rope_scaling": 5}, "rope_scaling"),
+     ("llama", {"rope_parameters": ["x"]}, "rope_parameters"),
+     ("llama", {"tie_word_embeddings": "false"}, "tie_word_embeddings"),
+     ("llama", {"rope_scaling": llama.TINY["rope_scaling"] | {"high_freq_factor": 1.0}},
+      "rope_scaling.high_freq_factor"),
+     ("olmo2", {"rope_theta": 1}, "rope_theta"),
+     ("olmo2", {"rope_scaling": olmo2.TINY["rope_scaling"]
+                | {"original_max_position_embeddings": 0.5}},
+      "rope_scaling.original_max_position_embeddings"),
+     ("olmo2", {"rope_scaling": YARN_MSCALE | {"mscale": "x", "mscale_all_dim": 1}},
+      "rope_scaling.mscale"),
+     ("olmo2", {"rope_scaling": olmo2.TINY["rope_scaling"] | {"truncate": "no"}},
+      "rope_scaling.truncate"),
+     ("gemma3_text", {"sliding_window_pattern": 0}, "sliding_window_pattern"),
+     ("qwen3", {"use_sliding_window": "false"}, "use_sliding_window")],
+)  # fmt: skip
+def test_config_keys_of_another_type_are_one_line_naming_the_key(family, change, key):
+    """Each was a traceback (TypeError, ValueError, ZeroDivisionError, a math domain error),
+    or NaN rotary tables (Llama 3's factors equal), YaRN's two only in the forward pass
+    after work began: the parser refuses it, naming the file and the key."""
+    raw, parse, _ = FAMILIES[family]
+    with pytest.raises(CheckpointError, match=f"^{CONFIG}: {re.escape(key)}") as caught:
+        parse(raw | change, CONFIG)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_billion_layers_is_refused_before_anything_is_built_per_layer(monkeypatch):
+    """``num_hidden_layers`` 10^9 built per-layer tuples for minutes before the weights'
+    header was looked at: the layers' descriptions are checked against the memory first
+    (``files.check_layers``), for ``--config`` and ``--checkpoint`` alike, and the rotary
+    positions are read once a layer type, not once a layer."""
+    built = []
+
+    def per_layer(raw, n_layer, *args):
+        built.append(n_layer)
+        if n_layer > 10**4:
+            raise AssertionError(f"a tuple of {n_layer} layer types is being built")
+        return real_layer_types(raw, n_layer, *args)
+
+    real_layer_types = llama.layer_types
+    monkeypatch.setattr(llama, "layer_types", per_layer)
+    with pytest.raises(CheckpointError, match=f"^{CONFIG}: num_hidden_layers is 1000000000, "):
+        llama.parse_llama_config(llama.TINY | {"num_hidden_layers": 10**9})
+    assert built == []
+    monkeypatch.setenv(MEMORY_ENV, str(2**20))  # a budget of 512 KiB: 512 layers of 1 KiB
+    with pytest.raises(CheckpointError, match="num_hidden_layers is 1000, whose descriptions"):
+        llama.parse_llama_config(llama.TINY | {"num_hidden_layers": 1000})
+    read = []
+    real_read_rope = llama.read_rope
+    monkeypatch.setattr(llama, "read_rope", lambda *a: read.append(a) or real_read_rope(*a))
+    assert len(llama.parse_llama_config(llama.TINY | {"num_hidden_layers": 500}).ropes) == 500
+    assert len(read) == 1
 
 
 def test_transformers_v5_rope_parameters_are_read():

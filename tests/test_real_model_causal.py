@@ -108,7 +108,8 @@ def test_a_researchers_checkpoint_without_its_file_is_one_line(
     argv = ["--checkpoint", checkpoint, "--text", text, *TINY_FLAGS, "--out-dir", out]
     assert run_main(load_script(SCRIPT), argv) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"--mechanisms {reference}" in err
+    assert len(err.splitlines()) == 1 and "--mechanisms path/to/your_file.py:" in err
+    assert f"--mechanisms {reference}" not in err  # never offered as a command to run
     assert not any(out.iterdir())
 
 

@@ -4,9 +4,11 @@ and its one-line exits on broken checkpoints and bad flags."""
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
+from events import fifo_with_a_writer
 from test_models_files import BROKEN, TINY_WORDS, _break, write_tiny_checkpoint
 
 from attnlab.models.files import sha256
@@ -97,4 +99,20 @@ def test_bad_flags_one_line_exit_2(load_script, run_main, tiny, tmp_path, capsys
     assert run_main(load_script(SCRIPT), [*base, *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and flag in err
+    assert not any(out.iterdir())
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_text_that_is_no_regular_file_is_one_line(load_script, run_main, tiny, tmp_path, capsys):
+    """``--text`` a FIFO waited for a writer (and ``/dev/zero`` read until memory filled):
+    refused naming --text and what the path is, before the checkpoint is read."""
+    checkpoint, _ = tiny
+    out = tmp_path / "out"
+    out.mkdir()
+    fifo = tmp_path / "fifo"
+    argv = ["--checkpoint", checkpoint, "--text", fifo, *TINY_FLAGS, "--out-dir", out]
+    with fifo_with_a_writer(fifo):
+        assert run_main(load_script(SCRIPT), argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--text: " in err and "is a FIFO" in err
     assert not any(out.iterdir())

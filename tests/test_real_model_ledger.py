@@ -1,8 +1,8 @@
 """attnlab/studies/real_model/ledger.py and experiments/13_real_model.py's ledger:
 ``--config`` on each published config (tests/fixtures/configs) prints its static ledger and
-writes nothing; a config of a model_type or rope type it does not compute is one line
-naming the key, exit 2; and the ledger table of a tiny random Gemma 2 checkpoint, its cap's
-share against the logits computed from the trace."""
+writes nothing; a config of a model_type or rope type it does not compute, or a key of
+another type, is one line naming the key, exit 2; and the ledger table of a tiny random
+Gemma 2 checkpoint, its cap's share against the logits computed from the trace."""
 
 from __future__ import annotations
 
@@ -47,11 +47,18 @@ def test_config_prints_the_static_ledger_and_writes_nothing(
         assert words in text
 
 
+#: YaRN at rope_theta 1: its correction divides by ln rope_theta (in the forward pass).
+YARN_AT_1 = {"rope_theta": 1, "rope_scaling": {"rope_type": "yarn", "factor": 8.0}}
+
+
 @pytest.mark.parametrize(
     "change, key",
     [({"model_type": "mamba"}, "model_type"),
      ({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, "rope_scaling.rope_type"),
-     ({"model_type": "gpt2"}, "model_type")],
+     ({"model_type": "gpt2"}, "model_type"),
+     ({"model_type": ["llama"]}, "model_type"), ({"hidden_act": {"silu": 1}}, "hidden_act"),
+     ({"layer_types": [{}] * 32}, "layer_types"), ({"rope_scaling": "linear"}, "rope_scaling"),
+     ({"rope_parameters": ["x"]}, "rope_parameters"), (YARN_AT_1, "rope_theta")],
 )  # fmt: skip
 def test_config_refuses_what_it_does_not_compute_in_one_line(
     load_script, run_main, tmp_path, capsys, change, key
@@ -131,3 +138,20 @@ def test_13_writes_the_ledger_for_each_llama_family(load_script, run_main, tmp_p
         assert rows.owner.notna().all() and rows.spectral_norm.gt(0).all()
         assert rows.near_cap_share.notna().all() == (config.cap is not None)
         assert np.allclose(rows.divisor, config.divisor, rtol=RTOL_CSV, atol=0)
+
+
+@pytest.mark.parametrize("where", ["absent", "a file"])
+def test_config_with_an_out_dir_that_is_no_folder_is_one_line(
+    load_script, run_main, tmp_path, capsys, where
+):
+    """--config writes nothing, but an --out-dir given is checked as for any run: one that
+    is absent or a file is one line naming --out-dir, exit 2, nothing printed or made."""
+    out = tmp_path / "out"
+    if where == "a file":
+        out.write_text("not a folder\n", encoding="utf-8")
+    argv = ["--config", FIXTURES / "qwen3-8b" / "config.json", "--out-dir", out]
+    assert run_main(load_script(SCRIPT), argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "--out-dir" in captured.err
+    assert captured.out == "" and "Traceback" not in captured.err
+    assert out.is_file() if where == "a file" else not out.exists()

@@ -13,6 +13,7 @@ from test_models_gpt2 import write_tiny_gpt2
 from test_real_model_flags import parse
 
 from attnlab.harness import cli
+from attnlab.studies.real_model import measure
 from attnlab.studies.real_model.flags import add_real_model_flags
 from attnlab.studies.real_model.measure import read_inputs
 
@@ -50,6 +51,24 @@ def test_a_length_past_the_context_and_a_short_text_name_their_flags(tmp_path, t
         inputs(text, gpt2, argv=(*TINY[:2], *TINY[4:], "--tokens", "5000"))
     with pytest.raises(cli.UsageError, match="^--text: cannot read"):
         inputs(tmp_path / "absent.txt", gpt2)
+
+
+def test_a_text_is_read_no_further_than_its_tokens_need(tmp_path, text):
+    """Of a long ``--text``, only ``TEXT_BYTES_PER_TOKEN`` bytes a token of ``--tokens``
+    (the source and the checksum are of what was read); a shorter one whole; where the bytes
+    read hold too few tokens, ``--tokens`` is named with them."""
+    long = tmp_path / "long.txt"
+    long.write_text("the cat sat on the mat. " * 50_000)  # 1.2 MB
+    source = measure.text_source(long, 10)
+    limit = 10 * measure.TEXT_BYTES_PER_TOKEN
+    assert len(source.text.encode()) == limit
+    assert source.source == f"{long} (its first {limit} bytes)"
+    assert measure.text_source(text, 100).source == str(text)  # 6400 bytes: all of it
+    spaces = tmp_path / "spaces.txt"  # no token in the bytes 60 tokens may read
+    spaces.write_text(" " * 10**6 + "the end")
+    words = f"^--tokens: the text has 0 tokens in its first {60 * 64} bytes, fewer than 60$"
+    with pytest.raises(cli.UsageError, match=words):
+        inputs(spaces, write_tiny_checkpoint(tmp_path / "b"))
 
 
 def test_no_checkpoint_reads_the_packaged_encoder(text):

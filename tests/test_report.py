@@ -2,6 +2,7 @@
 headline, README's generated blocks (the answer, the tally), the report's opening, and the
 report of a folder holding only some of the results."""
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -18,7 +19,7 @@ from damage import (
 from test_experiments_recall import TINY as TINY_RECALL
 
 from attnlab.answer import QUESTION, opening
-from attnlab.harness.io import MalformedError, sidecar_path
+from attnlab.harness.io import MalformedError, sidecar_path, write_sidecar
 from attnlab.report import (
     ALTERNATIVE,
     ANSWER_BEGIN,
@@ -249,3 +250,49 @@ def test_a_value_the_checks_let_through_is_one_line_naming_what_was_read(tmp_pat
     assert "experiments/02_saturation_sweep.py" in message
     with pytest.raises(MalformedError, match="KeyError"), tables.values_of("a figure"):
         tables.flags(DAMAGED)["absent"]  # no sidecar: no flags
+
+
+# --- every CSV's provenance, and only its own (issue 67, cause 11) -------------------------
+
+
+def _statics_into(folder: Path) -> Path:
+    """The statics' committed CSVs and sidecars copied into ``folder/results``."""
+    results = folder / "results"
+    results.mkdir()
+    for csv in STATICS:
+        for path in (RESULTS / csv, sidecar_path(RESULTS / csv)):
+            shutil.copy(path, results)
+    return results
+
+
+def _provenance_line(report: str, csv: str) -> str:
+    return next(
+        line for line in report.split("## Provenance")[1].splitlines() if f"`{csv}`" in line
+    )
+
+
+def test_a_csv_without_its_sidecar_is_listed_in_the_provenance_as_such(tmp_path):
+    """Its line is not dropped: it says there is no sidecar and names the command."""
+    results = _statics_into(tmp_path)
+    sidecar_path(results / DAMAGED).unlink()
+    line = _provenance_line(build_report(results), DAMAGED)
+    assert "no sidecar" in line and "experiments/02_saturation_sweep.py" in line
+
+
+def test_another_scripts_sidecar_copied_in_is_refused_in_one_line(
+    load_script, run_main, in_tmp_path, capsys
+):
+    """Sidecars name their CSV: 01's sidecar copied in as 03's is refused naming the file
+    and 03's command, exit 2, nothing written (the report gave 01's provenance as 03's)."""
+    results, out = _statics_into(in_tmp_path), in_tmp_path / "out"
+    out.mkdir()
+    flags = json.loads(sidecar_path(RESULTS / STATICS[0]).read_text(encoding="utf-8"))["flags"]
+    write_sidecar(results / STATICS[0], flags, wall_time_s=1.0)  # a sidecar as written now
+    shutil.copy(sidecar_path(results / STATICS[0]), sidecar_path(results / STATICS[2]))
+    before = listing(in_tmp_path)
+    argv = ["--results-dir", results, "--out", out / "REPORT.md"]
+    assert run_main(load_script("make_report"), argv) == 2
+    captured = capsys.readouterr()
+    named = sidecar_path(results / STATICS[2])
+    assert_one_line_naming(captured.err, named, "experiments/03_jacobian_norm.py")
+    assert captured.out == "" and listing(in_tmp_path) == before

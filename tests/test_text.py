@@ -1,11 +1,17 @@
 """attnlab.core.text: bytes as tokens round-trip to UTF-8, the default text is the standard
-library's prose with its SHA-256, and a user's file is read as UTF-8 with its own."""
+library's prose with its SHA-256, a user's file is read as UTF-8 with its own, no further
+than a limit, and what is no regular file (a FIFO, /dev/zero, a folder) is refused before a
+byte is read."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 
 import numpy as np
+import pytest
+from events import fifo_with_a_writer
 
 from attnlab.core.text import STDLIB_SOURCE, byte_tokens, read_text, stdlib_prose
 
@@ -69,3 +75,35 @@ def test_read_text_keeps_crlf_line_endings_and_checksums_the_file(tmp_path):
     source = read_text(path)
     assert source.text == "a\r\nb"
     assert source.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_read_text_reads_no_further_than_its_limit(tmp_path):
+    """Of a longer file, the first ``limit`` bytes less a character they cut (``é`` is two
+    bytes: 5 bytes hold two and half of one), the source saying so, the checksum of what was
+    read; a file within the limit is read whole, and a cut character at its real end is
+    still an error."""
+    path = tmp_path / "accents.txt"
+    path.write_bytes("é".encode() * 10)
+    source = read_text(path, limit=5)
+    assert source.text == "éé"
+    assert source.source == f"{path} (its first 5 bytes)"
+    assert source.sha256 == hashlib.sha256("éé".encode()).hexdigest()
+    assert read_text(path, limit=20) == read_text(path)
+    assert read_text(path, limit=20).source == str(path)
+    path.write_bytes("é".encode() * 10 + b"\xc3")
+    with pytest.raises(UnicodeDecodeError):
+        read_text(path, limit=100)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_a_device_or_a_folder_is_refused_before_reading(tmp_path):
+    """A FIFO would wait for a writer, ``/dev/zero`` never ends (it filled memory until a
+    MemoryError): each is a ``ValueError`` naming the path and what it is, before a byte is
+    read, whatever the limit."""
+    fifo = tmp_path / "fifo"
+    with fifo_with_a_writer(fifo), pytest.raises(ValueError, match="is a FIFO, not a regular"):
+        read_text(fifo)
+    with pytest.raises(ValueError, match="^/dev/zero is a character device, not a regular"):
+        read_text(Path("/dev/zero"), limit=2**20)
+    with pytest.raises(ValueError, match="is a folder, not a regular file"):
+        read_text(tmp_path, limit=2**20)

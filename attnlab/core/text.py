@@ -4,8 +4,11 @@ or a user's file, with its checksum; and bytes as tokens for the byte-level lang
 
 from __future__ import annotations
 
+import codecs
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,15 +52,44 @@ class TextSource:
         return cls(text, source, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
-def read_text(path: Path | None) -> TextSource:
-    """``path``'s UTF-8 text, or the standard library's prose (``stdlib_prose``) if None."""
+class NotRegularFileError(ValueError):
+    """A text path that is no regular file: a FIFO (reading it waits for a writer), a device
+    such as ``/dev/zero`` (it never ends) or a folder."""
+
+
+def read_text(path: Path | None, limit: int | None = None) -> TextSource:
+    """``path``'s UTF-8 text, or the standard library's prose (``stdlib_prose``) if None.
+    Of a file longer than ``limit`` bytes (None: no limit) only the first ``limit`` are read
+    (less a character they cut), its source then saying so and its checksum that of the
+    text read. ``NotRegularFileError`` (a ``ValueError``, looked at before a byte is read,
+    so a FIFO never blocks) for a path that is not a regular file; ``OSError`` where it
+    cannot be opened, ``UnicodeDecodeError`` where it is not UTF-8."""
     if path is None:
-        text, source = stdlib_prose(), STDLIB_SOURCE
-    else:
-        # Decoded from the bytes, not read in text mode, so that line endings stay as in the
-        # file and the checksum is the file's own.
-        text, source = Path(path).read_bytes().decode("utf-8"), str(path)
+        return TextSource.of(stdlib_prose(), STDLIB_SOURCE)
+    # O_NONBLOCK: opening a FIFO for reading would wait for a writer; a regular file ignores it
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise NotRegularFileError(f"{path} is {_kind(mode)}, not a regular file")
+    with os.fdopen(descriptor, "rb") as handle:
+        data = handle.read() if limit is None else handle.read(limit + 1)
+    cut = limit is not None and len(data) > limit
+    source = f"{path} (its first {limit} bytes)" if cut else str(path)
+    # Decoded from the bytes, not read in text mode, so that line endings stay as in the file
+    # and the checksum is the file's own; a character cut at the limit is left out.
+    text = codecs.getincrementaldecoder("utf-8")().decode(data[:limit], final=not cut)
     return TextSource.of(text, source)
+
+
+def _kind(mode: int) -> str:
+    """What a file of ``mode`` (``os.stat``'s) that is not a regular file is, in words."""
+    for test, words in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISDIR, "a folder"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return words
+    return "no regular file"
 
 
 def byte_tokens(text: str) -> np.ndarray:

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ from attnlab.harness.outputs import (
     run_context,
     staged_outputs,
     table_path,
+    within,
 )
 
 #: A script needs only ``cli``: the flags (``attnlab.harness.flags``), the output rule and
@@ -89,6 +90,7 @@ __all__ = [
     "add_table_flags",
     "check_dir_exists",
     "check_dir_writable",
+    "check_outputs",
     "check_results_dir",
     "check_seeds",
     "check_settled",
@@ -125,6 +127,28 @@ def progress(total: int, desc: str, quiet: bool, unit: str = "it") -> tqdm:
         leave=False,
         dynamic_ncols=True,
     )
+
+
+def check_outputs(out_dir: Path, csvs: Iterable[str], files: Iterable[Path | str] = ()) -> None:
+    """Before any work, every path a run will write into ``out_dir``: each of ``csvs``,
+    its sidecar, and each of ``files`` (relative paths, such as a checkpoint's). A
+    UsageError naming ``--out-dir`` where one could not be moved there at the end
+    (``staged_outputs``, which would refuse it after the work): a path that leads outside
+    ``out_dir`` (a symlinked folder on its way: ``outputs.within``), a folder where it
+    goes, or a file where one of its folders goes."""
+    from attnlab.harness.io import sidecar_path
+
+    paths = [Path(p) for csv in csvs for p in (csv, sidecar_path(Path(csv)))]
+    for relative in [*paths, *map(Path, files)]:
+        target = within(out_dir, relative, "--out-dir: the output")
+        if target.is_dir() and not target.is_symlink():
+            raise UsageError(f"--out-dir: {target} is a folder where the run writes a file")
+        for parent in list(relative.parents)[:-1]:
+            folder = Path(out_dir) / parent
+            if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
+                raise UsageError(
+                    f"--out-dir: {folder} is not a folder, and the run writes {relative} in it"
+                )
 
 
 def configure_jax() -> None:

@@ -49,6 +49,10 @@ SIDECAR_KEYS: dict[str, tuple[type, ...]] = {
     "jax_backend": (str,),
     "device_count": (int,),
 }
+#: The key of a sidecar naming the CSV it describes (its file name), which a reader checks
+#: (``read_sidecar_checked``: another CSV's sidecar copied in is refused). Sidecars written
+#: before it was recorded lack it.
+SIDECAR_CSV = "csv"
 _JSON_TYPES = {dict: "an object", list: "a list", str: "text", int: "a number",
                float: "a number", bool: "true or false", type(None): "null"}  # fmt: skip
 
@@ -172,8 +176,10 @@ def sidecar_path(csv_path: Path) -> Path:
 
 
 def write_sidecar(csv_path: Path, flags: Mapping[str, Any], wall_time_s: float) -> None:
-    """Write the provenance sidecar of ``csv_path`` atomically."""
-    text = json.dumps(provenance(flags, wall_time_s), indent=2, sort_keys=True) + "\n"
+    """Write the provenance sidecar of ``csv_path`` atomically, naming its CSV
+    (``SIDECAR_CSV``)."""
+    meta = {**provenance(flags, wall_time_s), SIDECAR_CSV: Path(csv_path).name}
+    text = json.dumps(meta, indent=2, sort_keys=True) + "\n"
     atomic_write_text(sidecar_path(csv_path), text)
 
 
@@ -296,8 +302,10 @@ def read_sidecar_checked(
     path: Path, made_by: str, keys: Mapping[str, tuple[type, ...]] = SIDECAR_KEYS
 ) -> dict[str, Any]:
     """The JSON sidecar at ``path``, which must exist and be a JSON object holding ``keys``
-    (key -> the types its value may have), else a DataError naming the file and
-    ``made_by``, the command that makes it (a ``MalformedError`` when the file is there)."""
+    (key -> the types its value may have) and, where it names its CSV (``SIDECAR_CSV``),
+    name one whose sidecar ``path`` is (not another's copied in), else a DataError naming
+    the file and ``made_by``, the command that makes it (a ``MalformedError`` when the
+    file is there)."""
     path = Path(path)
     hint = f"run `{made_by}` to make it"
     if not path.is_file():
@@ -318,6 +326,12 @@ def read_sidecar_checked(
             wanted = " or ".join(dict.fromkeys(_JSON_TYPES.get(t, t.__name__) for t in types))
             given = _JSON_TYPES.get(type(value), type(value).__name__)
             raise MalformedError(f"{path} holds {given} as {key}, not {wanted}; {hint}")
+    named = meta.get(SIDECAR_CSV)
+    if named is not None and not (
+        isinstance(named, str) and is_csv(named) and "/" not in named
+        and sidecar_path(path.with_name(named)) == path
+    ):  # fmt: skip
+        raise MalformedError(f"{path} is the sidecar of {named!r}, not of its own CSV; {hint}")
     return meta
 
 

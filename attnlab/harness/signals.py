@@ -4,10 +4,11 @@
 A script's run (``cli.entry_point``) installs ``raising_handlers``: the first such signal
 raises ``Interrupted`` (a ``KeyboardInterrupt``, so every ``except KeyboardInterrupt`` and
 ``finally`` cleans up as for Ctrl-C) and the process exits ``128 + signum`` (130, 143, 129)
-with one line; a second signal while it cleans up exits at once. ``deferred`` holds signals
-back during a few file moves that must not be cut in two (``outputs.staged_outputs``): they
-are recorded, the caller puts things back as they were, then ``redeliver`` sends the first
-one again to whatever handler is in place.
+with one line; a second signal while it cleans up exits at once, after the callbacks of
+``on_exit_now`` (a run's worker processes killed, ``attnlab.harness.workers``).
+``deferred`` holds signals back during a few file moves that must not be cut in two
+(``outputs.staged_outputs``): they are recorded, the caller puts things back as they were,
+then ``redeliver`` sends the first one again to whatever handler is in place.
 
 Handlers can only be installed from the main thread; elsewhere these do nothing (a run
 started in a worker thread keeps the process's handlers).
@@ -45,8 +46,27 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+#: What a second signal does before the process exits at once (``on_exit_now``).
+_AT_EXIT_NOW: list[Callable[[], None]] = []
+
+
+@contextlib.contextmanager
+def on_exit_now(callback: Callable[[], None]) -> Iterator[None]:
+    """Within the block, a second signal (``_exit_now``) calls ``callback`` before the
+    process exits: what must not outlive the process (its worker processes) goes first."""
+    _AT_EXIT_NOW.append(callback)
+    try:
+        yield
+    finally:
+        _AT_EXIT_NOW.remove(callback)
+
+
 def _exit_now(signum: int, frame: object) -> None:
-    """A second signal while a run cleans up after the first: one line, exit at once."""
+    """A second signal while a run cleans up after the first: the ``on_exit_now``
+    callbacks, one line, exit at once."""
+    for callback in reversed(_AT_EXIT_NOW):
+        with contextlib.suppress(Exception):
+            callback()
     name = os.path.basename(sys.argv[0]) or "attnlab"
     os.write(2, f"{name}: interrupted again; exiting at once\n".encode())
     os._exit(128 + signum)

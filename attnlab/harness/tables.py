@@ -101,15 +101,25 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def provenance(results_dir: Path, names: Sequence[str]) -> str:
-    """One line per CSV with a sidecar: commit, backend and device count, wall time."""
+def provenance(
+    results_dir: Path,
+    names: Sequence[str],
+    made_by: Callable[[str], str] | None = None,
+) -> str:
+    """One line per CSV: commit, backend and device count, wall time from its sidecar; a
+    CSV without a sidecar is listed as such, with the command that makes it
+    (``made_by``), never left out."""
     lines = []
     for name in names:
         path = sidecar_path(Path(results_dir) / name)
         if path.is_file():
             meta = json.loads(path.read_text())
-            lines.append(
+            line = (
                 f"- `{name}`: commit `{meta.get('git_commit')}`, {meta.get('jax_backend')} "
                 f"x{meta.get('device_count')}, {meta.get('wall_time_s')} s"
             )
+        else:
+            command = f"; `{made_by(name)}` makes it with one" if made_by is not None else ""
+            line = f"- `{name}`: no sidecar `{path.name}`, so how it was made is unknown{command}"
+        lines.append(line)
     return "\n".join(lines)

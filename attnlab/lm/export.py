@@ -60,8 +60,10 @@ refuses, with ``attnlab.mlp: plain``, ``attnlab.positions`` and ``attnlab.mechan
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -334,6 +336,13 @@ def saved_model(
     return Saved(name, layout, form.tensors(params, model), form.config(model, record))
 
 
+def checkpoint_files(names: Iterable[str]) -> list[Path]:
+    """The files ``write_saved`` writes for the checkpoints ``names``, relative to the
+    output folder: ``CHECKPOINTS_DIR/<name>/`` config.json, model.safetensors and
+    tokenizer.json (checked before a run computes: ``cli.check_outputs``)."""
+    return [Path(CHECKPOINTS_DIR, name, f) for name in names for f in (CONFIG, WEIGHTS, TOKENIZER)]
+
+
 def write_saved(
     out_dir: Path, saved: Iterable[Saved], record: dict[str, Any] | None = None
 ) -> None:
@@ -346,14 +355,31 @@ def write_saved(
                                     model.config | {"attnlab": ours})  # fmt: skip
 
 
+def save_tensors(stored: dict[str, np.ndarray], path: Path) -> None:
+    """``stored`` written to ``path`` by ``safetensors.numpy.save_file``. Its failure to
+    write (a ``SafetensorError``, which is no OSError: a full disk, a folder gone) is
+    raised as the OSError it reports (``os error N``; else EIO, with safetensors' words)
+    naming ``path``, which a script ends with in one line, exit status 1."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import save_file
+
+    try:
+        save_file(stored, str(path), metadata={"format": "pt"})
+    except SafetensorError as err:
+        found = re.search(r"os error (\d+)", str(err))
+        if found:
+            code = int(found.group(1))
+            raise OSError(code, os.strerror(code), str(path)) from None
+        words = " ".join(str(err).split())
+        raise OSError(errno.EIO, f"safetensors could not write it ({words})", str(path)) from None
+
+
 def _write_checkpoint(directory: Path, stored: dict[str, np.ndarray], config: dict) -> None:
     """``stored`` (tensors by file name) as ``model.safetensors`` (mode 0644), ``config``
     as ``config.json`` and the byte-level ``tokenizer.json``, into ``directory`` (made if
     missing)."""
-    from safetensors.numpy import save_file
-
     directory.mkdir(parents=True, exist_ok=True)
-    save_file(stored, str(directory / WEIGHTS), metadata={"format": "pt"})
+    save_tensors(stored, directory / WEIGHTS)
     os.chmod(directory / WEIGHTS, 0o644)  # safetensors writes 0600; its siblings are 0644
     text = json.dumps(config, indent=2, sort_keys=False) + "\n"
     (directory / CONFIG).write_text(text, encoding="utf-8")

@@ -37,7 +37,7 @@ from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shar
 from attnlab.lm.model import POSITIONS, CausalLM, program_lm
 from attnlab.lm.optim import z_loss
 from attnlab.lm.optimizers import OPTIMIZERS, make_optimizer
-from attnlab.lm.qk_clip import clip_factors, qk_clip
+from attnlab.lm.qk_clip import check_tau, clip_factors, qk_clip
 
 #: What every step records per lane: the loss, then each ``LayerStats`` field per layer.
 STEP_METRICS = ("loss", "max_logit", "entropy", "q_norm", "k_norm")
@@ -95,9 +95,8 @@ class LMConfig:
             raise ValueError(f"LMConfig.positions must be one of {POSITIONS}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"LMConfig.optimizer must be one of {OPTIMIZERS}")
-        tau = self.qk_clip_tau
-        if tau is not None and (isinstance(tau, bool) or not (np.isfinite(tau) and tau > 0)):
-            raise ValueError(f"LMConfig.qk_clip_tau must be a finite number > 0, got {tau!r}")
+        if self.qk_clip_tau is not None:
+            check_tau(self.qk_clip_tau, "LMConfig.qk_clip_tau")
 
     @property
     def n_heads(self) -> int:

@@ -28,7 +28,6 @@ sentence-transformers' mean over the row's tokens (``mask``), L2-normalised.
 from __future__ import annotations
 
 import importlib.util
-import math
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -45,9 +44,14 @@ from attnlab.models.files import (
     WEIGHTS,
     Checkpoint,
     CheckpointError,
+    check_token_ids,
     check_weights_header,
+    choice,
     files_present,
     is_file,
+    model_type_of,
+    names,
+    positive_number,
     read_json,
     read_tensors,
     read_tokenizer,
@@ -90,31 +94,26 @@ class BertConfig:
 def parse_config(raw: dict[str, Any], where: str = CONFIG) -> BertConfig:
     """A ``BertConfig`` from a parsed ``config.json``; ``CheckpointError`` unless it
     describes a BERT encoder this module computes (absolute positions, exact GELU)."""
-    architectures = raw.get("architectures") or []
-    if raw.get("model_type") != MODEL_TYPE or any(not a.startswith("Bert") for a in architectures):
-        found = raw.get("model_type"), architectures
+    kind, architectures = model_type_of(raw, where), names(raw, "architectures", where)
+    if kind != MODEL_TYPE or any(not a.startswith("Bert") for a in architectures):
+        found = kind, architectures
         raise CheckpointError(
             f"{where}: not a BERT-family model (model_type, architectures: {found})"
         )
-    if raw.get("hidden_act", "gelu") != "gelu":
-        raise CheckpointError(f"{where}: hidden_act {raw['hidden_act']!r}, only 'gelu' (erf)")
-    if raw.get("position_embedding_type", "absolute") != "absolute":
-        raise CheckpointError(f"{where}: only absolute position embeddings are supported")
+    choice(raw, "hidden_act", where, ("gelu",), "gelu")  # the exact (erf) GELU
+    choice(raw, "position_embedding_type", where, ("absolute",), "absolute")
     values = {}
     for f in fields(BertConfig):
-        if f.name not in raw and f.default is MISSING:
+        if raw.get(f.name) is None and f.default is MISSING:
             raise CheckpointError(f"{where}: lacks {f.name!r}")
-        value = raw.get(f.name, f.default)
-        kind = float if f.type == "float" else int
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not 0 < value < math.inf  # JSON's NaN and Infinity too
-        ):
-            raise CheckpointError(f"{where}: {f.name} must be a positive number, got {value!r}")
-        if kind is int and value != int(value):
-            raise CheckpointError(f"{where}: {f.name} must be a positive integer, got {value!r}")
-        values[f.name] = kind(value)
+        value = positive_number(raw, f.name, where, f.default)
+        if f.type != "float":
+            if not value.is_integer():
+                raise CheckpointError(
+                    f"{where}: {f.name} must be a positive integer, got {raw[f.name]!r}"
+                )
+            value = int(raw.get(f.name, f.default))  # exact: not through the float
+        values[f.name] = value
     config = BertConfig(**values)
     if config.hidden_size % config.num_attention_heads:
         raise CheckpointError(f"{where}: hidden_size is not a multiple of num_attention_heads")
@@ -180,6 +179,7 @@ def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
     check_weights_header(path, "bert.", layers, lambda: tensor_shapes(config), where)
     tensors = read_tensors(path, tensor_shapes(config), "bert.")
     tokenizer = read_tokenizer(directory / TOKENIZER)
+    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
     for special in ("[CLS]", "[SEP]", "[PAD]"):
         if tokenizer.token_to_id(special) is None:
             raise CheckpointError(f"{directory / TOKENIZER}: has no {special} token")

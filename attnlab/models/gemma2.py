@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
-from attnlab.models.llama import DecoderConfig, load_decoder, number, parse_decoder
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, positive_number
+from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 
 MODEL_TYPE = "gemma2"
 
@@ -25,11 +25,11 @@ def gemma_choices(raw: dict[str, Any], where: str) -> dict[str, Any]:
     caps = {}
     for key, name in (("attn_logit_softcapping", "cap"), ("final_logit_softcapping", "final_cap")):
         if raw.get(key) is not None:
-            caps[name] = number(raw, key, where)
+            caps[name] = positive_number(raw, key, where)
     return {
         "norm_offset": 1.0, "block": "sandwich", "embed_scale": True, "tied": True,
         "activation_key": "hidden_activation", "default_activation": "gelu_pytorch_tanh",
-        "divisor": number(raw, "query_pre_attn_scalar", where, 256) ** -0.5, **caps,
+        "divisor": positive_number(raw, "query_pre_attn_scalar", where, 256) ** -0.5, **caps,
     }  # fmt: skip
 
 

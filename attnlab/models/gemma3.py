@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, positive_int
 from attnlab.models.gemma2 import gemma_choices
 from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 
@@ -23,7 +23,9 @@ def parse_gemma3_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConf
     """A Gemma 3 text ``config.json`` (``gemma2.gemma_choices`` and per-head q/k norm)."""
     if raw.get("model_type") != MODEL_TYPE:
         raise CheckpointError(f"{where}: model_type {raw.get('model_type')!r} is not gemma3_text")
-    pattern = raw.get("sliding_window_pattern", 6)
+    given = raw.get("sliding_window_pattern")  # absent or null: 6 (Gemma 3's five in six)
+    key = "sliding_window_pattern"
+    pattern = positive_int({key: 6 if given is None else given}, key, where)
     return parse_decoder(
         raw, where, qk_norm="head", sliding=lambda i: (i + 1) % pattern != 0,
         local_theta=raw.get("rope_local_base_freq", 10000.0), **gemma_choices(raw, where),

@@ -52,7 +52,11 @@ from attnlab.models.files import (
     WEIGHTS,
     Checkpoint,
     CheckpointError,
+    an_object,
+    boolean,
+    check_token_ids,
     check_weights_header,
+    choice,
     files_present,
     mechanism_of,
     positive_int,
@@ -125,25 +129,17 @@ def parse_gpt2_config(
     for name in REFUSED_FLAGS:
         if raw.get(name):
             raise CheckpointError(f"{where}: {name} is true, which is not computed here")
-    act = raw.get("activation_function", "gelu_new")
-    if act not in ACTIVATIONS:
-        raise CheckpointError(
-            f"{where}: activation_function {act!r}, only {', '.join(ACTIVATIONS)}"
-        )
+    act = choice(raw, "activation_function", where, tuple(ACTIVATIONS), "gelu_new")
     eps = raw.get("layer_norm_epsilon", 1e-5)
     if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 < eps < 1:
         raise CheckpointError(f"{where}: layer_norm_epsilon must be in (0, 1), got {eps!r}")
-    ours = raw.get("attnlab", {})
-    if not isinstance(ours, dict):
-        raise CheckpointError(f"{where}: attnlab must be an object")
-    default = "scaled" if raw.get("scale_attn_weights", True) else "unscaled"
+    ours = an_object(raw, "attnlab", where) or {}
+    default = "scaled" if boolean(raw, "scale_attn_weights", where, True) else "unscaled"
     mechanism = ours.get("mechanism", default)
     if not isinstance(mechanism, str) or not mechanism:
         raise CheckpointError(f"{where}: attnlab.mechanism must be a name, got {mechanism!r}")
     attention = mechanism_of(mechanism, ours.get("made_by"), mechanisms or {}, where)
-    positions = ours.get("positions", "learned")
-    if positions not in POSITIONS:
-        raise CheckpointError(f"{where}: attnlab.positions {positions!r}, only learned")
+    choice(ours, "positions", where, POSITIONS, POSITIONS[0], "attnlab.positions")
     n_embd = positive_int(raw, "n_embd", where)
     n_head = positive_int(raw, "n_head", where)
     if n_embd % n_head:
@@ -158,7 +154,7 @@ def parse_gpt2_config(
         n_inner=positive_int({"n_inner": inner}, "n_inner", where),
         layer_norm_epsilon=float(eps),
         tanh_gelu=ACTIVATIONS[act],
-        tied=bool(raw.get("tie_word_embeddings", True)),
+        tied=boolean(raw, "tie_word_embeddings", where, True),
         attention=attention,
     )
 
@@ -218,11 +214,7 @@ def load_gpt2(
     check_weights_header(path, PREFIX, layers, lambda: gpt2_shapes(config), where)
     tensors = read_tensors(path, gpt2_shapes(config), PREFIX, owned=LEARNED_PREFIX)
     tokenizer = read_tokenizer(directory / TOKENIZER)
-    if tokenizer.get_vocab_size() > config.vocab_size:
-        raise CheckpointError(
-            f"{directory / TOKENIZER}: {tokenizer.get_vocab_size()} tokens, more than "
-            f"config.json's vocab_size {config.vocab_size}"
-        )
+    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
     return Checkpoint(
         raw["model_type"], config, tensors, tokenizer, directory, sha256(path),
         config.n_positions, raw.get("attnlab", {}),

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from attnlab.models.files import CheckpointError
+from attnlab.models.files import CheckpointError, an_object, boolean, positive_int, positive_number
 
 Array = jax.Array
 #: The ``rope_type`` values computed here.
@@ -112,46 +112,51 @@ class Rope:
     truncate: bool = True
 
 
-def _number(value: Any, where: str, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise CheckpointError(f"{where}: {key} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def read_rope(
-    params: dict[str, Any] | None, theta: Any, max_positions: int, where: str, key: str
-) -> Rope:
+def read_rope(params: Any, theta: Any, max_positions: int, where: str, key: str) -> Rope:
     """The ``Rope`` of a config's rotary parameters ``params`` (its ``rope_scaling``, or a
     ``rope_parameters`` object, which may carry its own ``rope_theta``; None: plain RoPE)
     at base ``theta``; ``key`` names them in errors. ``CheckpointError`` (one line naming
-    ``where`` and the key) for a type not in ``ROPE_TYPES`` or a parameter that is not a
-    positive number. YaRN's ``attention_factor`` defaults to ``0.1 ln(factor) + 1`` (or the
+    ``where`` and the key, through ``files``' checks) for parameters that are not an
+    object, a type not in ``ROPE_TYPES``, a parameter that is not a positive number, an
+    ``original_max_position_embeddings`` that is not a positive integer, Llama 3's
+    ``high_freq_factor`` not above its ``low_freq_factor`` (its blend divides by their
+    difference) and YaRN at ``rope_theta`` 1 or less (its correction divides by
+    ``ln theta``). YaRN's ``attention_factor`` defaults to ``0.1 ln(factor) + 1`` (or the
     ratio of the two ``mscale`` terms where ``mscale`` and ``mscale_all_dim`` are given);
     ``original_max_position_embeddings`` defaults to ``max_positions``."""
-    params = dict(params or {})
-    if not isinstance(params, dict):
-        raise CheckpointError(f"{where}: {key} must be an object")
-    theta = params.pop("rope_theta", theta)
+    params = dict(an_object({key: params}, key, where) or {})
+    theta = positive_number(params, "rope_theta", where, theta)
+    params.pop("rope_theta", None)
     kind = params.get("rope_type", params.get("type", "default"))
-    if kind not in ROPE_TYPES:
+    if not isinstance(kind, str) or kind not in ROPE_TYPES:
         raise CheckpointError(
             f"{where}: {key}.rope_type {kind!r} is not computed here (only {', '.join(ROPE_TYPES)})"
         )
-    rope = Rope(_number(theta, where, "rope_theta"), kind)
+    rope = Rope(theta, kind)
     if kind == "default":
         return rope
-    factor = _number(params.get("factor"), where, f"{key}.factor")
-    original = params.get("original_max_position_embeddings") or max_positions
-    original = _number(original, where, f"{key}.original_max_position_embeddings")
-    values = {"factor": factor, "original": int(original)}
+    factor = positive_number(params, "factor", where, label=f"{key}.factor")
+    name = "original_max_position_embeddings"
+    given = {name: params.get(name) or max_positions}  # null or 0: the model's positions
+    original = positive_int(given, name, where, label=f"{key}.{name}")
+    values = {"factor": factor, "original": original}
     if kind == "llama3":
         for name in ("low_freq_factor", "high_freq_factor"):
-            values[name] = _number(params.get(name), where, f"{key}.{name}")
+            values[name] = positive_number(params, name, where, label=f"{key}.{name}")
+        if values["high_freq_factor"] <= values["low_freq_factor"]:
+            raise CheckpointError(
+                f"{where}: {key}.high_freq_factor must be more than its low_freq_factor"
+            )
     if kind == "yarn":
+        if theta <= 1:
+            raise CheckpointError(
+                f"{where}: rope_theta must be more than 1 for YaRN (its correction divides by "
+                f"ln rope_theta), got {theta:g}"
+            )
         for name in ("beta_fast", "beta_slow"):
-            given = params.get(name)
-            values[name] = getattr(rope, name) if given is None else _number(given, where, name)
-        values["truncate"] = bool(params.get("truncate", True))
+            default = getattr(rope, name)
+            values[name] = positive_number(params, name, where, default, f"{key}.{name}")
+        values["truncate"] = boolean(params, "truncate", where, True, f"{key}.truncate")
         values["attention_factor"] = _yarn_attention_factor(params, factor, where, key)
     return Rope(rope.theta, kind, **values)
 
@@ -163,14 +168,16 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
 def _yarn_attention_factor(params: dict[str, Any], factor: float, where: str, key: str) -> float:
     """YaRN's factor on cos and sin (Peng et al. 2023, sec. 3.4; Hugging Face's
     ``_compute_yarn_parameters``): the given ``attention_factor``, else
-    ``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` where both are given, else
-    ``mscale(factor) = 0.1 ln(factor) + 1``."""
-    given = params.get("attention_factor")
-    if given is not None:
-        return _number(given, where, f"{key}.attention_factor")
-    mscale, all_dim = params.get("mscale"), params.get("mscale_all_dim")
-    if mscale and all_dim:
-        return _yarn_mscale(factor, mscale) / _yarn_mscale(factor, all_dim)
+    ``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` where both are given
+    (positive numbers; 0 or null: not given), else ``mscale(factor) = 0.1 ln(factor) + 1``."""
+    if params.get("attention_factor") is not None:
+        return positive_number(params, "attention_factor", where, label=f"{key}.attention_factor")
+    given = {}
+    for name in ("mscale", "mscale_all_dim"):
+        if params.get(name) not in (None, 0):
+            given[name] = positive_number(params, name, where, label=f"{key}.{name}")
+    if len(given) == 2:
+        return _yarn_mscale(factor, given["mscale"]) / _yarn_mscale(factor, given["mscale_all_dim"])
     return _yarn_mscale(factor)
 
 

@@ -61,10 +61,17 @@ from attnlab.models.files import (
     WEIGHTS,
     Checkpoint,
     CheckpointError,
+    an_object,
+    boolean,
+    check_layers,
+    check_token_ids,
     check_weights_header,
+    choice,
     files_present,
     mechanism_of,
+    model_type_of,
     positive_int,
+    positive_number,
     read_json,
     read_tensors,
     read_tokenizer,
@@ -156,15 +163,6 @@ class DecoderConfig:
         return self.attention.name
 
 
-def number(raw: dict[str, Any], key: str, where: str, default: Any = None) -> float:
-    """``raw[key]`` (``default`` where absent) as a float; ``CheckpointError`` naming the key
-    unless it is a positive finite number."""
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e300:
-        raise CheckpointError(f"{where}: {key} must be a positive number, got {value!r}")
-    return float(value)
-
-
 def attention_of(model_type: str, head_dim: int, divisor: float, cap: float | None) -> Mechanism:
     """The mechanism of logits ``divisor * q.k`` (capped ``cap tanh(z / cap)`` where ``cap``
     is given): the built-in ``scaled`` where ``divisor`` is ``head_dim^-1/2`` and nothing
@@ -189,20 +187,26 @@ def refuse(raw: dict[str, Any], where: str, keys: tuple[str, ...] = REFUSED_KEYS
 
 def layer_types(raw: dict[str, Any], n_layer: int, where: str, sliding: Callable) -> tuple:
     """Each layer's type: ``layer_types`` where given, else ``sliding(i)`` ->
-    ``sliding_attention`` / ``full_attention``; ``CheckpointError`` for another type."""
+    ``sliding_attention`` / ``full_attention``; ``CheckpointError`` for another type (an
+    entry that is not a name too)."""
     given = raw.get("layer_types")
     if given is None:
         return tuple(LAYER_TYPES[1] if sliding(i) else LAYER_TYPES[0] for i in range(n_layer))
-    if not isinstance(given, list) or len(given) != n_layer or set(given) - set(LAYER_TYPES):
+    if (
+        not isinstance(given, list)
+        or len(given) != n_layer
+        or not all(isinstance(kind, str) and kind in LAYER_TYPES for kind in given)
+    ):
         raise CheckpointError(
             f"{where}: layer_types must list {n_layer} of {', '.join(LAYER_TYPES)}"
         )
     return tuple(given)
 
 
-def rope_params(raw: dict[str, Any], layer_type: str) -> tuple[dict | None, str]:
+def rope_params(raw: dict[str, Any], layer_type: str) -> tuple[Any, str]:
     """The rotary parameters of a layer of ``layer_type`` and the key they came from:
-    transformers v5's ``rope_parameters`` (flat, or by layer type), else ``rope_scaling``."""
+    transformers v5's ``rope_parameters`` (flat, or by layer type), else ``rope_scaling``
+    (as given: ``layers.read_rope`` checks that they are an object)."""
     given = raw.get("rope_parameters")
     if isinstance(given, dict) and layer_type in given:
         return given[layer_type], f"rope_parameters.{layer_type}"
@@ -220,6 +224,7 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
     ``attnlab_llama``'s ``attention`` (a ``Mechanism``, default ``attention_of``'s),
     ``mlp`` and ``positions``)."""
     refuse(raw, where)
+    model_type = model_type_of(raw, where)
     D = positive_int(raw, "hidden_size", where)
     H = positive_int(raw, "num_attention_heads", where)
     KV = positive_int(raw, "num_key_value_heads", where, H)
@@ -232,24 +237,25 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
     if head_dim % 2:
         raise CheckpointError(f"{where}: head_dim {head_dim} is odd; rotary needs pairs")
     key = family.get("activation_key", "hidden_act")
-    activation = raw.get(key, family.get("default_activation", "silu"))
-    if activation not in ACTIVATIONS:
-        raise CheckpointError(f"{where}: {key} {activation!r}, only {', '.join(ACTIVATIONS)}")
+    activation = choice(
+        raw, key, where, tuple(ACTIVATIONS), family.get("default_activation", "silu")
+    )
     n_layer = positive_int(raw, "num_hidden_layers", where)
+    check_layers(n_layer, where)  # before anything is built per layer
     positions = positive_int(raw, "max_position_embeddings", where)
     window = raw.get("sliding_window")
     types = layer_types(raw, n_layer, where, family.get("sliding", lambda i: window is not None))
-    ropes = []
-    for kind in types:
+    rope_of = {}  # a layer's rotary positions depend on its type alone: read once a type
+    for kind in dict.fromkeys(types):
         params, rope_key = rope_params(raw, kind)
         if kind == LAYER_TYPES[1] and family.get("local_theta") and rope_key == "rope_scaling":
             params, rope_key = {"rope_theta": family["local_theta"]}, "rope_local_base_freq"
         theta = raw.get("rope_theta", 10000.0)
-        ropes.append(read_rope(params, theta, positions, where, rope_key))
+        rope_of[kind] = read_rope(params, theta, positions, where, rope_key)
+    ropes = [rope_of[kind] for kind in types]
     context = positions
     if LAYER_TYPES[1] in types:
         context = min(positions, positive_int(raw, "sliding_window", where))
-    model_type = raw["model_type"]
     divisor = family.get("divisor") or head_dim**-0.5
     cap = family.get("cap")
     return DecoderConfig(
@@ -261,8 +267,8 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
         n_head=H,
         n_kv_head=KV,
         head_dim=head_dim,
-        eps=number(raw, "rms_norm_eps", where, 1e-6),
-        tied=bool(raw.get("tie_word_embeddings", family.get("tied", False))),
+        eps=positive_number(raw, "rms_norm_eps", where, 1e-6),
+        tied=boolean(raw, "tie_word_embeddings", where, family.get("tied", False)),
         activation=activation,
         qk_norm=family.get("qk_norm", ""),
         block=family.get("block", "pre"),
@@ -273,7 +279,7 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
         embed_scale=family.get("embed_scale", False),
         final_cap=family.get("final_cap"),
         context=context,
-        initializer_range=number(raw, "initializer_range", where, 0.02),
+        initializer_range=positive_number(raw, "initializer_range", where, 0.02),
         attention=family.get("attention") or attention_of(model_type, head_dim, divisor, cap),
         layer_types=types,
         mlp=family.get("mlp", MLPS[0]),
@@ -304,14 +310,9 @@ def parse_attnlab_llama_config(
         raise CheckpointError(
             f"{where}: model_type {raw.get('model_type')!r} is not {ATTNLAB_MODEL_TYPE!r}"
         )
-    ours = raw.get("attnlab", {})
-    if not isinstance(ours, dict):
-        raise CheckpointError(f"{where}: attnlab must be an object")
-    for key, allowed, default in (("mlp", MLPS, MLPS[0]), ("positions", POSITIONS, POSITIONS[0])):
-        if ours.get(key, default) not in allowed:
-            raise CheckpointError(
-                f"{where}: attnlab.{key} {ours[key]!r}, only {', '.join(allowed)}"
-            )
+    ours = an_object(raw, "attnlab", where) or {}
+    for key, allowed in (("mlp", MLPS), ("positions", POSITIONS)):
+        choice(ours, key, where, allowed, allowed[0], f"attnlab.{key}")
     name = ours.get("mechanism", "scaled")
     if not isinstance(name, str) or not name:
         raise CheckpointError(f"{where}: attnlab.mechanism must be a name, got {name!r}")
@@ -389,11 +390,7 @@ def load_decoder(directory: Path | str, parse: Callable[[dict, str], DecoderConf
     check_weights_header(path, "", layers, lambda: decoder_shapes(config), where)
     tensors = read_tensors(path, decoder_shapes(config), "")
     tokenizer = read_tokenizer(directory / TOKENIZER)
-    if tokenizer.get_vocab_size() > config.vocab_size:
-        raise CheckpointError(
-            f"{directory / TOKENIZER}: {tokenizer.get_vocab_size()} tokens, more than "
-            f"config.json's vocab_size {config.vocab_size}"
-        )
+    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
     return Checkpoint(
         raw["model_type"], config, tensors, tokenizer, directory, sha256(path), config.context,
         raw.get("attnlab", {}),

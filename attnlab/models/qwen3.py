@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, boolean
 from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 
 MODEL_TYPE = "qwen3"
@@ -21,7 +21,7 @@ def parse_qwen3_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConfi
     (``head_dim`` read, 128 in every published size)."""
     if raw.get("model_type") != MODEL_TYPE:
         raise CheckpointError(f"{where}: model_type {raw.get('model_type')!r} is not qwen3")
-    if raw.get("use_sliding_window"):
+    if boolean(raw, "use_sliding_window", where, False):
         raise CheckpointError(f"{where}: use_sliding_window is true, which is not computed here")
     raw = {k: v for k, v in raw.items() if k != "sliding_window"}  # unused unless enabled
     return parse_decoder(raw, where, qk_norm="head", default_head_dim=128)

@@ -273,14 +273,14 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/files.py \
-	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
-	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
-	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
-	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
-	attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/bert.py \
+	attnlab/models/files.py attnlab/models/gemma2.py attnlab/models/gemma3.py \
+	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
+	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
+	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
+	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
@@ -288,14 +288,14 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/models/__init__.py attnlab/models/bert.py attnlab/models/files.py \
-	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
-	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
-	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
-	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
-	attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/bert.py \
+	attnlab/models/files.py attnlab/models/gemma2.py attnlab/models/gemma3.py \
+	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
+	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
+	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
+	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \

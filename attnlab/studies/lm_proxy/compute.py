@@ -31,6 +31,7 @@ from attnlab.studies.lm_proxy.study import (
     RECORD_EVERY,
     SWEPT,
     WIDTHS,
+    checkpoint_name,
 )
 
 
@@ -102,6 +103,16 @@ def sweep_cell(
         best, _ = best_lane_rates(sweep, DRIFT_FACTOR)
         saved = best_model(result, best, mechanism, reference.text, config.layout)
     return sweep, curve_rows(result, RECORD_EVERY), ownership, saved
+
+
+def saved_names(config: ProxyConfig) -> list[str]:
+    """The checkpoints the sweep saves (``sweep_cell``): each mechanism's at
+    ``one_width_d_model``, with learned positions only; their paths are checked before
+    any work (``cli.check_outputs``)."""
+    if config.lm.positions != "learned":
+        return []
+    return [checkpoint_name(reference.mechanism.name, d) for reference, d in config.cells()
+            if d == config.one_width_d_model]  # fmt: skip
 
 
 def tables(

@@ -259,10 +259,11 @@ def check_names(swept: tuple[MechanismRef, ...], one_width: tuple[MechanismRef, 
 
 def text_tokens(path: Path | None, config: ProxyConfig) -> tuple[TextSource, np.ndarray]:
     """``--text`` read (``None``: the default prose) and its bytes as tokens; a file that
-    cannot be read, or too short for one held-out window, is a ``cli.UsageError``."""
+    cannot be read, is not a regular file (a FIFO, ``/dev/zero``: ``read_text``) or is too
+    short for one held-out window, is a ``cli.UsageError``."""
     try:
         source = read_text(path)
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, ValueError) as err:  # ValueError: not a regular file, not UTF-8
         raise cli.UsageError(f"--text: cannot read {path} ({err})") from None
     tokens = byte_tokens(source.text)
     if len(tokens) * config.lm.held_out < config.lm.seq_len + 1:

@@ -296,6 +296,20 @@ def long_runs(config: OptimizerConfig, sweep: pd.DataFrame) -> list[tuple[Cell, 
     return plan
 
 
+def possible_checkpoints(config: OptimizerConfig) -> list[str]:
+    """Every checkpoint the long run may save (``long_checkpoints``), known before the
+    sweep picks its rates (``long_runs``): under each optimizer, ``scaled`` without and
+    (where ``scaled`` is clipped) with QK-Clip, at each rate of ``lrs`` and each of
+    ``checkpoint_steps``; none with ``long_steps`` 0. A superset of those saved, whose
+    paths are checked before any work (``cli.check_outputs``)."""
+    if not config.long_steps:
+        return []
+    clipped = (False, True) if SCALED in config.clipped else (False,)
+    return [checkpoint_name(optimizer, clip, float(lr), step)
+            for optimizer in config.optimizers for clip in clipped for lr in config.lrs
+            for step in config.checkpoint_steps()]  # fmt: skip
+
+
 def long_pieces(config: OptimizerConfig, sweep: pd.DataFrame, text: TextSource) -> list[Piece]:
     """One piece per cell of the long run (``long_runs``) on ``text``; none with
     ``long_steps`` 0."""

@@ -19,6 +19,7 @@ from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
 from attnlab.lm.corpus import stdlib_source
 from attnlab.lm.optimizers import OPTIMIZERS
+from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY, check_tau
 from attnlab.studies.optimizer.compute import SCALED, OptimizerConfig
 from attnlab.studies.optimizer.study import LEDGER_POINTS
 
@@ -39,6 +40,20 @@ def _words(values) -> str:
     return " ".join(f"{v:g}" for v in values)
 
 
+def qk_clip_tau(text: str) -> float:
+    """An argparse type: QK-Clip's ``tau``, a finite float ``> 0`` that float32 (the
+    clip's arithmetic) holds as a normal number (``attnlab.lm.qk_clip.check_tau``): a
+    smaller one would clip with tau 0 while the tables record the value given."""
+    value = cli.positive_float(text)
+    try:
+        return check_tau(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text} is outside float32's normal numbers ({FLOAT32_TINY:g} to "
+            f"{FLOAT32_MAX:g}), in which the clip computes: it would clip at another tau"
+        ) from None
+
+
 def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
     """Every flag of experiment 15 but ``--out-dir``. The flags ``--quick`` changes default
     to None (a flag given always wins over ``--quick``), their help saying both defaults."""
@@ -55,7 +70,7 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                         default=[m.text for m in DEFAULT.clipped], metavar="SPEC",
                         help="mechanisms swept with QK-Clip besides; the long run needs "
                         "scaled here")  # fmt: skip
-    parser.add_argument("--qk-clip", type=cli.positive_float, default=DEFAULT.tau,
+    parser.add_argument("--qk-clip", type=qk_clip_tau, default=DEFAULT.tau,
                         metavar="TAU", help="QK-Clip's threshold (Kimi K2's)")  # fmt: skip
     parser.add_argument("--lrs", nargs="+", type=cli.positive_float, default=None,
                         metavar="LR", help="peak learning rates " + both.format(
@@ -177,14 +192,15 @@ def ran(config: OptimizerConfig) -> dict:
 
 def texts(args: argparse.Namespace, config: OptimizerConfig) -> dict[str, TextSource]:
     """The sweep's text (``--text``, default 14's prose) and the long run's (``--long-text``,
-    default ``stdlib_source``); one that cannot be read, or too short for a held-out
-    window, is a ``cli.UsageError``."""
+    default ``stdlib_source``); one that cannot be read, is not a regular file (a FIFO,
+    ``/dev/zero``: ``read_text``) or is too short for a held-out window, is a
+    ``cli.UsageError``."""
     chosen = {}
     for flag, path, default in (("--text", args.text, None),
                                 ("--long-text", args.long_text, stdlib_source)):  # fmt: skip
         try:
             source = read_text(path) if path is not None or default is None else default()
-        except (OSError, UnicodeDecodeError) as err:
+        except (OSError, ValueError) as err:  # ValueError: not a regular file, not UTF-8
             raise cli.UsageError(f"{flag}: cannot read {path} ({err})") from None
         if len(byte_tokens(source.text)) * config.lm.held_out < config.lm.seq_len + 1:
             raise cli.UsageError(f"{flag}: too few bytes for a held-out window")

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.context import causal_context
-from attnlab.models.files import CheckpointError, read_json
+from attnlab.models.files import CheckpointError, model_type_of, read_json
 from attnlab.models.ledger import (
     CAP_MARGIN,
     STATIC_COLUMNS,
@@ -153,7 +153,7 @@ def config_ledger_text(path: Path) -> str:
     if path.is_dir():
         path = path / "config.json"
     raw = read_json(path)
-    kind = raw.get("model_type")
+    kind = model_type_of(raw, str(path))
     if kind not in LEDGER_MODEL_TYPES:
         raise CheckpointError(
             f"{path}: model_type {kind!r} has no temperature ledger here (only "

@@ -5,7 +5,6 @@ the configuration (``read_inputs``), then the encoder's or the causal tables
 from __future__ import annotations
 
 import argparse
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +26,12 @@ from attnlab.studies.real_model.compute import (
 )
 from attnlab.studies.real_model.flags import real_model_config
 from attnlab.studies.real_model.ledger import config_ledger_text
+
+#: Bytes of a ``--text`` file read per token ``--tokens`` asks for: English prose takes
+#: about 4 a token in these tokenizers; the margin covers whitespace, markup and what a
+#: tokenizer drops. A file is never read further (``/dev/zero`` would never end), and one
+#: whose first bytes hold too few tokens is refused naming ``--tokens``.
+TEXT_BYTES_PER_TOKEN = 64
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,16 @@ def _supplied(references: list[str]) -> dict[str, Mechanism]:
     return supplied
 
 
+def text_source(path: Path | None, tokens: int) -> TextSource:
+    """``--text`` (None: the default prose), of a file only the bytes ``tokens`` tokens need
+    (``TEXT_BYTES_PER_TOKEN`` each); ``cli.UsageError`` naming ``--text`` where it cannot be
+    read, is not a regular file (a FIFO, ``/dev/zero``) or is not UTF-8."""
+    try:
+        return read_text(path, TEXT_BYTES_PER_TOKEN * tokens)
+    except (OSError, ValueError) as err:  # ValueError: not a regular file, not UTF-8
+        raise cli.UsageError(f"--text: cannot read {path} as UTF-8 text ({err})") from None
+
+
 def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
     """``--text`` and ``--checkpoint`` (with ``--mechanisms``, the user's mechanisms its
     GPT-2 checkpoints name) read and checked against ``config``, where ``--lengths`` or
@@ -58,26 +73,24 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
     context (``flags.real_model_config``): every row length within each checkpoint's
     context, enough tokens in the text for each; ``cli.UsageError`` naming the flag
     otherwise. The configuration that runs is ``Inputs.config``."""
-    try:
-        source = read_text(args.text)
-    except (OSError, UnicodeDecodeError) as err:
-        raise cli.UsageError(f"--text: cannot read {args.text} as UTF-8 text ({err})") from None
+    source = text_source(args.text, config.tokens)
     supplied = _supplied(args.mechanisms)
     try:
         folders = [Path(d).resolve() for d in args.checkpoint or []]
     except (OSError, RuntimeError) as err:  # RuntimeError: a loop of symbolic links (3.11)
         raise cli.UsageError(f"--checkpoint: cannot be read ({err})") from None
     for i, folder in enumerate(folders):  # the tables name each checkpoint by its folder
+        cli.check_settled(folder, "--checkpoint")  # no killed run's move half done there
         if folder in folders[:i]:
             raise cli.UsageError(f"--checkpoint: {folder} is given twice")
         if folder.name in (f.name for f in folders[:i]):
             raise cli.UsageError(f"--checkpoint: two directories named {folder.name!r}; rename one")
     try:
         checkpoints = [read_checkpoint(d, supplied) for d in args.checkpoint or [None]]
-    except UnknownMechanismError as err:
-        again = shlex.quote(err.made_from or f"path/to/file.py:{err.name}")
+    except UnknownMechanismError as err:  # the maker's path is theirs: never offered to run
         raise cli.UsageError(
-            f"--mechanisms: {err}; supply it again: --mechanisms {again}"
+            f"--mechanisms: {err}; name your own file that defines it: --mechanisms "
+            f"path/to/your_file.py:{err.name}"
         ) from None
     except CheckpointError as err:
         raise cli.UsageError(f"--checkpoint: {err}") from None
@@ -107,8 +120,10 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
             )
         found = text_tokens(checkpoint, source.text)
         if found < config.tokens:
+            cut = args.text is not None and source.source != str(args.text)  # read_text's
+            read = f" in its first {TEXT_BYTES_PER_TOKEN * config.tokens} bytes" if cut else ""
             raise cli.UsageError(
-                f"--tokens: the text has {found} tokens, fewer than {config.tokens}"
+                f"--tokens: the text has {found} tokens{read}, fewer than {config.tokens}"
             )
     return Inputs(source, checkpoints, causal, args.checkpoint is None, config)
 
