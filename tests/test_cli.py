@@ -17,7 +17,7 @@ import pytest
 from events import EVENT_DEADLINE_S, HAS_PROC_SIGNALS, catches, wait_for
 from test_experiments_recall import TINY as TINY_RECALL
 
-from attnlab.harness import cli
+from attnlab.harness import cli, outputs
 from attnlab.harness.io import is_csv
 from attnlab.report import not_from_defaults
 
@@ -47,6 +47,17 @@ def test_defaults_write_results_and_other_flags_a_run_folder():
     run = cli.run_context(parser, args)
     assert not run.made_with_defaults and run.out_dir == Path("results") and run.out_dir_given
     assert not run.sidecar_flags["made_with_defaults"] and not hasattr(args, "made_with_defaults")
+
+
+def test_two_runs_in_one_process_in_one_second_get_two_folders(monkeypatch):
+    """Issue 67, cause 2, in-process (``make verify``, a notebook): the pid is the same,
+    the run's number in the process is not."""
+    parser = _parser()
+    monkeypatch.setattr(outputs.time, "strftime", lambda fmt, *rest: "20260101-000000")
+    first, second = (cli.run_context(parser, parser.parse_args(["--steps", "3"])).out_dir
+                     for _ in range(2))  # fmt: skip
+    assert first != second and first.parent == second.parent == cli.RUNS_DIR
+    assert f"-20260101-000000-{os.getpid()}" in first.name
 
 
 def test_a_committed_argument_list_counts_as_defaults():

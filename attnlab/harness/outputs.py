@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -118,6 +119,18 @@ class RunContext:
         return {**self.flags, "made_with_defaults": self.made_with_defaults}
 
 
+#: Runs made so far in this process: a later one's folder name carries its number.
+_RUNS_IN_PROCESS = itertools.count()
+
+
+def run_folder_name(script: str) -> str:
+    """``<script>-<YYYYMMDD-HHMMSS>-<pid>``, and ``-<n>`` for this process's ``n``-th run
+    after its first (``make verify`` and notebooks run scripts in-process): no two runs,
+    in one process or in several started in one second, share a run folder."""
+    n = next(_RUNS_IN_PROCESS)
+    return f"{script}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" + (f"-{n}" if n else "")
+
+
 def run_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunContext:
     """The run's context. Where ``--out-dir`` was not given the output folder is
     ``results/`` for the committed defaults and a new run folder otherwise (so that no
@@ -127,11 +140,7 @@ def run_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Ru
     given = getattr(args, "out_dir", None)
     out_dir = given
     if given is None and hasattr(args, "out_dir"):
-        if defaults:
-            out_dir = RESULTS_DIR
-        else:
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            out_dir = RUNS_DIR / f"{Path(parser.prog).stem}-{stamp}-{os.getpid()}"
+        out_dir = RESULTS_DIR if defaults else RUNS_DIR / run_folder_name(Path(parser.prog).stem)
     flags = vars(args) | ({"out_dir": out_dir} if hasattr(args, "out_dir") else {})
     return RunContext(flags, out_dir, made_with_defaults=defaults, out_dir_given=given is not None)
 
