@@ -63,6 +63,7 @@ def test_help_exits_0(script, run_main, capsys):
         (["--optimizers", "muon", "muon"], "--optimizers"),
         (["--mechanisms", "no_such_mechanism"], "--mechanisms"),
         (["--clipped", "no_such_mechanism"], "--clipped"),
+        (["--clipped", "qk_norm"], "--clipped: qk_norm normalises q and k"),  # no handle
         (["--qk-clip", "0"], "--qk-clip"),
         (["--lrs", "-1"], "--lrs"),
         (["--lrs", "1e-2", "1e-2"], "--lrs"),

@@ -5,10 +5,13 @@ logits, bit for bit, for the rest."""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
-from attnlab.lm.qk_clip import clip_factors, qk_clip
+from attnlab.lm.qk_clip import clip_factors, clip_handle, qk_clip, qk_clip_transform
 
 D_MODEL, D_HEAD, T = 16, 4, 6
 #: float32 logits recomputed from rescaled weights: each factor and each product of width
@@ -147,3 +150,101 @@ def test_the_smallest_normal_float32_tau_is_taken_and_inf_clips_nothing():
     w_q, w_k, x = weights(4, 4)
     new_q, _ = qk_clip(w_q, w_k, max_logits(w_q, w_k, x, 4, 4), tau=float("inf"), n_heads=4)
     np.testing.assert_array_equal(np.asarray(new_q), w_q)
+
+
+# --- the public API's other forms (issue 68, item 7) ---------------------------------------
+
+
+@pytest.mark.parametrize(("n_heads", "n_kv"), [(4, 4), (4, 2)])
+def test_head_shaped_weights_clip_as_the_flat_ones(n_heads, n_kv):
+    """``[d_model, heads, d_head]`` weights give the flat form's result, bit for bit, in
+    their own shape."""
+    w_q, w_k, x = weights(n_heads, n_kv, spread=(1.0, 3.0))
+    heads = max_logits(w_q, w_k, x, n_heads, n_kv)
+    tau = float(np.median(heads))
+    flat = qk_clip(w_q, w_k, heads, tau=tau, n_heads=n_heads, n_kv_heads=n_kv)
+    shaped = qk_clip(w_q.reshape(D_MODEL, n_heads, D_HEAD), w_k.reshape(D_MODEL, n_kv, D_HEAD),
+                     heads, tau=tau, n_heads=n_heads, n_kv_heads=n_kv)  # fmt: skip
+    assert shaped[0].shape == (D_MODEL, n_heads, D_HEAD)
+    assert shaped[1].shape == (D_MODEL, n_kv, D_HEAD)
+    for a, b in zip(flat, shaped, strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b).reshape(a.shape))
+
+
+def test_head_shaped_weights_of_another_head_count_are_refused():
+    w_q, w_k, _ = weights(4, 4)
+    with pytest.raises(ValueError, match="do not hold 2 query"):
+        qk_clip(w_q.reshape(D_MODEL, 4, D_HEAD), w_k, np.zeros(2), tau=1.0, n_heads=2)
+    with pytest.raises(ValueError, match=r"w_q must be \[d_model"):
+        qk_clip(w_q[None, None], w_k, np.zeros(4), tau=1.0, n_heads=4)
+
+
+def _two_layers(seed: int = 0) -> dict:
+    """A parameter tree of two attention layers (one of them head-shaped) and a head."""
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape):
+        return jnp.asarray(rng.standard_normal(shape), jnp.float32)
+
+    return {
+        "a": {"w_q": normal(D_MODEL, 4 * D_HEAD), "w_k": normal(D_MODEL, 2 * D_HEAD)},
+        "b": {"w_q": normal(D_MODEL, 4, D_HEAD), "w_k": normal(D_MODEL, 2, D_HEAD)},
+        "head": normal(D_MODEL, 3),
+    }
+
+
+LAYERS = [(("a", "w_q"), ("a", "w_k")), (("b", "w_q"), ("b", "w_k"))]
+
+
+def test_the_optax_form_in_a_chain_equals_the_function_on_the_updated_weights():
+    """``optax.chain(adam, qk_clip_transform(...))``, then ``apply_updates``: each layer's
+    W_q, W_k are ``qk_clip`` of adam's updated weights within the two float32 roundings of
+    ``p + (c - p)`` (``|error| <= eps32 (|c| + |c - p|)``); every other leaf is adam's own
+    update, bit for bit."""
+    params = _two_layers()
+    grads = jax.tree.map(lambda p: jnp.ones_like(p) * 0.1, params)
+    heads = jnp.asarray([[1.0, 9.0, 2.0, 30.0], [12.0, 0.5, 7.0, -3.0]])
+    tau = 5.0
+    adam = optax.adam(1e-2)
+    chain = optax.chain(adam, qk_clip_transform(tau, 4, LAYERS, n_kv_heads=2))
+    updates, _ = chain.update(grads, chain.init(params), params, max_logits=heads)
+    clipped = optax.apply_updates(params, updates)
+    plain, _ = adam.update(grads, adam.init(params), params)
+    stepped = optax.apply_updates(params, plain)
+    assert np.array_equal(clipped["head"], stepped["head"])
+    eps = float(np.finfo(np.float32).eps)
+    for i, name in enumerate(("a", "b")):
+        layer = stepped[name]
+        expected = qk_clip(layer["w_q"], layer["w_k"], heads[i], tau=tau, n_heads=4,
+                           n_kv_heads=2)  # fmt: skip
+        got_both = (clipped[name]["w_q"], clipped[name]["w_k"])
+        before_both = (params[name]["w_q"], params[name]["w_k"])
+        for got, want, before in zip(got_both, expected, before_both, strict=True):
+            bound = eps * (np.abs(want) + np.abs(want - before))
+            assert (np.abs(np.asarray(got) - np.asarray(want)) <= bound).all(), name
+    assert not np.allclose(clipped["a"]["w_q"], stepped["a"]["w_q"])  # the clip fired
+
+
+def test_the_optax_form_refuses_what_it_cannot_read():
+    params = _two_layers()
+    transform = qk_clip_transform(5.0, 4, LAYERS, n_kv_heads=2)
+    with pytest.raises(ValueError, match=r"max_logits must be \[2, 4\]"):
+        transform.update(params, transform.init(params), params, max_logits=jnp.zeros(4))
+    with pytest.raises(ValueError, match="update needs params"):
+        transform.update(params, transform.init(params), max_logits=jnp.zeros((2, 4)))
+    lost = qk_clip_transform(5.0, 4, [(("a", "w_q"), ("c", "w_k"))], n_kv_heads=2)
+    with pytest.raises(ValueError, match="no parameter at c/w_k"):
+        lost.update(params, lost.init(params), params, max_logits=jnp.zeros((1, 4)))
+    with pytest.raises(ValueError, match="tau"):
+        qk_clip_transform(0.0, 4, LAYERS)
+
+
+@pytest.mark.parametrize(("name", "handle"), [("scaled", 2.0), ("unscaled", 2.0),
+                                              ("qk_norm", 0.0), ("cosine_tau", 0.0)])  # fmt: skip
+def test_the_clip_has_a_handle_on_bilinear_logits_and_none_on_normalised_ones(name, handle):
+    """``clip_handle``: 2 where scaling W_q, W_k scales the logits, 0 where the mechanism
+    normalises q and k (float32 forward-mode: within 1e-4 of exact, the bound the ledger's
+    elasticity columns use)."""
+    from attnlab.core.references import resolve
+
+    assert clip_handle(resolve(name).mechanism, D_HEAD, 4) == pytest.approx(handle, abs=1e-4)

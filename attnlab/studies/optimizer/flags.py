@@ -13,13 +13,14 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.mechanism import MechanismError
+from attnlab.core.owner import MECHANISM_OWNS_AT
 from attnlab.core.references import mechanism_reference, resolve
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
 from attnlab.lm.corpus import stdlib_source
 from attnlab.lm.optimizers import OPTIMIZERS
-from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY, check_tau
+from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY, check_tau, clip_handle
 from attnlab.studies.optimizer.compute import SCALED, OptimizerConfig
 from attnlab.studies.optimizer.study import LEDGER_POINTS
 
@@ -131,6 +132,13 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
                 reference.mechanism.head_values(lm.d_head, lm.n_heads)
             except MechanismError as err:
                 raise cli.UsageError(f"{flag}: {err}") from None
+    for reference in clipped:
+        handle = clip_handle(reference.mechanism, lm.d_head, lm.n_heads)
+        if handle <= MECHANISM_OWNS_AT:
+            raise cli.UsageError(
+                f"--clipped: {reference.name} normalises q and k (its logits' elasticity to "
+                f"W_q, W_k is {handle:.2g}, not 2): QK-Clip would change none of its logits"
+            )
     if len(set(args.lrs or ())) < len(args.lrs or ()):
         raise cli.UsageError(f"--lrs: a rate given twice, of {_words(args.lrs)}")
     if len(set(args.optimizers)) < len(args.optimizers):
