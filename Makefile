@@ -36,7 +36,7 @@ endif
 
 .PHONY: all test test-all test-under-load test-matrix verify verify-quick lint clean venv \
 	reproduce bench cards rules lock trajectory
-# Every script writes its outputs whole or not at all (attnlab/harness/outputs.py), so an
+# Every script writes its outputs whole or not at all (attnlab/harness/staging.py), so an
 # interrupted or failed recipe leaves each output old or wholly new. make would delete a
 # target a recipe has changed when interrupted (and with .DELETE_ON_ERROR when it fails):
 # for a script of several parts, the parts it had finished. It keeps these.

@@ -1,8 +1,8 @@
 """Fault injection: whatever fails or arrives during a run's final move, its output folder
 holds either every old file or every new one, and the stage is gone
-(``attnlab.harness.outputs.staged_outputs``); SIGINT, SIGTERM and SIGHUP end a run with one
+(``attnlab.harness.staging.staged_outputs``); SIGINT, SIGTERM and SIGHUP end a run with one
 line and ``128 + signum`` (``attnlab.harness.signals``); a path built from a name stays in
-its folder (``outputs.within``); an interrupted ``make`` keeps what its recipes wrote."""
+its folder (``staging.within``); an interrupted ``make`` keeps what its recipes wrote."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from events import EVENT_DEADLINE_S, HAS_PROC_SIGNALS, catches, wait_for
 
-from attnlab.harness import cli, outputs, signals
+from attnlab.harness import cli, outputs, signals, staging
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX signals and flock")
@@ -78,13 +78,13 @@ def test_a_defaults_run_cut_at_any_step_of_its_move_leaves_results_wholly_old(
             (send(signal.SIGHUP), 129)]  # fmt: skip
     for n, (act, code) in enumerate(cuts):  # before, after each replace, after the last
         hook = AtStep(n, act)
-        monkeypatch.setattr(outputs, "_at_move_step", hook)
+        monkeypatch.setattr(staging, "_at_move_step", hook)
         assert run_main(script, ["--quiet"]) == code, (n, hook.steps)
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "nothing written" in err, err
         assert snapshot(results) == old, (n, code)
     assert hook.steps == ["before", *(f"moved {n}" for n in COMPANION), "after"]
-    monkeypatch.setattr(outputs, "_at_move_step", lambda step: None)
+    monkeypatch.setattr(staging, "_at_move_step", lambda step: None)
     assert run_main(script, ["--quiet"]) == 0
     new = snapshot(results)
     assert sorted(new) == sorted(old) and all(new[n] != old[n] for n in COMPANION)
@@ -99,7 +99,7 @@ def test_07s_default_run_cut_between_replaces_keeps_the_committed_correlation_cs
     names = [f"07_failure_modes_{p}.{e}" for p in ("correlation", "masks", "overflow")
              for e in ("csv", "json")]  # fmt: skip
     old = old_results(in_tmp_path, names)
-    monkeypatch.setattr(outputs, "_at_move_step", AtStep(3, send(signal.SIGINT)))
+    monkeypatch.setattr(staging, "_at_move_step", AtStep(3, send(signal.SIGINT)))
     assert run_main(load_script("07_failure_modes"), ["--quiet"]) == 130
     assert capsys.readouterr().err.endswith(": interrupted; nothing written\n")
     assert snapshot(in_tmp_path / "results") == old
@@ -125,7 +125,7 @@ def test_moves_into_one_folder_take_turns(tmp_path, monkeypatch):
     """A run's move waits while another holds the folder's lock, so two runs never pair a
     CSV with the other's sidecar. The check waits for the writer to ask for the lock."""
     asked, done = threading.Event(), threading.Event()
-    flock = outputs.fcntl.flock
+    flock = staging.fcntl.flock
 
     def asking(fd: int, operation: int) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -137,8 +137,8 @@ def test_moves_into_one_folder_take_turns(tmp_path, monkeypatch):
             (stage / "x.csv").write_text("x\n", encoding="utf-8")
         done.set()
 
-    monkeypatch.setattr(outputs.fcntl, "flock", asking)
-    with outputs._locked(tmp_path):
+    monkeypatch.setattr(staging.fcntl, "flock", asking)
+    with staging._locked(tmp_path):
         writer = threading.Thread(target=write)
         writer.start()
         assert asked.wait(timeout=EVENT_DEADLINE_S)
@@ -150,15 +150,15 @@ def test_moves_into_one_folder_take_turns(tmp_path, monkeypatch):
 KILLED_MID_MOVE = """
 import os, signal, sys
 from pathlib import Path
-from attnlab.harness import outputs
+from attnlab.harness import staging
 folder = Path(sys.argv[1])
 steps = []
 def kill(step):
     steps.append(step)
     if len(steps) == 3:  # after the second replace
         os.kill(os.getpid(), signal.SIGKILL)
-outputs._at_move_step = kill
-with outputs.staged_outputs(folder) as stage:
+staging._at_move_step = kill
+with staging.staged_outputs(folder) as stage:
     for name in ("a.csv", "b.csv", "c.csv", "sub/d.csv"):
         (stage / name).parent.mkdir(exist_ok=True)
         (stage / name).write_text("new\\n")
@@ -248,15 +248,15 @@ def test_deferred_signals_wait_for_the_block_and_are_redelivered():
 @pytest.mark.parametrize("relative", ["../x", "a/../../x", "/etc/x"])
 def test_a_path_that_leads_out_of_its_folder_is_refused(tmp_path, relative):
     with pytest.raises(cli.UsageError, match="would be written outside"):
-        outputs.within(tmp_path, relative, "the card of 'm'")
+        staging.within(tmp_path, relative, "the card of 'm'")
 
 
 def test_a_symlink_that_leads_out_is_refused(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "cards").symlink_to(tmp_path)
     with pytest.raises(cli.UsageError, match="would be written outside"):
-        outputs.within(tmp_path / "out", "cards/x", "the card of 'x'")
-    assert outputs.within(tmp_path, "cards/user/a.b", "x") == tmp_path / "cards/user/a.b"
+        staging.within(tmp_path / "out", "cards/x", "the card of 'x'")
+    assert staging.within(tmp_path, "cards/user/a.b", "x") == tmp_path / "cards/user/a.b"
 
 
 @pytest.mark.skipif(not HAS_PROC_SIGNALS, reason="waits on /proc/<pid>/status")
@@ -284,7 +284,7 @@ def test_no_stage_is_left_by_a_failed_block_or_a_dead_process(tmp_path):
         raise ValueError
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-    (tmp_path / f"{outputs.STAGE_PREFIX}{dead}-abc" / "new").mkdir(parents=True)
+    (tmp_path / f"{staging.STAGE_PREFIX}{dead}-abc" / "new").mkdir(parents=True)
     with cli.staged_outputs(tmp_path) as stage:
         (stage / "y.csv").write_text("y\n", encoding="utf-8")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["y.csv"]
@@ -377,11 +377,11 @@ def _dead_pid() -> int:
 def _plant(folder: Path, plan: dict, link_new_to: Path | None = None) -> Path:
     """A stage of a dead process in ``folder`` holding ``plan`` as its move (and its
     ``new`` folder a link to ``link_new_to``, where given)."""
-    stage = folder / f"{outputs.STAGE_PREFIX}{_dead_pid()}-planted"
+    stage = folder / f"{staging.STAGE_PREFIX}{_dead_pid()}-planted"
     stage.mkdir()
     if link_new_to is not None:
-        (stage / outputs.NEW).symlink_to(link_new_to, target_is_directory=True)
-    (stage / outputs.PLAN).write_text(json.dumps(plan), encoding="utf-8")
+        (stage / staging.NEW).symlink_to(link_new_to, target_is_directory=True)
+    (stage / staging.PLAN).write_text(json.dumps(plan), encoding="utf-8")
     return stage
 
 
@@ -421,7 +421,7 @@ def test_a_planted_plan_never_reaches_outside_its_folder(
     assert all(after.get(p) == before[p] for p in unchanged), case
     assert (tmp_path / "somedir").is_dir() and after["out/x.csv"] == b"mine\n"
     assert "out/01_logit_variance.csv" in after and not stage.exists()
-    (aside,) = out.glob(f"{outputs.SET_ASIDE_PREFIX}*")
+    (aside,) = out.glob(f"{staging.SET_ASIDE_PREFIX}*")
     assert aside.name.endswith("-planted")
 
 
@@ -465,8 +465,8 @@ def test_a_dead_runs_plan_is_never_revived_over_newer_results(tmp_path):
     live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                             stdin=subprocess.PIPE)  # fmt: skip
     try:
-        (stage,) = tmp_path.glob(f"{outputs.STAGE_PREFIX}*")
-        stage.rename(tmp_path / f"{outputs.STAGE_PREFIX}{live.pid}-reused")
+        (stage,) = tmp_path.glob(f"{staging.STAGE_PREFIX}*")
+        stage.rename(tmp_path / f"{staging.STAGE_PREFIX}{live.pid}-reused")
         with cli.staged_outputs(tmp_path) as new:  # the newer run
             for name in ("a.csv", "b.csv", "c.csv"):
                 (new / name).write_text("newer\n", encoding="utf-8")
@@ -482,10 +482,10 @@ def test_a_stale_plan_takes_back_only_the_files_it_placed(tmp_path):
     """The undo's identity check alone (cause 3's second guard): a complete plan read
     after later runs replaced its files touches none of them."""
     (tmp_path / "a.csv").write_text("old\n", encoding="utf-8")
-    stage = tmp_path / f"{outputs.STAGE_PREFIX}0-stale"
-    (stage / outputs.NEW).mkdir(parents=True)
-    (stage / outputs.NEW / "a.csv").write_text("placed\n", encoding="utf-8")
-    move = outputs._Move.plan(stage, tmp_path)
+    stage = tmp_path / f"{staging.STAGE_PREFIX}0-stale"
+    (stage / staging.NEW).mkdir(parents=True)
+    (stage / staging.NEW / "a.csv").write_text("placed\n", encoding="utf-8")
+    move = staging._Move.plan(stage, tmp_path)
     move.run()  # the stale run's move: a.csv placed, the old one aside
     (tmp_path / "a.csv").unlink()
     (tmp_path / "a.csv").write_text("later\n", encoding="utf-8")  # a later run's file
@@ -499,9 +499,9 @@ def test_an_unreadable_plan_is_set_aside_in_one_line_before_work(tmp_path, capsy
     run into the folder with a traceback after its work: the stage is set aside with one
     line when the run checks its folder, before it computes."""
     (tmp_path / "a.csv").write_text("old\n", encoding="utf-8")
-    stage = tmp_path / f"{outputs.STAGE_PREFIX}{_dead_pid()}-cut"
+    stage = tmp_path / f"{staging.STAGE_PREFIX}{_dead_pid()}-cut"
     stage.mkdir()
-    (stage / outputs.PLAN).write_text(plan, encoding="utf-8")
+    (stage / staging.PLAN).write_text(plan, encoding="utf-8")
     context = outputs.RunContext({}, tmp_path, made_with_defaults=False, out_dir_given=True)
     assert cli.prepare_out_dir(context) == tmp_path
     err = capsys.readouterr().err
@@ -520,7 +520,7 @@ def test_the_plan_is_on_disk_whole_before_anything_moves(tmp_path, monkeypatch):
     def full(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(outputs.os, "fsync", full)
+    monkeypatch.setattr(staging.os, "fsync", full)
     with pytest.raises(cli.RunError, match="nothing written"), cli.staged_outputs(tmp_path) as new:
         (new / "a.csv").write_text("new\n", encoding="utf-8")
     assert snapshot(tmp_path) == {"a.csv": b"old\n"}
@@ -539,14 +539,14 @@ def test_readers_refuse_a_folder_left_mid_move_until_it_is_repaired(
     for script in ("make_report", "plot_figures"):
         assert run_main(load_script(script), ["--results-dir", tmp_path]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and outputs.REPAIR_COMMAND in err, err
+        assert err.count("\n") == 1 and staging.REPAIR_COMMAND in err, err
     (tmp_path / "ckpt").mkdir()  # a checkpoint folder below the one left mid-move
     argv = ["--checkpoint", tmp_path / "ckpt", "--quiet", "--out-dir", tmp_path / "ckpt"]
     assert run_main(load_script("13_real_model"), argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--checkpoint: " in err and outputs.REPAIR_COMMAND in err
+    assert err.count("\n") == 1 and "--checkpoint: " in err and staging.REPAIR_COMMAND in err
     (tmp_path / "ckpt").rmdir()
-    repair = [sys.executable, "-m", "attnlab.harness.outputs", str(tmp_path)]
+    repair = [sys.executable, "-m", "attnlab.harness.staging", str(tmp_path)]
     repaired = subprocess.run(repair, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert repaired.returncode == 0 and "undid" in repaired.stdout
     assert snapshot(tmp_path) == old

@@ -3,9 +3,9 @@
 Every script in ``experiments/`` is ``main = cli.entry_point(build_parser, run)``: flags are
 parsed and validated *before* any computation, and bad input ends the process with one line
 on stderr that names the flag, exit status 2, no traceback and no file written. A script
-imports only this module: it re-exports the flags (``attnlab.harness.flags``) and the
-output rule and staged writes (``attnlab.harness.outputs``); the wrapper, the progress
-bar, JAX's configuration and the single-table script live here.
+imports only this module: it re-exports the flags (``attnlab.harness.flags``), the output
+rule (``attnlab.harness.outputs``) and staged writes (``attnlab.harness.staging``); the
+wrapper, the progress bar, JAX's configuration and the single-table script live here.
 """
 
 from __future__ import annotations
@@ -55,18 +55,17 @@ from attnlab.harness.outputs import (
     check_dir_exists,
     check_dir_writable,
     check_results_dir,
-    check_settled,
     check_writable,
     made_with_defaults,
     prepare_out_dir,
     run_context,
-    staged_outputs,
     table_path,
-    within,
 )
+from attnlab.harness.staging import check_settled, staged_outputs, within
 
-#: A script needs only ``cli``: the flags (``attnlab.harness.flags``), the output rule and
-#: staged writes (``attnlab.harness.outputs``) and the process wrapper below.
+#: A script needs only ``cli``: the flags (``attnlab.harness.flags``), the output rule
+#: (``attnlab.harness.outputs``), staged writes (``attnlab.harness.staging``) and the
+#: process wrapper below.
 __all__ = [
     "FIGURES_DIR",
     "MAX_SEED",
@@ -134,7 +133,7 @@ def check_outputs(out_dir: Path, csvs: Iterable[str], files: Iterable[Path | str
     its sidecar, and each of ``files`` (relative paths, such as a checkpoint's). A
     UsageError naming ``--out-dir`` where one could not be moved there at the end
     (``staged_outputs``, which would refuse it after the work): a path that leads outside
-    ``out_dir`` (a symlinked folder on its way: ``outputs.within``), a folder where it
+    ``out_dir`` (a symlinked folder on its way: ``staging.within``), a folder where it
     goes, or a file where one of its folders goes."""
     from attnlab.harness.io import sidecar_path
 

@@ -5,8 +5,8 @@
 SHARED := attnlab/__init__.py attnlab/core/__init__.py attnlab/core/prng.py \
 	attnlab/harness/__init__.py attnlab/harness/cli.py attnlab/harness/declaration.py \
 	attnlab/harness/errors.py attnlab/harness/flags.py attnlab/harness/io.py \
-	attnlab/harness/outputs.py attnlab/harness/signals.py attnlab/harness/study_report.py \
-	attnlab/studies/__init__.py
+	attnlab/harness/outputs.py attnlab/harness/signals.py attnlab/harness/staging.py \
+	attnlab/harness/study_report.py attnlab/studies/__init__.py
 
 # ------------------------------------------------------------ statics
 STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \

@@ -27,7 +27,7 @@ import pandas as pd
 
 from attnlab.core.references import MechanismRef, is_builtin
 from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
-from attnlab.harness.outputs import within
+from attnlab.harness.staging import within
 from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.lm_report import lm_card_markdown
 from attnlab.studies.card.lm_verdicts import LMCard
