@@ -527,27 +527,32 @@ def test_the_plan_is_on_disk_whole_before_anything_moves(tmp_path, monkeypatch):
 
 
 def test_readers_refuse_a_folder_left_mid_move_until_it_is_repaired(
-    load_script, run_main, tmp_path, capsys
+    load_script, run_main, in_tmp_path, capsys
 ):
     """Issue 67, cause 9: after a kill -9 mid-move, the report, the figures and 13 refuse
     the folder in one line naming the command that repairs it; that command puts the old
-    files back."""
+    files back. (Run from a temporary folder: a reader that failed to refuse writes its
+    default outputs there, never over the committed ones.)"""
+    folder = in_tmp_path / "folder"
+    for made in (folder, in_tmp_path / "results", in_tmp_path / "figures"):  # readers' outputs
+        made.mkdir()
     for name in ("a.csv", "b.csv", "c.csv"):
-        (tmp_path / name).write_text("old\n", encoding="utf-8")
-    old = snapshot(tmp_path)
-    subprocess.run([sys.executable, "-c", KILLED_MID_MOVE, str(tmp_path)], check=False)
+        (folder / name).write_text("old\n", encoding="utf-8")
+    old = snapshot(folder)
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_MOVE, str(folder)], check=False)
+    assert killed.returncode == -signal.SIGKILL
     for script in ("make_report", "plot_figures"):
-        assert run_main(load_script(script), ["--results-dir", tmp_path]) == 2
+        assert run_main(load_script(script), ["--results-dir", folder]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and staging.REPAIR_COMMAND in err, err
-    (tmp_path / "ckpt").mkdir()  # a checkpoint folder below the one left mid-move
-    argv = ["--checkpoint", tmp_path / "ckpt", "--quiet", "--out-dir", tmp_path / "ckpt"]
+    (folder / "ckpt").mkdir()  # a checkpoint folder below the one left mid-move
+    argv = ["--checkpoint", folder / "ckpt", "--quiet", "--out-dir", folder / "ckpt"]
     assert run_main(load_script("13_real_model"), argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--checkpoint: " in err and staging.REPAIR_COMMAND in err
-    (tmp_path / "ckpt").rmdir()
-    repair = [sys.executable, "-m", "attnlab.harness.staging", str(tmp_path)]
+    (folder / "ckpt").rmdir()
+    repair = [sys.executable, "-m", "attnlab.harness.staging", str(folder)]
     repaired = subprocess.run(repair, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert repaired.returncode == 0 and "undid" in repaired.stdout
-    assert snapshot(tmp_path) == old
-    assert cli.check_settled(tmp_path, "--results-dir") == tmp_path
+    assert snapshot(folder) == old
+    assert cli.check_settled(folder, "--results-dir") == folder
