@@ -39,6 +39,7 @@ import pandas as pd
 
 from attnlab.claims import TRAINING_CLAIMS, RatioClaim
 from attnlab.harness.errors import DataError
+from attnlab.harness.headlines import span
 from attnlab.harness.io import MalformedError
 from attnlab.recall.predictions import fit_predictions
 from attnlab.report import CheckedTables
@@ -323,10 +324,10 @@ def optimizer_sentence(runs: pd.DataFrame, bound: float = ONE_UPDATE) -> str:
         first, last = long.clip_fraction_first_quarter, long.clip_fraction_last_quarter
         text += (
             f", over {int(long.steps.max()):,} steps at rates where unclipped logits reached "
-            f"{rounded(free.min())}-{rounded(free.max())}, the clip {held} after it first "
+            f"{span(free, rounded)}, the clip {held} after it first "
             f"fired, firing {'less' if late else 'no less'} late than early ("
-            f"{percent(first.min())}-{percent(first.max())} of heads a step in the first "
-            f"quarter, {percent(last.min())}-{percent(last.max())} in the last)"
+            f"{span(first, percent)} of heads a step in the first "
+            f"quarter, {span(last, percent)} in the last)"
         )
     multiples, nominal = multiple_pairs(runs), nominal_pairs(runs)
 

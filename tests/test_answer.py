@@ -238,7 +238,8 @@ def _runs(after: float, first: float, last: float) -> pd.DataFrame:
 def test_the_clip_held_or_not_and_fired_less_late_or_not():
     text = optimizer_sentence(_runs(150.0, 0.5, 0.1))
     assert "held the largest logit within 2 tau" in text and "firing less late" in text
-    assert "reached 10,000,000-10,000,000" in text
+    assert "reached 10,000,000, the clip" in text  # one run: one value, not a range of two
+    assert "(50% of heads a step in the first quarter, 10% in the last)" in text
     assert "at 1 of 1 matched multiples" in text and "at 0 of 2 matched nominal" in text
     text = optimizer_sentence(_runs(1280.0, 0.1, 0.5))
     assert "let the largest logit reach 13 tau" in text and "firing no less late" in text

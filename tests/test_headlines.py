@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from attnlab.harness.headlines import at_row, medians
+from attnlab.harness.headlines import at_row, counted, medians, span
 from attnlab.harness.study_report import study_report
 from attnlab.studies import STUDIES, headline
 
@@ -51,3 +51,12 @@ def test_02s_headline_reads_the_exact_sampler_where_the_run_has_no_other():
     assert text == "mean max weight at d_k 16: scaled 0.04, unscaled 0.5"
     both = pd.concat([exact, exact.assign(sampler="direct", max_weight_mean=0.3)])
     assert headline("02_saturation_sweep.csv", both).endswith("scaled 0.3, unscaled 0.3")
+
+
+def test_a_span_of_equal_values_is_one_value_and_counts_agree_in_number():
+    """Issue 68's wording glitches: "37%-37% of heads" and "1 seeds"."""
+    assert span([0.37, 0.37], ".0%") == "37%"
+    assert span(pd.Series([0.4, 0.02, 0.37]), ".0%") == "2%-40%"
+    assert span([500, 250], "d") == "250-500"  # integers keep their format
+    assert span([2.0, 3.0], lambda x: f"{x:g} tau") == "2 tau-3 tau"
+    assert [counted(n, "seed") for n in (0, 1, 2)] == ["0 seeds", "1 seed", "2 seeds"]

@@ -6,7 +6,7 @@ registry's ``attnlab.studies.headline`` finds it. The helpers below format the u
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -39,3 +39,18 @@ def at_row(frame: pd.DataFrame, where: dict, columns: dict[str, str], digits: in
     setting = ", ".join(f"{k} {v}" for k, v in where.items())
     values = ", ".join(f"{label} {_value(float(row[c]), digits)}" for c, label in columns.items())
     return f"at {setting}: {values}"
+
+
+def span(values: Iterable[float], words: str | Callable[[float], str]) -> str:
+    """``"low-high"``: the smallest and largest of ``values`` as ``words`` writes them (a
+    format spec such as ``".3g"``, or a function), or one value where both read the same
+    (one run, or a tie: never "37%-37%")."""
+    values = list(values)
+    write = words if callable(words) else (lambda v: format(v, words))
+    low, high = write(min(values)), write(max(values))
+    return low if low == high else f"{low}-{high}"
+
+
+def counted(n: int, noun: str) -> str:
+    """``"1 seed"``, ``"2 seeds"``: ``n`` and ``noun``, plural (an ``s``) unless ``n`` is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from attnlab.harness.headlines import counted, span
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.studies.optimizer.answers import (
@@ -207,10 +208,9 @@ def _listed(answers: list[Answer]) -> str:
                      for a in answers)  # fmt: skip
 
 
-def _span(values: pd.Series, spec: str) -> str:
-    """``low-high`` of ``values`` in format ``spec`` (one value where they agree)."""
-    low, high = format(values.min(), spec), format(values.max(), spec)
-    return low if low == high else f"{low}-{high}"
+def _seeds(n: object) -> str:
+    """A sidecar's seed count in words (``"? seeds"`` where it does not say)."""
+    return counted(n, "seed") if isinstance(n, int) else "? seeds"
 
 
 def answer(tables: Tables) -> str:
@@ -226,15 +226,16 @@ def answer(tables: Tables) -> str:
                     & runs.qk_clip_tau.isna() & np.isclose(runs.lr, rate)]  # fmt: skip
         fired = cell[cell.first_clip_step >= 0]
         clipped = (
-            f"{_span(fired.max_signed_after_first_clip, '.3g')} after QK-Clip {tau:g} first "
-            f"fired (steps {_span(fired.first_clip_step, 'd')}), the clip firing on "
-            f"{_span(fired.clip_fraction_first_quarter, '.0%')} of head-steps in the first "
-            f"quarter and {_span(fired.clip_fraction_last_quarter, '.0%')} in the last"
+            f"{span(fired.max_signed_after_first_clip, '.3g')} after QK-Clip {tau:g} first "
+            f"fired (steps {span(fired.first_clip_step, 'd')}), the clip firing on "
+            f"{span(fired.clip_fraction_first_quarter, '.0%')} of head-steps in the first "
+            f"quarter and {span(fired.clip_fraction_last_quarter, '.0%')} in the last"
             if len(fired) == len(cell)
-            else f"with QK-Clip, which fired on {len(fired)} of {len(cell)} seeds"
+            else f"with QK-Clip, which fired on {len(fired)} of {counted(len(cell), 'seed')}"
         )
-        reached = _span(free.max_attn_logit, ".3g") if len(free) else "not run"
-        parts.append(f"under {optimizer} at lr {rate:g} ({len(cell)} seeds) the largest logit "
+        reached = span(free.max_attn_logit, ".3g") if len(free) else "not run"
+        seeds = counted(len(cell), "seed")
+        parts.append(f"under {optimizer} at lr {rate:g} ({seeds}) the largest logit "
                      f"reached {reached} unclipped and {clipped}")  # fmt: skip
     nominal, multiples = nominal_pairs(runs), multiple_pairs(runs)
 
@@ -264,8 +265,8 @@ def section(tables: Tables) -> str:
         f"{lm.get('batch_size', '?')}; AdamW as 14, or Muon on the hidden matrices with that "
         f"AdamW on the rest; QK-Clip after every step at tau {tau} "
         f"(Kimi K2's). The sweep: {flags.get('steps', '?')} steps on "
-        f"{flags.get('text_source', '?')}, {flags.get('seeds', '?')} seeds. The long run: "
-        f"{flags.get('long_steps', '?')} steps on {flags.get('long_seeds', '?')} seeds on "
+        f"{flags.get('text_source', '?')}, {_seeds(flags.get('seeds'))}. The long run: "
+        f"{flags.get('long_steps', '?')} steps on {_seeds(flags.get('long_seeds'))} on "
         f"{flags.get('long_text_source', '?')} "
         f"(SHA-256 `{str(flags.get('long_text_sha256', '?'))[:16]}…`). Method: "
         "`attnlab/studies/optimizer/README.md`.",
