@@ -7,7 +7,7 @@ raises ``Interrupted`` (a ``KeyboardInterrupt``, so every ``except KeyboardInter
 with one line; a second signal while it cleans up exits at once, after the callbacks of
 ``on_exit_now`` (a run's worker processes killed, ``attnlab.harness.workers``).
 ``deferred`` holds signals back during a few file moves that must not be cut in two
-(``outputs.staged_outputs``): they are recorded, the caller puts things back as they were,
+(``staging.staged_outputs``): they are recorded, the caller puts things back as they were,
 then ``redeliver`` sends the first one again to whatever handler is in place.
 
 Handlers can only be installed from the main thread; elsewhere these do nothing (a run
