@@ -140,7 +140,7 @@ def test_check_memory_allows_the_budget_and_refuses_one_byte_more(machine):
         check_memory(budget + 1, "--dk", "one chunk", 4000000000)
     message = str(raised.value)
     assert message.startswith("--dk: 4000000000 needs about 4.3 GB for one chunk, ")
-    assert "over half this machine's 8.6 GB; use a smaller value" in message
+    assert "over half the 8.6 GB this process may use; use a smaller value" in message
     assert "\n" not in message
 
 
@@ -228,7 +228,7 @@ def test_an_absurd_size_is_refused_in_one_line(
     assert captured.err.count("\n") == 1 and captured.err.endswith("\n"), captured.err
     assert "Traceback" not in captured.err
     assert f"error: {flag}: " in captured.err, captured.err
-    assert "over half this machine's 8.6 GB; use a smaller value" in captured.err
+    assert "over half the 8.6 GB this process may use; use a smaller value" in captured.err
     assert list(out_dir.iterdir()) == []
 
 

@@ -219,7 +219,7 @@ def test_a_checkpoint_larger_than_the_memory_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv(MEMORY_ENV, "4096")
     with pytest.raises(
         CheckpointError,
-        match=r"parameters takes [\d.]+ KiB, more than this machine.s 4 KiB of memory",
+        match=r"parameters takes [\d.]+ KiB, more than the 4 KiB of memory this process may use",
     ):
         load_checkpoint(directory)
     monkeypatch.setenv(MEMORY_ENV, str(2**30))
@@ -243,7 +243,10 @@ def test_a_checkpoint_larger_than_the_process_limit_is_refused(tmp_path, monkeyp
         )
 
     monkeypatch.setattr(resource, "getrlimit", limited)
-    with pytest.raises(CheckpointError, match=r"parameters takes [\d.]+ KiB, more than this"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"parameters takes [\d.]+ KiB, more than the [\d.]+ KiB of memory this process may",
+    ):
         load_checkpoint(directory)
 
 

@@ -126,8 +126,8 @@ def check_memory(needed_bytes: int, flag: str, what: str, value: object = None) 
     """Raise a ``UsageError`` naming ``flag`` (and its ``value``, if given) when
     ``needed_bytes > MEMORY_FRACTION * machine_memory_bytes()``, e.g.
 
-        --dk: 4000000000 needs about 64.0 GB for <what>, over half this machine's 23.4 GB;
-        use a smaller value
+        --dk: 4000000000 needs about 64.0 GB for <what>, over half the 23.4 GB this process
+        may use; use a smaller value
     """
     total = machine_memory_bytes()
     if needed_bytes <= memory_budget_bytes(total):
@@ -135,7 +135,8 @@ def check_memory(needed_bytes: int, flag: str, what: str, value: object = None) 
     named = flag if value is None else f"{flag}: {value}"
     raise UsageError(
         f"{named} needs about {format_bytes(needed_bytes)} for {what}, over "
-        f"{_share(MEMORY_FRACTION)} this machine's {format_bytes(total)}; use a smaller value"
+        f"{_share(MEMORY_FRACTION)} the {format_bytes(total)} this process may use; use a "
+        "smaller value"
     )
 
 

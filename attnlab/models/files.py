@@ -325,7 +325,7 @@ def check_weights_header(
     if need > memory:
         raise CheckpointError(
             f"{path}: reading its {implied:,} parameters takes {_bytes(need)}, more than "
-            f"this machine's {_bytes(memory)} of memory"
+            f"the {_bytes(memory)} of memory this process may use"
         )
 
 
