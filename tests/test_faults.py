@@ -128,7 +128,8 @@ def test_moves_into_one_folder_take_turns(tmp_path, monkeypatch):
     flock = staging.fcntl.flock
 
     def asking(fd: int, operation: int) -> None:
-        if threading.current_thread() is not threading.main_thread():
+        waits = operation == staging.fcntl.LOCK_EX  # the folder's lock (a stage's never waits)
+        if waits and threading.current_thread() is not threading.main_thread():
             asked.set()
         flock(fd, operation)
 
