@@ -25,7 +25,14 @@ from attnlab.models.bert import (
     parse_config,
     tensor_shapes,
 )
-from attnlab.models.files import CONFIG, MEMORY_ENV, TOKENIZER, WEIGHTS, CheckpointError
+from attnlab.models.files import (
+    CONFIG,
+    MEMORY_ENV,
+    TOKENIZER,
+    WEIGHTS,
+    WEIGHTS_INDEX,
+    CheckpointError,
+)
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 #: A 2-layer BERT of width 16 (2 heads of 8).
@@ -349,3 +356,55 @@ def test_bert_init():
     assert all(np.array_equal(tensors[n], again[n]) for n in tensors)
     other = bert_init(config, jax.random.key(1))
     assert not np.array_equal(word, other["embeddings.word_embeddings.weight"])
+
+
+# --- sharded checkpoints (toward issue 69: how every model above ~1B ships) ----------------
+
+
+def _shard(directory: Path, parts: int = 2) -> dict:
+    """``directory``'s model.safetensors split into ``parts`` shards and an index (as
+    Hugging Face writes them), the single file removed; the index's weight_map."""
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(directory / WEIGHTS))
+    names = sorted(tensors)
+    weight_map = {}
+    for i in range(parts):
+        shard = f"model-{i + 1:05d}-of-{parts:05d}.safetensors"
+        chunk = names[i::parts]
+        save_file({n: tensors[n] for n in chunk}, str(directory / shard))
+        weight_map |= dict.fromkeys(chunk, shard)
+    (directory / WEIGHTS).unlink()
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (directory / WEIGHTS_INDEX).write_text(json.dumps(index), encoding="utf-8")
+    return weight_map
+
+
+def test_a_sharded_checkpoint_loads_as_the_single_file_does(tmp_path):
+    """The index's weight_map read, every shard's header checked: the same tensors, bit for
+    bit; the checksum covers the index and every shard (another than the single file's)."""
+    single = load_checkpoint(write_tiny_checkpoint(tmp_path / "single"))
+    _shard(write_tiny_checkpoint(tmp_path / "sharded"))
+    sharded = load_checkpoint(tmp_path / "sharded")
+    assert sharded.tensors.keys() == single.tensors.keys()
+    assert all(np.array_equal(sharded.tensors[n], single.tensors[n]) for n in single.tensors)
+    assert len(sharded.weights_sha256) == 64 and sharded.weights_sha256 != single.weights_sha256
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda m: m | {next(iter(m)): "../elsewhere.safetensors"}, "not a file beside it"),
+        (lambda m: m | {next(iter(m)): "model-00009-of-00009.safetensors"}, "shard .* missing"),
+        (lambda m: {**m, "not.a.tensor": next(iter(m.values()))}, "a tensor set other than"),
+        (lambda m: [], "weight_map must be an object"),
+    ],
+)
+def test_a_bad_index_is_one_line_naming_it(tmp_path, damage, message):
+    directory = write_tiny_checkpoint(tmp_path / "ckpt")
+    weight_map = _shard(directory)
+    index = {"weight_map": damage(weight_map)}
+    (directory / WEIGHTS_INDEX).write_text(json.dumps(index), encoding="utf-8")
+    with pytest.raises(CheckpointError, match=message) as raised:
+        load_checkpoint(directory)
+    assert "\n" not in str(raised.value) and WEIGHTS_INDEX in str(raised.value)

@@ -41,7 +41,6 @@ from attnlab.core.attention import dot_product_attention
 from attnlab.models.files import (
     CONFIG,
     TOKENIZER,
-    WEIGHTS,
     Checkpoint,
     CheckpointError,
     check_token_ids,
@@ -56,6 +55,7 @@ from attnlab.models.files import (
     read_tensors,
     read_tokenizer,
     sha256,
+    weights,
 )
 from attnlab.models.layers import Trace, layer_norm
 
@@ -174,7 +174,7 @@ def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
     files_present(directory)
     where = str(directory / CONFIG)
     config = parse_config(read_json(directory / CONFIG), where)
-    path = directory / WEIGHTS
+    path = weights(directory)
     layers = ("num_hidden_layers", config.num_hidden_layers, "encoder.layer.")
     check_weights_header(path, "bert.", layers, lambda: tensor_shapes(config), where)
     tensors = read_tensors(path, tensor_shapes(config), "bert.")

@@ -35,6 +35,8 @@ from attnlab.harness.memory import MEMORY_ENV as MEMORY_ENV  # stands in for the
 from attnlab.harness.memory import machine_memory_bytes, memory_budget_bytes
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
+#: A sharded checkpoint's index (Hugging Face's): ``weight_map``, tensor name -> shard file.
+WEIGHTS_INDEX = "model.safetensors.index.json"
 #: The floating-point types a weights file's tensors may have (safetensors' names): an
 #: integer or boolean weight is no trained model's. numpy has no bfloat16: a file holding
 #: one is read by ``_read_raw`` (a bfloat16 is the top 16 bits of a float32).
@@ -203,12 +205,53 @@ def check_layers(count: int, where: str, field: str = "num_hidden_layers") -> No
 
 
 def sha256(path: Path) -> str:
-    """The hex SHA-256 of a file's bytes."""
+    """The hex SHA-256 of a file's bytes; of a sharded checkpoint's index (``weights``),
+    of the index's bytes and then each shard's, in the shards' name order."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    for part in [path, *shards(path)] if _is_index(path) else [path]:
+        with open(part, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
+
+
+def weights(directory: Path) -> Path:
+    """The checkpoint's weights as every reader here takes them: ``model.safetensors``, or
+    where there is none and the checkpoint is sharded, its index (``WEIGHTS_INDEX``)."""
+    single, index = directory / WEIGHTS, directory / WEIGHTS_INDEX
+    return index if not is_file(single) and is_file(index) else single
+
+
+def _is_index(path: Path) -> bool:
+    return Path(path).name.endswith(".index.json")
+
+
+def shards(path: Path) -> dict[Path, frozenset[str]]:
+    """The safetensors files ``path`` stands for, each with the tensor names the index maps
+    to it: the file itself (an empty set: whatever it holds), or for an index
+    (``WEIGHTS_INDEX``) its ``weight_map``'s shards, in name order.
+    ``CheckpointError`` naming the index unless its ``weight_map`` is an object of tensor
+    names to plain file names in the index's folder (no folder part), each a file there."""
+    path = Path(path)
+    if not _is_index(path):
+        return {path: frozenset()}
+    weight_map = read_json(path).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{path}: weight_map must be an object of tensor names to files")
+    held: dict[Path, set[str]] = {}
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
+            raise CheckpointError(f"{path}: {name} is mapped to {shard!r}, not a file beside it")
+        held.setdefault(path.parent / shard, set()).add(name)
+    for shard in held:
+        if not is_file(shard):
+            raise CheckpointError(f"{path}: its shard {shard.name} is missing")
+    return {shard: frozenset(held[shard]) for shard in sorted(held)}
+
+
+def weights_bytes(path: Path) -> int:
+    """The bytes of the safetensors files ``path`` stands for (``shards``)."""
+    return sum(shard.stat().st_size for shard in shards(path))
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -249,30 +292,42 @@ def is_file(path: Path) -> bool:
 
 
 def files_present(directory: Path) -> None:
-    """``CheckpointError`` unless ``directory`` holds config.json, model.safetensors and
-    tokenizer.json (each one line: not a directory, a loop of links, no permission,
-    missing)."""
+    """``CheckpointError`` unless ``directory`` holds config.json, model.safetensors (or a
+    sharded checkpoint's index, ``WEIGHTS_INDEX``) and tokenizer.json (each one line: not
+    a directory, a loop of links, no permission, missing)."""
     if _kind(directory) != stat.S_IFDIR:
         raise CheckpointError(f"{directory}: is not a directory")
-    for name in (CONFIG, WEIGHTS, TOKENIZER):
-        if not is_file(directory / name):
-            raise CheckpointError(f"{directory / name}: is missing")
+    for name in (CONFIG, WEIGHTS, TOKENIZER):  # in this order: config.json is looked at first
+        path = weights(directory) if name == WEIGHTS else directory / name
+        if not is_file(path):
+            raise CheckpointError(f"{path}: is missing")
 
 
 def read_header(path: Path, prefix: str) -> dict[str, tuple[tuple[int, ...], str]]:
-    """Every tensor the safetensors file ``path`` lists, by name (``prefix`` dropped), with
-    its shape and dtype (safetensors' name: ``F32``, ``I64``, ...), from the file's header
-    alone: no tensor is read. ``CheckpointError`` naming the file if it is unreadable."""
+    """Every tensor the safetensors file ``path`` lists (or, for a sharded checkpoint's
+    index, its shards together: ``shards``), by name (``prefix`` dropped), with its shape
+    and dtype (safetensors' name: ``F32``, ``I64``, ...), from the headers alone: no
+    tensor is read. ``CheckpointError`` naming the file if one is unreadable, or where a
+    shard holds other tensors than the index maps to it."""
     from safetensors import SafetensorError, safe_open
 
-    try:
-        with safe_open(str(path), framework="numpy") as handle:
-            header = {}
-            for name in handle.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
-                view = handle.get_slice(name)
-                header[name.removeprefix(prefix)] = (tuple(view.get_shape()), view.get_dtype())
-    except (OSError, SafetensorError, ValueError, TypeError) as err:
-        raise CheckpointError(f"{path}: cannot be read as safetensors ({_reason(err)})") from None
+    header = {}
+    for shard, mapped in shards(path).items():
+        try:
+            with safe_open(str(shard), framework="numpy") as handle:
+                names = list(handle.keys())
+                for name in names:
+                    view = handle.get_slice(name)
+                    header[name.removeprefix(prefix)] = (tuple(view.get_shape()),
+                                                         view.get_dtype())  # fmt: skip
+        except (OSError, SafetensorError, ValueError, TypeError) as err:
+            raise CheckpointError(
+                f"{shard}: cannot be read as safetensors ({_reason(err)})"
+            ) from None
+        if mapped and set(names) != mapped:
+            other = sorted(set(names) ^ mapped)[0]
+            raise CheckpointError(f"{path}: maps {shard.name} a tensor set other than it holds "
+                                  f"({other!r} in one, not the other)")  # fmt: skip
     return header
 
 
@@ -320,7 +375,7 @@ def check_weights_header(
                 f"{path}: {name} is {dtype}, not floating point ({', '.join(FLOAT_DTYPES)})"
             )
         implied += math.prod(shape)
-    need = path.stat().st_size + FLOAT32_BYTES * implied  # the file read, then float32 copies
+    need = weights_bytes(path) + FLOAT32_BYTES * implied  # the files read, then float32 copies
     memory = machine_memory_bytes()
     if need > memory:
         raise CheckpointError(
@@ -351,13 +406,15 @@ def read_tensors(
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    try:
-        if "BF16" in {dtype for _, dtype in read_header(path, "").values()}:
-            stored = _read_raw(path)
-        else:
-            stored = load_file(path)
-    except (OSError, SafetensorError, ValueError, TypeError, KeyError) as err:
-        raise CheckpointError(f"{path}: cannot be read as safetensors ({_reason(err)})") from None
+    raw = "BF16" in {dtype for _, dtype in read_header(path, "").values()}
+    stored = {}
+    for shard in shards(path):  # the file itself, or each shard of an index
+        try:
+            stored |= _read_raw(shard) if raw else load_file(shard)
+        except (OSError, SafetensorError, ValueError, TypeError, KeyError) as err:
+            raise CheckpointError(
+                f"{shard}: cannot be read as safetensors ({_reason(err)})"
+            ) from None
     stored = {k.removeprefix(prefix): v for k, v in stored.items()}
     unnamed = sorted(k for k in stored if owned and k.startswith(owned) and k not in shapes)
     if unnamed:

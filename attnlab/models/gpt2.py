@@ -49,7 +49,6 @@ from attnlab.core.mechanism import Mechanism
 from attnlab.models.files import (
     CONFIG,
     TOKENIZER,
-    WEIGHTS,
     Checkpoint,
     CheckpointError,
     an_object,
@@ -64,6 +63,7 @@ from attnlab.models.files import (
     read_tensors,
     read_tokenizer,
     sha256,
+    weights,
 )
 from attnlab.models.layers import Trace, layer_norm
 
@@ -209,7 +209,7 @@ def load_gpt2(
     raw = read_json(directory / CONFIG)
     where = str(directory / CONFIG)
     config = parse_gpt2_config(raw, where, mechanisms)
-    path = directory / WEIGHTS
+    path = weights(directory)
     layers = ("n_layer", config.n_layer, "h.")
     check_weights_header(path, PREFIX, layers, lambda: gpt2_shapes(config), where)
     tensors = read_tensors(path, gpt2_shapes(config), PREFIX, owned=LEARNED_PREFIX)

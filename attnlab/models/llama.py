@@ -76,6 +76,7 @@ from attnlab.models.files import (
     read_tensors,
     read_tokenizer,
     sha256,
+    weights,
 )
 from attnlab.models.layers import (
     Rope,
@@ -385,7 +386,7 @@ def load_decoder(directory: Path | str, parse: Callable[[dict, str], DecoderConf
     raw = read_json(directory / CONFIG)
     where = str(directory / CONFIG)
     config = parse(raw, where)
-    path = directory / WEIGHTS
+    path = weights(directory)
     layers = ("num_hidden_layers", config.n_layer, "model.layers.")
     check_weights_header(path, "", layers, lambda: decoder_shapes(config), where)
     tensors = read_tensors(path, decoder_shapes(config), "")
