@@ -61,7 +61,7 @@ from attnlab.harness.outputs import (
     run_context,
     table_path,
 )
-from attnlab.harness.staging import check_settled, staged_outputs, within
+from attnlab.harness.staging import check_settled, check_target, staged_outputs
 
 #: A script needs only ``cli``: the flags (``attnlab.harness.flags``), the output rule
 #: (``attnlab.harness.outputs``), staged writes (``attnlab.harness.staging``) and the
@@ -132,22 +132,19 @@ def check_outputs(out_dir: Path, csvs: Iterable[str], files: Iterable[Path | str
     """Before any work, every path a run will write into ``out_dir``: each of ``csvs``,
     its sidecar, and each of ``files`` (relative paths, such as a checkpoint's). A
     UsageError naming ``--out-dir`` where one could not be moved there at the end
-    (``staged_outputs``, which would refuse it after the work): a path that leads outside
-    ``out_dir`` (a symlinked folder on its way: ``staging.within``), a folder where it
-    goes, or a file where one of its folders goes."""
+    (``staged_outputs``, which would refuse it after the work; the same check,
+    ``staging.check_target``): a path that leads outside ``out_dir`` (a symlinked folder on
+    its way), a folder where it goes, or a file where one of its folders goes."""
     from attnlab.harness.io import sidecar_path
 
     paths = [Path(p) for csv in csvs for p in (csv, sidecar_path(Path(csv)))]
     for relative in [*paths, *map(Path, files)]:
-        target = within(out_dir, relative, "--out-dir: the output")
-        if target.is_dir() and not target.is_symlink():
-            raise UsageError(f"--out-dir: {target} is a folder where the run writes a file")
-        for parent in list(relative.parents)[:-1]:
-            folder = Path(out_dir) / parent
-            if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
-                raise UsageError(
-                    f"--out-dir: {folder} is not a folder, and the run writes {relative} in it"
-                )
+        try:
+            check_target(out_dir, relative, "--out-dir: the output")
+        except OSError as err:  # a folder where a file goes, a file where a folder goes
+            raise UsageError(
+                f"--out-dir: {err.filename}: {err.strerror}, and the run writes {relative}"
+            ) from None
 
 
 def configure_jax() -> None:

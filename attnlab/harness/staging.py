@@ -136,12 +136,9 @@ class _Move:
         os.replace(temporary, self.stage / PLAN)
 
     def check(self) -> None:
-        """OSError (before anything moves) where a target is a folder or lies outside."""
+        """Before anything moves: every target can take its file (``check_target``)."""
         for f in self.files:
-            target = self.directory / f
-            if target.is_dir() and not target.is_symlink():
-                raise IsADirectoryError(21, "a folder is in the way", str(target))
-            within(self.directory, f, "an output")
+            check_target(self.directory, f, "an output")
 
     def run(self) -> None:
         """Each old file aside into the stage, then the new one into its place."""
@@ -183,6 +180,21 @@ def _inside(directory: Path, relative: Path) -> None:
         within(directory, relative, "a path")
     except UsageError:
         raise PlanError(f"{str(relative)!r} leads outside {directory}") from None
+
+
+def check_target(directory: Path, relative: Path | str, what: str) -> Path:
+    """``directory / relative``, where a move can put a file: inside ``directory``
+    (``within``, a UsageError naming ``what``), not a folder (IsADirectoryError), and none
+    of its folders a file (NotADirectoryError). The final move checks its files so before
+    the first moves; a script may check the paths it will write before it computes."""
+    target = within(directory, relative, what)
+    if target.is_dir() and not target.is_symlink():
+        raise IsADirectoryError(21, "a folder is in the way", str(target))
+    for parent in list(Path(relative).parents)[:-1]:
+        folder = Path(directory) / parent
+        if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
+            raise NotADirectoryError(20, "a file is in the way of a folder", str(folder))
+    return target
 
 
 def within(directory: Path, relative: Path | str, what: str) -> Path:
