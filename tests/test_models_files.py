@@ -17,6 +17,7 @@ import jax
 import numpy as np
 import pytest
 
+from attnlab.harness.memory import MEMORY_ENV
 from attnlab.models.bert import (
     SENTENCE_CONFIG,
     bert_init,
@@ -27,7 +28,6 @@ from attnlab.models.bert import (
 )
 from attnlab.models.files import (
     CONFIG,
-    MEMORY_ENV,
     TOKENIZER,
     WEIGHTS,
     WEIGHTS_INDEX,

@@ -20,8 +20,9 @@ import pytest
 from numpy_reference import EPS32, decoder_reference
 from test_models_gpt2 import log_softmax64
 
+from attnlab.harness.memory import MEMORY_ENV
 from attnlab.models import gemma2, gemma3, llama, olmo2, qwen3
-from attnlab.models.files import CONFIG, MEMORY_ENV, TOKENIZER, WEIGHTS, CheckpointError
+from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from attnlab.models.layers import Rope, inverse_frequencies, next_token_loss, rope_tables, rotate
 from attnlab.models.registry import family_of, read_checkpoint
 

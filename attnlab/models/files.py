@@ -31,7 +31,6 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import ALL_BUILTINS
-from attnlab.harness.memory import MEMORY_ENV as MEMORY_ENV  # stands in for the memory: tests
 from attnlab.harness.memory import machine_memory_bytes, memory_budget_bytes
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
