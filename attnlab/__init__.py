@@ -21,7 +21,7 @@ _API = {
         "attnlab.core.mechanism",
     ),
     "check_mechanism": "attnlab.core.mechanism_check",
-    **dict.fromkeys(("qk_clip", "qk_clip_transform"), "attnlab.lm.qk_clip"),
+    **dict.fromkeys(("qk_clip", "qk_clip_biases", "qk_clip_transform"), "attnlab.lm.qk_clip"),
     "temperature_ledger": "attnlab.lm.ledger",
     "load_mechanism": "attnlab.core.references",
     **dict.fromkeys(

@@ -1,16 +1,18 @@
-"""Experiment 15: when the optimizer owns the temperature. Trains 14's byte-level causal LM
-under AdamW and Muon, scaled and qk_norm attention, and scaled with QK-Clip (Kimi K2's
-rule, tau 100), at every rate of a half-decade grid (the sweep, 14's length and text);
-then, per optimizer, scaled at its best rate and at the lowest rate where its logits blow
-up, and scaled with QK-Clip at that rate, for 10x as many steps on the standard library's
-source (the long run), with the temperature ledger of every head along it. Records the
-largest attention logit of every step (and, with the clip, the largest signed logit and
-the fraction of heads clipped) and judges Kimi K2's and 14's known answers by stated
-rules. Each long-run lane's model at steps 0, 250, 500, 1000, 2500 and 5000 (the same
-fractions of --long-steps) is saved as a GPT-2 checkpoint in
---out-dir/checkpoints/15_<optimizer>_<scaled|clipped>_lr<rate>_step<step>/, which
-experiment 13 reads (--checkpoint). Method, and K2's and Megatron-LM's set-ups beside ours:
-attnlab/studies/optimizer/README.md.
+"""Experiment 15: when the optimizer owns the temperature, in Kimi K2's regime. Trains 14's
+byte-level causal LM under three arms (AdamW; Muon with AdamW on the rest at one rate,
+Moonlight's; Muon with that AdamW side pinned at --side-lr), weight decay 0.1 coupled to
+each side's rate: scaled and qk_norm attention, and scaled with QK-Clip (K2's rule, tau
+100), at every rate of a half-decade grid (the sweep, 14's length and text); then per arm
+scaled with QK-Clip at each tau of --taus at its best rate and 3x it (the tau sweep); then
+per arm, at its best rate and 3x it, scaled without and with QK-Clip at --long-tau (a tau
+that binds), on 14's cosine and, with the clip, on K2's warmup-stable-decay schedule, for
+6x as many steps on the standard library's source (the long run), with the temperature
+ledger of every head along it and the clip's probe (S before the update, after it and
+after the clip, on the same batch). Judges K2's and 14's known answers by stated rules.
+Each long-run lane's model at 0, 5, 10, 20, 50 and 100% of --long-steps is saved as a
+GPT-2 checkpoint in --out-dir/checkpoints/15_<arm>_<scaled|clipped>_<schedule>_lr<rate>
+_step<step>/, which experiment 13 reads (--checkpoint). Method, and K2's and Megatron-LM's
+set-ups beside ours: attnlab/studies/optimizer/README.md.
 """
 
 import dataclasses
@@ -31,6 +33,7 @@ from attnlab.studies.optimizer.compute import (
     long_tables,
     possible_checkpoints,
     sweep_pieces,
+    tau_pieces,
 )
 from attnlab.studies.optimizer.flags import (
     add_optimizer_flags,
@@ -55,12 +58,15 @@ def run(args, context):
     saved_files = checkpoint_files(possible_checkpoints(config))
     cli.check_outputs(out_dir, (RUNS_CSV, CURVES_CSV, LEDGER_CSV), saved_files)  # before the work
     chosen = texts(args, config)
-    sweep_work = sweep_pieces(config, byte_tokens(chosen["--text"].text))
-    long_units = config.long_lanes * config.long_steps  # at most (long_runs)
+    tokens = byte_tokens(chosen["--text"].text)
+    sweep_work = sweep_pieces(config, tokens)
+    later = config.tau_lanes * config.lm.steps + config.long_lanes * config.long_steps
     started = time.perf_counter()
-    total = sum(p.units for p in sweep_work) + long_units
+    total = sum(p.units for p in sweep_work) + later  # at most: an arm may not be swept
     with cli.progress(total, "15 optimizer", args.quiet, "step") as bar:
-        runs, curves = joined(run_pieces(sweep_work, args.jobs, bar.update))
+        sweep = joined(run_pieces(sweep_work, args.jobs, bar.update))
+        tau_work = tau_pieces(config, sweep[0], tokens)  # the best rates: the sweep's
+        runs, curves = joined([sweep, *run_pieces(tau_work, args.jobs, bar.update)])
         long_work = long_pieces(config, runs, chosen["--long-text"])
         parts = run_pieces(long_work, args.jobs, bar.update)
     if parts:

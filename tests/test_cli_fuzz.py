@@ -564,6 +564,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "sweep_pieces": lambda *a: [],
             "run_pieces": lambda *a: [],
             "joined": lambda *a: (FRAME, FRAME),
+            "tau_pieces": lambda *a: [],
             "long_pieces": lambda *a: [],
         },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},

@@ -22,11 +22,14 @@ from attnlab.studies.optimizer.study import (
 )
 
 CSVS = {RUNS_CSV: RUNS, CURVES_CSV: CURVES, LEDGER_CSV: LEDGER}
-#: Both optimizers, scaled with and without the clip, two rates (10x apart), 4 steps, a long
-#: run of 20 on one seed (its ledger at every step), at a tau low enough for the clip to fire.
-TINY = ["--mechanisms", "scaled", "--lrs", "1e-2", "1e-1", "--steps", "4", "--seeds", "1",
-        "--long-steps", "20", "--long-seeds", "1", "--qk-clip", "0.5", "--text", "{text}",
-        "--long-text", "{text}", "--quiet"]  # fmt: skip
+#: Both optimizers (Muon with its AdamW side pinned), scaled with and without the clip, two
+#: rates (10x apart), 4 steps, a tau sweep of one tau (signed and on |z|), a long run of 20
+#: on one seed (its ledger at every step; cosine, and WSD with the clip), at a tau low
+#: enough for the clip to fire.
+TINY = ["--arms", "adamw", "muon_pinned", "--mechanisms", "scaled", "--lrs", "1e-2", "1e-1",
+        "--steps", "4", "--seeds", "1", "--taus", "0.5", "--long-tau", "0.5", "--long-steps",
+        "20", "--long-seeds", "1", "--qk-clip", "0.5", "--text", "{text}", "--long-text",
+        "{text}", "--quiet"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +55,21 @@ def _flags(text, *more):
 def test_help_exits_0(script, run_main, capsys):
     assert run_main(script, ["--help"]) == 0
     out = capsys.readouterr().out
-    assert "--qk-clip" in out and "--long-steps" in out and "--optimizers" in out
+    assert "--qk-clip" in out and "--long-steps" in out and "--arms" in out
+    assert "--side-lr" in out and "--qk-clip-on" in out and "--taus" in out
 
 
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
         (["--width", "40"], "--width"),
-        (["--optimizers", "sgd"], "--optimizers"),
-        (["--optimizers", "muon", "muon"], "--optimizers"),
+        (["--arms", "sgd"], "--arms"),
+        (["--arms", "muon", "muon"], "--arms"),
+        (["--side-lr", "0"], "--side-lr"),
+        (["--qk-clip-on", "both"], "--qk-clip-on"),
+        (["--taus", "10", "10"], "--taus"),
+        (["--taus", "0"], "--taus"),
+        (["--long-tau", "-1"], "--long-tau"),
         (["--mechanisms", "no_such_mechanism"], "--mechanisms"),
         (["--clipped", "no_such_mechanism"], "--clipped"),
         (["--clipped", "qk_norm"], "--clipped: qk_norm normalises q and k"),  # no handle
@@ -114,15 +123,24 @@ def tiny_runs(script, run_main, text, tmp_path_factory):
     return folders
 
 
-@pytest.mark.slow  # two tiny runs: 8 programs compiled each (about 60 s of CPU cold)
+@pytest.mark.slow  # two tiny runs: 14 programs compiled each (about 100 s of CPU cold)
 def test_a_tiny_runs_tables_have_the_declared_columns(tiny_runs, text):
     out = tiny_runs[0]
     for name, output in CSVS.items():
         frame = pd.read_csv(out / name)
         assert list(frame.columns) == output.column_names, name
     runs = pd.read_csv(out / RUNS_CSV)
-    assert set(runs.part) == {"sweep", "long"} and set(runs.optimizer) == {"adamw", "muon"}
+    assert set(runs.part) == {"sweep", "taus", "long"}
+    assert set(runs.optimizer) == {"adamw", "muon"}
+    assert set(runs.side) == {"shared", "pinned"} and set(runs.schedule) == {"cosine", "wsd"}
+    pinned = runs[runs.side == "pinned"]
+    assert (pinned.optimizer == "muon").all() and pinned.side_lr.eq(1e-2).all()
+    shared = runs[runs.side == "shared"]
+    assert (shared.side_lr == shared.lr).all()
+    assert set(runs.qk_clip_on) == {"none", "signed", "abs"}
     assert runs[runs.part == "long"].steps.eq(20).all()
+    probed = runs[(runs.part == "long") & runs.qk_clip_tau.notna()]
+    assert (probed.probes > 0).all()  # the clip's probe every PROBE_EVERY steps
     clipped = runs[runs.qk_clip_tau.notna()]
     assert (clipped.first_clip_step >= 0).any()  # tau 0.5 is low enough to fire
     assert runs[runs.qk_clip_tau.isna()].first_clip_step.eq(-1).all()
@@ -132,8 +150,10 @@ def test_a_tiny_runs_tables_have_the_declared_columns(tiny_runs, text):
     sidecar = json.loads((out / RUNS_CSV.replace(".csv", ".json")).read_text())
     assert len(sidecar["flags"]["long_text_sha256"]) == 64
     long = runs[runs.part == "long"]  # each lane's model at 0, 5, 10, 20, 50, 100% of 20 steps
-    names = {checkpoint_name(r.optimizer, pd.notna(r.qk_clip_tau), r.lr, step)
-             for r in long.itertuples() for step in (0, 1, 2, 4, 10, 20)}  # fmt: skip
+    arm = long.optimizer.where(long.side == "shared", long.optimizer + "_pinned")
+    names = {checkpoint_name(a, pd.notna(r.qk_clip_tau), r.schedule, r.lr, step)
+             for a, r in zip(arm, long.itertuples(), strict=True)
+             for step in (0, 1, 2, 4, 10, 20)}  # fmt: skip
     assert {p.name for p in (out / "checkpoints").iterdir()} == names
 
 

@@ -12,7 +12,20 @@ import numpy as np
 import optax
 import pytest
 
-from attnlab.lm.optim import adamw_independent, decay_mask, warmup_cosine, z_loss
+from attnlab.lm.optim import (
+    DECAYS,
+    SCHEDULES,
+    WSD_FLOOR,
+    WSD_STABLE,
+    adamw_independent,
+    decay_mask,
+    schedule_factor,
+    warmup_cosine,
+    warmup_stable_decay,
+    wsd_decay_start,
+    z_loss,
+)
+from attnlab.lm.optimizers import make_optimizer
 
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
 B1, B2, ADAM_EPS = 0.9, 0.95, 1e-8
@@ -179,3 +192,190 @@ def test_z_loss_known_answer_and_numpy():
     assert float(loss(logits)) == pytest.approx(expected, rel=(2 * (vocab + 4) + 6) * EPS, abs=0)
     # Half-precision logits are promoted: the loss is a float32.
     assert loss(logits.astype(jnp.bfloat16)).dtype == jnp.float32
+
+
+# --- the schedules and the decays (K2's warmup-stable-decay; coupled decay) ---
+
+#: K2's schedule compiled once per (total, warmup), as ``schedule`` above.
+wsd = jax.jit(warmup_stable_decay, static_argnums=(1, 2))
+
+
+def _wsd_reference(t: int, total: int, warmup: int) -> float:
+    """The docstring's closed form in float64: ``(t + 1) / w`` over the warmup, 1 until
+    ``D``, then ``f + (1 - f) (1 + cos(pi (t - D) / (T - D))) / 2``, ``f`` after ``T``."""
+    start = max(warmup, round(WSD_STABLE * total))
+    if t < warmup:
+        return (t + 1) / warmup
+    progress = min(max((t - start) / (total - start), 0.0), 1.0)
+    return WSD_FLOOR + (1 - WSD_FLOOR) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def test_warmup_stable_decay_closed_form_points():
+    """T = 310, w = 10: ``D = round(310 * 10 / 15.5) = 200``. ``s(0) = 1/w``, the warmup
+    linear, the plateau exactly 1 on ``[w, D)`` (``0.1 + 0.9 * 1`` rounds to 1 in float32:
+    its error 2.2e-8 is under half an ulp below 1, 3e-8), ``(1 + f)/2`` at the decay's
+    midpoint ``D + (T - D)/2 = 255``, ``f = WSD_FLOOR`` at ``T`` and after. Bound: a float32
+    cosine of an argument within ``pi`` and the affine map after it, within 4 eps of exact
+    (as the cosine schedule's test)."""
+    total, warmup = 310, 10
+    start = wsd_decay_start(total, warmup)
+    assert start == 200
+    s = np.asarray(wsd(np.arange(total + 10), total, warmup), np.float64)
+    np.testing.assert_allclose(s[:warmup], np.arange(1, warmup + 1) / warmup, rtol=0, atol=4 * EPS)
+    assert np.all(s[warmup:start] == 1.0)
+    assert s[start - 1] == 1.0 and s[start] == 1.0  # the cosine starts at its top
+    expected = {0: 1 / warmup, 255: (1 + WSD_FLOOR) / 2, total: WSD_FLOOR}
+    for step, value in expected.items():
+        assert abs(s[step] - value) <= 4 * EPS, step
+    assert np.all(np.abs(s[total:] - WSD_FLOOR) <= 4 * EPS)
+    reference = [_wsd_reference(t, total, warmup) for t in range(total + 10)]
+    np.testing.assert_allclose(s, reference, rtol=0, atol=4 * EPS)
+    # The check can fail: the decay is not 14's cosine (which is 0.5 at its own midpoint).
+    assert abs(s[255] - float(schedule(255, total, warmup))) > 0.1
+
+
+def test_warmup_stable_decay_starts_its_decay_no_earlier_than_the_warmup_ends():
+    """T = 10, w = 8: ``round(10 * 10 / 15.5) = 6 < 8``, so ``D = w = 8``: the warmup reaches
+    1 at step 7, the cosine starts at 8 (1) and ends at 10 (the floor), its midpoint 9.
+    Bound as above."""
+    total, warmup = 10, 8
+    assert wsd_decay_start(total, warmup) == warmup
+    s = np.asarray(wsd(np.arange(total + 1), total, warmup), np.float64)
+    expected = {0: 1 / 8, 7: 1.0, 8: 1.0, 9: (1 + WSD_FLOOR) / 2, 10: WSD_FLOOR}
+    for step, value in expected.items():
+        assert abs(s[step] - value) <= 4 * EPS, step
+
+
+def test_schedule_factor_names_the_schedules_and_refuses_another():
+    """``"cosine"`` is ``warmup_cosine`` and ``"wsd"`` ``warmup_stable_decay``, bit for bit
+    (the same function under a name); another name is a ValueError."""
+    assert SCHEDULES == ("cosine", "wsd")
+    total, warmup = 40, 5
+    steps = np.arange(total + 3)
+    for name, direct in (("cosine", schedule), ("wsd", wsd)):
+        factor = jax.jit(schedule_factor(name, total, warmup))
+        np.testing.assert_array_equal(factor(steps), direct(steps, total, warmup))
+    for bad in ("x", "Cosine", "linear"):
+        with pytest.raises(ValueError, match="schedule must be one of"):
+            schedule_factor(bad, total, warmup)
+
+
+def _tree_params():
+    """A matrix (decayed) and a vector (not), float32."""
+    rng = np.random.default_rng(11)
+    return {"w": rng.standard_normal((3, 2)).astype(np.float32),
+            "b": rng.standard_normal(2).astype(np.float32)}  # fmt: skip
+
+
+def _updates(optimizer, params, grads_per_step):
+    """Every step's update, the parameters moved by each, in one compiled program."""
+
+    @jax.jit
+    def run(params, steps):
+        state, current, out = optimizer.init(params), params, []
+        for g in steps:
+            updates, state = optimizer.update(g, state, current)
+            current = optax.apply_updates(current, updates)
+            out.append(updates)
+        return out
+
+    return [jax.tree.map(np.asarray, u) for u in run(params, grads_per_step)]
+
+
+def test_coupled_decay_is_optax_adamw_on_the_schedule():
+    """``make_optimizer("adamw", ..., decay="coupled")`` against optax's own AdamW (its decay
+    ``lr s(t) wd theta``, on the mask's matrices) after the same global-norm clipping, with
+    the learning rate ``lr s(t)`` as its schedule: three steps (the first gradient clipped),
+    on both schedules (T = 4, w = 1: ``s`` = 1, 3/4, 1/4 under the cosine, 1, 1, 1 under
+    K2's, whose decay starts at 3). The two chains do the same float32 operations in the same order
+    (Adam, decayed weights added, times ``-lr s(t)``); allowing XLA to fuse them otherwise,
+    each of about 16 roundings may differ and Adam's ratio doubles a relative error: 32 eps
+    times the size of the update (``lr (max |u| + wd max |theta|)``, ``|u| <= 1/(1 - b1)``
+    here). Independent decay is far off: the check can fail."""
+    lr, total, warmup, wd, clip = 0.1, 4, 1, 0.1, 1.0
+    params = _tree_params()
+    rng = np.random.default_rng(12)
+    steps = [{k: (size * rng.standard_normal(v.shape)).astype(np.float32)
+              for k, v in params.items()} for size in (3.0, 0.05, 0.2)]  # fmt: skip
+    size = lr * (1 / (1 - B1) + wd * max(float(np.max(np.abs(v))) for v in params.values()))
+    tol = 32 * EPS * size
+    last = {}
+    for name in SCHEDULES:
+        factor = schedule_factor(name, total, warmup)
+        ours = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
+                              schedule=name, decay="coupled")  # fmt: skip
+        adamw = optax.adamw(lambda count, f=factor: lr * f(count), b1=B1, b2=B2,
+                            eps=ADAM_EPS, weight_decay=wd, mask=decay_mask)  # fmt: skip
+        theirs = optax.chain(optax.clip_by_global_norm(clip), adamw)
+        a, b = _updates(ours, params, steps), _updates(theirs, params, steps)
+        for t, (ua, ub) in enumerate(zip(a, b, strict=True)):
+            for k in params:
+                np.testing.assert_allclose(ua[k], ub[k], rtol=0, atol=tol, err_msg=(name, t, k))
+        independent = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
+                                     schedule=name)  # fmt: skip
+        c = _updates(independent, params, steps)
+        assert np.max(np.abs(c[0]["w"] - b[0]["w"])) > 100 * tol
+        np.testing.assert_array_equal(c[0]["b"], a[0]["b"])  # the vector: no decay either way
+        last[name] = a[-1]["w"]
+    # The schedule enters: at step 2 the cosine's rate is a quarter of K2's plateau.
+    assert np.max(np.abs(last["cosine"] - last["wsd"])) > 100 * tol
+
+
+def test_independent_decay_with_the_cosine_is_still_14s_adamw():
+    """``schedule="cosine", decay="independent"`` named explicitly: ``adamw_independent``
+    step for step (three steps, the same program's operations: bit for bit)."""
+    lr, total, warmup, wd = 0.1, 12, 2, 0.05
+    params = _tree_params()
+    rng = np.random.default_rng(13)
+    steps = [{k: (size * rng.standard_normal(v.shape)).astype(np.float32)
+              for k, v in params.items()} for size in (3.0, 0.05, 0.2)]  # fmt: skip
+    named = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="cosine",
+                           decay="independent")  # fmt: skip
+    a = _updates(named, params, steps)
+    b = _updates(adamw_independent(lr, total, warmup, weight_decay=wd), params, steps)
+    for ua, ub in zip(a, b, strict=True):
+        for k in params:
+            np.testing.assert_array_equal(ua[k], ub[k])
+
+
+@pytest.mark.parametrize("decay", DECAYS)
+def test_the_decay_alone_follows_the_wsd_schedule(decay):
+    """Zero gradients (never clipped: norm 0): Adam's direction is exactly 0, so the update
+    at count ``t`` is the decay alone, ``-c s(t) theta`` on the matrix with ``c = lr wd``
+    (coupled) or ``wd`` (independent), and exactly 0 on the vector; over every count
+    through the warmup, the plateau (``s = 1``), the decay and past ``T`` (the floor).
+    Parameters held fixed, so only ``s(t)`` changes. Bound: ``s`` within 4 eps (its test
+    above), then three roundings (``-lr s``, ``wd theta``, the product): 8 eps relative."""
+    lr, total, warmup, wd = 0.3, 28, 4, 0.1
+    start = wsd_decay_start(total, warmup)
+    assert start == 18  # plateau [4, 18), the decay's midpoint 23
+    params = _tree_params()
+    zeros = jax.tree.map(np.zeros_like, params)
+    optimizer = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="wsd",
+                               decay=decay)  # fmt: skip
+
+    @jax.jit
+    def every_update(params):
+        def body(state, _):
+            updates, state = optimizer.update(zeros, state, params)
+            return state, updates
+
+        return jax.lax.scan(body, optimizer.init(params), None, length=total + 3)[1]
+
+    updates = jax.tree.map(np.asarray, every_update(params))
+    c = lr * wd if decay == "coupled" else wd
+    theta = np.asarray(params["w"], np.float64)
+    for t in range(total + 3):
+        expected = -c * _wsd_reference(t, total, warmup) * theta
+        np.testing.assert_allclose(updates["w"][t], expected, rtol=8 * EPS, atol=0, err_msg=t)
+        assert np.all(updates["b"][t] == 0), t
+    # The plateau's steps are the warmup's last, the floor's a tenth of them.
+    np.testing.assert_allclose(updates["w"][warmup:start], np.broadcast_to(
+        updates["w"][warmup - 1], (start - warmup, 3, 2)), rtol=8 * EPS)  # fmt: skip
+    np.testing.assert_allclose(updates["w"][total], WSD_FLOOR * updates["w"][warmup], rtol=8 * EPS)
+
+
+def test_an_unknown_decay_is_refused():
+    assert DECAYS == ("independent", "coupled")
+    with pytest.raises(ValueError, match="decay must be one of"):
+        make_optimizer("adamw", 1e-2, 100, 10, decay="x")

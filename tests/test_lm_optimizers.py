@@ -76,3 +76,51 @@ def test_muon_steps_the_matrices_orthogonally_and_the_rest_as_adamw():
 def test_an_unknown_optimizer_is_refused():
     with pytest.raises(ValueError, match="optimizer must be one of"):
         make_optimizer("sgd", 1e-2, 100, 10)
+
+
+# --- Muon's AdamW side at a rate of its own (side_lr) ---
+
+
+@pytest.mark.parametrize("decay", ["independent", "coupled"])
+def test_side_lr_sets_the_adamw_sides_rate_and_leaves_muons(decay):
+    """Muon at ``lr = b`` with ``side_lr = a``: the AdamW side (embeddings, head, gains:
+    ``muon_labels``) moves exactly as ``make_optimizer("adamw", a)`` (the same global-norm
+    clipping of the same gradients, the same Adam, the rate ``a s(0)``, and under coupled
+    decay the decay at ``a``), and the Muon side exactly as Muon with ``side_lr`` None at
+    ``b``: bit for bit, the same operations. ``side_lr`` None is the AdamW side at ``b``,
+    which ``a = b / 100`` is far from (Adam's first step is ``sign(g)``, so the two rates'
+    steps differ by ``(b - a) s(0)`` somewhere, less the decay ``wd |theta| < 0.1`` of it):
+    the check can fail."""
+    params, grads = params_and_grads()
+    a, b, total, warmup = 1e-3, 1e-1, 100, 10
+
+    def make(name, lr, side_lr=None):
+        return make_optimizer(name, lr, total, warmup, weight_decay=0.1, decay=decay,
+                              side_lr=side_lr)  # fmt: skip
+
+    split = first_update(make("muon", b, side_lr=a), params, grads)
+    shared = first_update(make("muon", b), params, grads)
+    adamw = first_update(make("adamw", a), params, grads)
+    labels = jax.tree.leaves(muon_labels(params))
+    flat = zip(labels, *(jax.tree.leaves(t) for t in (split, shared, adamw)), strict=True)
+    for label, u, u_shared, u_adamw in flat:
+        if label == "muon":
+            np.testing.assert_array_equal(u, u_shared)
+        else:
+            np.testing.assert_array_equal(u, u_adamw)
+            gap = np.max(np.abs(np.asarray(u) - np.asarray(u_shared)))
+            assert gap > 0.5 * (b - a) / warmup  # Adam's first |u| is 1: (b - a) s(0)
+    # The named leaves, by name: the embeddings, the head and a LayerNorm gain.
+    assert labels.count("adamw") >= 3
+    for path in (("wte",), ("lm_head",), ("h_0", "ln_1", "scale")):
+        leaf, ref = split, adamw
+        for key in path:
+            leaf, ref = leaf[key], ref[key]
+        np.testing.assert_array_equal(leaf, ref, err_msg=str(path))
+
+
+@pytest.mark.parametrize("side_lr", [1e-3, 0.0])
+def test_side_lr_is_refused_by_adamw(side_lr):
+    """AdamW has one rate: any ``side_lr`` (even 0) is a ValueError."""
+    with pytest.raises(ValueError, match="side_lr"):
+        make_optimizer("adamw", 1e-2, 100, 10, side_lr=side_lr)

@@ -11,7 +11,13 @@ import numpy as np
 import optax
 import pytest
 
-from attnlab.lm.qk_clip import clip_factors, clip_handle, qk_clip, qk_clip_transform
+from attnlab.lm.qk_clip import (
+    clip_factors,
+    clip_handle,
+    qk_clip,
+    qk_clip_biases,
+    qk_clip_transform,
+)
 
 D_MODEL, D_HEAD, T = 16, 4, 6
 #: float32 logits recomputed from rescaled weights: each factor and each product of width
@@ -248,3 +254,33 @@ def test_the_clip_has_a_handle_on_bilinear_logits_and_none_on_normalised_ones(na
     from attnlab.core.references import resolve
 
     assert clip_handle(resolve(name).mechanism, D_HEAD, 4) == pytest.approx(handle, abs=1e-4)
+
+
+@pytest.mark.parametrize(("n_heads", "n_kv"), [(4, 4), (4, 2)])
+def test_biases_clip_with_their_columns_so_the_logits_scale_as_without(n_heads, n_kv):
+    """With ``q = x W_q + b_q`` (and k likewise), clipping the weights (``qk_clip``) and the
+    biases (``qk_clip_biases``) by the same rule brings each clipped head's largest logit to
+    tau and leaves the rest bit for bit, as for bias-free projections (``RTOL``)."""
+    w_q, w_k, x = weights(n_heads, n_kv, seed=3, spread=(0.5, 6.0, 1.0, 8.0))
+    rng = np.random.default_rng(4)
+    b_q = rng.standard_normal(n_heads * D_HEAD).astype(np.float32)
+    b_k = rng.standard_normal(n_kv * D_HEAD).astype(np.float32)
+    ones = np.ones((T, 1))
+    aug = np.concatenate([x, ones], axis=1)  # [x, 1] [W; b]: the bias as one more row
+    before = max_logits(np.vstack([w_q, b_q]), np.vstack([w_k, b_k]), aug, n_heads, n_kv)
+    tau = float(np.sort(before)[-2]) * 0.99  # the two largest heads above tau
+    new_q, new_k = qk_clip(w_q, w_k, before, tau=tau, n_heads=n_heads, n_kv_heads=n_kv)
+    nb_q, nb_k = qk_clip_biases(b_q, b_k, before, tau=tau, n_heads=n_heads, n_kv_heads=n_kv)
+    stacked_q = np.vstack([np.asarray(new_q), np.asarray(nb_q)])
+    stacked_k = np.vstack([np.asarray(new_k), np.asarray(nb_k)])
+    after = max_logits(stacked_q, stacked_k, aug, n_heads, n_kv)
+    if n_kv == n_heads:
+        clipped = before > tau
+        np.testing.assert_allclose(after[clipped], tau, rtol=RTOL)
+        np.testing.assert_array_equal(after[~clipped], before[~clipped])
+    assert np.all(after <= tau * (1 + RTOL))
+    # head-shaped biases clip as the flat ones
+    shaped = qk_clip_biases(b_q.reshape(n_heads, D_HEAD), b_k.reshape(n_kv, D_HEAD), before,
+                            tau=tau, n_heads=n_heads, n_kv_heads=n_kv)  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(shaped[0]).ravel(), np.asarray(nb_q))
+    np.testing.assert_array_equal(np.asarray(shaped[1]).ravel(), np.asarray(nb_k))

@@ -18,6 +18,8 @@ from attnlab.core.temperature import BUILTINS
 from attnlab.core.text import byte_tokens, read_text
 from attnlab.lm.train import (
     CLIP_METRICS,
+    CLIP_ON,
+    PROBE_METRICS,
     STEP_METRICS,
     LMConfig,
     cross_entropy,
@@ -333,3 +335,123 @@ def test_muon_through_the_seam_trains():
     result = train_lanes(muon, BUILTINS["scaled"], [1e-2], [0], split())
     assert (result.diverged_step == -1).all()
     assert result.final_loss.mean() < result.initial_loss.mean() - 0.1
+
+
+# --- the schedule, decay, side rate, QK-Clip's quantity and its probes ---
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"schedule": "x"},
+        {"decay": "x"},
+        {"qk_clip_on": "x", "qk_clip_tau": 1.0},
+        {"side_lr": 0.01},  # under adamw: it has one rate
+        {"optimizer": "muon", "side_lr": 0.0},
+        {"optimizer": "muon", "side_lr": float("nan")},
+        {"optimizer": "muon", "side_lr": float("inf")},
+        {"probe_every": -1, "qk_clip_tau": 1.0},
+        {"probe_every": 1.5, "qk_clip_tau": 1.0},
+        {"probe_every": True, "qk_clip_tau": 1.0},
+        {"probe_every": 5},  # probes QK-Clip: needs qk_clip_tau
+    ],
+    ids=repr,
+)
+def test_config_rejects_bad_new_fields(bad):
+    with pytest.raises(ValueError):
+        dataclasses.replace(TINY, **bad)
+
+
+def test_config_takes_the_new_fields_and_lists_their_metrics_only_when_configured():
+    """Each field's allowed values are taken; ``metrics`` is ``STEP_METRICS``, then
+    ``CLIP_METRICS`` with ``qk_clip_tau``, then ``PROBE_METRICS`` with ``probe_every``."""
+    for schedule in ("cosine", "wsd"):
+        for decay in ("independent", "coupled"):
+            config = dataclasses.replace(TINY, schedule=schedule, decay=decay)
+            assert config.metrics == STEP_METRICS
+    assert dataclasses.replace(TINY, optimizer="muon", side_lr=0.01).side_lr == 0.01
+    clipped = dataclasses.replace(TINY, qk_clip_tau=1.0)
+    assert clipped.metrics == STEP_METRICS + CLIP_METRICS
+    assert {"head_signed_logit", "head_abs_logit"} <= set(CLIP_METRICS)
+    for on in CLIP_ON:
+        probed = dataclasses.replace(clipped, qk_clip_on=on, probe_every=5)
+        assert probed.metrics == STEP_METRICS + CLIP_METRICS + PROBE_METRICS
+    assert not set(PROBE_METRICS) & set(clipped.metrics)
+    assert dataclasses.replace(clipped, probe_every=0).metrics == clipped.metrics
+
+
+#: The probes' run: COMMON's model (its held-out program shared), one lane at rate 1e-1 for
+#: three steps, probed every 2 (steps 0 and 2), QK-Clip at TAU_PROBE. Its logits (scaled,
+#: rotary): step 0 every head's largest about 0.018 (no clip), step 1 about (0.28, 0.38)
+#: signed and (0.34, 0.38) in |.|, step 2 about 1.3 (both heads clipped).
+PROBED = dataclasses.replace(COMMON, steps=3, chunk_steps=3, qk_clip_tau=0.3, probe_every=2)
+TAU_PROBE = PROBED.qk_clip_tau
+#: K2's closed form holds to rounding: scaling W_Q, W_K by gamma^(1/2) scales each q, k
+#: coordinate by it within d_model eps of the coordinate's size (a d_model-term product,
+#: the factor's sqrt and the product one rounding each), and the logit, a d_head-term
+#: product of them (the rotation two terms more), by gamma within (2 d_model + d_head + 8)
+#: eps relative, taking each sum as well conditioned (the largest logit's terms mostly
+#: agree in sign): 4 times that for the conditioning (measured here: 2 eps).
+PROBE_RTOL = 4 * (2 * COMMON.d_model + COMMON.d_head + 8) * EPS
+
+
+def _probe_run(on: str):
+    config = dataclasses.replace(PROBED, qk_clip_on=on)
+    return config, train_lanes(config, BUILTINS["scaled"], [1e-1], [0], split()).metrics
+
+
+def _check_probes(config, metrics, quantity: str):
+    """The probes' shared checks: shapes, NaN exactly at the steps not probed, the probe
+    before the update equal to the step's own S (``quantity``), and K2's closed form."""
+    assert set(metrics) == set(config.metrics)
+    shape = (1, config.steps, config.n_layers, config.n_heads)
+    for name in (*PROBE_METRICS, "head_signed_logit", "head_abs_logit"):
+        assert metrics[name].shape == shape, name
+    probed = np.arange(config.steps) % config.probe_every == 0
+    assert probed.tolist() == [True, False, True]
+    for name in PROBE_METRICS:
+        assert np.all(np.isnan(metrics[name][:, ~probed])), name
+        assert np.all(np.isfinite(metrics[name][:, probed])), name
+    before = metrics["probe_before"][:, probed]
+    np.testing.assert_array_equal(before, metrics[quantity][:, probed])
+    # The clip reads ``quantity``: a head is clipped where it is above tau.
+    np.testing.assert_array_equal(metrics["clip_fraction"],
+                                  np.mean(metrics[quantity] > TAU_PROBE, axis=-1))  # fmt: skip
+    # K2's closed form: the clip multiplies the head's logits by gamma = min(1, tau / S),
+    # so its S after the clip is gamma times S after the update (same batch).
+    after_update = metrics["probe_after_update"][:, probed].astype(np.float64)
+    after_clip = metrics["probe_after_clip"][:, probed].astype(np.float64)
+    assert np.all(before > 0)
+    gamma = np.minimum(1.0, TAU_PROBE / before.astype(np.float64))
+    assert (gamma < 1).any() and (gamma == 1).any()  # both branches: clipped, left alone
+    np.testing.assert_allclose(after_clip, gamma * after_update, rtol=PROBE_RTOL, atol=0)
+    # The check can fail: where a head was clipped, after the clip is far from after the
+    # update.
+    clipped = gamma < 1
+    gap = np.abs(after_clip - after_update)[clipped] / after_update[clipped]
+    assert np.all(gap > 100 * PROBE_RTOL)
+
+
+def test_probes_read_k2s_closed_form_on_the_signed_logit():
+    """``qk_clip_on="signed"`` (K2's): the probes are NaN at the odd steps; at the probed
+    ones the probe before the update is the step's largest signed logit per head (the same
+    array), and after the clip each head's S is ``min(1, tau / S_before)`` times its S
+    after the update, within PROBE_RTOL; heads are clipped where the signed logit is above
+    tau."""
+    config, metrics = _probe_run("signed")
+    assert metrics["clip_fraction"][0, 2].max() > 0  # the clip binds at a probed step
+    _check_probes(config, metrics, "head_signed_logit")
+    assert np.all(metrics["head_abs_logit"] >= metrics["head_signed_logit"])
+
+
+def test_probes_and_the_clip_read_the_abs_logit_under_qk_clip_on_abs():
+    """``qk_clip_on="abs"``: the same checks on the largest |logit| per head; at step 1 a
+    head's largest |logit| is above tau where its largest signed logit is not (0.34 vs
+    0.28), and the clip fires on it: a clip on the signed logit would give another
+    clip_fraction (the check can fail)."""
+    config, metrics = _probe_run("abs")
+    _check_probes(config, metrics, "head_abs_logit")
+    signed, absolute = metrics["head_signed_logit"], metrics["head_abs_logit"]
+    only_abs = (absolute > TAU_PROBE) & (signed <= TAU_PROBE)
+    assert only_abs.any()
+    assert not np.array_equal(metrics["clip_fraction"], np.mean(signed > TAU_PROBE, axis=-1))

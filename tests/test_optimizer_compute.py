@@ -21,7 +21,7 @@ from attnlab.lm.train import LMConfig, split_text, train_lanes
 from attnlab.lm.trajectory import Trajectory
 from attnlab.models.files import CONFIG
 from attnlab.models.registry import family_of, read_checkpoint
-from attnlab.studies.optimizer.compute import OptimizerConfig, long_cell
+from attnlab.studies.optimizer.compute import Cell, OptimizerConfig, long_cell
 from attnlab.studies.optimizer.study import (
     LEDGER_WINDOWS,
     SWEEP_HEADS,
@@ -45,7 +45,7 @@ LRS = (1e-2, 1e-1)
 
 @pytest.mark.parametrize(
     ("long_steps", "steps"),
-    [(5000, (0, 250, 500, 1000, 2500, 5000)),  # the defaults
+    [(3000, (0, 150, 300, 600, 1500, 3000)),  # the defaults
      (200, (0, 10, 20, 40, 100, 200)),  # --quick
      (20, STEPS),
      # points every 2 and at 45: 2.25 -> 2, 4.5 -> 4, 9 -> 8 (8 and 10 as near: the
@@ -68,7 +68,7 @@ def written(text, tmp_path_factory):
     parameters kept at the checkpoint steps (the same seed and compiled programs: the same
     numbers), by step and lane."""
     scaled = resolve("scaled")
-    *_, ledger, saved = long_cell(TINY, ("adamw", scaled, None), LRS, text,
+    *_, ledger, saved = long_cell(TINY, Cell("adamw", scaled), LRS, text,
                                   lambda _: None)  # fmt: skip
     out = tmp_path_factory.mktemp("out")
     write_saved(out, saved)
@@ -85,7 +85,8 @@ def written(text, tmp_path_factory):
 
 def test_the_long_run_writes_each_lanes_checkpoints_at_the_declared_steps(written, text):
     ledger, out, _ = written
-    names = {checkpoint_name("adamw", False, lr, step) for lr in LRS for step in STEPS}
+    names = {checkpoint_name("adamw", False, "cosine", lr, step) for lr in LRS
+             for step in STEPS}  # fmt: skip
     assert {p.name for p in (out / CHECKPOINTS_DIR).iterdir()} == names
     # the ledger has every seed of the long run (make verify's spread); the checkpoints,
     # one per rate and step, are the first seed's
@@ -93,14 +94,14 @@ def test_the_long_run_writes_each_lanes_checkpoints_at_the_declared_steps(writte
     for folder in (out / CHECKPOINTS_DIR).iterdir():
         assert json.loads((folder / CONFIG).read_text())["attnlab"]["made_by"]["seed"] == TINY.seed
     assert set(STEPS) <= set(ledger.step)  # each at a ledger point
-    name = checkpoint_name("adamw", False, 0.1, 4)
-    assert name == "15_adamw_scaled_lr0.1_step00004"
+    name = checkpoint_name("adamw", False, "cosine", 0.1, 4)
+    assert name == "15_adamw_scaled_cosine_lr0.1_step00004"
     config = json.loads((out / CHECKPOINTS_DIR / name / CONFIG).read_text())
     made_by = config["attnlab"]["made_by"]
     assert config["model_type"] == "gpt2" and config["attnlab"]["mechanism"] == "scaled"
     assert made_by["script"] == "experiments/15_optimizer_drift.py"
-    assert (made_by["optimizer"], made_by["mechanism"], made_by["qk_clip_tau"]) == (
-        "adamw", "scaled", None)  # fmt: skip
+    assert (made_by["arm"], made_by["optimizer"], made_by["mechanism"], made_by["qk_clip_tau"],
+            made_by["schedule"]) == ("adamw", "adamw", "scaled", None, "cosine")  # fmt: skip
     assert (made_by["lr"], made_by["seed"], made_by["step"]) == (0.1, 0, 4)
     assert (made_by["text_source"], made_by["text_sha256"]) == (text.source, text.sha256)
     assert made_by["lm_config"]["steps"] == 20
@@ -132,7 +133,7 @@ def test_each_checkpoint_computes_the_lms_logits_at_its_step(written):
 @pytest.mark.slow  # 13 end to end on one checkpoint, after the tiny run (about 25 s of CPU cold)
 def test_13_reads_a_checkpoint_of_the_run(written, load_script, run_main, tmp_path, capsys):
     _, out, _ = written
-    checkpoint = out / CHECKPOINTS_DIR / checkpoint_name("adamw", False, 0.1, 20)
+    checkpoint = out / CHECKPOINTS_DIR / checkpoint_name("adamw", False, "cosine", 0.1, 20)
     prose = tmp_path / "text.txt"
     prose.write_text(stdlib_prose()[:2000], encoding="utf-8")
     results = tmp_path / "13"

@@ -44,8 +44,11 @@ def at_row(frame: pd.DataFrame, where: dict, columns: dict[str, str], digits: in
 def span(values: Iterable[float], words: str | Callable[[float], str]) -> str:
     """``"low-high"``: the smallest and largest of ``values`` as ``words`` writes them (a
     format spec such as ``".3g"``, or a function), or one value where both read the same
-    (one run, or a tie: never "37%-37%")."""
-    values = list(values)
+    (one run, or a tie: never "37%-37%"); NaN is left out ("none" where nothing is left),
+    so the order of the values never decides what is written."""
+    values = [v for v in values if v == v]  # NaN != NaN
+    if not values:
+        return "none"
     write = words if callable(words) else (lambda v: format(v, words))
     low, high = write(min(values)), write(max(values))
     return low if low == high else f"{low}-{high}"

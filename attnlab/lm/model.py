@@ -155,6 +155,8 @@ class CausalSelfAttention(nn.Module):
             heads_axes = tuple(i for i in range(z.ndim) if i != z.ndim - 3)
             self.sow("intermediates", "head_max_logit",
                      jnp.max(jnp.where(mask, z, -jnp.inf), axis=heads_axes))  # fmt: skip
+            self.sow("intermediates", "head_max_abs_logit",
+                     jnp.max(jnp.where(mask, jnp.abs(z), 0.0), axis=heads_axes))  # fmt: skip
         seen_q, seen_k = mech.prepare(q, k)  # q and k as the logits see them
         stats = (
             jnp.max(jnp.where(mask, jnp.abs(z), 0.0)),

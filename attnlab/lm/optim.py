@@ -1,24 +1,39 @@
-"""The optimiser of the language-model task: AdamW with warmup and cosine decay, global-norm
-clipping and weight decay independent of the learning rate (Wortsman et al. 2023, sec.
-3.2.2), and the z-loss. Small pure functions; the peak rate may be a traced scalar, so
-lanes of different rates share one compiled program.
+"""The optimiser of the language-model task: AdamW with warmup and a decaying schedule,
+global-norm clipping and weight decay independent of the learning rate (Wortsman et al.
+2023, sec. 3.2.2), and the z-loss. Small pure functions; the peak rate may be a traced
+scalar, so lanes of different rates share one compiled program.
 
-With the schedule's factor ``s(t)`` (``warmup_cosine``), peak rate ``eta`` and weight
-decay ``lambda``, one step on gradients ``g`` is
+With the schedule's factor ``s(t)`` (``SCHEDULES``: ``warmup_cosine``, 14's, or
+``warmup_stable_decay``, Kimi K2's), peak rate ``eta`` and weight decay ``lambda``, one
+step on gradients ``g`` is
 
     g     <- g min(1, c / |g|_2)                         (global-norm clipping at c)
     u     <- Adam(g; beta1, beta2, eps)                  (bias-corrected moments)
-    theta <- theta - eta s(t) u - lambda s(t) theta      (decay on matrices only)
+    theta <- theta - eta s(t) u - lambda s(t) theta      (decay "independent", 14's)
+    theta <- theta - eta s(t) (u + lambda theta)         (decay "coupled", ``DECAYS``)
 
-so the decay does not grow with ``eta`` ("independent" decay; AdamW as in PyTorch and
-optax multiplies it by ``eta``).
+the decay on matrices only (``decay_mask``: not LayerNorm gains, not a mechanism's
+scalars). "Independent" decay does not grow with ``eta``; "coupled" is AdamW's as in
+PyTorch and optax, and Moonlight's and Kimi K2's (Liu et al. 2025: decay 0.1 times the rate,
+on AdamW's and Muon's parameters alike).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import optax
+
+#: The schedules of ``schedule_factor``.
+SCHEDULES = ("cosine", "wsd")
+#: How weight decay scales with the rate (module docstring).
+DECAYS = ("independent", "coupled")
+#: Kimi K2's warmup-stable-decay (Moonshot AI 2025, sec. 3.2): the rate constant for 10T of
+#: its 15.5T tokens, then a cosine from it to a tenth of it.
+WSD_STABLE = 10 / 15.5
+WSD_FLOOR = 0.1
 
 
 def warmup_cosine(step: jax.Array, total: int, warmup: int) -> jax.Array:
@@ -30,10 +45,61 @@ def warmup_cosine(step: jax.Array, total: int, warmup: int) -> jax.Array:
     return jnp.where(t < warmup, rise, 0.5 * (1 + jnp.cos(jnp.pi * progress)))
 
 
+def wsd_decay_start(total: int, warmup: int) -> int:
+    """The first step of ``warmup_stable_decay``'s decay: ``WSD_STABLE`` of ``total``, at
+    least ``warmup``."""
+    return max(warmup, round(WSD_STABLE * total))
+
+
+def warmup_stable_decay(step: jax.Array, total: int, warmup: int) -> jax.Array:
+    """``s(t)``: linear from ``1/warmup`` to 1 over the first ``warmup`` steps, 1 (the
+    plateau) until ``D = wsd_decay_start``, then a cosine from 1 to ``f = WSD_FLOOR`` at
+    step ``total``: ``s = f + (1 - f) (1 + cos(pi (t - D) / (T - D))) / 2``."""
+    t = jnp.asarray(step, jnp.float32)
+    start = wsd_decay_start(total, warmup)
+    rise = (t + 1) / max(warmup, 1)
+    progress = jnp.clip((t - start) / max(total - start, 1), 0.0, 1.0)
+    decay = WSD_FLOOR + (1 - WSD_FLOOR) * 0.5 * (1 + jnp.cos(jnp.pi * progress))
+    return jnp.where(t < warmup, rise, decay)
+
+
+def schedule_factor(name: str, total: int, warmup: int) -> Callable[[jax.Array], jax.Array]:
+    """``count -> s(count)`` of the schedule ``name`` (``SCHEDULES``); a ValueError for
+    another."""
+    if name == "cosine":
+        return lambda count: warmup_cosine(count, total, warmup)
+    if name == "wsd":
+        return lambda count: warmup_stable_decay(count, total, warmup)
+    raise ValueError(f"schedule must be one of {SCHEDULES}, got {name!r}")
+
+
 def decay_mask(params) -> object:
     """True for the parameters weight decay applies to: matrices (embeddings, projections);
     not LayerNorm scales or a mechanism's scalars."""
     return jax.tree.map(lambda p: p.ndim >= 2, params)
+
+
+def descent(
+    direction: optax.GradientTransformation,
+    lr: float | jax.Array,
+    schedule: Callable[[jax.Array], jax.Array],
+    weight_decay: float,
+    decay: str = "independent",
+) -> optax.GradientTransformation:
+    """The module docstring's step after the clipping, on any update ``direction`` (Adam's
+    ``u``, or Muon's, ``attnlab.lm.optimizers``): ``-lr s(t) u`` and the decay ``decay``
+    (``DECAYS``) at ``weight_decay`` (``lr`` may be traced)."""
+
+    def rate(count: jax.Array) -> jax.Array:
+        return -lr * schedule(count)
+
+    if decay == "coupled":
+        return optax.chain(direction, optax.add_decayed_weights(weight_decay, decay_mask),
+                           optax.scale_by_schedule(rate))  # fmt: skip
+    if decay == "independent":
+        return optax.chain(direction, optax.scale_by_schedule(rate),
+                           independent_decay(weight_decay, schedule))  # fmt: skip
+    raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
 
 
 def scheduled(
@@ -43,24 +109,14 @@ def scheduled(
     warmup: int,
     weight_decay: float = 1e-4,
     clip: float = 1.0,
+    schedule: str = "cosine",
+    decay: str = "independent",
 ) -> optax.GradientTransformation:
-    """The module docstring's step around any update ``direction`` (Adam's ``u``, or
-    Muon's on some parameters, ``attnlab.lm.optimizers``): global-norm clipping at
-    ``clip``, then ``direction``, then ``-lr s(t)`` and the rate-independent decay
-    (``lr`` may be traced)."""
-
-    def schedule(count: jax.Array) -> jax.Array:
-        return warmup_cosine(count, total, warmup)
-
-    def rate(count: jax.Array) -> jax.Array:
-        return -lr * schedule(count)
-
-    return optax.chain(
-        optax.clip_by_global_norm(clip),
-        direction,
-        optax.scale_by_schedule(rate),
-        independent_decay(weight_decay, schedule),
-    )
+    """The module docstring's step around any update ``direction``: global-norm clipping
+    at ``clip``, then ``descent`` on the schedule ``schedule`` (``lr`` may be traced)."""
+    factor = schedule_factor(schedule, total, warmup)
+    return optax.chain(optax.clip_by_global_norm(clip),
+                       descent(direction, lr, factor, weight_decay, decay))  # fmt: skip
 
 
 def adamw_independent(
@@ -73,7 +129,8 @@ def adamw_independent(
     b2: float = 0.95,
     eps: float = 1e-8,
 ) -> optax.GradientTransformation:
-    """The module docstring's step as an optax transformation (``lr`` may be traced)."""
+    """14's step (cosine, independent decay) as an optax transformation (``lr`` may be
+    traced)."""
     adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
     return scheduled(adam, lr, total, warmup, weight_decay, clip)
 

@@ -4,7 +4,7 @@ from a configuration to an ``optax.GradientTransformation`` (as maxtext's
 compiled program; the schedule, clipping and weight decay are 14's for both
 (``attnlab.lm.optim``).
 
-``adamw``: 14's AdamW, unchanged (``adamw_independent``).
+``adamw``: 14's AdamW (``adamw_independent`` with 14's schedule and decay).
 
 ``muon``: Muon (Jordan 2024; Liu et al. 2025, "Muon is Scalable for LLM Training") on the
 hidden matrices, 14's AdamW on everything else, routed by name (``muon_labels``): a
@@ -20,11 +20,18 @@ rate.) One step on gradients ``g``, with the schedule ``s(t)`` and peak rate ``e
                                                              five Newton-Schulz steps, scaled
                                                              to RMS r = CONSISTENT_RMS)
     u_A    <- Adam(g; 0.9, 0.95, 1e-8)                      (the rest, as 14)
-    theta  <- theta - eta s(t) u - lambda s(t) theta        (decay on matrices only)
+    theta  <- theta - eta s(t) u_M - (decay)                (Muon's matrices)
+    theta  <- theta - eta_A s(t) u_A - (decay)              (the rest)
+
+with the decay of ``attnlab.lm.optim`` (independent or coupled, matrices only: the gains
+are not decayed) at each side's own rate. ``eta_A`` is ``eta`` (``side_lr`` None:
+Moonlight's recipe, one rate for both sides) or a rate of its own (``side_lr``): at
+``eta = 0.3`` one shared rate trains the embeddings, head and LayerNorm gains at 30x
+AdamW's best rate, whose gains then grow the logits.
 
 The RMS matching (Moonlight's ``0.2 sqrt(max(A, B))``, ``optax.contrib.muon``'s
-``consistent_rms``) makes a Muon update's RMS about AdamW's, so one rate means comparable
-step sizes under both.
+``consistent_rms``) makes a Muon update's RMS about AdamW's, so that Muon can take AdamW's
+rate and decay (Liu et al. 2025, sec. 2.2).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import jax.numpy as jnp
 import optax
 from optax.contrib import MuonDimensionNumbers, scale_by_muon
 
-from attnlab.lm.optim import adamw_independent, scheduled
+from attnlab.lm.optim import descent, schedule_factor
 
 #: The optimizers ``make_optimizer`` knows.
 OPTIMIZERS = ("adamw", "muon")
@@ -75,30 +82,18 @@ def consistent_rms(rms: float = CONSISTENT_RMS) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
-def muon_routed(
-    lr: float | jax.Array,
-    total: int,
-    warmup: int,
-    weight_decay: float = 1e-4,
-    clip: float = 1.0,
-    b1: float = 0.9,
-    b2: float = 0.95,
-    eps: float = 1e-8,
-    beta: float = 0.95,
-) -> optax.GradientTransformation:
-    """The module docstring's Muon step (``lr`` may be traced): ``scheduled`` around Muon on
-    ``muon_labels``' matrices and Adam on the rest."""
-    routed = optax.partition(
-        {
-            "muon": optax.chain(
-                scale_by_muon(beta=beta, nesterov=True, weight_dimension_numbers=_matrices),
-                consistent_rms(),
-            ),
-            "adamw": optax.scale_by_adam(b1=b1, b2=b2, eps=eps),
-        },
-        muon_labels,
+def adam_direction(b1: float = 0.9, b2: float = 0.95, eps: float = 1e-8):
+    """14's Adam update ``u_A`` (before the rate)."""
+    return optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
+
+
+def muon_direction(beta: float = 0.95) -> optax.GradientTransformation:
+    """Muon's update ``u_M`` (before the rate): Nesterov momentum, five Newton-Schulz steps,
+    RMS matched (``consistent_rms``)."""
+    return optax.chain(
+        scale_by_muon(beta=beta, nesterov=True, weight_dimension_numbers=_matrices),
+        consistent_rms(),
     )
-    return scheduled(routed, lr, total, warmup, weight_decay, clip)
 
 
 def make_optimizer(
@@ -108,11 +103,27 @@ def make_optimizer(
     warmup: int,
     weight_decay: float = 1e-4,
     clip: float = 1.0,
+    schedule: str = "cosine",
+    decay: str = "independent",
+    side_lr: float | None = None,
 ) -> optax.GradientTransformation:
-    """The optimizer ``name`` (``OPTIMIZERS``) at peak rate ``lr`` over ``total`` steps with
-    ``warmup``; ``ValueError`` for another name."""
+    """The optimizer ``name`` (``OPTIMIZERS``) at peak rate ``lr`` over ``total`` steps
+    with ``warmup``, on the schedule ``schedule`` with the decay ``decay``
+    (``attnlab.lm.optim``), global-norm clipping at ``clip``; under ``muon`` the AdamW side
+    at ``side_lr`` (None: ``lr``, Moonlight's). ``ValueError`` for another name, or a
+    ``side_lr`` given to ``adamw`` (it has one rate)."""
+    factor = schedule_factor(schedule, total, warmup)
     if name == "adamw":
-        return adamw_independent(lr, total, warmup, weight_decay, clip)
-    if name == "muon":
-        return muon_routed(lr, total, warmup, weight_decay, clip)
-    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+        if side_lr is not None:
+            raise ValueError("side_lr is Muon's AdamW side's rate; adamw has one rate, lr")
+        step = descent(adam_direction(), lr, factor, weight_decay, decay)
+    elif name == "muon":
+        side = lr if side_lr is None else side_lr
+        step = optax.partition(
+            {"muon": descent(muon_direction(), lr, factor, weight_decay, decay),
+             "adamw": descent(adam_direction(), side, factor, weight_decay, decay)},
+            muon_labels,
+        )  # fmt: skip
+    else:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+    return optax.chain(optax.clip_by_global_norm(clip), step)

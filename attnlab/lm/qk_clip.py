@@ -168,6 +168,26 @@ def qk_clip(
     return new_q, new_k
 
 
+def qk_clip_biases(
+    b_q: ArrayLike,
+    b_k: ArrayLike,
+    max_logits: ArrayLike,
+    *,
+    tau: float,
+    n_heads: int,
+    n_kv_heads: int | None = None,
+    alpha: float = 0.5,
+) -> tuple[Array, Array]:
+    """``(b_q, b_k)`` after QK-Clip, for projections with biases (``q = x W_q + b_q``): each
+    head's (group's) bias times the factor ``qk_clip`` gives its columns, so that with both
+    clipped the head's q and k, and so its bilinear logits, scale exactly as without
+    biases. ``b_q`` ``[n_heads * d_head]`` or ``[n_heads, d_head]``, ``b_k`` likewise with
+    ``n_kv_heads``; the same checks as ``qk_clip``."""
+    new_q, new_k = qk_clip(jnp.asarray(b_q)[None], jnp.asarray(b_k)[None], max_logits, tau=tau,
+                           n_heads=n_heads, n_kv_heads=n_kv_heads, alpha=alpha)  # fmt: skip
+    return new_q[0], new_k[0]
+
+
 #: The rows and keys of the fixed q, k on which ``clip_handle`` reads a mechanism.
 HANDLE_LENGTH = 16
 

@@ -23,7 +23,7 @@ from attnlab.core.owner import owner
 from attnlab.lm.model import CausalLM, causal_mask
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.lm.train import (
-    CLIP_METRICS,
+    LAYER_CLIP_METRICS,
     Split,
     SweepResult,
     held_out_loss,
@@ -88,7 +88,7 @@ def _nanmax(values: np.ndarray) -> np.ndarray:
 def curve_rows(result: SweepResult, record_every: int) -> pd.DataFrame:
     """Every ``record_every``-th step of every lane and layer: training loss, max logit,
     entropy, q and k norms, and with QK-Clip the largest signed logit and the fraction of
-    heads clipped (``CLIP_METRICS``)."""
+    heads clipped (``LAYER_CLIP_METRICS``)."""
     metrics = result.metrics
     steps = np.arange(0, metrics["loss"].shape[1], record_every)
     frames = []
@@ -103,7 +103,7 @@ def curve_rows(result: SweepResult, record_every: int) -> pd.DataFrame:
                 "step": steps,
                 "train_loss": metrics["loss"][lane, steps],
                 **{k: metrics[k][lane, steps, layer]
-                   for k in ("max_logit", "entropy", "q_norm", "k_norm", *CLIP_METRICS)
+                   for k in ("max_logit", "entropy", "q_norm", "k_norm", *LAYER_CLIP_METRICS)
                    if k in metrics},
             }))  # fmt: skip
     return pd.concat(frames, ignore_index=True)

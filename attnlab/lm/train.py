@@ -9,12 +9,14 @@ the mean next-byte cross-entropy (nats per byte) over ``eval_windows`` windows a
 spaced offsets of the held-out part, with the standard error over windows.
 
 Training: ``CausalLM`` (``attnlab.lm.model``), the optimizer of ``config.optimizer``
-(``attnlab.lm.optimizers``: 14's AdamW, or Muon on the hidden matrices) with warmup and
-cosine decay, clipping and rate-independent weight decay, optionally QK-Clip after each
-step (``qk_clip_tau``, ``attnlab.lm.qk_clip``), loss
-``CE + z_loss_weight * z_loss``. A *lane* is one (learning rate, seed); the lanes of one
-mechanism and width are vmapped through one compiled program (the rate and the
-mechanism's constants traced), steps run in ``lax.scan`` chunks of ``chunk_steps``, and
+(``attnlab.lm.optimizers``: 14's AdamW, or Muon on the hidden matrices, its AdamW side at
+``side_lr`` or the lane's rate) with warmup and a decaying schedule (``schedule``: 14's
+cosine or K2's warmup-stable-decay), clipping and weight decay (``decay``: independent of
+the rate, 14's, or coupled to it), optionally QK-Clip after each step (``qk_clip_tau``,
+``attnlab.lm.qk_clip``, on each head's largest signed logit or, ``qk_clip_on="abs"``, its
+largest |logit|), loss ``CE + z_loss_weight * z_loss``. A *lane* is one (learning rate,
+seed); the lanes of one mechanism and width are vmapped through one compiled program (the
+rate and the mechanism's constants traced), steps run in ``lax.scan`` chunks of ``chunk_steps``, and
 every step records the loss and, per layer, the largest attention logit, the attention
 entropy and the mean q and k norms. A lane whose loss turns non-finite is recorded
 (``diverged_step``), never raised.
@@ -35,15 +37,24 @@ from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
 from attnlab.lm.model import POSITIONS, CausalLM, program_lm
-from attnlab.lm.optim import z_loss
+from attnlab.lm.optim import DECAYS, SCHEDULES, z_loss
 from attnlab.lm.optimizers import OPTIMIZERS, make_optimizer
 from attnlab.lm.qk_clip import check_tau, clip_factors, qk_clip
 
 #: What every step records per lane: the loss, then each ``LayerStats`` field per layer.
 STEP_METRICS = ("loss", "max_logit", "entropy", "q_norm", "k_norm")
 #: What a step with QK-Clip records besides, per layer: the largest signed logit over its
-#: heads (the clip's S, before that step's clip) and the fraction of heads clipped.
-CLIP_METRICS = ("max_signed_logit", "clip_fraction")
+#: heads (the clip's S, before that step's clip) and the fraction of heads clipped ...
+LAYER_CLIP_METRICS = ("max_signed_logit", "clip_fraction")
+#: ... and per layer and head ``[n_layers, H]``, each head's largest signed and |logit|.
+CLIP_METRICS = (*LAYER_CLIP_METRICS, "head_signed_logit", "head_abs_logit")
+#: What a probed step records besides (``probe_every``), per layer and head, NaN at the
+#: steps not probed: the clip's quantity S (signed or |logit|, ``qk_clip_on``) before the
+#: update, after the update on the same batch, and after the clip on the same batch.
+PROBE_METRICS = ("probe_before", "probe_after_update", "probe_after_clip")
+#: What QK-Clip may read of each head (``LMConfig.qk_clip_on``): Kimi K2's largest signed
+#: logit, or the largest |logit| (not K2's: it clips negative logits too).
+CLIP_ON = ("signed", "abs")
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,11 @@ class LMConfig:
     positions: str = "learned"
     optimizer: str = "adamw"
     qk_clip_tau: float | None = None
+    schedule: str = "cosine"
+    decay: str = "independent"
+    side_lr: float | None = None
+    qk_clip_on: str = "signed"
+    probe_every: int = 0
 
     def __post_init__(self) -> None:
         for name in ("d_model", "d_head", "n_layers", "seq_len", "batch_size", "steps",
@@ -97,6 +113,26 @@ class LMConfig:
             raise ValueError(f"LMConfig.optimizer must be one of {OPTIMIZERS}")
         if self.qk_clip_tau is not None:
             check_tau(self.qk_clip_tau, "LMConfig.qk_clip_tau")
+        for name, allowed in (("schedule", SCHEDULES), ("decay", DECAYS),
+                              ("qk_clip_on", CLIP_ON)):  # fmt: skip
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"LMConfig.{name} must be one of {allowed}")
+        side = self.side_lr
+        if side is not None and (
+            self.optimizer != "muon"
+            or isinstance(side, bool)
+            or not isinstance(side, int | float)
+            or not (np.isfinite(side) and side > 0)
+        ):
+            raise ValueError(
+                f"LMConfig.side_lr must be None or, under muon, a finite rate > 0, got "
+                f"{self.side_lr!r} under {self.optimizer}"
+            )
+        probe = self.probe_every
+        if isinstance(probe, bool) or not isinstance(probe, int) or probe < 0:
+            raise ValueError(f"LMConfig.probe_every must be an integer >= 0, got {probe!r}")
+        if probe and self.qk_clip_tau is None:
+            raise ValueError("LMConfig.probe_every probes QK-Clip: it needs qk_clip_tau")
 
     @property
     def n_heads(self) -> int:
@@ -104,8 +140,10 @@ class LMConfig:
 
     @property
     def metrics(self) -> tuple[str, ...]:
-        """What every step records (``STEP_METRICS``, and ``CLIP_METRICS`` with QK-Clip)."""
-        return STEP_METRICS + (CLIP_METRICS if self.qk_clip_tau is not None else ())
+        """What every step records (``STEP_METRICS``, and ``CLIP_METRICS`` with QK-Clip,
+        ``PROBE_METRICS`` with ``probe_every``)."""
+        clip = CLIP_METRICS if self.qk_clip_tau is not None else ()
+        return STEP_METRICS + clip + (PROBE_METRICS if self.probe_every else ())
 
     def model(self, mechanism: Mechanism) -> CausalLM:
         return CausalLM(mechanism, self.d_model, self.n_layers, self.n_heads, self.seq_len,
@@ -182,8 +220,8 @@ def loss_fn(
     model: CausalLM, params, windows: jax.Array, constants, z_weight: float, clip: bool = False
 ):
     """``CE + z_weight z_loss`` of ``windows`` ``[B, T+1]``, with the CE, the stats and, with
-    ``clip``, each layer's largest logit per head ``[n_layers, H]`` (the same forward
-    pass's, for QK-Clip), else None."""
+    ``clip``, each layer's largest signed and largest |logit| per head (``head_logits``,
+    the same forward pass's, for QK-Clip), else None."""
     if not clip:
         logits, stats = model.apply({"params": params}, windows[:, :-1], constants)
         heads = None
@@ -191,11 +229,17 @@ def loss_fn(
         (logits, stats), sown = model.apply(
             {"params": params}, windows[:, :-1], constants, mutable=["intermediates"]
         )
-        layers = sown["intermediates"]
-        heads = jnp.stack([layers[f"h_{i}"]["attn"]["head_max_logit"][0]
-                           for i in range(model.n_layers)])  # fmt: skip
+        heads = head_logits(sown, model.n_layers)
     ce = jnp.mean(cross_entropy(logits, windows[:, 1:]))
     return ce + z_weight * z_loss(logits), (ce, stats, heads)
+
+
+def head_logits(sown: dict, n_layers: int) -> dict[str, jax.Array]:
+    """``{"signed", "abs"}``: each layer's largest signed and largest |logit| per head
+    ``[n_layers, H]``, from a forward pass's ``intermediates`` (``attnlab.lm.model``)."""
+    layers = [sown["intermediates"][f"h_{i}"]["attn"] for i in range(n_layers)]
+    return {"signed": jnp.stack([layer["head_max_logit"][0] for layer in layers]),
+            "abs": jnp.stack([layer["head_max_abs_logit"][0] for layer in layers])}  # fmt: skip
 
 
 def clip_layers(params: dict, heads: jax.Array, tau: float, n_heads: int) -> dict:
@@ -235,13 +279,24 @@ class LaneState(NamedTuple):
 def _optimizer(config: LMConfig, lr) -> optax.GradientTransformation:
     """The optimizer seam (``attnlab.lm.optimizers``): ``config.optimizer`` at rate ``lr``."""
     return make_optimizer(config.optimizer, lr, config.steps, config.warmup,
-                          config.weight_decay, config.clip)  # fmt: skip
+                          config.weight_decay, config.clip, config.schedule, config.decay,
+                          config.side_lr)  # fmt: skip
+
+
+def clip_quantity(model: CausalLM, config: LMConfig, params, windows, constants) -> jax.Array:
+    """The clip's S per layer and head ``[n_layers, H]`` (``qk_clip_on``) of ``params`` on
+    ``windows``: one forward pass, no gradient."""
+    _, sown = model.apply({"params": params}, windows[:, :-1], constants,
+                          mutable=["intermediates"])  # fmt: skip
+    return head_logits(sown, model.n_layers)[config.qk_clip_on]
 
 
 def train_step(model: CausalLM, config: LMConfig, state: LaneState, step, train, lr, constants):
     """One step of one lane; its metrics (``config.metrics``) taken before the update. With
     ``qk_clip_tau``, QK-Clip after the update, on the largest logits per head of this
-    step's forward pass (no second forward)."""
+    step's forward pass (no second forward). With ``probe_every``, at every such step the
+    clip's S is also read after the update and after the clip on the same batch (two more
+    forward passes that change nothing; ``lax.cond``, so the other steps pay nothing)."""
     windows = step_windows(config, jax.random.wrap_key_data(state.data_key), step, train)
     clip = config.qk_clip_tau is not None
     grad_fn = jax.value_and_grad(loss_fn, argnums=1, has_aux=True)
@@ -252,9 +307,24 @@ def train_step(model: CausalLM, config: LMConfig, state: LaneState, step, train,
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": ce, **stats._asdict()}
     if clip:
-        params = clip_layers(params, heads, config.qk_clip_tau, config.n_heads)
-        metrics["max_signed_logit"] = jnp.max(heads, axis=-1)
-        metrics["clip_fraction"] = jnp.mean(clip_factors(heads, config.qk_clip_tau) < 1, -1)
+        s = heads[config.qk_clip_on]
+        updated = params
+        params = clip_layers(params, s, config.qk_clip_tau, config.n_heads)
+        metrics["max_signed_logit"] = jnp.max(heads["signed"], axis=-1)
+        metrics["clip_fraction"] = jnp.mean(clip_factors(s, config.qk_clip_tau) < 1, -1)
+        metrics["head_signed_logit"], metrics["head_abs_logit"] = heads["signed"], heads["abs"]
+    if config.probe_every:
+
+        def probe(_):
+            return tuple(clip_quantity(model, config, p, windows, constants)
+                         for p in (updated, params))  # fmt: skip
+
+        nan = jnp.full_like(s, jnp.nan)
+        after_update, after_clip = jax.lax.cond(step % config.probe_every == 0, probe,
+                                                lambda _: (nan, nan), None)  # fmt: skip
+        probed = step % config.probe_every == 0
+        metrics["probe_before"] = jnp.where(probed, s, jnp.nan)
+        metrics["probe_after_update"], metrics["probe_after_clip"] = after_update, after_clip
     return LaneState(params, opt_state, state.data_key), metrics
 
 

@@ -14,6 +14,8 @@ windows and keeps one row per lane, layer and head:
                         (``attnlab.lm.sweep.ownership_program``: 2 the weights own it, 0 the
                         mechanism) and the owner it names (``attnlab.core.owner``)
     q_moved, k_moved    |W_h(t) - W_h(0)|_F / |W_h(0)|_F of the head's columns of W_Q, W_K
+    gain_rms            the RMS of the layer's ``ln_1`` gain (the LayerNorm before q and k:
+                        the logits scale with its square)
 
 At the steps of ``keep`` it also keeps each lane's parameters (``kept``: numpy, by step,
 a tree per lane), for a caller to save as checkpoints.
@@ -112,12 +114,14 @@ class Trajectory:
                     / _head_norms(then[w], self.model.n_heads)
                     for w in ("W_Q", "W_K")
                 }
+                gain_rms = float(np.sqrt(np.mean(np.square(own[f"h_{layer}"]["ln_1"]["scale"]))))
                 for head in range(self.model.n_heads):
                     self._rows.append({
                         "lane": lane, "step": step, "layer": layer, "head": head,
                         **{c: ledger[c][layer, head] for c in LEDGER_COLUMNS},
                         "elasticity": e[layer, head, 0], "owner": owner(e[layer, head, 0]),
                         **{name: value[head] for name, value in moved.items()},
+                        "gain_rms": gain_rms,
                     })  # fmt: skip
 
     def rows(self) -> pd.DataFrame:

@@ -356,12 +356,12 @@ results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	attnlab/studies/optimizer/flags.py attnlab/studies/optimizer/study.py | $(STAMP)
 	$(PY) $<
 $(OPTIMIZER_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
-	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
-	attnlab/harness/verdicts.py attnlab/lm/__init__.py attnlab/lm/sweep_tables.py \
-	attnlab/report.py attnlab/studies/optimizer/__init__.py attnlab/studies/optimizer/answers.py \
-	attnlab/studies/optimizer/figure.py attnlab/studies/optimizer/report.py \
-	attnlab/studies/optimizer/study.py results/15_optimizer_curves.csv.xz \
-	results/15_optimizer_ledger.csv results/15_optimizer_runs.csv | $(STAMP)
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
+	attnlab/lm/__init__.py attnlab/lm/sweep_tables.py attnlab/report.py \
+	attnlab/studies/optimizer/__init__.py attnlab/studies/optimizer/answers.py \
+	attnlab/studies/optimizer/figure.py attnlab/studies/optimizer/study.py \
+	results/15_optimizer_curves.csv.xz results/15_optimizer_ledger.csv \
+	results/15_optimizer_runs.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study optimizer
 
 CSVS := $(STATICS_CSVS) $(RECALL_CSVS) $(REMEDIES_CSVS) $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) \

@@ -1,28 +1,36 @@
 """Experiment 15's known answers, read from its runs table alone (pandas, no JAX), each a
 rule that can come out either way (``Answer``: whether it holds, and what it read).
 
-Rates are compared on ``scaled`` without the clip, by the median over seeds of the largest
-attention logit over the run (``max_attn_logit``, all layers); a rate's best is the lowest
-mean held-out loss (``attnlab.lm.sweep_tables.best_lane_rates``).
+An *arm* is an optimizer with its recipe (``study.ARMS``): ``adamw``, ``muon`` (Moonlight's
+one rate for both sides) and ``muon_pinned`` (Muon's AdamW side at ``SIDE_LR``). Rates are
+compared on ``scaled`` without the clip, by the largest attention logit over the run
+(``max_attn_logit``, all layers), the seeds' median and range; a rate's best is the lowest
+mean held-out loss (``attnlab.lm.sweep_tables.best_lane_rates``). *S* is the clip's
+quantity: a head's largest signed logit (Kimi K2's), or its largest |logit| under
+``qk_clip_on = abs``; like is compared with like, S with S and |z| with |z|.
 
-(a) Kimi K2: under Muon the largest logit grows more than under AdamW. Judged twice on the
-    sweep, each reported whichever way it comes out: at matched nominal rates (Muon's above
-    AdamW's at more than half of the rates both swept) and at matched multiples of each
-    optimizer's best rate (the same, at every multiple ``r / best`` both grids hold).
-(b) QK-Clip bounds the logits: in every clipped run, every step after the clip first fired
-    has its largest logit (before that step's clip) within ``ONE_UPDATE`` tau; and in the
-    long run (the sweep where there is none) the unclipped run at the same rate, where its
-    logits passed ``BLOWN``, reaches at least ``ORDERS`` times the clipped run's largest
-    after the first firing.
+(a) Kimi K2: under Muon the largest logit grows more than under AdamW. Judged per Muon arm,
+    at matched nominal rates and at matched multiples of each arm's best rate: at each
+    rate, Muon's seeds all above AdamW's is *more*, all below *less*, overlapping a *tie*;
+    it holds where *more* is the majority. Reported, whichever way it comes out.
+(b) QK-Clip bounds S in K2's regime: in every clipped run at most ``HOT`` times its arm's
+    best rate whose clip fired (the tau sweep and the long run, signed S), after the first
+    firing the largest S is within ``ONE_UPDATE`` tau on every seed and within
+    ``MEDIAN_UPDATE`` tau in the median over seeds. Far above the best rate the sweep's
+    clipped runs are reported beside it with their over-bound steps by cause.
 (c) QK-Clip costs nothing where it is not needed and helps where it is: at every swept rate
     where the unclipped run is stable (largest logit at most ``BLOWN``, finite), the clipped
     run's mean held-out loss is within the larger of ``LOSS_MARGIN`` and the unclipped
     seeds' spread of the unclipped one's; at every rate where the unclipped logits blew up,
     it is lower.
-(d) Reported, not required: late in the long run the clip fires less than early (the
-    fraction of heads clipped in the last quarter below the first quarter's), as in K2.
+(d) Reported, not required: on the plateau of K2's warmup-stable-decay schedule, the clip
+    fires less in the plateau's last quarter than in its first (as in K2, whose rate was
+    constant there), in the median over seeds.
 (e) qk_norm bounds the logits under Muon without a clip: its largest logit stays below
-    ``BOUNDED`` at every rate, and no run diverges.
+    ``BOUNDED`` at every rate under both Muon arms, and no run diverges.
+(f) The clip keyed on |logit| (``qk_clip_on = abs``, not K2's) bounds both signs: in each of
+    its runs that fired, the largest |logit| after the first firing within ``ONE_UPDATE``
+    tau on every seed.
 """
 
 from __future__ import annotations
@@ -34,7 +42,15 @@ import numpy as np
 import pandas as pd
 
 from attnlab.lm.sweep_tables import best_lane_rates
-from attnlab.studies.optimizer.study import BLOWN, BOUNDED, LOSS_MARGIN, ONE_UPDATE, ORDERS
+from attnlab.studies.optimizer.study import (
+    ARM_OPTIMIZER,
+    BLOWN,
+    BOUNDED,
+    HOT,
+    LOSS_MARGIN,
+    MEDIAN_UPDATE,
+    ONE_UPDATE,
+)
 
 
 @dataclass(frozen=True)
@@ -46,13 +62,23 @@ class Answer:
     detail: str
 
 
+def arm_of(runs: pd.DataFrame) -> pd.Series:
+    """Each row's arm: its optimizer, ``_pinned`` added where Muon's AdamW side was."""
+    return runs.optimizer.where(runs.side != "pinned", runs.optimizer + "_pinned")
+
+
 def runs_of(
-    runs: pd.DataFrame, part: str, optimizer: str, mechanism: str = "scaled", clipped=False
+    runs: pd.DataFrame,
+    part: str,
+    arm: str,
+    mechanism: str = "scaled",
+    clipped: bool = False,
+    schedule: str = "cosine",
 ) -> pd.DataFrame:
-    """The rows of one part, optimizer and mechanism, with the clip or without it."""
+    """The rows of one part, arm, mechanism and schedule, with the clip or without it."""
     clip = runs.qk_clip_tau.notna() if clipped else runs.qk_clip_tau.isna()
-    return runs[(runs.part == part) & (runs.optimizer == optimizer)
-                & (runs.mechanism == mechanism) & clip]  # fmt: skip
+    return runs[(runs.part == part) & (arm_of(runs) == arm) & (runs.mechanism == mechanism)
+                & (runs.schedule == schedule) & clip]  # fmt: skip
 
 
 def logit_by_rate(cell: pd.DataFrame) -> pd.Series:
@@ -60,102 +86,145 @@ def logit_by_rate(cell: pd.DataFrame) -> pd.Series:
     return cell.groupby("lr").max_attn_logit.median().fillna(np.inf)
 
 
-def _majority(pairs: list[tuple[str, float, float]]) -> bool:
-    return bool(pairs) and sum(m > a for _, m, a in pairs) > len(pairs) / 2
+def _spread(cell: pd.DataFrame) -> pd.DataFrame:
+    """Per rate, the largest logit's median, least and largest over seeds (NaN: inf)."""
+    values = cell.assign(v=cell.max_attn_logit.fillna(np.inf)).groupby("lr").v
+    return pd.DataFrame({"median": values.median(), "low": values.min(), "high": values.max()})
 
 
-def _pairs_text(pairs: list[tuple[str, float, float]]) -> str:
-    return "; ".join(f"{where}: Muon {m:.3g} vs AdamW {a:.3g}" for where, m, a in pairs)
+def best_rate(runs: pd.DataFrame, arm: str) -> float | None:
+    """The arm's best swept rate for ``scaled`` (None: not swept)."""
+    cell = runs_of(runs, "sweep", arm)
+    return None if cell.empty else float(best_lane_rates(cell, 1.0)[0])
 
 
-def nominal_pairs(runs: pd.DataFrame) -> list[tuple[str, float, float]]:
-    """(rate, Muon's, AdamW's largest logit) at every rate both swept."""
-    muon = logit_by_rate(runs_of(runs, "sweep", "muon"))
-    adamw = logit_by_rate(runs_of(runs, "sweep", "adamw"))
-    return [(f"lr {r:g}", muon[r], adamw[r]) for r in muon.index if r in adamw.index]
+#: (where, Muon's median, low, high, AdamW's median, low, high, ``more``/``less``/``tie``)
+Pair = tuple[str, float, float, float, float, float, float, str]
 
 
-def multiple_pairs(runs: pd.DataFrame) -> list[tuple[str, float, float]]:
-    """(multiple, Muon's, AdamW's largest logit) at every multiple ``r / best`` of each
-    optimizer's best rate that both grids hold."""
+def _compare(where: str, m: pd.Series, a: pd.Series) -> Pair:
+    word = "more" if m.low > a.high else "less" if m.high < a.low else "tie"
+    return (where, m["median"], m.low, m.high, a["median"], a.low, a.high, word)
+
+
+def nominal_pairs(runs: pd.DataFrame, arm: str = "muon") -> list[Pair]:
+    """``Pair`` at every rate both ``arm`` and AdamW swept."""
+    muon, adamw = (_spread(runs_of(runs, "sweep", a)) for a in (arm, "adamw"))
+    return [_compare(f"lr {r:g}", muon.loc[r], adamw.loc[r]) for r in muon.index
+            if r in adamw.index]  # fmt: skip
+
+
+def multiple_pairs(runs: pd.DataFrame, arm: str = "muon") -> list[Pair]:
+    """``Pair`` at every multiple ``r / best`` of each arm's best rate both grids hold."""
     found = {}
-    for optimizer in ("muon", "adamw"):
-        cell = runs_of(runs, "sweep", optimizer)
-        if cell.empty:
+    for a in (arm, "adamw"):
+        best = best_rate(runs, a)
+        if best is None:
             return []
-        best, _ = best_lane_rates(cell, 1.0)
-        found[optimizer] = {r / best: v for r, v in logit_by_rate(cell).items()}
+        found[a] = {r / best: row for r, row in _spread(runs_of(runs, "sweep", a)).iterrows()}
     pairs = []
-    for multiple, value in found["muon"].items():
+    for multiple, row in found[arm].items():
         match = [m for m in found["adamw"] if math.isclose(m, multiple, rel_tol=1e-6)]
         if match:
-            pairs.append((f"{multiple:g}x best", value, found["adamw"][match[0]]))
+            pairs.append(_compare(f"{multiple:g}x best", row, found["adamw"][match[0]]))
     return pairs
 
 
-def muon_grows_more_nominal(runs: pd.DataFrame) -> Answer:
-    """(a) at matched nominal rates."""
-    pairs = nominal_pairs(runs)
-    return Answer("(a) reported: under Muon the largest logit grows more than under AdamW "
-                  "(Kimi K2), at matched nominal rates", _majority(pairs),
-                  _pairs_text(pairs) or "no rate swept under both")  # fmt: skip
+def _pairs_text(pairs: list[Pair]) -> str:
+    return "; ".join(f"{w}: Muon {m:.3g} [{ml:.3g}, {mh:.3g}] vs AdamW {a:.3g} [{al:.3g}, "
+                     f"{ah:.3g}]: {word}" for w, m, ml, mh, a, al, ah, word in pairs)  # fmt: skip
 
 
-def muon_grows_more_multiples(runs: pd.DataFrame) -> Answer:
-    """(a) at matched multiples of each optimizer's best rate."""
-    pairs = multiple_pairs(runs)
-    return Answer("(a) reported: under Muon the largest logit grows more than under AdamW "
-                  "(Kimi K2), at matched multiples of each one's best rate", _majority(pairs),
-                  _pairs_text(pairs) or "no multiple of the best rate on both grids")  # fmt: skip
+def _grows_more(pairs: list[Pair]) -> bool:
+    return bool(pairs) and sum(p[-1] == "more" for p in pairs) > len(pairs) / 2
 
 
-def _partner(runs: pd.DataFrame, row) -> pd.Series | None:
-    """The unclipped run of clipped ``row``'s part, optimizer, mechanism, rate and seed."""
-    found = runs_of(runs, row.part, row.optimizer, row.mechanism)
-    found = found[np.isclose(found.lr, row.lr) & (found.seed == row.seed)]
-    return found.iloc[0] if len(found) else None
+_RECIPES = {"muon": "Muon with one rate for both sides (Moonlight's)",
+            "muon_pinned": "Muon with its AdamW side pinned"}  # fmt: skip
+
+
+def muon_grows_more(runs: pd.DataFrame, arm: str, matched: str) -> Answer:
+    """(a) for ``arm`` at ``matched`` ``nominal`` rates or ``multiples`` of the best."""
+    pairs = (nominal_pairs if matched == "nominal" else multiple_pairs)(runs, arm)
+    words = (
+        "matched nominal rates" if matched == "nominal" else "matched multiples of each best rate"
+    )
+    return Answer(f"(a) reported: the largest logit grows more under {_RECIPES[arm]} than under "
+                  f"AdamW (Kimi K2), at {words}, seeds' ranges apart", _grows_more(pairs),
+                  _pairs_text(pairs) or "nothing to compare")  # fmt: skip
+
+
+def in_regime(runs: pd.DataFrame) -> pd.DataFrame:
+    """The clipped runs on the signed S at most ``HOT`` times their arm's best rate (the tau
+    sweep's and the long run's)."""
+    clipped = runs[runs.qk_clip_tau.notna() & (runs.qk_clip_on == "signed")
+                   & runs.part.isin(["taus", "long"])]  # fmt: skip
+    bests = {arm: best_rate(runs, arm) for arm in arm_of(clipped).unique()}
+    ceiling = arm_of(clipped).map(lambda a: (bests[a] or 0) * HOT * (1 + 1e-6))
+    return clipped[clipped.lr <= ceiling]
+
+
+_GROUP = ["part", "optimizer", "side", "schedule", "qk_clip_tau", "lr"]
 
 
 def clip_bounds(runs: pd.DataFrame) -> Answer:
     """(b)."""
-    clipped = runs[runs.qk_clip_tau.notna() & (runs.first_clip_step >= 0)]
-    if clipped.empty:
-        return Answer(_B_LABEL, False, "the clip never fired")
-    ratio = clipped.max_signed_after_first_clip / clipped.qk_clip_tau
-    bounded = bool((ratio.fillna(0) <= ONE_UPDATE).all())
-    over = clipped[ratio > ONE_UPDATE]
-    parts = [f"after the first firing the largest logit is at most {ratio.max():.3g} tau "
-             f"over {len(clipped)} clipped runs that fired"]  # fmt: skip
-    parts += [f"{r.part} {r.optimizer} lr {r.lr:g} seed {r.seed}: "
-              f"{r.max_signed_after_first_clip:.3g} ({r.steps_over_bound_after_first_clip} of "
-              f"{r.steps - r.first_clip_step - 1} steps above {ONE_UPDATE:g} tau)"
-              for r in over.itertuples()]  # fmt: skip
-    judged = clipped[clipped.part == "long"] if (clipped.part == "long").any() else clipped
-    orders = []
-    for row in judged.itertuples():
-        partner = _partner(runs, row)
-        if partner is not None and not partner.max_attn_logit <= BLOWN:
-            times = partner.max_attn_logit / row.max_signed_after_first_clip
-            orders.append(times)
-            parts.append(f"{row.part} {row.optimizer} lr {row.lr:g}: unclipped "
-                         f"{partner.max_attn_logit:.3g}, clipped "
-                         f"{row.max_signed_after_first_clip:.3g} ({times:.3g}x)")  # fmt: skip
-    below = bool(orders) and all(not t < ORDERS for t in orders)
-    if not orders:
-        parts.append(f"no unclipped run at a clipped rate passed {BLOWN:g}")
-    return Answer(_B_LABEL, bounded and below, "; ".join(parts))
+    fired = in_regime(runs)
+    fired = fired[fired.first_clip_step >= 0]
+    if fired.empty:
+        return Answer(_B_LABEL, False, "the clip fired in no run of K2's regime")
+    ratio = fired.assign(r=fired.max_signed_after_first_clip / fired.qk_clip_tau)
+    groups = ratio.groupby(_GROUP, dropna=False).r.agg(["median", "max", "size"])
+    worst = groups["max"].max()
+    bad = groups[(groups["max"] > ONE_UPDATE) | (groups["median"] > MEDIAN_UPDATE)]
+    parts = [f"{len(groups)} clipped groups that fired: worst seed {worst:.3g} tau, worst "
+             f"median {groups['median'].max():.3g} tau"]  # fmt: skip
+    parts += [f"{p} {o}{'_pinned' if s == 'pinned' else ''} {sch} tau {t:g} lr {lr:g}: median "
+              f"{g['median']:.3g} tau, largest {g['max']:.3g} tau"
+              for (p, o, s, sch, t, lr), g in bad.iterrows()]  # fmt: skip
+    return Answer(_B_LABEL, bad.empty, "; ".join(parts))
 
 
-_B_LABEL = (f"(b) QK-Clip bounds the logits: within {ONE_UPDATE:g} tau after it first fires, "
-            f"at least {ORDERS:g}x below the unclipped run where that blows up")  # fmt: skip
+_B_LABEL = (f"(b) QK-Clip bounds S in K2's regime (at most {HOT:g}x the best rate, a tau that "
+            f"binds): after the first firing within {ONE_UPDATE:g} tau on every seed, "
+            f"{MEDIAN_UPDATE:g} tau in the median")  # fmt: skip
+
+
+def far_above(runs: pd.DataFrame) -> list[str]:
+    """The sweep's clipped runs above ``HOT`` times their arm's best rate: the largest S
+    after the first firing and its over-bound head-steps by cause, per rate (seeds
+    summed), like for like with the unclipped run's largest |logit|."""
+    lines = []
+    for arm in ARM_OPTIMIZER:
+        best = best_rate(runs, arm)
+        rows = runs_of(runs, "sweep", arm, clipped=True)
+        if best is None or rows.empty:
+            continue
+        free = runs_of(runs, "sweep", arm)
+        for rate, group in rows[rows.lr > best * HOT * (1 + 1e-6)].groupby("lr"):
+            unclipped = free[np.isclose(free.lr, rate)].max_attn_logit.median()
+            if not (group.first_clip_step >= 0).any():
+                lines.append(f"{arm} lr {rate:g} ({rate / best:.3g}x best): the clip never "
+                             f"fired (unclipped |z| {unclipped:.3g})")  # fmt: skip
+                continue
+            lines.append(
+                f"{arm} lr {rate:g} ({rate / best:.3g}x best): S after the first firing up to "
+                f"{group.max_signed_after_first_clip.max() / group.qk_clip_tau.iloc[0]:.3g} tau; "
+                f"|z| clipped {group.max_abs_after_first_clip.median():.3g} vs unclipped "
+                f"{unclipped:.3g} (medians); head-steps over {ONE_UPDATE:g} tau: "
+                f"{group.over_bound_clipped_before.sum()} clipped the step before, "
+                f"{group.over_bound_negative_before.sum()} negative logits the step before, "
+                f"{group.over_bound_from_below.sum()} from below"
+            )  # fmt: skip
+    return lines
 
 
 def clip_loss(runs: pd.DataFrame) -> Answer:
     """(c)."""
     parts, holds = [], True
     clipped = runs[(runs.part == "sweep") & runs.qk_clip_tau.notna()]
-    for (optimizer, mechanism), cell in clipped.groupby(["optimizer", "mechanism"], sort=False):
-        free = runs_of(runs, "sweep", optimizer, mechanism)
+    for (arm, mechanism), cell in clipped.groupby([arm_of(clipped), "mechanism"], sort=False):
+        free = runs_of(runs, "sweep", arm, mechanism)
         logits = logit_by_rate(free)
         for rate, group in cell.groupby("lr"):
             base = free[np.isclose(free.lr, rate)]
@@ -167,12 +236,12 @@ def clip_loss(runs: pd.DataFrame) -> Answer:
                 allowed = max(LOSS_MARGIN, float(np.ptp(base.final_val_loss)))
                 ok = bool(abs(c - u) <= allowed)
                 if fired or not ok:
-                    parts.append(f"{optimizer} lr {rate:g} (stable, clip fired in "
+                    parts.append(f"{arm} lr {rate:g} (stable, clip fired in "
                                  f"{group.clip_fraction.mean():.1%} of head-steps): "
                                  f"{c:.3f} vs {u:.3f}, allowed {allowed:.3f}")  # fmt: skip
             else:
                 ok = bool(c < u) if np.isfinite(u) else bool(np.isfinite(c))
-                parts.append(f"{optimizer} lr {rate:g} (blown up): {c:.3f} vs {u:.3f}")
+                parts.append(f"{arm} lr {rate:g} (blown up): {c:.3f} vs {u:.3f}")
             holds &= ok
     return Answer(
         "(c) QK-Clip's held-out loss is within the noise of the unclipped run's where that "
@@ -184,18 +253,18 @@ def clip_loss(runs: pd.DataFrame) -> Answer:
 
 def clip_fires_less_late(runs: pd.DataFrame) -> Answer:
     """(d), reported whichever way it comes out."""
-    rows = runs[(runs.part == "long") & runs.qk_clip_tau.notna()]
-    detail = "; ".join(
-        f"{r.optimizer} lr {r.lr:g} seed {r.seed}: first quarter "
-        f"{r.clip_fraction_first_quarter:.1%}, "
-        f"last {r.clip_fraction_last_quarter:.1%}"
-        for r in rows.itertuples()
+    rows = runs[(runs.part == "long") & runs.qk_clip_tau.notna() & (runs.schedule == "wsd")]
+    groups = rows.groupby([arm_of(rows), "lr"])[
+        ["clip_fraction_plateau_first", "clip_fraction_plateau_last"]].median()  # fmt: skip
+    detail = "; ".join(f"{arm} lr {lr:g}: plateau's first quarter "
+                       f"{g.clip_fraction_plateau_first:.2%}, last "
+                       f"{g.clip_fraction_plateau_last:.2%} (medians over seeds)"
+                       for (arm, lr), g in groups.iterrows())  # fmt: skip
+    less = bool(len(groups)) and bool(
+        (groups.clip_fraction_plateau_last < groups.clip_fraction_plateau_first).all()
     )
-    less = bool(len(rows)) and bool(
-        (rows.clip_fraction_last_quarter < rows.clip_fraction_first_quarter).all()
-    )
-    return Answer("(d) reported: late in the long run the clip fires less than early (Kimi K2)",
-                  less, detail or "no long run with the clip")  # fmt: skip
+    return Answer("(d) reported: on the constant-rate plateau the clip fires less late than "
+                  "early (Kimi K2)", less, detail or "no long run on K2's schedule")  # fmt: skip
 
 
 def qk_norm_bounds_muon(runs: pd.DataFrame) -> Answer:
@@ -212,13 +281,36 @@ def qk_norm_bounds_muon(runs: pd.DataFrame) -> Answer:
 
 _E_LABEL = f"(e) qk_norm bounds the logits under Muon without a clip (below {BOUNDED:g})"
 
+
+def abs_clip_bounds(runs: pd.DataFrame) -> Answer:
+    """(f)."""
+    rows = runs[runs.qk_clip_tau.notna() & (runs.qk_clip_on == "abs") & (runs.first_clip_step >= 0)]
+    if rows.empty:
+        return Answer(_F_LABEL, False, "no run of the clip on |logit| fired")
+    ratio = rows.max_abs_after_first_clip / rows.qk_clip_tau
+    signed = runs[runs.qk_clip_tau.notna() & (runs.qk_clip_on == "signed")
+                  & (runs.part == "taus") & (runs.first_clip_step >= 0)]  # fmt: skip
+    beside = (signed.max_abs_after_first_clip / signed.qk_clip_tau).max()
+    detail = (
+        f"largest |z| after the first firing {ratio.max():.3g} tau over {len(rows)} runs "
+        f"(the signed clip's runs of the tau sweep, like for like: up to {beside:.3g} tau)"
+    )
+    return Answer(_F_LABEL, bool((ratio <= ONE_UPDATE).all()), detail)
+
+
+_F_LABEL = (f"(f) QK-Clip keyed on |logit| (not K2's) bounds both signs: |z| within "
+            f"{ONE_UPDATE:g} tau after the first firing on every seed")  # fmt: skip
+
 ANSWERS = (
-    muon_grows_more_nominal,
-    muon_grows_more_multiples,
+    lambda runs: muon_grows_more(runs, "muon", "nominal"),
+    lambda runs: muon_grows_more(runs, "muon", "multiples"),
+    lambda runs: muon_grows_more(runs, "muon_pinned", "nominal"),
+    lambda runs: muon_grows_more(runs, "muon_pinned", "multiples"),
     clip_bounds,
     clip_loss,
     clip_fires_less_late,
     qk_norm_bounds_muon,
+    abs_clip_bounds,
 )
 #: The answers the issue requires to hold or be listed as disagreements ((a), (d): reported).
-REQUIRED = (clip_bounds, clip_loss, qk_norm_bounds_muon)
+REQUIRED = (clip_bounds, clip_loss, qk_norm_bounds_muon, abs_clip_bounds)

@@ -1,18 +1,21 @@
 """Experiment 15's computation: the causal LM of 14 (``attnlab.lm.train``) under AdamW and
-Muon (``attnlab.lm.optimizers``), with and without QK-Clip (``attnlab.lm.qk_clip``), in two
-parts.
+Muon (``attnlab.lm.optimizers``; Muon's AdamW side at the lane's rate or pinned), with and
+without QK-Clip (``attnlab.lm.qk_clip``), in three parts.
 
-*The sweep*: each (optimizer, mechanism, clip) at every rate and seed for ``lm.steps`` on
-14's text. *The long run*: per optimizer, ``scaled`` at its best rate and at the lowest
-swept rate where its logits blow up (``blowup_rate``), and ``scaled`` with QK-Clip at that
-rate, for ``long_steps`` on a text the run reads about once, the temperature ledger of every
-head at ``LEDGER_POINTS`` points along it (``attnlab.lm.trajectory``) and each lane's model
-at the points of ``CHECKPOINT_FRACTIONS`` as GPT-2 checkpoints (``attnlab.lm.export``),
-which experiment 13 reads.
+*The sweep*: each (arm, mechanism, clip) at every rate and seed for ``lm.steps`` on 14's
+text. *The tau sweep* (``taus``): per arm, ``scaled`` with QK-Clip at each of ``TAUS`` (and
+keyed on |logit| at ``LONG_TAU``) at the arm's best rate and ``HOT`` times it, on the
+sweep's text and length. *The long run*: per arm, ``scaled`` at its best rate and ``HOT``
+times it, without the clip and with it at ``LONG_TAU`` (cosine), and with it on K2's
+warmup-stable-decay schedule, for ``long_steps`` on a text the run reads about once; the
+temperature ledger of every head at ``LEDGER_POINTS`` points along it
+(``attnlab.lm.trajectory``), the clip's probe every ``PROBE_EVERY`` steps, and each lane's
+model at the points of ``CHECKPOINT_FRACTIONS`` as GPT-2 checkpoints
+(``attnlab.lm.export``), which experiment 13 reads.
 
-Each (optimizer, mechanism, clip) of a part is one ``Piece`` (``attnlab.harness.workers``):
-its rates and seeds are lanes of one compiled program, so its tables do not depend on how
-many workers run.
+Each (arm, mechanism, clip, schedule) of a part is one ``Piece``
+(``attnlab.harness.workers``): its rates and seeds are lanes of one compiled program, so
+its tables do not depend on how many workers run.
 """
 
 from __future__ import annotations
@@ -25,60 +28,88 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef, resolve
 from attnlab.core.text import TextSource, byte_tokens
 from attnlab.harness.workers import Piece
 from attnlab.lm.export import Saved, saved_model
 from attnlab.lm.ledger import bilinear_spectral_norms
+from attnlab.lm.optim import wsd_decay_start
 from attnlab.lm.sweep import curve_rows, sweep_rows
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.lm.train import LMConfig, SweepResult, split_text, train_lanes
 from attnlab.lm.trajectory import Trajectory
-from attnlab.studies.optimizer.answers import logit_by_rate, runs_of
+from attnlab.studies.optimizer.answers import runs_of
 from attnlab.studies.optimizer.study import (
-    BLOWN,
+    ARM_OPTIMIZER,
+    ARMS,
     CHECKPOINT_FRACTIONS,
     CLIPPED,
     CURVES,
     D_MODEL,
+    DECAY,
+    HOT,
     LEDGER,
     LEDGER_POINTS,
     LEDGER_WINDOWS,
     LONG_SEEDS,
     LONG_STEPS,
+    LONG_TAU,
     LRS,
     MECHANISMS,
     ONE_UPDATE,
-    OPTIMIZERS,
+    PROBE_EVERY,
     RECORD_EVERY,
     RUNS,
+    SCHEDULES,
     SCRIPT,
+    SIDE_LR,
     TAU,
+    TAUS,
+    WEIGHT_DECAY,
     checkpoint_name,
 )
 
-#: A cell: (optimizer, mechanism, QK-Clip's tau or None).
-Cell = tuple[str, MechanismRef, float | None]
 #: The long run's mechanism: the built-in ``scaled``.
 SCALED = resolve("scaled")
 
 
 @dataclass(frozen=True)
-class OptimizerConfig:
-    """The study: ``mechanisms`` under every optimizer of ``optimizers``, ``clipped`` with
-    QK-Clip at ``tau`` besides, at every rate of ``lrs`` on ``seeds`` seeds from ``seed``
-    for ``lm.steps``; then the long run of ``long_steps`` (0: none) on ``long_seeds`` seeds
-    from ``seed``. ``lm`` is 14's set-up at ``D_MODEL``. The mechanisms are resolved where
-    they enter (``resolve``: the flags, the defaults here), each a ``MechanismRef`` that the
-    pieces carry to the model."""
+class Cell:
+    """One piece's set-up: the ``arm`` (``ARMS``), the mechanism, QK-Clip's tau (None:
+    none) and what it reads (``qk_clip_on``), and the schedule."""
 
-    lm: LMConfig = field(default_factory=lambda: LMConfig(d_model=D_MODEL))
-    optimizers: tuple[str, ...] = OPTIMIZERS
+    arm: str
+    mechanism: MechanismRef
+    tau: float | None = None
+    clip_on: str = "signed"
+    schedule: str = "cosine"
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """The study: ``mechanisms`` under every arm of ``arms``, ``clipped`` with QK-Clip at
+    ``tau`` besides, at every rate of ``lrs`` on ``seeds`` seeds from ``seed`` for
+    ``lm.steps``; the tau sweep at each of ``taus`` (none: no tau sweep); then the long run
+    of ``long_steps`` (0: none) on ``long_seeds`` seeds from ``seed``, with the clip at
+    ``long_tau`` on each of ``long_schedules``; the sweep's and the long run's clip on
+    ``clip_on`` (``signed``: Kimi K2's). ``lm`` is 14's set-up at ``D_MODEL`` with coupled
+    decay ``WEIGHT_DECAY``; ``side_lr`` is ``muon_pinned``'s AdamW-side rate. The
+    mechanisms are resolved where they enter (``resolve``: the flags, the defaults here),
+    each a ``MechanismRef`` that the pieces carry to the model."""
+
+    lm: LMConfig = field(
+        default_factory=lambda: LMConfig(d_model=D_MODEL, decay=DECAY, weight_decay=WEIGHT_DECAY)
+    )
+    arms: tuple[str, ...] = ARMS
     mechanisms: tuple[MechanismRef, ...] = tuple(map(resolve, MECHANISMS))
     clipped: tuple[MechanismRef, ...] = tuple(map(resolve, CLIPPED))
     tau: float = TAU
+    clip_on: str = "signed"
+    taus: tuple[float, ...] = TAUS
+    long_tau: float = LONG_TAU
+    long_schedules: tuple[str, ...] = SCHEDULES
+    side_lr: float = SIDE_LR
     lrs: tuple[float, ...] = LRS
     seeds: int = 2
     seed: int = 0
@@ -93,20 +124,43 @@ class OptimizerConfig:
     def long_seed_values(self) -> tuple[int, ...]:
         return tuple(range(self.seed, self.seed + self.long_seeds))
 
-    @property
-    def long_lanes(self) -> int:
-        """The long run's lanes at most (``long_runs``): per optimizer the best rate, the
-        blow-up rate and the clipped run at it, each on ``long_seeds`` seeds."""
-        return 3 * len(self.optimizers) * self.long_seeds
-
     def cells(self) -> list[Cell]:
-        """Every (optimizer, mechanism, tau) of the sweep, in table order."""
+        """Every cell of the sweep, in table order."""
         return [
-            (optimizer, mechanism, tau)
-            for optimizer in self.optimizers
+            Cell(arm, mechanism, tau, self.clip_on)
+            for arm in self.arms
             for mechanism, tau in [(m, None) for m in self.mechanisms]
             + [(m, self.tau) for m in self.clipped]
         ]
+
+    def tau_cells(self) -> list[Cell]:
+        """The tau sweep's cells: per arm, ``scaled`` clipped at each of ``taus`` and, keyed
+        on |logit|, at ``long_tau``; none without ``scaled`` swept or with no ``taus``."""
+        if SCALED not in self.mechanisms or not self.taus:
+            return []
+        return [Cell(arm, SCALED, tau, on) for arm in self.arms
+                for tau, on in [*((t, "signed") for t in self.taus),
+                                (self.long_tau, "abs")]]  # fmt: skip
+
+    def long_cells(self) -> list[Cell]:
+        """The long run's cells: per arm, ``scaled`` without the clip and with it at
+        ``long_tau`` on the cosine schedule, and with it on each other of
+        ``long_schedules`` (K2's WSD)."""
+        if SCALED not in self.mechanisms or not self.long_steps:
+            return []
+        cells = [(None, "cosine"), *((self.long_tau, s) for s in self.long_schedules)]
+        return [Cell(arm, SCALED, tau, self.clip_on, schedule) for arm in self.arms
+                for tau, schedule in cells]  # fmt: skip
+
+    @property
+    def long_lanes(self) -> int:
+        """The long run's lanes: two rates per cell, each on ``long_seeds`` seeds."""
+        return 2 * len(self.long_cells()) * self.long_seeds
+
+    @property
+    def tau_lanes(self) -> int:
+        """The tau sweep's lanes: two rates per cell, each on ``seeds`` seeds."""
+        return 2 * len(self.tau_cells()) * self.seeds
 
     def long_config(self) -> LMConfig:
         """The long run's set-up: ``long_steps``, 14's warmup, a chunk per ledger point."""
@@ -123,112 +177,226 @@ class OptimizerConfig:
                    for f in CHECKPOINT_FRACTIONS)  # fmt: skip
         return tuple(sorted(set(nearest)))
 
-
-def _cell_config(lm: LMConfig, optimizer: str, tau: float | None) -> LMConfig:
-    return replace(lm, optimizer=optimizer, qk_clip_tau=tau)
+    def cell_config(self, lm: LMConfig, cell: Cell, probe: bool = False) -> LMConfig:
+        """``lm`` for ``cell``: its optimizer, AdamW-side rate, clip and schedule; with
+        ``probe`` (and the clip) the clip's probe every ``PROBE_EVERY`` steps."""
+        side = self.side_lr if cell.arm == "muon_pinned" else None
+        every = PROBE_EVERY if probe and cell.tau is not None else 0
+        return replace(lm, optimizer=ARM_OPTIMIZER[cell.arm], side_lr=side,
+                       qk_clip_tau=cell.tau, qk_clip_on=cell.clip_on, schedule=cell.schedule,
+                       probe_every=every)  # fmt: skip
 
 
 def after_first_clip(
-    signed: np.ndarray, fraction: np.ndarray, bound: float
+    top: np.ndarray, fraction: np.ndarray, bound: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per lane of the per-step metrics ``[lanes, steps, layers]``: the first step the clip
-    fired in any layer (-1: never), the largest signed logit (max over layers) at every
-    later step (NaN where none) and how many of those steps it exceeded ``bound``."""
+    """Per lane of ``top`` ``[lanes, steps]`` (a step's largest S over layers and heads)
+    and the fractions clipped ``[lanes, steps, layers]``: the first step the clip fired in
+    any layer (-1: never), the largest of ``top`` at every later step (NaN where none) and
+    how many of those steps it exceeded ``bound``."""
     fired = (fraction > 0).any(axis=-1)  # [lanes, steps]
     first = np.where(fired.any(axis=1), fired.argmax(axis=1), -1)
-    top = np.max(signed, axis=-1)
     later = [top[i, f + 1 :] if f >= 0 else top[i, :0] for i, f in enumerate(first)]
     after = [np.max(t) if len(t) else math.nan for t in later]
     return first, np.asarray(after, float), np.asarray([int(np.sum(t > bound)) for t in later])
 
 
-def run_rows(result: SweepResult, part: str, tau: float | None) -> pd.DataFrame:
+#: The causes ``over_bound_causes`` tells apart, as the runs table's columns.
+CAUSES = ("over_bound_clipped_before", "over_bound_negative_before", "over_bound_from_below")
+
+
+def over_bound_causes(
+    s: np.ndarray, absolute: np.ndarray, first: np.ndarray, tau: float
+) -> dict[str, np.ndarray]:
+    """Per lane, the head-steps after the clip first fired (``first``) at which a head's S
+    (the clip's quantity, ``s`` ``[lanes, steps, layers, H]``) exceeded ``ONE_UPDATE`` tau,
+    by the head's state the step before: ``clipped_before`` (its S was above tau: clipped
+    to tau on that batch, then one update and a new batch grew it), ``negative_before``
+    (its S was at most tau while its |logit| ``absolute`` exceeded ``ONE_UPDATE`` tau:
+    large negative logits, which a clip on the signed S never touches, until an update
+    flips one) and ``from_below`` (both at most that: one update grew it from the
+    unclipped range)."""
+    counts = {c: np.zeros(len(s), int) for c in CAUSES}
+    bound = ONE_UPDATE * tau
+    for lane, f in enumerate(first):
+        if f < 0:
+            continue
+        now, before, before_abs = s[lane, f + 1 :], s[lane, f:-1], absolute[lane, f:-1]
+        over = now > bound
+        clipped = before > tau
+        negative = ~clipped & (before_abs > bound)
+        counts["over_bound_clipped_before"][lane] = int(np.sum(over & clipped))
+        counts["over_bound_negative_before"][lane] = int(np.sum(over & negative))
+        counts["over_bound_from_below"][lane] = int(np.sum(over & ~clipped & ~negative))
+    return counts
+
+
+def probe_summary(metrics: dict[str, np.ndarray], tau: float) -> dict[str, np.ndarray]:
+    """Per lane, from the clip's probes (``attnlab.lm.train.PROBE_METRICS``): how many head
+    readings, one update's growth ``S_after_update / S_before`` over the probed heads
+    with ``S_before > tau / 2`` (median, 90th percentile, largest; NaN where none) and the
+    largest ``S_after_clip / tau`` over every probed head."""
+    before, update, clipped = (metrics[k] for k in ("probe_before", "probe_after_update",
+                                                    "probe_after_clip"))  # fmt: skip
+    out = {k: [] for k in ("probes", "update_growth_median", "update_growth_p90",
+                           "update_growth_max", "after_clip_max")}  # fmt: skip
+    for lane in range(len(before)):
+        b, u, c = (x[lane][np.isfinite(before[lane])] for x in (before, update, clipped))
+        grown = u[b > tau / 2] / b[b > tau / 2]
+        out["probes"].append(len(b))
+        for name, q in (("median", 50), ("p90", 90), ("max", 100)):
+            out[f"update_growth_{name}"].append(np.percentile(grown, q) if len(grown) else math.nan)
+        out["after_clip_max"].append(np.max(c) / tau if len(c) else math.nan)
+    return {k: np.asarray(v, float if k != "probes" else int) for k, v in out.items()}
+
+
+def plateau_fractions(fraction: np.ndarray, lm: LMConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Per lane, the fraction of heads clipped in the first and the last quarter of the
+    WSD schedule's plateau (after the warmup, before the decay); NaN on cosine."""
+    lanes = len(fraction)
+    if lm.schedule != "wsd":
+        return np.full(lanes, math.nan), np.full(lanes, math.nan)
+    start, end = lm.warmup, wsd_decay_start(lm.steps, lm.warmup)
+    quarter = max((end - start) // 4, 1)
+    first = fraction[:, start : start + quarter].mean(axis=(1, 2))
+    last = fraction[:, end - quarter : end].mean(axis=(1, 2))
+    return first, last
+
+
+def run_rows(result: SweepResult, part: str, cell: Cell) -> pd.DataFrame:
     """One row per lane of ``result``: 14's sweep row (``attnlab.lm.sweep.sweep_rows``) with
-    the part, optimizer and clip; the largest logit over layers and steps; with QK-Clip the
-    largest signed logit, the first step it fired, the largest signed logit at every step
-    after (before that step's clip), how many of those steps it exceeded ``ONE_UPDATE``
-    tau (answer (b)'s bound) and the fraction of heads clipped over the run; and the
-    largest ``sigma_max(W_q,h W_k,h^T)`` over layers and heads of the final weights."""
+    the part, arm, AdamW-side rate, schedule and clip; the largest logit over layers and
+    steps; with QK-Clip the largest signed logit, the first step it fired, the largest S
+    (the clip's quantity) and the largest |logit| at every step after (before that step's
+    clip), how many of those steps S exceeded ``ONE_UPDATE`` tau and by what cause
+    (``over_bound_causes``), the fraction of heads clipped over the run, in its quarters and
+    on WSD's plateau, and the probes' summary (``probe_summary``); and the largest
+    ``sigma_max(W_q,h W_k,h^T)`` over layers and heads and the largest RMS of a layer's
+    ``ln_1`` gain of the final weights."""
     lm, metrics = result.config, result.metrics
     frame = sweep_rows(result)
     lanes = len(result.lrs)
+    tau = cell.tau
     frame.insert(0, "part", part)
     frame.insert(1, "optimizer", lm.optimizer)
-    frame.insert(3, "qk_clip_tau", math.nan if tau is None else tau)
-    frame.insert(6, "steps", lm.steps)
+    frame.insert(2, "side", "pinned" if lm.side_lr is not None else "shared")
+    frame.insert(3, "side_lr", result.lrs if lm.side_lr is None else lm.side_lr)
+    frame.insert(4, "schedule", lm.schedule)
+    frame.insert(6, "qk_clip_on", lm.qk_clip_on if tau is not None else "none")
+    frame.insert(7, "qk_clip_tau", math.nan if tau is None else tau)
+    frame.insert(10, "steps", lm.steps)
     layers = [f"max_attn_logit_layer{i}" for i in range(lm.n_layers)]
     frame["max_attn_logit"] = frame[layers].max(axis=1, skipna=False)
-    if tau is not None:
-        signed, fraction = metrics["max_signed_logit"], metrics["clip_fraction"]
-        first, after, over = after_first_clip(signed, fraction, ONE_UPDATE * tau)
-        frame["max_signed_logit"] = np.nanmax(metrics["max_signed_logit"], axis=(1, 2))
-        frame["first_clip_step"] = first
-        frame["max_signed_after_first_clip"] = after
-        frame["steps_over_bound_after_first_clip"] = over
-        frame["clip_fraction"] = metrics["clip_fraction"].mean(axis=(1, 2))
-    else:
-        for column in ("max_signed_logit", "max_signed_after_first_clip", "clip_fraction",
-                       "clip_fraction_first_quarter", "clip_fraction_last_quarter"):  # fmt: skip
+    for column in ("max_signed_logit", "max_signed_after_first_clip", "max_abs_after_first_clip",
+                   "clip_fraction", "clip_fraction_first_quarter", "clip_fraction_last_quarter",
+                   "update_growth_median", "update_growth_p90", "update_growth_max",
+                   "after_clip_max"):  # fmt: skip
+        if column not in frame:
             frame[column] = math.nan
-        frame["first_clip_step"] = -1
-        frame["steps_over_bound_after_first_clip"] = 0
+    for column in ("steps_over_bound_after_first_clip", "probes", *CAUSES):
+        frame[column] = 0
+    frame["first_clip_step"] = -1
+    frame["clip_fraction_plateau_first"] = frame["clip_fraction_plateau_last"] = math.nan
+    if tau is not None:
+        signed, absolute = metrics["head_signed_logit"], metrics["head_abs_logit"]
+        s = absolute if lm.qk_clip_on == "abs" else signed
+        fraction = metrics["clip_fraction"]
+        first, after, over = after_first_clip(np.max(s, axis=(2, 3)), fraction, ONE_UPDATE * tau)
+        _, after_abs, _ = after_first_clip(np.max(absolute, axis=(2, 3)), fraction, math.inf)
+        frame["max_signed_logit"] = np.nanmax(signed, axis=(1, 2, 3))
+        frame["first_clip_step"] = first
+        frame["max_signed_after_first_clip"] = after if lm.qk_clip_on == "signed" else (
+            after_first_clip(np.max(signed, axis=(2, 3)), fraction, math.inf)[1])  # fmt: skip
+        frame["max_abs_after_first_clip"] = after_abs
+        frame["steps_over_bound_after_first_clip"] = over
+        for column, counts in over_bound_causes(s, absolute, first, tau).items():
+            frame[column] = counts
+        frame["clip_fraction"] = fraction.mean(axis=(1, 2))
+        frame["clip_fraction_plateau_first"], frame["clip_fraction_plateau_last"] = (
+            plateau_fractions(fraction, lm))  # fmt: skip
+        if lm.probe_every:
+            for column, values in probe_summary(metrics, tau).items():
+                frame[column] = values
     norms = np.zeros((lanes, lm.n_layers))
+    gains = np.zeros((lanes, lm.n_layers))
     for layer in range(lm.n_layers):
-        attn = result.params[f"h_{layer}"]["attn"]
+        block = result.params[f"h_{layer}"]
+        attn = block["attn"]
+        gains[:, layer] = np.sqrt(np.mean(np.square(block["ln_1"]["scale"]), axis=-1))
         for lane in range(lanes):
             norms[lane, layer] = float(jnp.max(bilinear_spectral_norms(
                 attn["W_Q"][lane], attn["W_K"][lane], lm.n_heads)))  # fmt: skip
     frame["final_qk_spectral_norm"] = norms.max(axis=1)
+    frame["final_ln1_gain_rms"] = gains.max(axis=1)
     return frame[RUNS.column_names]
 
 
-def _curves(result: SweepResult, part: str, tau: float | None) -> pd.DataFrame:
-    frame = curve_rows(result, RECORD_EVERY).rename(columns={"max_logit": "max_attn_logit"})
+def _keys(frame: pd.DataFrame, part: str, result: SweepResult, cell: Cell) -> pd.DataFrame:
+    """``frame`` with the part, arm, AdamW-side rate, schedule and clip in front."""
+    lm = result.config
     frame.insert(0, "part", part)
-    frame.insert(1, "optimizer", result.config.optimizer)
-    frame.insert(3, "qk_clip_tau", math.nan if tau is None else tau)
+    frame.insert(1, "optimizer", lm.optimizer)
+    frame.insert(2, "side", "pinned" if lm.side_lr is not None else "shared")
+    frame.insert(3, "side_lr", frame.lr if lm.side_lr is None else lm.side_lr)
+    frame.insert(4, "schedule", lm.schedule)
+    frame.insert(6, "qk_clip_on", lm.qk_clip_on if cell.tau is not None else "none")
+    frame.insert(7, "qk_clip_tau", math.nan if cell.tau is None else cell.tau)
+    return frame
+
+
+def _curves(result: SweepResult, part: str, cell: Cell) -> pd.DataFrame:
+    frame = curve_rows(result, RECORD_EVERY).rename(columns={"max_logit": "max_attn_logit"})
+    frame = _keys(frame, part, result, cell)
     for column in ("max_signed_logit", "clip_fraction"):
         if column not in frame:
             frame[column] = math.nan
     return frame[CURVES.column_names]
 
 
-def sweep_cell(
-    config: OptimizerConfig, cell: Cell, tokens: np.ndarray, on_progress: Progress
+def train_cell(
+    config: OptimizerConfig,
+    part: str,
+    cell: Cell,
+    lrs: tuple[float, ...],
+    tokens: np.ndarray,
+    on_progress: Progress,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One cell of the sweep: its rows of the runs and the curves tables."""
-    optimizer, reference, tau = cell
-    lm = _cell_config(config.lm, optimizer, tau)
-    result = train_lanes(lm, reference.mechanism, list(config.lrs),
-                         list(config.seed_values), split_text(tokens, lm), on_progress)  # fmt: skip
-    return run_rows(result, "sweep", tau), _curves(result, "sweep", tau)
+    """One cell of the sweep or the tau sweep at ``lrs`` on ``seeds`` seeds: its rows of
+    the runs and the curves tables."""
+    lm = config.cell_config(config.lm, cell)
+    result = train_lanes(lm, cell.mechanism.mechanism, list(lrs), list(config.seed_values),
+                         split_text(tokens, lm), on_progress)  # fmt: skip
+    return run_rows(result, part, cell), _curves(result, part, cell)
 
 
 def long_checkpoints(
     result: SweepResult,
     kept: dict[int, list[dict]],
-    mechanism: Mechanism,
+    cell: Cell,
     text: TextSource,
     seed: int,
 ) -> list[Saved]:
     """Each lane of the long run's ``result`` on ``seed`` at each step of ``kept``
     (``Trajectory.kept``) as a GPT-2 checkpoint (``checkpoint_name``) whose
-    ``attnlab.made_by`` records how it was made: the script, optimizer, mechanism,
-    QK-Clip's tau (null: none), rate, seed, step, the text's source and SHA-256 and the
-    run's ``LMConfig``."""
+    ``attnlab.made_by`` records how it was made: the script, arm, optimizer, mechanism,
+    QK-Clip's tau (null: none), schedule, rate, seed, step, the text's source and SHA-256
+    and the run's ``LMConfig``."""
     lm = result.config
+    mechanism = cell.mechanism.mechanism
     model = lm.model(mechanism)
     saved = []
     for step, lanes in kept.items():
         for lr, lane_seed, params in zip(result.lrs, result.seeds, lanes, strict=True):
             if lane_seed != seed:
                 continue
-            made_by = {"script": f"experiments/{SCRIPT}", "optimizer": lm.optimizer,
-                       "mechanism": mechanism.name, "qk_clip_tau": lm.qk_clip_tau,
+            made_by = {"script": f"experiments/{SCRIPT}", "arm": cell.arm,
+                       "optimizer": lm.optimizer, "mechanism": mechanism.name,
+                       "qk_clip_tau": lm.qk_clip_tau, "schedule": lm.schedule,
                        "lr": float(lr), "seed": seed, "step": step,
                        "text_source": text.source, "text_sha256": text.sha256,
                        "lm_config": dataclasses.asdict(lm)}  # fmt: skip
-            name = checkpoint_name(lm.optimizer, lm.qk_clip_tau is not None, float(lr), step)
+            name = checkpoint_name(cell.arm, lm.qk_clip_tau is not None, lm.schedule,
+                                   float(lr), step)  # fmt: skip
             saved.append(saved_model(name, params, model, {"made_by": made_by}))
     return saved
 
@@ -242,84 +410,71 @@ def long_cell(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, list[Saved]]:
     """One cell of the long run at ``lrs`` on ``long_seeds`` seeds on ``text``: its rows of
     the runs, curves and ledger tables, and its first seed's checkpoints
-    (``long_checkpoints``). Several seeds give ``make verify`` a spread: one seed of a run
-    far above the best rate moves under any change of rounding (study.py's ``LONG_SEEDS``)."""
-    optimizer, reference, tau = cell
-    lm = _cell_config(config.long_config(), optimizer, tau)
-    mechanism = reference.mechanism
+    (``long_checkpoints``)."""
+    lm = config.cell_config(config.long_config(), cell, probe=True)
+    mechanism = cell.mechanism.mechanism
     split = split_text(byte_tokens(text.text), lm)
     model = lm.model(mechanism)
     seeds = list(config.long_seed_values)
     trajectory = Trajectory(model, len(lrs) * len(seeds), split.held_out[:LEDGER_WINDOWS, :-1],
-                            mechanism.constant_values(lm.d_head), tau,
+                            mechanism.constant_values(lm.d_head), cell.tau,
                             config.checkpoint_steps())  # fmt: skip
     result = train_lanes(lm, mechanism, list(lrs), seeds, split, on_progress,
                          trajectory)  # fmt: skip
     ledger = trajectory.rows()
     lane = ledger.pop("lane").to_numpy()
-    keys = pd.DataFrame({"part": "long", "optimizer": optimizer, "mechanism": mechanism.name,
-                         "qk_clip_tau": math.nan if tau is None else tau,
-                         "lr": result.lrs[lane], "seed": result.seeds[lane]})  # fmt: skip
-    ledger = pd.concat([keys, ledger], axis=1)[LEDGER.column_names]
-    saved = long_checkpoints(result, trajectory.kept, mechanism, text, config.seed)
-    return run_rows(result, "long", tau), _curves(result, "long", tau), ledger, saved
+    ledger.insert(0, "lr", result.lrs[lane])
+    ledger.insert(1, "seed", result.seeds[lane])
+    ledger.insert(2, "mechanism", mechanism.name)
+    ledger = _keys(ledger, "long", result, cell)[LEDGER.column_names]
+    saved = long_checkpoints(result, trajectory.kept, cell, text, config.seed)
+    return run_rows(result, "long", cell), _curves(result, "long", cell), ledger, saved
 
 
 def sweep_pieces(config: OptimizerConfig, tokens: np.ndarray) -> list[Piece]:
     """One piece per cell of the sweep; its units are its lane-steps (the progress bar's)."""
     units = len(config.lrs) * config.seeds * config.lm.steps
-    return [Piece(sweep_cell, (config, cell, tokens), units, units) for cell in config.cells()]
+    return [Piece(train_cell, (config, "sweep", cell, config.lrs, tokens), units, units)
+            for cell in config.cells()]  # fmt: skip
 
 
-def blowup_rate(runs: pd.DataFrame, optimizer: str) -> float:
-    """The lowest swept rate at which ``scaled``'s largest logit without the clip (median
-    over seeds) passes ``BLOWN`` under ``optimizer``; the top rate if none does."""
-    by_rate = logit_by_rate(runs_of(runs, "sweep", optimizer))
-    blown = by_rate[by_rate > BLOWN]
-    return float(blown.index.min() if len(blown) else by_rate.index.max())
+def best_rates(config: OptimizerConfig, sweep: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Per arm with ``scaled`` swept: its best rate (lowest mean held-out loss over seeds,
+    ``best_lane_rates``) and ``HOT`` times it."""
+    rates = {}
+    for arm in config.arms:
+        cell = runs_of(sweep, "sweep", arm)
+        if not cell.empty:
+            best, _ = best_lane_rates(cell, 1.0)
+            rates[arm] = (float(best), float(best) * HOT)
+    return rates
 
 
-def long_runs(config: OptimizerConfig, sweep: pd.DataFrame) -> list[tuple[Cell, tuple]]:
-    """The long run's cells and rates, from the sweep's rows: per optimizer, ``scaled`` at
-    its best rate (lowest mean held-out loss) and at ``blowup_rate``, and ``scaled`` with
-    QK-Clip at ``blowup_rate``; none where ``scaled`` was not swept."""
-    plan = []
-    for optimizer in config.optimizers:
-        cell = runs_of(sweep, "sweep", optimizer)
-        if cell.empty:
-            continue
-        best, _ = best_lane_rates(cell, 1.0)
-        blown = blowup_rate(sweep, optimizer)
-        plan.append(((optimizer, SCALED, None), tuple(sorted({best, blown}))))
-        if SCALED in config.clipped:
-            plan.append(((optimizer, SCALED, config.tau), (blown,)))
-    return plan
+def tau_pieces(config: OptimizerConfig, sweep: pd.DataFrame, tokens: np.ndarray) -> list[Piece]:
+    """One piece per cell of the tau sweep, at its arm's ``best_rates``."""
+    rates = best_rates(config, sweep)
+    units = 2 * config.seeds * config.lm.steps
+    return [Piece(train_cell, (config, "taus", cell, rates[cell.arm], tokens), units, units)
+            for cell in config.tau_cells() if cell.arm in rates]  # fmt: skip
+
+
+def long_pieces(config: OptimizerConfig, sweep: pd.DataFrame, text: TextSource) -> list[Piece]:
+    """One piece per cell of the long run at its arm's ``best_rates``, on ``text``."""
+    rates = best_rates(config, sweep)
+    units = 2 * config.long_seeds * config.long_steps
+    return [Piece(long_cell, (config, cell, rates[cell.arm], text), units, units)
+            for cell in config.long_cells() if cell.arm in rates]  # fmt: skip
 
 
 def possible_checkpoints(config: OptimizerConfig) -> list[str]:
     """Every checkpoint the long run may save (``long_checkpoints``), known before the
-    sweep picks its rates (``long_runs``): under each optimizer, ``scaled`` without and
-    (where ``scaled`` is clipped) with QK-Clip, at each rate of ``lrs`` and each of
-    ``checkpoint_steps``; none with ``long_steps`` 0. A superset of those saved, whose
+    sweep picks its rates (``best_rates``): each long cell at each rate of ``lrs`` and
+    ``HOT`` times it, at each of ``checkpoint_steps``. A superset of those saved, whose
     paths are checked before any work (``cli.check_outputs``)."""
-    if not config.long_steps:
-        return []
-    clipped = (False, True) if SCALED in config.clipped else (False,)
-    return [checkpoint_name(optimizer, clip, float(lr), step)
-            for optimizer in config.optimizers for clip in clipped for lr in config.lrs
+    rates = sorted({*config.lrs, *(HOT * r for r in config.lrs)})
+    return [checkpoint_name(c.arm, c.tau is not None, c.schedule, float(lr), step)
+            for c in config.long_cells() for lr in rates
             for step in config.checkpoint_steps()]  # fmt: skip
-
-
-def long_pieces(config: OptimizerConfig, sweep: pd.DataFrame, text: TextSource) -> list[Piece]:
-    """One piece per cell of the long run (``long_runs``) on ``text``; none with
-    ``long_steps`` 0."""
-    if not config.long_steps:
-        return []
-    pieces = []
-    for cell, lrs in long_runs(config, sweep):
-        units = len(lrs) * config.long_seeds * config.long_steps
-        pieces.append(Piece(long_cell, (config, cell, lrs, text), units, units))
-    return pieces
 
 
 def joined(parts: list[tuple[pd.DataFrame, ...]]) -> tuple[pd.DataFrame, ...]:

@@ -19,18 +19,25 @@ from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
 from attnlab.lm.corpus import stdlib_source
-from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY, check_tau, clip_handle
+from attnlab.lm.train import CLIP_ON
 from attnlab.studies.optimizer.compute import SCALED, OptimizerConfig
-from attnlab.studies.optimizer.study import LEDGER_POINTS
+from attnlab.studies.optimizer.study import ARMS, LEDGER_POINTS
 
 DEFAULT = OptimizerConfig()
-#: ``--quick``: a one-minute look: two rates (14's best and 10x it), one seed, 100 steps,
-#: a long run of 200 on one seed.
+#: ``--quick``: a look in about a minute and a half: Muon (one rate) on ``scaled`` with and
+#: without the clip at two rates (AdamW's best and 10x it), one seed, 100 steps, no tau
+#: sweep; a long run of 200 steps on one seed, on the cosine schedule, with tau 10 (which
+#: binds in 200 steps), so that Muon's clip is seen firing.
 QUICK = dataclasses.replace(
     DEFAULT,
     lm=dataclasses.replace(DEFAULT.lm, steps=100, warmup=10),
+    arms=("muon",),
+    mechanisms=(SCALED,),
     lrs=(1e-2, 1e-1),
+    taus=(),
+    long_tau=10.0,
+    long_schedules=("cosine",),
     seeds=1,
     long_steps=200,
     long_seeds=1,
@@ -59,20 +66,36 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
     """Every flag of experiment 15 but ``--out-dir``. The flags ``--quick`` changes default
     to None (a flag given always wins over ``--quick``), their help saying both defaults."""
     both = "(default: {}; with --quick {})"
-    parser.add_argument("--optimizers", nargs="+", choices=OPTIMIZERS,
-                        default=list(DEFAULT.optimizers),
-                        help="adamw (14's) and muon (Muon on the hidden matrices, 14's AdamW "
-                        "on the rest: attnlab/lm/optimizers.py)")  # fmt: skip
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=None,
+                        help="adamw (14's AdamW), muon (Muon on the hidden matrices, AdamW on "
+                        "the rest, one rate for both: Moonlight's) and muon_pinned (the AdamW "
+                        "side at --side-lr): attnlab/lm/optimizers.py " + both.format(
+                            " ".join(DEFAULT.arms), " ".join(QUICK.arms)))  # fmt: skip
+    parser.add_argument("--side-lr", type=cli.positive_float, default=DEFAULT.side_lr,
+                        metavar="LR", help="muon_pinned's AdamW-side peak rate (AdamW's "
+                        "best rate here)")  # fmt: skip
     parser.add_argument("--mechanisms", nargs="+", type=mechanism_reference,
-                        default=[m.text for m in DEFAULT.mechanisms], metavar="SPEC",
-                        help="mechanisms swept under every optimizer (a built-in name, "
+                        default=None, metavar="SPEC",
+                        help="mechanisms swept under every arm " + both.format(
+                            " ".join(m.text for m in DEFAULT.mechanisms),
+                            " ".join(m.text for m in QUICK.mechanisms)) + " (a built-in name, "
                         "MODULE:NAME or path/to/file.py:NAME)")  # fmt: skip
     parser.add_argument("--clipped", nargs="*", type=mechanism_reference,
                         default=[m.text for m in DEFAULT.clipped], metavar="SPEC",
                         help="mechanisms swept with QK-Clip besides; the long run needs "
                         "scaled here")  # fmt: skip
     parser.add_argument("--qk-clip", type=qk_clip_tau, default=DEFAULT.tau,
-                        metavar="TAU", help="QK-Clip's threshold (Kimi K2's)")  # fmt: skip
+                        metavar="TAU", help="QK-Clip's threshold in the sweep (K2's)")  # fmt: skip
+    parser.add_argument("--qk-clip-on", choices=CLIP_ON, default=DEFAULT.clip_on,
+                        help="what the sweep's and the long run's clip reads of each head: "
+                        "signed, its largest logit (Kimi K2's), or abs, its largest |logit| "
+                        "(not K2's: it clips large negative logits too)")  # fmt: skip
+    parser.add_argument("--taus", nargs="+", type=qk_clip_tau, default=None, metavar="TAU",
+                        help="the tau sweep's thresholds, at each arm's best rate and 3x it "
+                        + both.format(_words(DEFAULT.taus), "none: no tau sweep"))  # fmt: skip
+    parser.add_argument("--long-tau", type=qk_clip_tau, default=None, metavar="TAU",
+                        help="the long run's threshold (one that binds at the best rate) "
+                        + both.format(f"{DEFAULT.long_tau:g}", f"{QUICK.long_tau:g}"))  # fmt: skip
     parser.add_argument("--lrs", nargs="+", type=cli.positive_float, default=None,
                         metavar="LR", help="peak learning rates " + both.format(
                             _words(DEFAULT.lrs), _words(QUICK.lrs)))  # fmt: skip
@@ -97,11 +120,12 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                         help="the long run's UTF-8 text (default: the standard library's "
                         "top-level modules, attnlab/lm/corpus.py)")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
-                        help=f"a one-minute look: rates {_words(QUICK.lrs)}, {QUICK.seeds} "
-                        f"seed, {QUICK.lm.steps} steps, a long run of {QUICK.long_steps} on "
-                        f"{QUICK.long_seeds} seed (a flag given beside it wins)")  # fmt: skip
+                        help=f"a look in about a minute and a half: Muon on scaled at rates "
+                        f"{_words(QUICK.lrs)}, {QUICK.seeds} seed, {QUICK.lm.steps} steps, no tau "
+                        f"sweep, a long run of {QUICK.long_steps} on {QUICK.long_seeds} seed "
+                        f"with tau {QUICK.long_tau:g} (a flag given beside it wins)")  # fmt: skip
     cli.add_seed_flag(parser)
-    cli.add_jobs_flag(parser, "the pieces (one per optimizer, mechanism and clip)")
+    cli.add_jobs_flag(parser, "the pieces (one per arm, mechanism, clip and schedule)")
 
 
 def warmup_for(steps: int) -> int:
@@ -122,7 +146,9 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
         raise cli.UsageError(f"--long-steps: {long_steps} is neither 0 nor at least "
                              f"{LEDGER_POINTS} (the ledger's points)")  # fmt: skip
     lm = dataclasses.replace(base.lm, steps=steps, warmup=warmup_for(steps), d_model=args.width)
-    mechanisms, clipped = (tuple(map(resolve, refs)) for refs in (args.mechanisms, args.clipped))
+    mechanisms = (base.mechanisms if args.mechanisms is None
+                  else tuple(map(resolve, args.mechanisms)))  # fmt: skip
+    clipped = tuple(map(resolve, args.clipped))
     for flag, references in (("--mechanisms", mechanisms), ("--clipped", clipped)):
         names = [r.name for r in references]
         if len(set(names)) < len(names):
@@ -141,15 +167,20 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
             )
     if len(set(args.lrs or ())) < len(args.lrs or ()):
         raise cli.UsageError(f"--lrs: a rate given twice, of {_words(args.lrs)}")
-    if len(set(args.optimizers)) < len(args.optimizers):
-        raise cli.UsageError(f"--optimizers: given twice, of {' '.join(args.optimizers)}")
+    arms = base.arms if args.arms is None else tuple(args.arms)
+    if len(set(arms)) < len(arms):
+        raise cli.UsageError(f"--arms: given twice, of {' '.join(arms)}")
+    taus = base.taus if args.taus is None else tuple(sorted(args.taus))
+    if len(set(taus)) < len(taus):
+        raise cli.UsageError(f"--taus: a tau given twice, of {_words(taus)}")
     seeds = base.seeds if args.seeds is None else args.seeds
     cli.check_seeds(args.seed, seeds, "--seeds")
     long_seeds = base.long_seeds if args.long_seeds is None else args.long_seeds
     cli.check_seeds(args.seed, long_seeds, "--long-seeds")
     config = dataclasses.replace(
-        base, lm=lm, optimizers=tuple(args.optimizers), mechanisms=mechanisms,
-        clipped=clipped, tau=args.qk_clip,
+        base, lm=lm, arms=arms, mechanisms=mechanisms, clipped=clipped, tau=args.qk_clip,
+        clip_on=args.qk_clip_on, taus=taus, side_lr=args.side_lr,
+        long_tau=base.long_tau if args.long_tau is None else args.long_tau,
         lrs=base.lrs if args.lrs is None else tuple(sorted(args.lrs)), seeds=seeds,
         seed=args.seed, long_steps=long_steps, long_seeds=long_seeds,
     )  # fmt: skip
@@ -166,8 +197,8 @@ def optimizer_needs(config: OptimizerConfig, jobs: int) -> list[Need]:
     """Experiment 15's largest allocations (``attnlab.harness.memory``): the parameters of
     the lanes of ``jobs`` pieces at once (``PARAM_COPIES`` float32 copies of each, counted
     from the model's shapes; activations are not counted), and the per-step metrics of
-    every lane of the sweep and the long run (``1 + 6 L`` float32 a step, and their copy
-    when joined)."""
+    every lane of the sweep, the tau sweep and the long run (``1 + (6 + 5 H) L`` float32 a
+    step at most, and their copy when joined)."""
     lm = config.lm
     model = lm.model(SCALED.mechanism)
     dummy = jax.ShapeDtypeStruct((1, lm.seq_len), jnp.int32)
@@ -176,8 +207,9 @@ def optimizer_needs(config: OptimizerConfig, jobs: int) -> list[Need]:
     lanes = len(config.lrs) * config.seeds
     lane_sizes = (count("--lrs", config.lrs, DEFAULT.lrs),
                   size("--seeds", config.seeds, DEFAULT.seeds))  # fmt: skip
-    per_step = (1 + 6 * lm.n_layers) * FLOAT32_BYTES * 2
-    steps = len(config.cells()) * lanes * lm.steps + config.long_lanes * config.long_steps
+    per_step = (1 + (6 + 5 * lm.n_heads) * lm.n_layers) * FLOAT32_BYTES * 2
+    steps = ((len(config.cells()) * lanes + config.tau_lanes) * lm.steps
+             + config.long_lanes * config.long_steps)  # fmt: skip
     return [
         Need(product(max(1, jobs), lanes, n_params, PARAM_COPIES, FLOAT32_BYTES),
              "the models and optimizer states of the pieces trained at once",
@@ -192,10 +224,13 @@ def optimizer_needs(config: OptimizerConfig, jobs: int) -> list[Need]:
 def ran(config: OptimizerConfig) -> dict:
     """What a sidecar records of the flags ``--quick`` and the defaults resolve; the
     mechanisms by the references that named them."""
-    return {"mechanisms": [m.text for m in config.mechanisms],
+    return {"arms": list(config.arms), "mechanisms": [m.text for m in config.mechanisms],
             "clipped": [m.text for m in config.clipped], "lrs": list(config.lrs),
-            "steps": config.lm.steps, "seeds": config.seeds,
-            "long_steps": config.long_steps, "long_seeds": config.long_seeds}  # fmt: skip
+            "taus": list(config.taus), "long_tau": config.long_tau, "side_lr": config.side_lr,
+            "qk_clip_on": config.clip_on, "long_schedules": list(config.long_schedules),
+            "steps": config.lm.steps,
+            "seeds": config.seeds, "long_steps": config.long_steps,
+            "long_seeds": config.long_seeds}  # fmt: skip
 
 
 def texts(args: argparse.Namespace, config: OptimizerConfig) -> dict[str, TextSource]:

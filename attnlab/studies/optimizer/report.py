@@ -7,96 +7,193 @@ import pandas as pd
 
 from attnlab.harness.headlines import counted, span
 from attnlab.harness.tables import Tables, markdown_table
-from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.studies.optimizer.answers import (
     ANSWERS,
     Answer,
+    arm_of,
+    best_rate,
+    far_above,
     multiple_pairs,
     nominal_pairs,
 )
-from attnlab.studies.optimizer.study import BLOWN, CURVES_CSV, LEDGER_CSV, ONE_UPDATE, RUNS_CSV
+from attnlab.studies.optimizer.study import (
+    ARMS,
+    CURVES_CSV,
+    LEDGER_CSV,
+    ONE_UPDATE,
+    RUNS_CSV,
+)
 
-RUN_COLUMNS = ["part", "optimizer", "mechanism", "qk_clip_tau", "lr", "seed", "steps",
-               "final_val_loss", "max_attn_logit", "max_signed_logit",
-               "max_signed_after_first_clip", "steps_over_bound_after_first_clip",
-               "first_clip_step", "clip_fraction", "clip_fraction_first_quarter",
-               "clip_fraction_last_quarter", "final_qk_spectral_norm",
+RUN_COLUMNS = ["part", "optimizer", "side", "side_lr", "schedule", "mechanism", "qk_clip_on",
+               "qk_clip_tau", "lr", "seed", "steps", "final_val_loss", "max_attn_logit",
+               "max_signed_logit", "max_signed_after_first_clip", "max_abs_after_first_clip",
+               "steps_over_bound_after_first_clip", "over_bound_clipped_before",
+               "over_bound_negative_before", "over_bound_from_below", "first_clip_step",
+               "clip_fraction", "clip_fraction_first_quarter", "clip_fraction_last_quarter",
+               "clip_fraction_plateau_first", "clip_fraction_plateau_last", "probes",
+               "update_growth_median", "update_growth_p90", "update_growth_max",
+               "after_clip_max", "final_ln1_gain_rms", "final_qk_spectral_norm",
                "diverged_step"]  # fmt: skip
-LEDGER_COLUMNS = ["optimizer", "mechanism", "qk_clip_tau", "lr", "step", "layer", "head",
-                  "max_logit", "spectral_norm", "elasticity", "owner", "q_moved",
-                  "k_moved"]  # fmt: skip
-CURVE_COLUMNS = ["part", "optimizer", "mechanism", "qk_clip_tau", "lr", "seed", "layer",
-                 "step", "max_attn_logit", "clip_fraction"]  # fmt: skip
+LEDGER_COLUMNS = ["optimizer", "side", "schedule", "mechanism", "qk_clip_tau", "lr", "seed",
+                  "step", "layer", "head", "max_logit", "max_abs_logit", "entropy",
+                  "spectral_norm", "elasticity", "owner", "q_moved", "gain_rms"]  # fmt: skip
+CURVE_COLUMNS = ["part", "optimizer", "side", "schedule", "mechanism", "qk_clip_tau", "lr",
+                 "seed", "layer", "step", "max_attn_logit", "clip_fraction"]  # fmt: skip
 #: The trajectory table's points: these fractions of the long run (log-spaced).
 TRAJECTORY_FRACTIONS = (0.05, 0.1, 0.2, 0.5, 1.0)
 #: The clip's firing over the long run, in this many equal parts.
 FIRING_PARTS = 5
 
 
+def _with_arm(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(arm=arm_of(frame))
+
+
 def run_name(row) -> str:
-    """``scaled``, or ``scaled + QK-Clip 100``."""
+    """``scaled``, ``scaled + QK-Clip 100`` or ``scaled + QK-Clip 20 on |z|``, with the
+    schedule where it is not cosine."""
     tau = row.qk_clip_tau
-    return row.mechanism if pd.isna(tau) else f"{row.mechanism} + QK-Clip {tau:g}"
+    name = row.mechanism if pd.isna(tau) else f"{row.mechanism} + QK-Clip {tau:g}"
+    name += " on |z|" if getattr(row, "qk_clip_on", "signed") == "abs" else ""
+    return name + (f", {row.schedule}" if row.schedule != "cosine" else "")
+
+
+def _range(values: pd.Series, spec: str = ".3g") -> str:
+    """``median [least, largest]`` over seeds; one value alone where one seed."""
+    values = values.dropna()
+    if values.empty:
+        return "—"
+    low, high = format(values.min(), spec), format(values.max(), spec)
+    if low == high:
+        return low
+    return (f"{format(values.median(), spec)} [{format(values.min(), spec)}, "
+            f"{format(values.max(), spec)}]")  # fmt: skip
 
 
 def sweep_table(runs: pd.DataFrame) -> str:
-    """Per optimizer and run, at every rate: held-out loss / largest logit (median over
-    seeds; "div." where a seed went non-finite)."""
-    sweep = runs[runs.part == "sweep"].assign(run=lambda f: [run_name(r) for r in f.itertuples()])
+    """Per arm and run, at every rate: held-out loss / largest |logit| (median over seeds;
+    "div." where a seed went non-finite)."""
+    sweep = _with_arm(runs[runs.part == "sweep"])
+    sweep = sweep.assign(run=[run_name(r) for r in sweep.itertuples()])
     rates = sorted(sweep.lr.unique())
     rows = []
-    for (optimizer, name), cell in sweep.groupby(["optimizer", "run"], sort=False):
-        row = [optimizer, name]
+    for (arm, name), cell in sweep.groupby(["arm", "run"], sort=False):
+        row = [arm, name]
         for rate in rates:
             g = cell[np.isclose(cell.lr, rate)]
             mark = " (div.)" if (g.diverged_step >= 0).any() else ""
             row.append(f"{g.final_val_loss.median():.3f} / {g.max_attn_logit.median():.3g}{mark}"
                        if len(g) else "")  # fmt: skip
         rows.append(row)
-    return markdown_table(["optimizer", "run", *(f"lr {r:g}" for r in rates)], rows)
+    return markdown_table(["arm", "run", *(f"lr {r:g}" for r in rates)], rows)
+
+
+def _multiple(runs: pd.DataFrame, arm: str, rate: float) -> str:
+    best = best_rate(runs, arm)
+    return f"{rate:g} ({rate / best:.3g}x best)" if best else f"{rate:g}"
+
+
+def tau_table(runs: pd.DataFrame) -> str:
+    """The tau sweep, per arm, rate and tau (seeds as median [range]): whether and when the
+    clip first fired, S and |z| after it (over tau), the heads clipped, the held-out loss."""
+    taus = _with_arm(runs[runs.part == "taus"])
+    rows = []
+    for (arm, rate, on, tau), g in taus.groupby(["arm", "lr", "qk_clip_on", "qk_clip_tau"],
+                                                sort=False):  # fmt: skip
+        fired = g[g.first_clip_step >= 0]
+        keyed = f"{tau:g}" + (" on |z|" if on == "abs" else "")
+        rows.append((arm, _multiple(runs, arm, rate), keyed,
+                     f"{len(fired)} of {len(g)}", _range(fired.first_clip_step, ".0f"),
+                     _range(fired.max_signed_after_first_clip / fired.qk_clip_tau),
+                     _range(fired.max_abs_after_first_clip / fired.qk_clip_tau),
+                     _range(g.clip_fraction, ".1%"), _range(g.final_val_loss, ".3f")))  # fmt: skip
+    header = ["arm", "lr", "tau", "fired (seeds)", "first firing step",
+              "S after it / tau", "|z| after it / tau", "head-steps clipped",
+              "held-out loss"]  # fmt: skip
+    return markdown_table(header, rows)
 
 
 def long_table(runs: pd.DataFrame) -> str:
-    """The long run's lanes: loss, logits, the clip's firing, the bilinear form's norm."""
+    """The long run, per arm, run and rate (seeds as median [range]): loss, largest |z|, S
+    after the first firing over tau, the over-bound head-steps by cause, one update's
+    growth at the probes and S after the clip, the layer-norm gain, the plateau's firing."""
+    long = _with_arm(runs[runs.part == "long"])
     rows = []
-    for r in runs[runs.part == "long"].itertuples():
-        clipped = not pd.isna(r.qk_clip_tau)
-        rows.append((r.optimizer, run_name(r), f"{r.lr:g}", str(r.seed), f"{r.final_val_loss:.3f}",
-                     f"{r.max_attn_logit:.3g}",
-                     f"{r.max_signed_after_first_clip:.3g} ({r.steps_over_bound_after_first_clip}"
-                     f" steps > {ONE_UPDATE:g} tau)" if clipped else "",
-                     (str(r.first_clip_step) if r.first_clip_step >= 0 else "never")
-                     if clipped else "",
-                     f"{r.clip_fraction_first_quarter:.1%} / {r.clip_fraction_last_quarter:.1%}"
-                     if clipped else "",
-                     f"{r.final_qk_spectral_norm:.3g}"))  # fmt: skip
-    header = ["optimizer", "run", "lr", "seed", "held-out loss", "largest logit",
-              "largest S after the first clip", "first clip step",
-              "heads clipped, first / last quarter", "final max sigma(W_q W_k^T)"]  # fmt: skip
+    for (arm, name, rate), g in long.assign(run=[run_name(r) for r in long.itertuples()]).groupby(
+            ["arm", "run", "lr"], sort=False):  # fmt: skip
+        clipped = g.qk_clip_tau.notna().all()
+        tau = g.qk_clip_tau.iloc[0]
+        causes = (f"{g.over_bound_clipped_before.sum()} / {g.over_bound_negative_before.sum()} / "
+                  f"{g.over_bound_from_below.sum()}")  # fmt: skip
+        plateau = (f"{_range(g.clip_fraction_plateau_first, '.1%')} → "
+                   f"{_range(g.clip_fraction_plateau_last, '.1%')}"
+                   if (g.schedule == "wsd").all() else "")  # fmt: skip
+        rows.append((arm, name, _multiple(runs, arm, rate), _range(g.final_val_loss, ".3f"),
+                     _range(g.max_attn_logit),
+                     _range(g.max_signed_after_first_clip / tau) if clipped else "",
+                     causes if clipped else "",
+                     f"{_range(g.update_growth_median)} / {_range(g.update_growth_p90)} / "
+                     f"{_range(g.update_growth_max)}" if clipped else "",
+                     _range(g.after_clip_max) if clipped else "",
+                     _range(g.final_ln1_gain_rms), plateau))  # fmt: skip
+    header = ["arm", "run", "lr", "held-out loss", "largest |z|", "S after the first firing / tau",
+              f"head-steps over {ONE_UPDATE:g} tau: clipped before / negative before / from below",
+              "one update's growth S'/S: median / p90 / largest", "S after the clip / tau, largest",
+              "ln_1 gain RMS (final)", "WSD plateau: clipped, first → last quarter"]  # fmt: skip
     return markdown_table(header, rows)
 
 
 def firing_table(curves: pd.DataFrame) -> str:
     """The fraction of heads clipped in each of ``FIRING_PARTS`` parts of the long run (the
-    recorded steps, every ``RECORD_EVERY``-th), per clipped lane."""
-    long = curves[(curves.part == "long") & curves.qk_clip_tau.notna()]
+    recorded steps, every ``RECORD_EVERY``-th), per clipped arm, schedule and rate, median
+    over seeds."""
+    long = _with_arm(curves[(curves.part == "long") & curves.qk_clip_tau.notna()])
     rows = []
-    for (optimizer, rate, seed), cell in long.groupby(["optimizer", "lr", "seed"], sort=False):
+    for (arm, schedule, rate), cell in long.groupby(["arm", "schedule", "lr"], sort=False):
         steps = cell.step.max() + 1
         part = np.minimum(cell.step * FIRING_PARTS // steps, FIRING_PARTS - 1)
-        shares = cell.groupby(part).clip_fraction.mean().reindex(range(FIRING_PARTS))
-        rows.append((optimizer, f"{rate:g}", str(seed), *(f"{s:.1%}" for s in shares)))
-    header = ["optimizer", "lr", "seed", *(f"part {i + 1}" for i in range(FIRING_PARTS))]
+        shares = (cell.assign(part=part).groupby(["seed", "part"]).clip_fraction.mean()
+                  .groupby("part").median().reindex(range(FIRING_PARTS)))  # fmt: skip
+        rows.append((arm, schedule, f"{rate:g}", *(f"{s:.1%}" for s in shares)))
+    header = ["arm", "schedule", "lr", *(f"part {i + 1}" for i in range(FIRING_PARTS))]
     return markdown_table(header, rows)
+
+
+def saturated_heads(ledger: pd.DataFrame) -> pd.DataFrame:
+    """The long run's clipped heads at the ledger's points whose signed S sat at or below
+    tau while their |logit| passed ``ONE_UPDATE`` tau: large negative logits, which the
+    clip on the signed S leaves alone; with their entropy (near 0: saturated)."""
+    clipped = ledger[ledger.qk_clip_tau.notna()]
+    return clipped[(clipped.max_logit <= clipped.qk_clip_tau)
+                   & (clipped.max_abs_logit > ONE_UPDATE * clipped.qk_clip_tau)]  # fmt: skip
+
+
+def saturated_note(ledger: pd.DataFrame) -> str:
+    found = _with_arm(saturated_heads(ledger))
+    if found.empty:
+        return (
+            "**Negative logits.** At no ledger point of a clipped long run did a head's "
+            f"|logit| pass {ONE_UPDATE:g} tau with its signed S at or below tau."
+        )
+    listed = "; ".join(f"{arm} lr {rate:g}: {counted(len(g), 'head-point')}, |z| up to "
+                       f"{g.max_abs_logit.max():.3g}, entropy {_range(g.entropy, '.2g')} nats"
+                       for (arm, rate), g in found.groupby(["arm", "lr"]))  # fmt: skip
+    return (
+        "**Negative logits the clip does not touch** (K2's S is each head's largest *signed* "
+        f"logit): ledger points of clipped long runs where a head's S sat at or below tau while "
+        f"its |logit| passed {ONE_UPDATE:g} tau: {listed}. A head with such logits is not idle: "
+        "where its entropy is near 0 it is saturated, its weight on one key."
+    )
 
 
 def trajectory(ledger: pd.DataFrame) -> pd.DataFrame:
     """Per long run (its seeds together) at the ledger's points nearest
     ``TRAJECTORY_FRACTIONS`` of the run: the median over seeds, layers and heads of the
-    largest signed logit, the bilinear form's spectral norm, the elasticity and the
-    distance W_Q moved; the owner most heads have."""
+    largest signed logit, the bilinear form's spectral norm, the elasticity, the distance
+    W_Q moved and the ``ln_1`` gain's RMS; the owner most heads have."""
     rows = []
-    keys = ["optimizer", "mechanism", "qk_clip_tau", "lr"]
+    ledger = _with_arm(ledger)
+    keys = ["arm", "schedule", "mechanism", "qk_clip_tau", "lr"]
     for key, lane in ledger.groupby(keys, sort=False, dropna=False):
         steps = np.sort(lane.step.unique())
         last = steps[-1]
@@ -108,98 +205,65 @@ def trajectory(ledger: pd.DataFrame) -> pd.DataFrame:
                          "max_logit": at.max_logit.median(),
                          "spectral_norm": at.spectral_norm.median(),
                          "elasticity": at.elasticity.median(), "owner": at.owner.mode().iloc[0],
-                         "q_moved": at.q_moved.median()})  # fmt: skip
+                         "q_moved": at.q_moved.median(),
+                         "gain_rms": at.gain_rms.median()})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def trajectory_table(ledger: pd.DataFrame) -> str:
-    rows = [(r.optimizer, run_name(r), f"{r.lr:g}", str(r.step), f"{r.max_logit:.3g}",
-             f"{r.spectral_norm:.3g}", f"{r.elasticity:.2f}", r.owner, f"{r.q_moved:.3g}")
+    rows = [(r.arm, run_name(r), f"{r.lr:g}", str(r.step), f"{r.max_logit:.3g}",
+             f"{r.spectral_norm:.3g}", f"{r.elasticity:.2f}", r.owner, f"{r.q_moved:.3g}",
+             f"{r.gain_rms:.3g}")
             for r in trajectory(ledger).itertuples()]  # fmt: skip
-    header = ["optimizer", "run", "lr", "step", "max logit (held-out)", "sigma(W_q W_k^T)",
-              "elasticity", "owner", "W_Q moved"]  # fmt: skip
+    header = ["arm", "run", "lr", "step", "max logit (held-out)", "sigma(W_q W_k^T)",
+              "elasticity", "owner", "W_Q moved", "ln_1 gain RMS"]  # fmt: skip
     return markdown_table(header, rows)
 
 
-def _rank_correlation(x: pd.Series, y: pd.Series) -> float:
-    return float(np.corrcoef(x.rank(), y.rank())[0, 1])
+def _tally(pairs) -> str:
+    words = [p[-1] for p in pairs]
+    return (
+        f"more at {words.count('more')}, less at {words.count('less')}, a tie (seeds' "
+        f"ranges overlap) at {words.count('tie')} of {len(pairs)}"
+    )
+
+
+def side_note(runs: pd.DataFrame, side_lr: object) -> str:
+    """The pinned side's rate against AdamW's best in this sweep, and what pinning did to
+    Muon's logits at each rate (median over seeds, unclipped ``scaled``)."""
+    adamw = best_rate(runs, "adamw")
+    if adamw is None or not isinstance(side_lr, float | int):
+        return ""
+    check = "equals" if np.isclose(adamw, side_lr) else "differs from"
+    free = _with_arm(runs[(runs.part == "sweep") & runs.qk_clip_tau.isna()
+                          & (runs.mechanism == "scaled")])  # fmt: skip
+    shared, pinned = (free[free.arm == a].groupby("lr").max_attn_logit.median()
+                      for a in ("muon", "muon_pinned"))  # fmt: skip
+    both = ", ".join(f"lr {r:g}: {shared[r]:.3g} → {pinned[r]:.3g}" for r in shared.index
+                     if r in pinned.index)  # fmt: skip
+    return (
+        f"**Rates apart.** muon_pinned trains Muon's AdamW side (embeddings, head, LayerNorm "
+        f"gains) at {side_lr:g}, declared before the run as AdamW's best rate; this sweep's "
+        f"AdamW best is {adamw:g}, which {check} it. Muon's largest logit, one rate for both "
+        f"sides → the side pinned: {both}."
+    )
 
 
 def k2_note(runs: pd.DataFrame) -> str:
-    """Kimi K2's observation against ours, and what the runs show of why: the largest logit
-    against the spectral norm of W_q,h W_k,h^T in the final weights (unclipped ``scaled``
-    in the sweep), at matched nominal rates and at each optimizer's best rate."""
-    nominal, multiples = nominal_pairs(runs), multiple_pairs(runs)
-    sweep = runs[(runs.part == "sweep") & runs.qk_clip_tau.isna() & (runs.mechanism == "scaled")]
-    if sweep.optimizer.nunique() < 2:
+    """Kimi K2's observation (a) against ours, per Muon arm, with the seeds' spread."""
+    lines = []
+    for arm in ("muon", "muon_pinned"):
+        nominal, multiples = nominal_pairs(runs, arm), multiple_pairs(runs, arm)
+        if nominal or multiples:
+            lines.append(f"{arm}: at matched nominal rates {_tally(nominal)}; at matched "
+                         f"multiples of each best rate {_tally(multiples)}")  # fmt: skip
+    if not lines:
         return ""
-    finite = sweep[np.isfinite(sweep.max_attn_logit) & np.isfinite(sweep.final_qk_spectral_norm)]
-    rho = _rank_correlation(finite.max_attn_logit, finite.final_qk_spectral_norm)
-    norms = sweep.groupby(["optimizer", "lr"]).final_qk_spectral_norm.median().unstack(0)
-    best = {o: best_lane_rates(cell, 1.0)[0] for o, cell in sweep.groupby("optimizer")}
-
-    def count(pairs) -> str:
-        return f"{sum(m > a for _, m, a in pairs)} of {len(pairs)}"
-
-    spectral = ", ".join(f"{norms.muon[r]:.3g} vs {norms.adamw[r]:.3g} (lr {r:g})"
-                         for r in norms.dropna().index)  # fmt: skip
     return (
-        f"**Kimi K2 at our scale.** Muon's largest logit is above AdamW's at {count(nominal)} "
-        f"matched nominal rates and at {count(multiples)} matched multiples of each one's best "
-        f"rate (AdamW's best {best['adamw']:g}, Muon's {best['muon']:g}). What the runs show "
-        "of why: the largest logit follows the largest spectral norm of W_q,h W_k,h^T in the "
-        f"final weights (rank correlation {rho:.2f} over the unclipped scaled runs of the "
-        f"sweep), and that norm is, Muon vs AdamW, {spectral}. At one nominal rate Muon's "
-        "RMS-matched update (RMS 0.2 per matrix) grows the bilinear form less than AdamW's "
-        f"does; but Muon's best rate is {best['muon'] / best['adamw']:.3g}x AdamW's, so at the "
-        "same multiple of its best rate it takes larger steps, and its bilinear form and "
-        "logits grow more. K2 compares each optimizer at its own tuned recipe: the second "
-        "comparison is theirs."
-    )
-
-
-def clip_bound_note(runs: pd.DataFrame) -> str:
-    """Where the clip let S past ``ONE_UPDATE`` tau after it first fired, and at what
-    multiple of the optimizer's best rate (unclipped ``scaled`` in the sweep)."""
-    clipped = runs[runs.qk_clip_tau.notna() & (runs.first_clip_step >= 0)]
-    over = clipped[clipped.max_signed_after_first_clip > ONE_UPDATE * clipped.qk_clip_tau]
-    if over.empty:
-        return ""
-    sweep = runs[(runs.part == "sweep") & runs.qk_clip_tau.isna() & (runs.mechanism == "scaled")]
-    best = {o: best_lane_rates(cell, 1.0)[0] for o, cell in sweep.groupby("optimizer")}
-    listed = "; ".join(
-        f"{r.part} {r.optimizer} lr {r.lr:g} ({r.lr / best[r.optimizer]:.3g}x its best), "
-        f"seed {r.seed}: "
-        f"{r.max_signed_after_first_clip / r.qk_clip_tau:.3g} tau, on "
-        f"{r.steps_over_bound_after_first_clip} of {r.steps - r.first_clip_step - 1} steps"
-        for r in over.itertuples()
-        if r.optimizer in best
-    )
-    return (
-        "**Where (b) fails, and why.** The clip acts after a step, on the logits of that "
-        "step's batch: the next step's S is this step's tau times one update's growth (and "
-        f"the batch's). The rule allowed {ONE_UPDATE:g}x; at rates far above the best, single "
-        f"updates grew S by more: {listed}. Everywhere else S stayed within "
-        f"{ONE_UPDATE:g} tau after the first firing."
-    )
-
-
-def negative_note(runs: pd.DataFrame) -> str:
-    """Where a clipped run's largest |logit| is far beyond its largest signed logit: large
-    negative logits, which QK-Clip (keyed on the signed maximum S, K2's) leaves alone."""
-    clipped = runs[runs.qk_clip_tau.notna() & (runs.first_clip_step >= 0)]
-    far = clipped[clipped.max_attn_logit > BLOWN]
-    if far.empty:
-        return ""
-    listed = "; ".join(f"{r.part} {r.optimizer} lr {r.lr:g} seed {r.seed}: |z| "
-                       f"{r.max_attn_logit:.3g}, S {r.max_signed_logit:.3g}"
-                       for r in far.itertuples())  # fmt: skip
-    return (
-        "**What QK-Clip does not bound.** It keys on each head's largest *signed* logit S "
-        "(K2's definition): the softmax's largest weight. A logit far below zero is left "
-        f"alone, and in {len(far)} clipped runs the largest |logit| passed {BLOWN:g}, far "
-        f"above the largest S over the run: {listed}. Such a logit takes no weight in the "
-        "softmax, but it is what overflows a low-precision format first."
+        "**Kimi K2's (a) at our scale**, Muon's largest logit against AdamW's, a rate counted "
+        "only where the seeds' ranges are apart: " + "; ".join(lines) + ". Moonlight's RMS "
+        "matching exists so that Muon can take AdamW's rate and decay; the matched nominal "
+        "rate is that comparison, the matched multiple the other."
     )
 
 
@@ -208,45 +272,47 @@ def _listed(answers: list[Answer]) -> str:
                      for a in answers)  # fmt: skip
 
 
+def _number(value: object) -> str:
+    """A sidecar's number as ``:g`` writes it (``"?"`` where it is none)."""
+    return f"{value:g}" if isinstance(value, float | int) else "?"
+
+
 def _seeds(n: object) -> str:
     """A sidecar's seed count in words (``"? seeds"`` where it does not say)."""
     return counted(n, "seed") if isinstance(n, int) else "? seeds"
 
 
 def answer(tables: Tables) -> str:
-    """The section's headline: per optimizer, over the long run's seeds, the largest logit
-    at the clipped rate without and with QK-Clip (after it first fired) and how often the
-    clip fired early and late; then Muon against AdamW at matched rates."""
+    """The section's headline: per arm, over the long run's seeds at its best rate and 3x
+    it on the cosine schedule, the largest |logit| without the clip, and S after the clip's
+    first firing (over tau) with it; then Muon against AdamW at matched rates."""
     runs = tables.get(RUNS_CSV, RUN_COLUMNS)
-    long = runs[(runs.part == "long") & runs.qk_clip_tau.notna()]
+    long = _with_arm(runs[(runs.part == "long") & (runs.schedule == "cosine")])
     parts = []
-    for (optimizer, rate, tau), cell in long.groupby(["optimizer", "lr", "qk_clip_tau"],
-                                                     sort=False):  # fmt: skip
-        free = runs[(runs.part == "long") & (runs.optimizer == optimizer)
-                    & runs.qk_clip_tau.isna() & np.isclose(runs.lr, rate)]  # fmt: skip
-        fired = cell[cell.first_clip_step >= 0]
-        clipped = (
-            f"{span(fired.max_signed_after_first_clip, '.3g')} after QK-Clip {tau:g} first "
-            f"fired (steps {span(fired.first_clip_step, 'd')}), the clip firing on "
-            f"{span(fired.clip_fraction_first_quarter, '.0%')} of head-steps in the first "
-            f"quarter and {span(fired.clip_fraction_last_quarter, '.0%')} in the last"
-            if len(fired) == len(cell)
-            else f"with QK-Clip, which fired on {len(fired)} of {counted(len(cell), 'seed')}"
+    for arm in ARMS:
+        cell = long[long.arm == arm]
+        clipped = cell[cell.qk_clip_tau.notna()]
+        if clipped.empty:
+            continue
+        tau = clipped.qk_clip_tau.iloc[0]
+        fired = clipped[clipped.first_clip_step >= 0]
+        free = cell[cell.qk_clip_tau.isna()]
+        ratio = fired.max_signed_after_first_clip / tau
+        after = f", S after its first firing {span(ratio, '.3g')} tau" if len(fired) else ""
+        parts.append(
+            f"{arm}: unclipped |z| up to {span(free.max_attn_logit, '.3g')}; QK-Clip {tau:g} "
+            f"fired in {len(fired)} of {counted(len(clipped), 'run')}{after}"
         )
-        reached = span(free.max_attn_logit, ".3g") if len(free) else "not run"
-        seeds = counted(len(cell), "seed")
-        parts.append(f"under {optimizer} at lr {rate:g} ({seeds}) the largest logit "
-                     f"reached {reached} unclipped and {clipped}")  # fmt: skip
-    nominal, multiples = nominal_pairs(runs), multiple_pairs(runs)
-
-    def above(pairs) -> str:
-        return f"{sum(m > a for _, m, a in pairs)} of {len(pairs)}"
-
-    head = f"Over {int(long.steps.max())} steps, " + "; ".join(parts) + ". " if parts else ""
-    return (
-        f"{head}Muon's largest logit exceeded AdamW's at {above(nominal)} matched nominal "
-        f"rates and at {above(multiples)} matched multiples of each one's best rate"
-    )
+    steps = int(long.steps.max()) if len(long) else 0
+    head = (f"Over {steps} steps at each arm's best rate and 3x it (" + "; ".join(parts) + "). "
+            if parts else "")  # fmt: skip
+    tallies = [f"{arm}: {sum(p[-1] == 'more' for p in multiple_pairs(runs, arm))} of "
+               f"{len(multiple_pairs(runs, arm))} matched multiples, "
+               f"{sum(p[-1] == 'more' for p in nominal_pairs(runs, arm))} of "
+               f"{len(nominal_pairs(runs, arm))} matched nominal rates"
+               for arm in ("muon", "muon_pinned") if nominal_pairs(runs, arm)]  # fmt: skip
+    return head + ("Muon's largest logit above AdamW's, seeds apart: " + "; ".join(tallies)
+                   if tallies else "")  # fmt: skip
 
 
 def section(tables: Tables) -> str:
@@ -257,37 +323,49 @@ def section(tables: Tables) -> str:
     lm = flags.get("lm_config", {})
     tau = f"{flags['qk_clip']:g}" if isinstance(flags.get("qk_clip"), float | int) else "?"
     answers = [f(runs) for f in ANSWERS]
+    far = far_above(runs)
     return "\n\n".join([
         "### When the optimizer owns the temperature: Muon and QK-Clip (experiment 15)",
         f"**Headline.** {answer(tables)}.",
         f"14's causal LM at d_model {lm.get('d_model', '?')} ({lm.get('n_layers', '?')} layers, "
         f"head width {lm.get('d_head', '?')}), sequence {lm.get('seq_len', '?')} bytes, batch "
-        f"{lm.get('batch_size', '?')}; AdamW as 14, or Muon on the hidden matrices with that "
-        f"AdamW on the rest; QK-Clip after every step at tau {tau} "
-        f"(Kimi K2's). The sweep: {flags.get('steps', '?')} steps on "
-        f"{flags.get('text_source', '?')}, {_seeds(flags.get('seeds'))}. The long run: "
-        f"{flags.get('long_steps', '?')} steps on {_seeds(flags.get('long_seeds'))} on "
-        f"{flags.get('long_text_source', '?')} "
-        f"(SHA-256 `{str(flags.get('long_text_sha256', '?'))[:16]}…`). Method: "
-        "`attnlab/studies/optimizer/README.md`.",
-        "**The sweep: held-out loss (nats per byte) / largest attention logit over training** "
+        f"{lm.get('batch_size', '?')}; weight decay {lm.get('weight_decay', '?')} "
+        f"{lm.get('decay', '?')} to each side's rate, on matrices only (LayerNorm gains not "
+        f"decayed). Arms: AdamW; Muon on the hidden matrices with AdamW on the rest at one "
+        f"rate (Moonlight's); the same with the AdamW side pinned at "
+        f"{_number(flags.get('side_lr'))}. QK-Clip after every step (Kimi K2's rule, on "
+        f"each head's largest signed logit S), tau {tau} in the sweep, "
+        f"{_number(flags.get('long_tau'))} in the long run. The sweep and the tau sweep: "
+        f"{flags.get('steps', '?')} steps on {flags.get('text_source', '?')}, "
+        f"{_seeds(flags.get('seeds'))}. The long run: {flags.get('long_steps', '?')} steps on "
+        f"{_seeds(flags.get('long_seeds'))} on {flags.get('long_text_source', '?')} "
+        f"(SHA-256 `{str(flags.get('long_text_sha256', '?'))[:16]}…`), 14's cosine and K2's "
+        "warmup-stable-decay. Method: `attnlab/studies/optimizer/README.md`.",
+        side_note(runs, flags.get("side_lr")),
+        "**The sweep: held-out loss (nats per byte) / largest |logit| over training** "
         "(median over seeds):",
         sweep_table(runs),
-        "**The long run** (each optimizer's best rate, and the lowest rate where its logits "
-        f"passed {BLOWN:g} in the sweep, with and without the clip):",
+        "**The tau sweep** (at each arm's best rate and 3x it; seeds as median [range]; S the "
+        "largest signed logit, |z| the largest |logit|, each after the first firing, over "
+        "tau):",
+        tau_table(runs),
+        "**The long run** (seeds as median [range]; one update's growth S'/S: the probes every "
+        "10 steps, S before the update and S' after it on the same batch, heads with S > "
+        "tau/2; S after the clip on that batch, over tau):",
         long_table(runs),
         "**The clip's firing over the long run** (the fraction of heads clipped, per fifth of "
-        "the run, on the recorded steps):",
+        "the run, on the recorded steps, median over seeds):",
         firing_table(curves),
+        saturated_note(ledger),
         "**Who owns the temperature along the long run** (the ledger on held-out windows, "
         "median over seeds, layers and heads; elasticity 2: the weights own it; W_Q moved: "
         "|W_Q(t) - W_Q(0)| / |W_Q(0)|):",
         trajectory_table(ledger),
         "**Known answers** (rules: `attnlab/studies/optimizer/answers.py`):",
         _listed(answers),
-        clip_bound_note(runs),
+        ("**Far above the best rate** (the sweep's clipped runs, tau " + tau + "; not K2's "
+         "regime, reported): " + "; ".join(far) + ".") if far else "",
         k2_note(runs),
-        negative_note(runs),
     ])  # fmt: skip
 
 
@@ -304,7 +382,7 @@ def _ledger_headline(ledger: pd.DataFrame) -> str:
 HEADLINES = {
     RUNS_CSV: lambda f: (
         "largest logit: "
-        + ", ".join(f"{o} {g.max_attn_logit.max():.3g}" for o, g in f.groupby("optimizer"))
+        + ", ".join(f"{a} {g.max_attn_logit.max():.3g}" for a, g in f.groupby(arm_of(f)))
     ),
     CURVES_CSV: lambda f: f"{f.step.max() + 1 if len(f) else 0} steps at most",
     LEDGER_CSV: _ledger_headline,

@@ -21,42 +21,61 @@ RUNS_CSV = "15_optimizer_runs.csv"
 CURVES_CSV = "15_optimizer_curves.csv.xz"
 LEDGER_CSV = "15_optimizer_ledger.csv"
 
-#: The optimizers compared (``attnlab.lm.optimizers``).
-OPTIMIZERS = ("adamw", "muon")
-#: The mechanisms swept under each optimizer, and those swept with QK-Clip besides.
+#: The arms compared: AdamW; Muon with Moonlight's one rate for both sides (``muon``); Muon
+#: with its AdamW side (embeddings, head, gains) pinned at ``SIDE_LR`` (``muon_pinned``).
+ARMS = ("adamw", "muon", "muon_pinned")
+#: The optimizer of each arm (``attnlab.lm.optimizers``).
+ARM_OPTIMIZER = {"adamw": "adamw", "muon": "muon", "muon_pinned": "muon"}
+#: ``muon_pinned``'s AdamW-side rate: AdamW's best rate at this width in 14's sweep and in
+#: 15's previous one (declared before this run; the report checks it against this sweep's).
+SIDE_LR = 1e-2
+#: The weight decay, coupled to each side's rate (``attnlab.lm.optim``): Moonlight's and
+#: Kimi K2's 0.1, on matrices only (LayerNorm gains not decayed, as 14 and nanoGPT).
+DECAY = "coupled"
+WEIGHT_DECAY = 0.1
+#: The mechanisms swept under each arm, and those swept with QK-Clip besides.
 MECHANISMS = ("scaled", "qk_norm")
 CLIPPED = ("scaled",)
-#: QK-Clip's threshold: Kimi K2's.
+#: QK-Clip's threshold in the sweep: Kimi K2's.
 TAU = 100.0
+#: The tau sweep (part ``taus``), at each arm's best rate and ``HOT`` times it: K2's 100 and
+#: below, to thresholds that bind at the best rate (its largest logits over 5000 steps in
+#: the previous run: 34 to 77).
+TAUS = (10.0, 20.0, 30.0, 50.0, 100.0)
+HOT = 3.0
+#: The long run's threshold: the largest of ``TAUS`` below every best-rate long run's
+#: largest logit in the previous run, so that the clip binds while training well (K2's
+#: regime); the report says whether it fired.
+LONG_TAU = 20.0
 #: The rates: 14's half-decade grid from 3e-3 (below each optimizer's best, to where the
 #: logits of both blow up).
 LRS = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 #: The width: 14's smallest (head width 16, 2 heads): the long run fits the time bar.
 D_MODEL = 32
-#: The long run: 10x 14's 500 steps, the ledger at this many points along it (step 0
-#: included, then every ``steps / LEDGER_POINTS``), on this many held-out windows.
-LONG_STEPS = 5000
+#: The long run: 6x 14's 500 steps, at each arm's best rate and ``HOT`` times it; the
+#: ledger at this many points along it (step 0 included, then every ``steps /
+#: LEDGER_POINTS``), on this many held-out windows; QK-Clip's probe (S before the update,
+#: after it and after the clip, on the same batch) every ``PROBE_EVERY`` steps.
+LONG_STEPS = 3000
 LEDGER_POINTS = 20
 LEDGER_WINDOWS = 4
-#: The long run's seeds. Its runs far above the best rate are chaotic: a change of
-#: rounding alone moves one seed's largest logit by orders of magnitude (15 --quick on one
-#: XLA thread instead of two: AdamW at 0.1, 1095 -> 1555; the dense layers' matmul blocked
-#: otherwise: Muon clipped at 0.3, 1.7e5 -> 8.1e3), and two seeds did not bracket such a
-#: move, so ``make verify`` compares the median of four against their range.
-LONG_SEEDS = 4
+PROBE_EVERY = 10
+#: The long run's seeds: ``make verify`` compares the median against their range.
+LONG_SEEDS = 3
+#: The long run's schedules: 14's cosine, and Kimi K2's warmup-stable-decay (with the clip),
+#: on whose plateau (d) is read.
+SCHEDULES = ("cosine", "wsd")
 #: The long run's checkpoints (each lane's model, as GPT-2 checkpoints in 14's layout, for
 #: experiment 13): at these fractions of its steps, each snapped to the nearest ledger
-#: point (the earlier of two as near), so at steps 0, 250, 500, 1000, 2500 and 5000 with the
-#: defaults: step 0, then about log-spaced, doubling but for the one step of 2.5x.
+#: point (the earlier of two as near).
 CHECKPOINT_FRACTIONS = (0.0, 0.05, 0.1, 0.2, 0.5, 1.0)
-#: A run's logits "blow up" when its largest logit passes this (14's GROWN, 10 tau); the
-#: long run trains the clipped model at the lowest swept rate where the unclipped one's do.
+#: A run's logits "blow up" when its largest logit passes this (14's GROWN, 10x K2's tau).
 BLOWN = 1e3
-#: (b): after the clip first fires, every step's largest logit (before that step's clip)
-#: stays within this factor of tau (one update's growth), and the unclipped run at the same
-#: rate reaches at least ORDERS times the clipped run's largest.
+#: (b): in K2's regime (at most ``HOT`` times the best rate, a tau that binds), after the
+#: clip first fires, every step's S (before that step's clip) stays within ONE_UPDATE tau
+#: on every seed and within MEDIAN_UPDATE tau in the median over seeds.
 ONE_UPDATE = 2.0
-ORDERS = 10.0
+MEDIAN_UPDATE = 1.2
 #: (c): the clipped run's held-out loss is "within the noise" of the unclipped one's when
 #: they differ by at most the larger of this and the unclipped seeds' spread (nats/byte).
 LOSS_MARGIN = 0.02
@@ -81,13 +100,16 @@ def rare_width(head_steps: int) -> float:
     return math.log(1e3) / head_steps
 
 
-def checkpoint_name(optimizer: str, clipped: bool, lr: float, step: int) -> str:
-    """The folder of the long run's checkpoint of ``scaled`` under ``optimizer``, with
-    QK-Clip or not, at rate ``lr`` after ``step`` steps: ``15_muon_clipped_lr0.1_step02500``."""
-    return f"15_{optimizer}_{'clipped' if clipped else 'scaled'}_lr{lr:g}_step{step:05d}"
+def checkpoint_name(arm: str, clipped: bool, schedule: str, lr: float, step: int) -> str:
+    """The folder of the long run's checkpoint of ``scaled`` under ``arm``, with QK-Clip or
+    not, on ``schedule``, at rate ``lr`` after ``step`` steps:
+    ``15_muon_pinned_clipped_wsd_lr0.03_step01500``."""
+    return (f"15_{arm}_{'clipped' if clipped else 'scaled'}_{schedule}_lr{lr:g}"
+            f"_step{step:05d}")  # fmt: skip
 
 
-RUN_KEYS = {"part": KEY, "optimizer": KEY, "mechanism": KEY, "qk_clip_tau": KEY, "lr": KEY,
+RUN_KEYS = {"part": KEY, "optimizer": KEY, "side": KEY, "side_lr": KEY, "schedule": KEY,
+            "mechanism": KEY, "qk_clip_on": KEY, "qk_clip_tau": KEY, "lr": KEY,
             "seed": KEY}  # fmt: skip
 
 RUNS = Output(
@@ -105,10 +127,22 @@ RUNS = Output(
         "max_signed_logit": SEED_RANGE,
         "first_clip_step": UNCHECKED,
         "max_signed_after_first_clip": SEED_RANGE,
+        "max_abs_after_first_clip": SEED_RANGE,
         "steps_over_bound_after_first_clip": SEED_RANGE,
+        "over_bound_clipped_before": SEED_RANGE,
+        "over_bound_negative_before": SEED_RANGE,
+        "over_bound_from_below": SEED_RANGE,
         "clip_fraction": seed_range(atol=rare_width(SWEEP_HEAD_STEPS)),
         "clip_fraction_first_quarter": seed_range(atol=rare_width(SWEEP_HEAD_STEPS // 4)),
         "clip_fraction_last_quarter": seed_range(atol=rare_width(SWEEP_HEAD_STEPS // 4)),
+        "clip_fraction_plateau_first": seed_range(atol=rare_width(SWEEP_HEAD_STEPS // 4)),
+        "clip_fraction_plateau_last": seed_range(atol=rare_width(SWEEP_HEAD_STEPS // 4)),
+        "probes": EXACT,
+        "update_growth_median": SEED_RANGE,
+        "update_growth_p90": SEED_RANGE,
+        "update_growth_max": SEED_RANGE,
+        "after_clip_max": SEED_RANGE,
+        "final_ln1_gain_rms": SEED_RANGE,
         "final_qk_spectral_norm": SEED_RANGE,
         "diverged_step": EXACT,
     },
@@ -150,6 +184,7 @@ LEDGER = Output(
         "owner": UNCHECKED,
         "q_moved": SEED_RANGE,
         "k_moved": SEED_RANGE,
+        "gain_rms": SEED_RANGE,
     },
     # The ledger is a curve of each head along each seed's long run, and a run far above
     # the best rate is chaotic (``LONG_SEEDS``): a change of rounding alone moves a head's
