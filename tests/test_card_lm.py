@@ -63,6 +63,7 @@ def test_a_tiny_card_has_every_table_and_verdict(tiny_cards):
     assert isinstance(card, LMCard) and result.name == "unscaled"
     assert list(dict.fromkeys(card.lm_sweep.mechanism)) == ["unscaled", "scaled"]
     assert set(card.lm_sweep.positions) == {"rotary"}
+    assert card.lm_sweep.qk_clip_tau.isna().all()  # trained without QK-Clip
     assert len(card.lm_sweep) == 2 * len(TINY.lrs)
     assert set(card.lm_lengths.factor) == {1, 2}
     assert set(card.lm_ownership.weights) <= {"best", "drifted"}
@@ -165,4 +166,5 @@ def test_under_muon_with_a_clip_that_fires_to_the_end_the_clip_owns_the_temperat
                                                               qk_clip_tau=1e-3))  # fmt: skip
     card = lm.lm_cell(config, resolve("scaled"), 16)
     assert card.lm_sweep.clip_fraction_last_quarter_layer0.gt(0).all()
+    assert (card.lm_sweep.qk_clip_tau == 1e-3).all()  # the logits verdict's bound reads it
     assert clip_layers_late(card, "scaled") == {0}

@@ -61,9 +61,10 @@ def test_an_unlisted_disagreement_fails():
 
 
 def test_only_the_listed_verdicts_are_the_same_for_every_builtin():
-    """Two LM verdicts come out one way for all fifteen built-ins, and the report says why
-    (``report.UNIFORM_WHY``); each is shown both ways on fixtures in test_card_lm_verdicts.
-    A verdict that turns uniform, or a listed one that no longer is, fails here."""
+    """The LM verdicts that come out one way for all fifteen built-ins are those the report
+    says why of (``report.UNIFORM_WHY``; none in the committed cards); each is shown both
+    ways on fixtures in test_card_lm_verdicts. A verdict that turns uniform, or a listed one
+    that no longer is, fails here."""
     from attnlab.studies.card.report import UNIFORM_WHY
 
     measured = pd.read_csv(COMPARISON)

@@ -90,6 +90,28 @@ def test_logits_bounded_both_sides():
     assert v.lm_logits_bounded(card(rows), "m").passed is False
 
 
+def clipped(tau: float, largest: float) -> LMCard:
+    """One width trained under QK-Clip at ``tau`` (NaN: none), the top rate's largest logit
+    ``largest``."""
+    rows = sweep("m", (2.0,) * 5, logits=(3, 4, 5, 8, largest))
+    return card([{**r, "qk_clip_tau": tau} for r in rows])
+
+
+@pytest.mark.parametrize(("tau", "passed"), [(10.0, False), (13.5, True), (100.0, True)])
+def test_logits_bounded_under_qk_clip_read_the_clips_tau(tau, passed):
+    """Trained with QK-Clip at tau (lm_sweep's qk_clip_tau), the bound is the clip's cap
+    passed by one update's growth, ONE_UPDATE * tau, not LOGIT_BOUND: a largest logit of
+    26.8 is over 2 x 10 (no), under 2 x 13.5 and 2 x 100 (yes)."""
+    assert (v.LOGIT_BOUND, v.ONE_UPDATE) == (100.0, 2.0)
+    verdict = v.lm_logits_bounded(clipped(tau, 26.8), "m")
+    assert verdict.passed is passed and f"QK-Clip tau {tau:g}: bound {2 * tau:g}" in verdict.value
+
+
+def test_logits_bounded_without_the_clip_read_logit_bound():
+    assert v.lm_logits_bounded(clipped(math.nan, 26.8), "m").passed is True
+    assert v.lm_logits_bounded(clipped(math.nan, 101.0), "m").passed is False
+
+
 @pytest.mark.parametrize(
     "e1, e8, words, passed",
     [
@@ -118,9 +140,22 @@ def test_holds_after_drift_both_sides():
     lost = card(sweep("m", INSIDE), best + ownership("m", "drifted", 1e-1, 2.0, 2.0, 6.1))
     assert v.lm_holds_after_drift(held, "m").passed is True
     assert v.lm_holds_after_drift(lost, "m").passed is False
+    assert v.HOLDS_WITHIN == 2.0
     at_edge = card(sweep("m", (3, 3, 3, 2, 3)), ownership("m", "best", 1e-1, 2.0, 2.0, 3.0))
     verdict = v.lm_holds_after_drift(at_edge, "m")
     assert verdict.passed is None and "not swept" in verdict.value
+
+
+@pytest.mark.parametrize(
+    ("growth", "passed"), [(0.097, False), (0.49, False), (0.51, True), (1.5, True), (2.01, False)]
+)
+def test_holds_after_drift_is_two_sided(growth, passed):
+    """A factor either way: a logit scale that falls 10x at 10x the rate (0.097, which the
+    one-sided rule called held) has not held its temperature any more than one that grows."""
+    best = ownership("m", "best", 1e-2, 2.0, 2.0, 3.0)
+    drifted = ownership("m", "drifted", 1e-1, 2.0, 2.0, 3.0 * growth)
+    verdict = v.lm_holds_after_drift(card(sweep("m", INSIDE), best + drifted), "m")
+    assert verdict.passed is passed and f"layer 1: x{growth:.3g}" in verdict.value
 
 
 @pytest.mark.parametrize("losses", [(2.0, 2.1, 2.2, 2.3, 2.4), (2.4, 2.3, 2.2, 2.1, 2.0)])

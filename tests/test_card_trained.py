@@ -1,7 +1,8 @@
 """attnlab/studies/card/trained.py on the step-0 models (trained = initial, so no training
 is compiled): bilinear logits have elasticity 2 and normalised q, k 0 (float32 bounds
 below), a cap's falls with alpha; static drift leaves qk_norm's readings unchanged and only
-sharpens scaled's attention; a diverged seed is left out; ``owner_words`` on each side."""
+sharpens scaled's attention, whose logit scale grows alpha^2; a diverged seed is left out;
+``owner_words`` on each side."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ NAMES = ("scaled", "qk_norm", "softcap30")
 #: A forward-mode tangent summed over the eval set's rows x keys (32 x 16) terms: relative
 #: rounding at most that many float32 eps (cancellation included), on e of size <= 2.
 BOUND = 2 * 32 * 16 * np.finfo(np.float32).eps
+#: The same logits computed from W_Q, W_K x alpha or x1 (rounded apart in the products of
+#: 16-wide rows and in alpha itself), their within-row std compared: a few eps each, well
+#: inside 64 eps relative.
+SCALE_RTOL = 64 * np.finfo(np.float32).eps
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +65,18 @@ def test_static_drift_leaves_qk_norm_and_sharpens_scaled(frames):
     _, drift = frames
     assert list(drift[drift.mechanism == "scaled"].alpha) == list(DRIFT_ALPHAS)
     qk = drift[drift.mechanism == "qk_norm"]
-    for column in ("loss_mean", "entropy_mean", "max_weight_mean"):
+    for column in ("loss_mean", "entropy_mean", "max_weight_mean", "logit_std_mean"):
         values = qk[column].to_numpy()
         # q/|q| of alpha q differs from q/|q| by rounding only: a few eps relative
-        np.testing.assert_allclose(values, values[0], rtol=64 * np.finfo(np.float32).eps)
+        np.testing.assert_allclose(values, values[0], rtol=SCALE_RTOL)
     scaled = drift[drift.mechanism == "scaled"].sort_values("alpha")
     # softmax(beta z)'s entropy falls as beta = alpha^2 grows; its max weight rises
     assert (np.diff(scaled.entropy_mean) < 0).all() and (np.diff(scaled.max_weight_mean) > 0).all()
+    # the bilinear logits themselves: alpha^2 times alpha 1's (x16 at the verdict's x4)
+    alphas = np.array(DRIFT_ALPHAS)
+    grown = scaled.logit_std_mean.to_numpy() / scaled.logit_std_mean.iloc[0]
+    np.testing.assert_allclose(grown, alphas**2, rtol=SCALE_RTOL)
+    assert scaled.logit_std_mean.iloc[0] > 0 and (scaled.seeds == 2).all()
 
 
 @pytest.mark.parametrize(

@@ -193,47 +193,66 @@ def test_owns_temperature(trained, owner, passed):
     assert v.owns_temperature(ownership_card(trained), "other").passed is None
 
 
-def drift_card(loss4: float, entropy4: float, learned: bool = True) -> Card:
+def drift_card(loss4: float, scale4: float, learned: bool = True, name: str = "m") -> Card:
+    """alpha 1, 2, 4, 8: the loss 0.2 at alpha 1, ``loss4`` at 4; the logit scale 1 at
+    alpha 1, ``scale4`` at 4 (alpha 2's and 8's rows far off, so only 4's can count)."""
     frame = pd.DataFrame(
         {
-            "mechanism": "m",
+            "mechanism": name,
             "alpha": [1.0, 2.0, 4.0, 8.0],
             "loss_mean": [0.2, 5.0, loss4, 9.0],
             "loss_sem": 0.01,
-            "entropy_mean": [1.0, 0.01, entropy4, 0.0],
+            "entropy_mean": [1.0, 0.01, 1.0, 0.0],
+            "logit_std_mean": [1.0, 50.0, scale4, 0.01],
+            "logit_std_sem": 0.01,
         }
     )
     steps = [50, 60] if learned else [50, math.nan]
-    return card(drift=frame, training=training(steps, [50]).training)
+    return card(drift=frame, training=training(steps, [50]).training.assign(mechanism=name))
 
 
 @pytest.mark.parametrize(
-    ("loss4", "entropy4", "passed"),
+    ("loss4", "scale4", "passed"),
     [
         (0.29, 1.0, True),
         (0.31, 1.0, False),
-        (0.0, 0.51, True),
-        (0.0, 0.49, False),
-        (0.0, 1.99, True),
-        (0.0, 2.01, False),
-        (0.2, 0.0, True),  # the loss did not move: the entropy's collapse is not read
-        (0.21, 0.0, True),
-        (0.211, 0.0, False),  # it moved by more than 0.01 nats: the collapse counts
-        (0.189, 0.0, False),
-        (0.211, 0.51, True),
+        (0.2, 1.99, True),
+        (0.2, 2.01, False),
+        (0.2, 1 / 1.99, True),
+        (0.2, 1 / 2.01, False),  # both ways: a logit scale that shrinks 2x does not hold
+        (0.0, 1.0, True),  # the loss may fall
+        (0.2, 0.0, False),
+        (0.29, 2.01, False),
+        (0.31, 1.99, False),
     ],
 )
-def test_holds_after_drift(loss4, entropy4, passed):
-    """Only alpha 4 against alpha 1 counts (alpha 2's and 8's rows do not); the entropy
-    only where the loss moved by more than DRIFT_LOSS_STILL."""
-    assert (v.DRIFT_ALPHA, v.DRIFT_LOSS_RISE, v.DRIFT_ENTROPY_FACTOR) == (4.0, 0.1, 2.0)
-    assert v.DRIFT_LOSS_STILL == 0.01
-    assert v.holds_after_drift(drift_card(loss4, entropy4), "m").passed is passed
+def test_holds_after_drift(loss4, scale4, passed):
+    """Only alpha 4 against alpha 1 counts (alpha 2's and 8's rows do not); the logit scale
+    within DRIFT_SCALE_FACTOR either way, whatever the loss does, and the loss up by at
+    most DRIFT_LOSS_RISE."""
+    assert (v.DRIFT_ALPHA, v.DRIFT_LOSS_RISE, v.DRIFT_SCALE_FACTOR) == (4.0, 0.1, 2.0)
+    assert v.holds_after_drift(drift_card(loss4, scale4), "m").passed is passed
 
 
-def test_holds_after_drift_needs_a_model_that_learned():
+def test_holds_after_drift_reads_the_logit_scale_not_the_entropy():
+    """Issue 68: scaled's logits grow alpha^2 = 16x under W_Q, W_K x4 while the solved task's
+    loss cannot move (its entropy 0.039 -> 1.6e-29 nats): it does not hold. qk_norm's logit
+    scale stays (normalised q, k): it holds. The value names both readings x1 -> x4."""
+    scaled = drift_card(0.0001, 16 * 1.0, name="scaled")
+    qk_norm = drift_card(0.0001, 1.0, name="qk_norm")
+    verdict = v.holds_after_drift(scaled, "scaled")
+    assert verdict.passed is False
+    assert "loss 0.2 -> 0.0001" in verdict.value and "logit scale 1 -> 16 (x16)" in verdict.value
+    assert v.holds_after_drift(qk_norm, "qk_norm").passed is True
+
+
+def test_holds_after_drift_needs_a_model_that_learned_and_the_reading():
     verdict = v.holds_after_drift(drift_card(0.2, 1.0, learned=False), "m")
     assert verdict.passed is None and "did not learn" in verdict.value
+    old = drift_card(0.2, 1.0)  # a card made before the logit scale was read
+    old = old._replace(drift=old.drift.drop(columns=["logit_std_mean", "logit_std_sem"]))
+    verdict = v.holds_after_drift(old, "m")
+    assert verdict.passed is None and "no logit scale" in verdict.value
 
 
 LRS = (1e-4, 1e-3, 1e-2, 1e-1)

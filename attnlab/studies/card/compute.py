@@ -58,7 +58,7 @@ from attnlab.studies.card.store import (
     reused_cards,
 )
 from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig, sweep_table, width_rows
-from attnlab.studies.card.trained import trained_frames
+from attnlab.studies.card.trained import DRIFT_READINGS, trained_frames
 from attnlab.studies.card.verdicts import Card, verdicts_frame
 
 #: Keys up to which a non-softmax mechanism's Jacobian is computed (``n^2`` per row).
@@ -95,11 +95,13 @@ class CardConfig:
             raise ValueError("CardConfig: n_keys must be in statics_ns, n_dk in statics_dks")
 
     def settings(self) -> dict:
-        """Everything that decides a card's numbers but the mechanisms: two cards with
-        equal settings have equal rows for a mechanism they share."""
+        """Everything that decides a card's numbers but the mechanisms, and the readings of
+        its drift table (a card without one the verdicts read is not reused): two cards
+        with equal settings have equal rows for a mechanism they share."""
         out = dataclasses.asdict(self)
         out["training"].pop("mechanisms")
         out["sweep"]["base"].pop("mechanisms")
+        out["drift_readings"] = list(DRIFT_READINGS)
         return out
 
 

@@ -19,7 +19,7 @@ from attnlab.harness.figures import (
 )
 from attnlab.harness.tables import Tables
 from attnlab.studies.card.study import COMPARISON_CSV
-from attnlab.studies.card.verdicts import Card
+from attnlab.studies.card.verdicts import DRIFT_SCALE_FACTOR, Card
 
 #: The comparison every multi-mechanism run writes, relative to its results directory.
 STATICS_COLUMNS = ["mechanism", "sweep", "d_k", "n_keys", "max_weight_mean", "max_weight_sem"]
@@ -77,17 +77,24 @@ def _statics(ax: plt.Axes, statics: pd.DataFrame, sweep: str, column: str, names
 
 
 def _drift_panel(ax: plt.Axes, drift: pd.DataFrame, names: list[str], name) -> None:
-    """Held-out attention entropy of the trained model against the drift multiplier."""
+    """The trained model's attention-logit scale (within-row std) under the drift
+    multiplier, over its scale at ``alpha = 1``, with the verdict's band (a factor
+    ``DRIFT_SCALE_FACTOR`` either way: the temperature holds)."""
     for mechanism in names:
         rows = drift[drift.mechanism == mechanism].sort_values("alpha")
-        ax.plot(rows.alpha, rows.entropy_mean, marker="o", ms=3, label=mechanism,
-                **_style(mechanism, name))  # fmt: skip
+        base = rows[rows.alpha == 1.0].logit_std_mean
+        if base.empty or not base.iloc[0] > 0:
+            continue
+        ax.plot(rows.alpha, rows.logit_std_mean / base.iloc[0], marker="o", ms=3,
+                label=mechanism, **_style(mechanism, name))  # fmt: skip
+    ax.axhspan(1 / DRIFT_SCALE_FACTOR, DRIFT_SCALE_FACTOR, color="0.9", zorder=0,
+               label=f"holds (within {DRIFT_SCALE_FACTOR:g}x)")  # fmt: skip
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
-    ax.set_yscale("symlog", linthresh=1e-3)
-    ax.set_ylim(bottom=0)
+    ax.set_yscale("log", base=2)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f"{x:g}"))
     ax.set_xlabel(r"$\alpha$ (W_Q, W_K multiplied by)")
-    ax.set_ylabel("attention entropy (nats)")
+    ax.set_ylabel(r"logit scale / scale at $\alpha$ = 1")
     ax.set_title("(e) static drift of the trained model")
 
 
@@ -116,7 +123,7 @@ def _lr_panel(ax: plt.Axes, sweep: pd.DataFrame, names: list[str], name) -> None
 def draw_card(card: Card, name: str, out_dir: Path, stem: str = "card") -> list[Path]:
     """Six panels for mechanism ``name`` and its baselines: saturation and Jacobian norm
     at initialisation against d_k, max weight against n, 04's training loss, the trained
-    model's attention entropy under static drift, and the learning-rate sweep."""
+    model's logit scale under static drift, and the learning-rate sweep."""
     names = _order(card.statics, name)
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(2, 3, figsize=(3 * COLUMN_WIDTH_IN, 2 * 2.3))
@@ -152,7 +159,7 @@ def draw_card(card: Card, name: str, out_dir: Path, stem: str = "card") -> list[
 def fig10_cards(tables: Tables, figures_dir: Path) -> list[Path]:
     """Figure 10: every card of ``cards/comparison.csv`` (``make cards``: the built-ins)
     overlaid: its statics at initialisation (max weight and Jacobian norm against d_k, max
-    weight against n), the trained model's entropy under static drift and the
+    weight against n), the trained model's logit scale under static drift and the
     learning-rate sweep. scaled and unscaled are dashed on top: learned_temperature starts
     as scaled, and folded_init (whose fold acts on W_Q, W_K, not on given q, k) as
     unscaled."""
@@ -163,7 +170,7 @@ def fig10_cards(tables: Tables, figures_dir: Path) -> list[Path]:
         return pd.concat([f[f.mechanism == n] for f, n in zip(frames, names, strict=True)])
 
     statics = own("statics", STATICS_COLUMNS)
-    drift = own("drift", ["mechanism", "alpha", "entropy_mean"])
+    drift = own("drift", ["mechanism", "alpha", "logit_std_mean"])
     sweep = own("sweep", ["mechanism", "d_k", "lr", "final_loss", "loss_step0"])
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(1, 5, figsize=(5 * COLUMN_WIDTH_IN, 2.7))

@@ -6,7 +6,8 @@ Per mechanism and width, every rate of ``lrs`` is a lane of one compiled program
 (``train_lanes``), and the card keeps (``attnlab.lm.sweep``):
 
 - *lm_sweep*: one row per lane: held-out loss at step 0 and at the end (nats per byte, mean
-  and SE over windows), the largest attention logit per layer over training;
+  and SE over windows), the largest attention logit per layer over training, and the
+  QK-Clip threshold it trained under (``qk_clip_tau``, empty without the clip);
 - *lm_ownership*: per layer and head, at the best rate and at ``drift_factor`` times it,
   the logit scale and the ownership elasticity of the trained weights;
 - *lm_lengths*: the held-out loss of the best rate's model on sequences ``length_factors``
@@ -117,6 +118,7 @@ def lm_cell(
     result = train_lanes(lm, mechanism, list(config.lrs), [config.seed], split, on_progress)
     sweep = sweep_rows(result)
     sweep.insert(2, "positions", lm.positions)
+    sweep.insert(3, "qk_clip_tau", np.nan if lm.qk_clip_tau is None else float(lm.qk_clip_tau))
     ownership = ownership_rows(result, sweep, split, mechanism, config.drift_factor)
     best, _ = best_lane_rates(sweep, config.drift_factor)
     lengths = length_rows(result, best, split, mechanism, config.length_factors)

@@ -27,10 +27,14 @@ DRIFT_FACTOR = 10.0
 #: Standard errors of the difference a loss may exceed scaled's by and still be "as low".
 LOSS_SES = 2.0
 #: "Logits stay bounded": the largest attention logit over training, any layer, at the top
-#: rate, below this (experiment 14's BOUNDED; Wortsman et al. mark divergence at 1e4).
+#: rate, below this (experiment 14's BOUNDED; Wortsman et al. mark divergence at 1e4) ...
 LOGIT_BOUND = 1e2
-#: "Holds after the drift": each layer's median logit scale grows at most this factor
-#: (experiment 14's HOLDS_WITHIN).
+#: ... or, trained with QK-Clip at ``tau`` (``lm_sweep``'s ``qk_clip_tau``), below
+#: ``ONE_UPDATE * tau``: the clip's own cap, which a logit may pass by one update's growth
+#: (the clip scales W_Q, W_K after the step that grew them: ``attnlab.lm.qk_clip``).
+ONE_UPDATE = 2.0
+#: "Holds after the drift": each layer's median logit scale changes by at most this factor,
+#: either way (experiment 14's HOLDS_WITHIN).
 HOLDS_WITHIN = 2.0
 #: "Generalises to longer sequences": the loss at each longer length at most this many nats
 #: per byte above the loss at the training length.
@@ -148,8 +152,21 @@ def lm_stable_at_high_lr(card: LMCard, name: str) -> Verdict:
 LM_LOGITS = Rule(
     "LM: logits bounded at the top rate",
     f"the largest attention logit over training, any layer, at the top rate below "
-    f"{LOGIT_BOUND:g} at every width (Wortsman et al.'s attention-logit growth)",
+    f"{LOGIT_BOUND:g} at every width (Wortsman et al.'s attention-logit growth); trained with "
+    f"QK-Clip at tau (--qk-clip), below {ONE_UPDATE:g} tau (the clip's cap, passed by at most "
+    "one update's growth)",
 )
+
+
+def _logit_bound(rows: pd.DataFrame) -> tuple[float, str]:
+    """The bound ``rows``' largest logit is held to, and how the value names it: ``tau``
+    of the QK-Clip they trained under (``qk_clip_tau``) times ``ONE_UPDATE``, else
+    ``LOGIT_BOUND``."""
+    taus = rows.qk_clip_tau.dropna().unique() if "qk_clip_tau" in rows else ()
+    if len(taus) != 1:  # no clip (an empty column, or a card made before it)
+        return LOGIT_BOUND, ""
+    tau = float(taus[0])
+    return ONE_UPDATE * tau, f" (QK-Clip tau {tau:g}: bound {ONE_UPDATE * tau:g})"
 
 
 def lm_logits_bounded(card: LMCard, name: str) -> Verdict:
@@ -157,14 +174,15 @@ def lm_logits_bounded(card: LMCard, name: str) -> Verdict:
     if rows.empty:
         return LM_LOGITS.says("no rows", None)
     layers = [c for c in rows.columns if c.startswith("max_attn_logit_layer")]
-    parts, worst = [], 0.0
+    parts, passed = [], True
     for d, g in rows.groupby("d_model"):
         top = g[g.lr == g.lr.max()]
         largest = float(np.nanmax(top[layers].to_numpy(float), initial=-np.inf))
         largest = math.inf if not np.isfinite(largest) or top.diverged_step.ge(0).any() else largest
-        parts.append(f"d {d}: {largest:.3g} at {g.lr.max():g}")
-        worst = max(worst, largest)
-    return LM_LOGITS.says("; ".join(parts), bool(worst < LOGIT_BOUND))
+        bound, said = _logit_bound(top)
+        parts.append(f"d {d}: {largest:.3g} at {g.lr.max():g}{said}")
+        passed &= largest < bound
+    return LM_LOGITS.says("; ".join(parts), bool(passed))
 
 
 def _layers(card: LMCard, name: str, weights: str) -> pd.DataFrame:
@@ -233,7 +251,8 @@ def lm_owner(card: LMCard, name: str) -> Verdict:
 LM_DRIFT = Rule(
     "LM: holds its temperature after the weights drift",
     f"each layer's median logit scale (within-row std) at {DRIFT_FACTOR:g}x the best rate "
-    f"within a factor {HOLDS_WITHIN:g} of the best rate's, widest width; undetermined where "
+    f"within a factor {HOLDS_WITHIN:g} of the best rate's, both ways (max(g, 1/g) <= "
+    f"{HOLDS_WITHIN:g}), widest width; undetermined where "
     f"{DRIFT_FACTOR:g}x the best rate is not swept or the best rate is at the grid's edge",
 )
 
@@ -250,7 +269,8 @@ def lm_holds_after_drift(card: LMCard, name: str) -> Verdict:
         return LM_DRIFT.says(f"best rate {rate:g}: {DRIFT_FACTOR:g}x it not swept", None)
     growth = drifted.logit_scale / best.logit_scale
     value = "; ".join(f"layer {layer}: x{g:.3g}" for layer, g in growth.items())
-    return LM_DRIFT.says(value, bool((growth <= HOLDS_WITHIN).all()))
+    factor = np.maximum(growth, 1.0 / growth)  # NaN (0 / 0) fails below
+    return LM_DRIFT.says(value, bool((factor <= HOLDS_WITHIN).all()))
 
 
 LM_LENGTH = Rule(

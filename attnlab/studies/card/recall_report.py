@@ -117,9 +117,12 @@ def _drift_lines(drift: pd.DataFrame, names: list[str]) -> list[str]:
                 pm(r.accuracy_mean, r.accuracy_sem),
                 pm(r.entropy_mean, r.entropy_sem),
                 pm(r.max_weight_mean, r.max_weight_sem),
+                # — for a card made before the reading
+                pm(getattr(r, "logit_std_mean", np.nan), getattr(r, "logit_std_sem", np.nan)),
             ]
         )
-    header = ["mechanism", "α", "held-out loss", "accuracy", "entropy (nats)", "max weight"]
+    header = ["mechanism", "α", "held-out loss", "accuracy", "entropy (nats)", "max weight",
+              "logit std"]  # fmt: skip
     return table(header, rows)
 
 
@@ -246,7 +249,8 @@ def card_markdown(
         "## Static drift",
         "",
         "The trained model with W_Q and W_K multiplied by α, everything else fixed; held-out "
-        "sequences, mean ± SE over seeds.",
+        "sequences, mean ± SE over seeds. Logit std: the attention logits' within-row std "
+        "(root mean square over rows), α² times α 1's where the weights own the temperature.",
         "",
         *_drift_lines(card.drift, names),
         "",

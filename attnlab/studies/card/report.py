@@ -25,17 +25,7 @@ def _rules(verdicts: pd.DataFrame) -> list[str]:
 
 
 #: Why a language-model verdict came out the same for every built-in, where it does.
-UNIFORM_WHY = {
-    "LM: stable at high learning rates": (
-        "its tolerance, 2 SE of the held-out losses' windows taken as independent, is wider "
-        "than any built-in's excess over scaled's sensitivity, though the windows are shared "
-        "(a paired SE would be narrower); where scaled and qk_norm part is *logits bounded*"
-    ),
-    "LM: holds its temperature after the weights drift": (
-        "where the mechanism bounds the logits (qk_norm, cosine attention, the caps) its own "
-        "learned gain or the cap's use still grows with the rate: bounded is not held"
-    ),
-}
+UNIFORM_WHY: dict[str, str] = {}  # none: each LM verdict differs between the built-ins
 
 
 def lm_findings(verdicts: pd.DataFrame) -> list[str]:

@@ -12,7 +12,10 @@ sequences (``held_out_batches``), at step 0 and after training:
 - *static drift* (``trained_frames``' second table): the trained model with ``W_Q, W_K``
   (and ``b_Q, b_K``) multiplied by ``alpha`` of ``DRIFT_ALPHAS``, everything else fixed (the
   weight-norm growth of long runs): held-out loss, accuracy, attention entropy (of the
-  normalised row ``p / sum p``, nats) and max weight.
+  normalised row ``p / sum p``, nats), max weight and the attention logits' scale
+  ``logit_std`` (``attnlab.core.elasticity.logit_scale`` of the logits the mechanism
+  computes: the root mean square over rows of their within-row std), which grows as
+  ``alpha^2`` where the weights own the temperature and stays where the mechanism does.
 
 Means and standard errors over seeds; a seed whose training diverged is left out (``seeds``
 counts the rest).
@@ -30,7 +33,7 @@ import numpy as np
 import optax
 import pandas as pd
 
-from attnlab.core.elasticity import logit_elasticity
+from attnlab.core.elasticity import logit_elasticity, logit_scale
 from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import ALPHAS
@@ -44,13 +47,15 @@ from attnlab.recall.trainer import TrainResult
 #: The multipliers of W_Q and W_K of the static drift (4: the verdict's).
 DRIFT_ALPHAS: tuple[float, ...] = (1.0, math.sqrt(2.0), 2.0, 4.0, 8.0)
 #: Readings of the static-drift table, in its column order.
-DRIFT_READINGS = ("loss", "accuracy", "entropy", "max_weight")
+DRIFT_READINGS = ("loss", "accuracy", "entropy", "max_weight", "logit_std")
 
 
 def _forward(model: RecallModel, params: dict, batch: Batch) -> dict[str, jax.Array]:
+    """The value logits, the attention weights, q and k as they leave the projections, and
+    the attention logits ``z`` as the mechanism computes them (``[B, pairs]``, sown)."""
     (logits, p), state = model.apply({"params": params}, batch, mutable=["intermediates"])
     sown = {name: values[0] for name, values in state["intermediates"].items()}
-    return {"logits": logits, "weights": p, "q": sown["q"], "k": sown["k"]}
+    return {"logits": logits, "weights": p, "q": sown["q"], "k": sown["k"], "z": sown["logits"]}
 
 
 @cache
@@ -70,6 +75,7 @@ def _drift_program(model: RecallModel):
                 jnp.mean(jnp.argmax(out["logits"], -1) == batch.target),
                 jnp.mean(entropy(normalised)),
                 jnp.mean(max_weight(p)),
+                logit_scale(out["z"]),  # every slot allowed: the recall model masks none
             ]
         )
 
