@@ -167,3 +167,81 @@ def test_lengths_past_the_position_table_are_refused(load_script, run_main, tiny
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--lengths" in err
     assert not any(out.iterdir())
+
+
+#: ``weight_elasticity`` under a q/k RMSNorm: ``d ln s / d ln w = 2 eps / (mean q^2 + eps)``
+#: exactly (eps 1e-6, the stand-in's mean q^2 about 4: 5e-7), plus float32's cancellation of
+#: the two O(1) terms of the norm's tangent (a few u = 2^-24 each, summed over a width-8 head
+#: and the rows' mean): below this.
+NORMED_E_W = 1e-4
+#: A bilinear head's elasticity is 2 up to the same float32 rounding of its tangent.
+BILINEAR_E_TOL = 1e-4
+
+
+def _stand_in(tmp_path: Path, name: str):
+    from test_models_llama import FAMILIES
+
+    from attnlab.models import llama
+    from attnlab.models.registry import family_of, read_checkpoint
+
+    raw, parse, _ = FAMILIES[name]
+    checkpoint = read_checkpoint(llama.write_random_decoder(tmp_path / name, raw, parse))
+    params = {k: jax.numpy.asarray(v) for k, v in checkpoint.tensors.items()}
+    return family_of(checkpoint), params, checkpoint.config
+
+
+def _layer_logits(family, params, config, ids, layer):
+    from attnlab.core.context import causal_context
+
+    _, trace = family.forward(params, config, ids)
+    theta = {n: v[layer] for n, v in trace.theta.items()}
+    T = ids.shape[-1]
+    causal = np.tril(np.ones((T, T), bool))
+    z, _, _ = config.attention.attend(trace.q[layer], trace.k[layer], theta, causal,
+                                      causal_context(T, config.n_head))  # fmt: skip
+    return np.where(causal, np.asarray(z, np.float64), 0.0)
+
+
+@pytest.mark.parametrize(("name", "owner"), [("qwen3", "norm gains"), ("olmo2", "norm gains"),
+                                             ("llama", "weights")])  # fmt: skip
+def test_the_owner_under_qk_norm_is_the_norms_gains_not_the_weights(tmp_path, name, owner):
+    """Issue 69's known answers on random stand-ins: under Qwen3's per-head and OLMo 2's
+    full-width q/k RMSNorm the logits do not answer W_q, W_k (``weight_elasticity`` ~0)
+    but answer q, k after the norm (the gains' handle, 2): the owner is the norm's gains.
+    Without a norm (Llama) both are 2: the weights. The owner the causal table names
+    (``owner_before_norm``) follows."""
+    from attnlab.core.owner import owner_before_norm
+    from attnlab.studies.real_model.causal import _summarise, weight_elasticity
+
+    family, params, config = _stand_in(tmp_path, name)
+    ids = jax.numpy.asarray((np.arange(2 * 12).reshape(2, 12) * 37 + 5) % 256)
+    e_w = np.asarray(weight_elasticity(family, params, config, ids))
+    e_after = np.asarray(_summarise(family, params, config, ids)["elasticity"])[..., 0]
+    assert e_w.shape == (config.n_layer, config.n_head)
+    np.testing.assert_allclose(e_after, 2.0, atol=BILINEAR_E_TOL)
+    if owner == "weights":
+        np.testing.assert_allclose(e_w, 2.0, atol=BILINEAR_E_TOL)
+    else:
+        assert np.all(np.abs(e_w) <= NORMED_E_W), e_w
+    pairs = zip(e_w.ravel(), e_after.ravel(), strict=True)
+    assert {owner_before_norm(float(w), float(a)) for w, a in pairs} == {owner}
+
+
+def test_qwen3_keeps_its_logits_under_w_q_times_8_and_doubles_them_under_its_gain_times_2(
+    tmp_path,
+):
+    """A Qwen3 stand-in with layer 1's W_q multiplied by 8: its per-head RMSNorm cancels the
+    scale, so layer 1's logits are unchanged (to float32 rounding of the norm, a few u of
+    the largest |logit|); with layer 1's q_norm gain doubled they double (a gain multiplies
+    q after the norm: exactly, to the same rounding)."""
+    family, params, config = _stand_in(tmp_path, "qwen3")
+    ids = jax.numpy.asarray((np.arange(2 * 12).reshape(2, 12) * 37 + 5) % 256)
+    base = _layer_logits(family, params, config, ids, 1)
+    bound = 64 * 2.0**-24 * np.abs(base).max()  # rounding of the norm and the dot products
+    name = "model.layers.1.self_attn."
+    louder = params | {f"{name}q_proj.weight": 8 * params[f"{name}q_proj.weight"]}
+    np.testing.assert_allclose(_layer_logits(family, louder, config, ids, 1), base, rtol=0,
+                               atol=bound)  # fmt: skip
+    gained = params | {f"{name}q_norm.weight": 2 * params[f"{name}q_norm.weight"]}
+    np.testing.assert_allclose(_layer_logits(family, gained, config, ids, 1), 2 * base, rtol=0,
+                               atol=2 * bound)  # fmt: skip

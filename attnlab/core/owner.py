@@ -22,3 +22,20 @@ def owner(elasticity: float) -> str:
     if elasticity <= MECHANISM_OWNS_AT:
         return "mechanism"
     return "cap"
+
+
+#: The owner named where the logits answer the q/k norm's gains but not the weights before
+#: the norm (QK-norm: Qwen3, Gemma 3, OLMo 2).
+NORM_GAINS = "norm gains"
+
+
+def owner_before_norm(e_weights: float, e_after: float) -> str:
+    """Who owns the temperature of a head whose q and k may pass a norm outside the
+    mechanism, from two elasticities of its logits' scale: ``e_weights`` to W_q, W_k
+    (before the norm) and ``e_after`` to q, k as attention sees them (after it: the norm's
+    gains' handle). ``NORM_GAINS`` where the weights have none (``e_weights <=
+    MECHANISM_OWNS_AT``) and the gains have the bilinear one (``e_after >=
+    WEIGHTS_OWN_AT``); else ``owner(e_weights)``: without a norm the two are equal."""
+    if e_weights <= MECHANISM_OWNS_AT and e_after >= WEIGHTS_OWN_AT:
+        return NORM_GAINS
+    return owner(e_weights)

@@ -238,10 +238,17 @@ def layer_theta(params: Params, config: GPT2Config, layer: int) -> dict[str, Arr
 
 
 def gpt2_forward(
-    params: Params, config: GPT2Config, ids: ArrayLike, *, qk_scale: ArrayLike = 1.0
+    params: Params,
+    config: GPT2Config,
+    ids: ArrayLike,
+    *,
+    qk_scale: ArrayLike = 1.0,
+    w_scale: ArrayLike = 1.0,
 ) -> tuple[Array, Trace]:
     """Next-token logits ``[B, T, vocab_size]`` of ``ids`` ``[B, T]`` and every layer's
-    q, k, v and scalars (``Trace``); ``qk_scale`` is the drift ``a_qk``."""
+    q, k, v and scalars (``Trace``); ``qk_scale`` is the drift ``a_qk``; ``w_scale``
+    (a scalar or ``[n_layer]``) multiplies each layer's W_Q, W_K and their biases (GPT-2
+    has no q/k norm: the same place as ``qk_scale``, layer by layer)."""
     ids = jnp.asarray(ids)
     T, H, d = ids.shape[1], config.n_head, config.head_dim
     eps = config.layer_norm_epsilon
@@ -258,7 +265,8 @@ def gpt2_forward(
         p = f"h.{i}."
         a = layer_norm(x, params[f"{p}ln_1.weight"], params[f"{p}ln_1.bias"], eps)
         q, k, v = jnp.split(_conv1d(a, params, f"{p}attn.c_attn"), 3, axis=-1)
-        q, k, v = qk_scale * heads(q), qk_scale * heads(k), heads(v)
+        w = jnp.broadcast_to(jnp.asarray(w_scale, jnp.float32), (config.n_layer,))[i]
+        q, k, v = qk_scale * w * heads(q), qk_scale * w * heads(k), heads(v)
         theta = layer_theta(params, config, i)
         trace.append((q, k, v, theta))
         _, weights, _ = mechanism.attend(q, k, theta, causal, context)

@@ -413,11 +413,19 @@ def load_attnlab_llama(
 
 
 def decoder_forward(
-    params: Params, config: DecoderConfig, ids: ArrayLike, *, qk_scale: ArrayLike = 1.0
+    params: Params,
+    config: DecoderConfig,
+    ids: ArrayLike,
+    *,
+    qk_scale: ArrayLike = 1.0,
+    w_scale: ArrayLike = 1.0,
 ) -> tuple[Array, Trace]:
     """Next-token logits ``[B, T, vocab_size]`` of ``ids`` ``[B, T]`` and every layer's q, k
     (after their norms and rotary positions, repeated to the query heads, times the drift
-    ``qk_scale``), v and the mechanism's constants (``Trace``)."""
+    ``qk_scale``), v and the mechanism's constants (``Trace``). ``w_scale`` (a scalar or
+    ``[n_layer]``) multiplies each layer's W_q, W_k, before any q/k norm: under QK-norm it
+    changes no logit, where ``qk_scale`` (after the norm) scales them as the norm's gains
+    do."""
     ids = jnp.asarray(ids)
     B, T = ids.shape
     H, KV, d, D = config.n_head, config.n_kv_head, config.head_dim, config.hidden_size
@@ -442,8 +450,9 @@ def decoder_forward(
     for i, rope in enumerate(config.ropes):
         p = f"model.layers.{i}."
         a = x if config.block == "post" else norm(x, f"{p}input_layernorm")
-        q = a @ params[f"{p}self_attn.q_proj.weight"].T
-        k = a @ params[f"{p}self_attn.k_proj.weight"].T
+        w = jnp.broadcast_to(jnp.asarray(w_scale, jnp.float32), (config.n_layer,))[i]
+        q = w * (a @ params[f"{p}self_attn.q_proj.weight"].T)
+        k = w * (a @ params[f"{p}self_attn.k_proj.weight"].T)
         v = heads(a @ params[f"{p}self_attn.v_proj.weight"].T, KV)
         if config.qk_norm == "full":
             q, k = norm(q, f"{p}self_attn.q_norm"), norm(k, f"{p}self_attn.k_norm")

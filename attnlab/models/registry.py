@@ -9,7 +9,9 @@ A family (``Family``) is its module's functions, named once here:
 - ``load(directory, mechanisms)``: the ``files.Checkpoint`` of a directory, checked;
 - ``forward(params, config, ids, *, qk_scale)``: the output (an encoder's last hidden
   states, a decoder's next-token logits) and every layer's ``layers.Trace``, ``qk_scale``
-  the static drift ``q, k -> a q, a k``;
+  the static drift ``q, k -> a q, a k`` (q and k as attention sees them); a causal
+  family's also takes ``w_scale``, each layer's ``W_q, W_k -> w W_q, w W_k`` before any
+  q/k norm;
 - ``init(config, key)``: the family's own initialisation of the architecture;
 - ``qk_weights(tensors, config, layer)``: the layer's query and key weights per head
   (float64, each ``[heads, width, d]``), so head ``h``'s logits before the divisor are

@@ -8,9 +8,13 @@ spread): with ``z`` the row's logits over its ``n_i`` keys (the mechanism's, as 
 ``p`` its weights, the std of ``z``, ``max p``, ``entropy(p) / ln n_i``, the Jacobian norm and
 the saturated share; ``|q|`` and ``|k|`` per token as the projections give them; ``sigma`` of
 ``W_Q,h W_K,h^T / sqrt(d)``; and the ownership elasticity of the mechanism's logits' scale
-under ``q, k -> alpha q, alpha k`` (causal mask). The static drift's effect is measured on the
-model's output as the next-token loss (nats per token) and the share of positions whose
-top-1 prediction is unchanged, where the encoder's tables give the embedding cosine.
+under ``q, k -> alpha q, alpha k`` as attention sees them (causal mask; after any q/k norm:
+the norm's gains' handle), and ``elasticity_w``, under the layer's own ``W_q, W_k -> w W_q,
+w W_k`` at ``w = 1`` (before the norm), from which the owner is named
+(``attnlab.core.owner.owner_before_norm``: under QK-norm the gains, not the weights). The
+static drift's effect is measured on the model's output as the next-token loss (nats per
+token) and the share of positions whose top-1 prediction is unchanged, where the encoder's
+tables give the embedding cosine.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ import pandas as pd
 
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
-from attnlab.core.elasticity import logit_elasticity
-from attnlab.core.owner import ALPHAS
+from attnlab.core.elasticity import logit_elasticity, logit_scale
+from attnlab.core.owner import ALPHAS, owner_before_norm
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.files import Checkpoint
@@ -115,12 +119,39 @@ def _elasticity(config: CausalConfig, q: Array, k: Array, theta: dict) -> Array:
     return jax.vmap(head, in_axes=(1, 1, 0, 0))(q, k, jnp.arange(config.n_head), own)
 
 
+def weight_elasticity(family: Family, params: Params, config: CausalConfig, ids: Array) -> Array:
+    """``[n_layer, H]``: ``d ln s_lh / d ln w_l`` at ``w = 1``, ``s_lh`` the logit scale of
+    layer ``l``'s head ``h`` on ``ids`` (causal mask) and ``w_l`` the layer's own
+    ``W_q, W_k -> w W_q, w W_k`` (``forward``'s ``w_scale``: before any q/k norm). One
+    forward-mode pass per layer: the layers below keep their weights, so this is the layer's
+    own response (2 for bilinear logits, about 0 under a q/k norm or a normalising
+    mechanism). The ``n_layer`` tangents share one forward pass (``vmap``)."""
+    n_layer, T = config.n_layer, ids.shape[-1]
+    context, mask = causal_context(T, config.n_head), _causal(T)
+
+    def log_scales(log_w: Array) -> Array:
+        _, trace = family.forward(params, config, ids, w_scale=jnp.exp(log_w))
+        rows = []
+        for layer in range(n_layer):
+            theta = {n: v[layer] for n, v in trace.theta.items()}
+            z, _, allowed = config.attention.attend(trace.q[layer], trace.k[layer], theta,
+                                                    mask, context)  # fmt: skip
+            allowed = jnp.broadcast_to(allowed, z.shape)
+            rows.append(jax.vmap(lambda zh, mh: jnp.log(logit_scale(zh, mh)),
+                                 in_axes=(1, 1))(z, allowed))  # fmt: skip
+        return jnp.stack(rows)
+
+    zeros, basis = jnp.zeros(n_layer, jnp.float32), jnp.eye(n_layer, dtype=jnp.float32)
+    tangents = jax.vmap(lambda t: jax.jvp(log_scales, (zeros,), (t,))[1])(basis)  # [L, L, H]
+    return tangents[jnp.arange(n_layer), jnp.arange(n_layer)]
+
+
 @functools.partial(jax.jit, static_argnums=(0, 2))
 def _summarise(
     family: Family, params: Params, config: CausalConfig, ids: Array
 ) -> dict[str, Array]:
     """Per layer and head: each row statistic at ``QUANTILES``, the saturated share, |q| and
-    |k| at ``QUANTILES`` and the elasticity at ``ALPHAS``."""
+    |k| at ``QUANTILES``, the elasticity at ``ALPHAS`` and ``weight_elasticity``."""
     _, trace = family.forward(params, config, ids)
 
     def one_layer(qkt: tuple[Array, Array, dict]) -> dict[str, Array]:
@@ -137,7 +168,9 @@ def _summarise(
         out["elasticity"] = _elasticity(config, q[:ELASTICITY_ROWS], k[:ELASTICITY_ROWS], theta)
         return out
 
-    return jax.lax.map(one_layer, (trace.q, trace.k, trace.theta))
+    summary = jax.lax.map(one_layer, (trace.q, trace.k, trace.theta))
+    return summary | {"elasticity_w": weight_elasticity(family, params, config,
+                                                         ids[:ELASTICITY_ROWS])}  # fmt: skip
 
 
 def causal_heads_frame(
@@ -157,7 +190,11 @@ def causal_heads_frame(
             record = {"checkpoint": checkpoint, "mechanism": config.mechanism, "model": model,
                       "row_length": length, "layer": layer, "head": head,
                       "rows": ids.shape[0] * (length - 1)}  # fmt: skip
-            records.append({**record, **head_columns(summary, sigma, layer, head)})
+            columns = head_columns(summary, sigma, layer, head)
+            e_w = float(summary["elasticity_w"][layer, head])
+            columns.pop("owner")
+            records.append({**record, **columns, "elasticity_w": e_w,
+                            "owner": owner_before_norm(e_w, columns["elasticity_1"])})  # fmt: skip
     return pd.DataFrame.from_records(records)
 
 

@@ -121,7 +121,13 @@ CAUSAL_ARGUMENTS = " ".join(
 #: The encoder's per-head columns, each row also naming its checkpoint and mechanism.
 CAUSAL_HEADS = Output(
     SCRIPT,
-    {"checkpoint": KEY, "mechanism": EXACT, **HEADS.columns},
+    {
+        "checkpoint": KEY,
+        "mechanism": EXACT,
+        **{c: r for c, r in HEADS.columns.items() if c != "owner"},
+        "elasticity_w": FORWARD,
+        "owner": EXACT,
+    },
     arguments=CAUSAL_ARGUMENTS,
 )
 
