@@ -81,7 +81,9 @@ def test_an_unknown_optimizer_is_refused():
 # --- Muon's AdamW side at a rate of its own (side_lr) ---
 
 
-@pytest.mark.parametrize("decay", ["independent", "coupled"])
+@pytest.mark.parametrize(
+    "decay", ["independent", pytest.param("coupled", marks=pytest.mark.slow)]
+)  # the coupled case compiles Muon's chain again: about 5 s of CPU cold
 def test_side_lr_sets_the_adamw_sides_rate_and_leaves_muons(decay):
     """Muon at ``lr = b`` with ``side_lr = a``: the AdamW side (embeddings, head, gains:
     ``muon_labels``) moves exactly as ``make_optimizer("adamw", a)`` (the same global-norm

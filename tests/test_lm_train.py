@@ -444,6 +444,7 @@ def test_probes_read_k2s_closed_form_on_the_signed_logit():
     assert np.all(metrics["head_abs_logit"] >= metrics["head_signed_logit"])
 
 
+@pytest.mark.slow  # a third tiny program compiled (about 6 s of CPU cold)
 def test_probes_and_the_clip_read_the_abs_logit_under_qk_clip_on_abs():
     """``qk_clip_on="abs"``: the same checks on the largest |logit| per head; at step 1 a
     head's largest |logit| is above tau where its largest signed logit is not (0.34 vs

@@ -81,7 +81,9 @@ def _causal(T: int) -> Array:
 def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
     """Per attention row ``[..., T]`` of logits ``z`` and weights ``p`` ``[..., T, T]`` over
     the keys ``mask`` allows (``n`` of them): the std of ``z``, max weight, entropy / ln n
-    (0 where ``n = 1``), Jacobian norm, saturated (0/1)."""
+    (0 where ``n = 1``), Jacobian norm, saturated (0/1), the largest signed logit (QK-Clip's
+    S) and the largest |logit|, and the weight on the first key (the sink's share: a head
+    whose rows put more than ``SINK_AT`` there on average is a sink head, Gu et al. 2024)."""
     mask = jnp.broadcast_to(mask, z.shape)
     n = jnp.sum(mask, axis=-1)
     mean = jnp.sum(jnp.where(mask, z, 0.0), axis=-1) / n
@@ -93,6 +95,9 @@ def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
         "entropy_ratio": entropy(p) / jnp.log(jnp.maximum(n, 2)),
         "jacobian_norm": jacobian_frobenius_norm(p),
         "saturated": (top >= SATURATED_AT).astype(jnp.float32),
+        "max_logit": jnp.max(jnp.where(mask, z, -jnp.inf), axis=-1),
+        "max_abs_logit": jnp.max(jnp.where(mask, jnp.abs(z), 0.0), axis=-1),
+        "first_key_weight": p[..., 0],
     }
 
 
@@ -150,7 +155,8 @@ def weight_elasticity(family: Family, params: Params, config: CausalConfig, ids:
 def _summarise(
     family: Family, params: Params, config: CausalConfig, ids: Array
 ) -> dict[str, Array]:
-    """Per layer and head: each row statistic at ``QUANTILES``, the saturated share, |q| and
+    """Per layer and head: each row statistic at ``QUANTILES``, the saturated share and the
+    first key's (the sink's) share, the largest signed and |logit| over the rows, |q| and
     |k| at ``QUANTILES``, the elasticity at ``ALPHAS`` and ``weight_elasticity``."""
     _, trace = family.forward(params, config, ids)
 
@@ -161,8 +167,10 @@ def _summarise(
         out = {}
         for name, value in stats.items():
             rows = jnp.moveaxis(value, 1, 0).reshape(value.shape[1], -1)  # [heads, rows]
-            if name == "saturated":
+            if name in ("saturated", "first_key_weight"):  # shares: means over the rows
                 out[name] = jnp.mean(rows, axis=-1)
+            elif name in ("max_logit", "max_abs_logit"):
+                out[name] = jnp.max(rows, axis=-1)
             else:
                 out[name] = jnp.quantile(rows, jnp.asarray(QUANTILES), axis=-1).T
         out["elasticity"] = _elasticity(config, q[:ELASTICITY_ROWS], k[:ELASTICITY_ROWS], theta)
@@ -193,7 +201,10 @@ def causal_heads_frame(
             columns = head_columns(summary, sigma, layer, head)
             e_w = float(summary["elasticity_w"][layer, head])
             columns.pop("owner")
-            records.append({**record, **columns, "elasticity_w": e_w,
+            clip = {"max_signed_logit": float(summary["max_logit"][layer, head]),
+                    "max_abs_logit": float(summary["max_abs_logit"][layer, head]),
+                    "sink_share": float(summary["first_key_weight"][layer, head])}  # fmt: skip
+            records.append({**record, **columns, **clip, "elasticity_w": e_w,
                             "owner": owner_before_norm(e_w, columns["elasticity_1"])})  # fmt: skip
     return pd.DataFrame.from_records(records)
 

@@ -11,11 +11,13 @@ from attnlab.studies.real_model.study import (
     CAUSAL_HEADS_CSV,
     CAUSAL_LAYERS_CSV,
     SATURATED_AT,
+    SINK_AT,
 )
 
 HEADS = ["checkpoint", "mechanism", "model", "row_length", "layer", "head", "logit_std_p50",
          "entropy_ratio_p50", "saturated_share", "max_weight_p50", "q_norm_p50", "k_norm_p50",
-         "sigma", "elasticity_1", "owner"]  # fmt: skip
+         "sigma", "elasticity_1", "elasticity_w", "max_signed_logit", "sink_share",
+         "owner"]  # fmt: skip
 LAYERS = ["checkpoint", "layer", "max_abs_qk", "max_abs_logit", "float16_max",
           "float16_error_mechanism", "float16_error_unscaled"]  # fmt: skip
 
@@ -28,7 +30,9 @@ def headline_length(tables: Tables) -> int:
 def per_layer(tables: Tables) -> pd.DataFrame:
     """Per checkpoint, model (trained, initial) and layer at the headline length: the
     median over heads of each head's median logits' std and entropy / ln n, the median
-    saturated share and elasticity, and the heads' owners."""
+    saturated share and elasticities (after any q/k norm, and to the weights before it),
+    the largest signed logit S over heads, the sink heads (first key's share above
+    ``SINK_AT``), and the heads' owners."""
     heads = tables.get(CAUSAL_HEADS_CSV, HEADS)
     at = heads[heads.row_length == headline_length(tables)]
     grouped = at.groupby(["checkpoint", "model", "layer"], sort=False)
@@ -40,6 +44,10 @@ def per_layer(tables: Tables) -> pd.DataFrame:
         entropy_ratio=("entropy_ratio_p50", "median"),
         saturated=("saturated_share", "median"),
         elasticity=("elasticity_1", "median"),
+        elasticity_w=("elasticity_w", "median"),
+        max_signed=("max_signed_logit", "max"),
+        sinks=("sink_share", lambda x: int((x > SINK_AT).sum())),
+        heads=("head", "size"),
         owners=("owner", lambda o: ", ".join(f"{k} {n}" for k, n in o.value_counts().items())),
     ).reset_index()
 
@@ -53,13 +61,17 @@ def _layer_table(tables: Tables) -> str:
         rows.append((
             f"`{r.checkpoint}`", r.model, str(r.layer),
             f"{r.logit_std:.3g} ({r.logit_std_min:.3g} – {r.logit_std_max:.3g})",
-            f"{r.entropy_ratio:.3f}", f"{r.saturated:.1%}", f"{r.elasticity:.3g}", r.owners,
+            f"{r.entropy_ratio:.3f}", f"{r.saturated:.1%}",
+            f"{r.elasticity:.3g} / {r.elasticity_w:.3g}", f"{r.max_signed:.3g}",
+            f"{r.sinks} of {r.heads}", r.owners,
             "" if fp16 is None else f"{fp16.max_abs_qk:.4g}",
             "" if fp16 is None else f"{fp16.float16_max / fp16.max_abs_qk:.0f}x",
         ))  # fmt: skip
     header = ["checkpoint", "weights", "layer", "logits' std: median (range) over heads",
-              "entropy / ln n", f"rows with max weight >= {SATURATED_AT:g}", "elasticity",
-              "owners (heads)", "largest |q·k|", "float16 headroom"]  # fmt: skip
+              "entropy / ln n", f"rows with max weight >= {SATURATED_AT:g}",
+              "elasticity: q, k as attention sees them / W_q, W_k", "largest S",
+              f"sink heads (first key > {SINK_AT:g})", "owners (heads)", "largest |q·k|",
+              "float16 headroom"]  # fmt: skip
     return markdown_table(header, rows)
 
 

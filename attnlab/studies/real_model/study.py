@@ -9,6 +9,9 @@ SCRIPT = "13_real_model.py"
 HEADS_CSV = "13_real_model_heads.csv"
 COUNTERFACTUALS_CSV = "13_real_model_counterfactuals.csv"
 LAYERS_CSV = "13_real_model_layers.csv"
+#: A head whose rows put more than this weight on the first key on average is a sink head
+#: (Gu et al. 2024, "When Attention Sink Emerges in Language Models").
+SINK_AT = 0.3
 #: 13 on GPT-2-family checkpoints (causal rows): 14's models, declared below.
 CAUSAL_HEADS_CSV = "13_real_model_causal_heads.csv"
 CAUSAL_COUNTERFACTUALS_CSV = "13_real_model_causal_counterfactuals.csv"
@@ -125,6 +128,9 @@ CAUSAL_HEADS = Output(
         "checkpoint": KEY,
         "mechanism": EXACT,
         **{c: r for c, r in HEADS.columns.items() if c != "owner"},
+        "max_signed_logit": FORWARD,
+        "max_abs_logit": FORWARD,
+        "sink_share": FORWARD,
         "elasticity_w": FORWARD,
         "owner": EXACT,
     },
