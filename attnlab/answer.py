@@ -47,9 +47,10 @@ from attnlab.studies.lm_proxy.report import OWNERSHIP_COLUMNS, drift
 from attnlab.studies.lm_proxy.study import DRIFT_FACTOR, HOLDS_WITHIN, OWNERSHIP_CSV
 from attnlab.studies.optimizer.answers import (
     clip_fires_less_late,
-    in_regime,
+    more_of,
     multiple_pairs,
     nominal_pairs,
+    regime_groups,
 )
 from attnlab.studies.optimizer.report import RUN_COLUMNS
 from attnlab.studies.optimizer.study import ONE_UPDATE, RUNS_CSV
@@ -318,13 +319,9 @@ def optimizer_sentence(runs: pd.DataFrame) -> str:
     nominal rates, Muon's logits grew more than AdamW's with the seeds' ranges apart
     (Moonlight's one rate for both sides)."""
     text = "Under Muon and Kimi K2's QK-Clip (experiment 15)"
-    fired = in_regime(runs)
-    fired = fired[fired.first_clip_step >= 0]
-    if len(fired):
-        ratio = fired.max_signed_after_first_clip / fired.qk_clip_tau
-        worst = float(ratio.max())
-        median = float(ratio.groupby([fired.part, fired.optimizer, fired.side, fired.schedule,
-                                      fired.qk_clip_tau, fired.lr]).median().max())  # fmt: skip
+    groups = regime_groups(runs)
+    if len(groups):
+        worst, median = float(groups["max"].max()), float(groups["median"].max())
         held = (f"held S within {ONE_UPDATE:g} tau on every seed" if worst <= ONE_UPDATE
                 else f"let S reach {rounded(worst)} tau on its worst seed")  # fmt: skip
         plateau = clip_fires_less_late(runs)
@@ -334,13 +331,9 @@ def optimizer_sentence(runs: pd.DataFrame) -> str:
                  f"{held} after it first fired (its worst median over seeds "
                  f"{rounded(median)} tau){late}")  # fmt: skip
     multiples, nominal = multiple_pairs(runs, "muon"), nominal_pairs(runs, "muon")
-
-    def above(pairs) -> str:
-        return f"{sum(p[-1] == 'more' for p in pairs)} of {len(pairs)}"
-
     return (
-        f"{text}; Muon's logits grew more than AdamW's, seeds apart, at {above(multiples)} "
-        f"matched multiples of the best rate and {above(nominal)} matched nominal rates."
+        f"{text}; Muon's logits grew more than AdamW's, seeds apart, at {more_of(multiples)} "
+        f"matched multiples of the best rate and {more_of(nominal)} matched nominal rates."
     )
 
 

@@ -17,7 +17,7 @@ from attnlab.lm.optim import (
     SCHEDULES,
     WSD_FLOOR,
     WSD_STABLE,
-    adamw_independent,
+    adamw,
     decay_mask,
     schedule_factor,
     warmup_cosine,
@@ -119,7 +119,7 @@ def test_adamw_independent_matches_numpy_reference_for_two_steps():
     norms = [math.sqrt(sum(float(np.sum(np.float64(x) ** 2)) for x in g.values())) for g in steps]
     assert norms[0] > clip > norms[1]  # both branches of the clipping are exercised
 
-    optimizer = adamw_independent(lr, total, warmup, weight_decay=wd, clip=clip, b1=B1, b2=B2)
+    optimizer = adamw(lr, total, warmup, weight_decay=wd, clip=clip, b1=B1, b2=B2)
 
     @jax.jit
     def two_steps(params, steps):
@@ -156,7 +156,7 @@ def test_weight_decay_does_not_scale_with_the_learning_rate():
 
     @jax.jit
     def first_update(lr):
-        optimizer = adamw_independent(lr, total, warmup, weight_decay=wd)
+        optimizer = adamw(lr, total, warmup, weight_decay=wd)
         return optimizer.update(zeros, optimizer.init(params), params)[0]
 
     small, large = (jax.tree.map(np.asarray, first_update(lr)) for lr in (1e-3, 1.0))
@@ -304,9 +304,9 @@ def test_coupled_decay_is_optax_adamw_on_the_schedule():
         factor = schedule_factor(name, total, warmup)
         ours = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
                               schedule=name, decay="coupled")  # fmt: skip
-        adamw = optax.adamw(lambda count, f=factor: lr * f(count), b1=B1, b2=B2,
-                            eps=ADAM_EPS, weight_decay=wd, mask=decay_mask)  # fmt: skip
-        theirs = optax.chain(optax.clip_by_global_norm(clip), adamw)
+        optax_adamw = optax.adamw(lambda count, f=factor: lr * f(count), b1=B1, b2=B2,
+                                  eps=ADAM_EPS, weight_decay=wd, mask=decay_mask)  # fmt: skip
+        theirs = optax.chain(optax.clip_by_global_norm(clip), optax_adamw)
         a, b = _updates(ours, params, steps), _updates(theirs, params, steps)
         for t, (ua, ub) in enumerate(zip(a, b, strict=True)):
             for k in params:
@@ -322,7 +322,7 @@ def test_coupled_decay_is_optax_adamw_on_the_schedule():
 
 
 def test_independent_decay_with_the_cosine_is_still_14s_adamw():
-    """``schedule="cosine", decay="independent"`` named explicitly: ``adamw_independent``
+    """``schedule="cosine", decay="independent"`` named explicitly: ``adamw``
     step for step (three steps, the same program's operations: bit for bit)."""
     lr, total, warmup, wd = 0.1, 12, 2, 0.05
     params = _tree_params()
@@ -332,7 +332,7 @@ def test_independent_decay_with_the_cosine_is_still_14s_adamw():
     named = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="cosine",
                            decay="independent")  # fmt: skip
     a = _updates(named, params, steps)
-    b = _updates(adamw_independent(lr, total, warmup, weight_decay=wd), params, steps)
+    b = _updates(adamw(lr, total, warmup, weight_decay=wd), params, steps)
     for ua, ub in zip(a, b, strict=True):
         for k in params:
             np.testing.assert_array_equal(ua[k], ub[k])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnlab.core.references import load_mechanism
-from attnlab.lm.optim import adamw_independent
+from attnlab.lm.optim import adamw
 from attnlab.lm.optimizers import CONSISTENT_RMS, make_optimizer, muon_labels
 from attnlab.lm.train import LMConfig
 
@@ -47,7 +47,7 @@ def test_the_routing_by_name():
 def test_adamw_through_the_seam_is_14s():
     params, grads = params_and_grads()
     a = first_update(make_optimizer("adamw", 1e-2, 100, 10), params, grads)
-    b = first_update(adamw_independent(1e-2, 100, 10), params, grads)
+    b = first_update(adamw(1e-2, 100, 10), params, grads)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)
 

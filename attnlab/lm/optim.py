@@ -102,24 +102,14 @@ def descent(
     raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
 
 
-def scheduled(
-    direction: optax.GradientTransformation,
-    lr: float | jax.Array,
-    total: int,
-    warmup: int,
-    weight_decay: float = 1e-4,
-    clip: float = 1.0,
-    schedule: str = "cosine",
-    decay: str = "independent",
+def adam_direction(
+    b1: float = 0.9, b2: float = 0.95, eps: float = 1e-8
 ) -> optax.GradientTransformation:
-    """The module docstring's step around any update ``direction``: global-norm clipping
-    at ``clip``, then ``descent`` on the schedule ``schedule`` (``lr`` may be traced)."""
-    factor = schedule_factor(schedule, total, warmup)
-    return optax.chain(optax.clip_by_global_norm(clip),
-                       descent(direction, lr, factor, weight_decay, decay))  # fmt: skip
+    """Adam's update ``u`` (bias-corrected moments, before the rate), at 14's betas."""
+    return optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
 
 
-def adamw_independent(
+def adamw(
     lr: float | jax.Array,
     total: int,
     warmup: int,
@@ -128,11 +118,16 @@ def adamw_independent(
     b1: float = 0.9,
     b2: float = 0.95,
     eps: float = 1e-8,
+    schedule: str = "cosine",
+    decay: str = "independent",
 ) -> optax.GradientTransformation:
-    """14's step (cosine, independent decay) as an optax transformation (``lr`` may be
-    traced)."""
-    adam = optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
-    return scheduled(adam, lr, total, warmup, weight_decay, clip)
+    """The module docstring's step as an optax transformation: global-norm clipping at
+    ``clip``, then ``descent`` of Adam's update on the schedule ``schedule`` with the decay
+    ``decay`` (``lr`` may be traced). The defaults are 14's (cosine, independent decay)."""
+    factor = schedule_factor(schedule, total, warmup)
+    return optax.chain(optax.clip_by_global_norm(clip),
+                       descent(adam_direction(b1, b2, eps), lr, factor, weight_decay,
+                               decay))  # fmt: skip
 
 
 def independent_decay(weight_decay: float, schedule) -> optax.GradientTransformation:

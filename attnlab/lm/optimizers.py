@@ -4,7 +4,7 @@ from a configuration to an ``optax.GradientTransformation`` (as maxtext's
 compiled program; the schedule, clipping and weight decay are 14's for both
 (``attnlab.lm.optim``).
 
-``adamw``: 14's AdamW (``adamw_independent`` with 14's schedule and decay).
+``adamw``: 14's AdamW (``attnlab.lm.optim.adamw``).
 
 ``muon``: Muon (Jordan 2024; Liu et al. 2025, "Muon is Scalable for LLM Training") on the
 hidden matrices, 14's AdamW on everything else, routed by name (``muon_labels``): a
@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import optax
 from optax.contrib import MuonDimensionNumbers, scale_by_muon
 
-from attnlab.lm.optim import descent, schedule_factor
+from attnlab.lm.optim import adam_direction, adamw, descent, schedule_factor
 
 #: The optimizers ``make_optimizer`` knows.
 OPTIMIZERS = ("adamw", "muon")
@@ -82,11 +82,6 @@ def consistent_rms(rms: float = CONSISTENT_RMS) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
-def adam_direction(b1: float = 0.9, b2: float = 0.95, eps: float = 1e-8):
-    """14's Adam update ``u_A`` (before the rate)."""
-    return optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
-
-
 def muon_direction(beta: float = 0.95) -> optax.GradientTransformation:
     """Muon's update ``u_M`` (before the rate): Nesterov momentum, five Newton-Schulz steps,
     RMS matched (``consistent_rms``)."""
@@ -112,18 +107,17 @@ def make_optimizer(
     (``attnlab.lm.optim``), global-norm clipping at ``clip``; under ``muon`` the AdamW side
     at ``side_lr`` (None: ``lr``, Moonlight's). ``ValueError`` for another name, or a
     ``side_lr`` given to ``adamw`` (it has one rate)."""
-    factor = schedule_factor(schedule, total, warmup)
     if name == "adamw":
         if side_lr is not None:
             raise ValueError("side_lr is Muon's AdamW side's rate; adamw has one rate, lr")
-        step = descent(adam_direction(), lr, factor, weight_decay, decay)
-    elif name == "muon":
+        return adamw(lr, total, warmup, weight_decay, clip, schedule=schedule, decay=decay)
+    if name == "muon":
+        factor = schedule_factor(schedule, total, warmup)
         side = lr if side_lr is None else side_lr
         step = optax.partition(
             {"muon": descent(muon_direction(), lr, factor, weight_decay, decay),
              "adamw": descent(adam_direction(), side, factor, weight_decay, decay)},
             muon_labels,
         )  # fmt: skip
-    else:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
-    return optax.chain(optax.clip_by_global_norm(clip), step)
+        return optax.chain(optax.clip_by_global_norm(clip), step)
+    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

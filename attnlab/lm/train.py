@@ -320,9 +320,8 @@ def train_step(model: CausalLM, config: LMConfig, state: LaneState, step, train,
                          for p in (updated, params))  # fmt: skip
 
         nan = jnp.full_like(s, jnp.nan)
-        after_update, after_clip = jax.lax.cond(step % config.probe_every == 0, probe,
-                                                lambda _: (nan, nan), None)  # fmt: skip
         probed = step % config.probe_every == 0
+        after_update, after_clip = jax.lax.cond(probed, probe, lambda _: (nan, nan), None)
         metrics["probe_before"] = jnp.where(probed, s, jnp.nan)
         metrics["probe_after_update"], metrics["probe_after_clip"] = after_update, after_clip
     return LaneState(params, opt_state, state.data_key), metrics

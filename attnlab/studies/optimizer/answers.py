@@ -135,8 +135,18 @@ def _pairs_text(pairs: list[Pair]) -> str:
                      f"{ah:.3g}]: {word}" for w, m, ml, mh, a, al, ah, word in pairs)  # fmt: skip
 
 
+def count_more(pairs: list[Pair]) -> int:
+    """How many of ``pairs`` are *more*: Muon's seeds all above AdamW's."""
+    return sum(p[-1] == "more" for p in pairs)
+
+
+def more_of(pairs: list[Pair]) -> str:
+    """``"k of n"``: ``count_more`` of ``pairs`` and how many there are."""
+    return f"{count_more(pairs)} of {len(pairs)}"
+
+
 def _grows_more(pairs: list[Pair]) -> bool:
-    return bool(pairs) and sum(p[-1] == "more" for p in pairs) > len(pairs) / 2
+    return bool(pairs) and count_more(pairs) > len(pairs) / 2
 
 
 _RECIPES = {"muon": "Muon with one rate for both sides (Moonlight's)",
@@ -167,14 +177,21 @@ def in_regime(runs: pd.DataFrame) -> pd.DataFrame:
 _GROUP = ["part", "optimizer", "side", "schedule", "qk_clip_tau", "lr"]
 
 
-def clip_bounds(runs: pd.DataFrame) -> Answer:
-    """(b)."""
+def regime_groups(runs: pd.DataFrame) -> pd.DataFrame:
+    """What (b) reads: per group of seeds (``_GROUP``) of the clipped runs in K2's regime
+    (``in_regime``) whose clip fired, S after the first firing over tau: the seeds'
+    ``median``, ``max`` and their number (``size``); empty where none fired."""
     fired = in_regime(runs)
     fired = fired[fired.first_clip_step >= 0]
-    if fired.empty:
-        return Answer(_B_LABEL, False, "the clip fired in no run of K2's regime")
     ratio = fired.assign(r=fired.max_signed_after_first_clip / fired.qk_clip_tau)
-    groups = ratio.groupby(_GROUP, dropna=False).r.agg(["median", "max", "size"])
+    return ratio.groupby(_GROUP, dropna=False).r.agg(["median", "max", "size"])
+
+
+def clip_bounds(runs: pd.DataFrame) -> Answer:
+    """(b)."""
+    groups = regime_groups(runs)
+    if groups.empty:
+        return Answer(_B_LABEL, False, "the clip fired in no run of K2's regime")
     worst = groups["max"].max()
     bad = groups[(groups["max"] > ONE_UPDATE) | (groups["median"] > MEDIAN_UPDATE)]
     parts = [f"{len(groups)} clipped groups that fired: worst seed {worst:.3g} tau, worst "

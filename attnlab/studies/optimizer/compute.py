@@ -274,16 +274,9 @@ def run_rows(result: SweepResult, part: str, cell: Cell) -> pd.DataFrame:
     ``sigma_max(W_q,h W_k,h^T)`` over layers and heads and the largest RMS of a layer's
     ``ln_1`` gain of the final weights."""
     lm, metrics = result.config, result.metrics
-    frame = sweep_rows(result)
+    frame = _keys(sweep_rows(result), part, result, cell)
     lanes = len(result.lrs)
     tau = cell.tau
-    frame.insert(0, "part", part)
-    frame.insert(1, "optimizer", lm.optimizer)
-    frame.insert(2, "side", "pinned" if lm.side_lr is not None else "shared")
-    frame.insert(3, "side_lr", result.lrs if lm.side_lr is None else lm.side_lr)
-    frame.insert(4, "schedule", lm.schedule)
-    frame.insert(6, "qk_clip_on", lm.qk_clip_on if tau is not None else "none")
-    frame.insert(7, "qk_clip_tau", math.nan if tau is None else tau)
     frame.insert(10, "steps", lm.steps)
     layers = [f"max_attn_logit_layer{i}" for i in range(lm.n_layers)]
     frame["max_attn_logit"] = frame[layers].max(axis=1, skipna=False)
@@ -298,18 +291,19 @@ def run_rows(result: SweepResult, part: str, cell: Cell) -> pd.DataFrame:
     frame["first_clip_step"] = -1
     frame["clip_fraction_plateau_first"] = frame["clip_fraction_plateau_last"] = math.nan
     if tau is not None:
-        signed, absolute = metrics["head_signed_logit"], metrics["head_abs_logit"]
-        s = absolute if lm.qk_clip_on == "abs" else signed
+        heads = {"signed": metrics["head_signed_logit"], "abs": metrics["head_abs_logit"]}
         fraction = metrics["clip_fraction"]
-        first, after, over = after_first_clip(np.max(s, axis=(2, 3)), fraction, ONE_UPDATE * tau)
-        _, after_abs, _ = after_first_clip(np.max(absolute, axis=(2, 3)), fraction, math.inf)
-        frame["max_signed_logit"] = np.nanmax(signed, axis=(1, 2, 3))
+        after, over = {}, {}  # per quantity; the first firing is the fractions', one for both
+        for name, values in heads.items():
+            first, after[name], over[name] = after_first_clip(
+                np.max(values, axis=(2, 3)), fraction, ONE_UPDATE * tau)  # fmt: skip
+        frame["max_signed_logit"] = np.nanmax(heads["signed"], axis=(1, 2, 3))
         frame["first_clip_step"] = first
-        frame["max_signed_after_first_clip"] = after if lm.qk_clip_on == "signed" else (
-            after_first_clip(np.max(signed, axis=(2, 3)), fraction, math.inf)[1])  # fmt: skip
-        frame["max_abs_after_first_clip"] = after_abs
-        frame["steps_over_bound_after_first_clip"] = over
-        for column, counts in over_bound_causes(s, absolute, first, tau).items():
+        frame["max_signed_after_first_clip"] = after["signed"]
+        frame["max_abs_after_first_clip"] = after["abs"]
+        frame["steps_over_bound_after_first_clip"] = over[lm.qk_clip_on]
+        s = heads[lm.qk_clip_on]
+        for column, counts in over_bound_causes(s, heads["abs"], first, tau).items():
             frame[column] = counts
         frame["clip_fraction"] = fraction.mean(axis=(1, 2))
         frame["clip_fraction_plateau_first"], frame["clip_fraction_plateau_last"] = (

@@ -13,6 +13,7 @@ from attnlab.studies.optimizer.answers import (
     arm_of,
     best_rate,
     far_above,
+    more_of,
     multiple_pairs,
     nominal_pairs,
 )
@@ -306,11 +307,12 @@ def answer(tables: Tables) -> str:
     steps = int(long.steps.max()) if len(long) else 0
     head = (f"Over {steps} steps at each arm's best rate and 3x it (" + "; ".join(parts) + "). "
             if parts else "")  # fmt: skip
-    tallies = [f"{arm}: {sum(p[-1] == 'more' for p in multiple_pairs(runs, arm))} of "
-               f"{len(multiple_pairs(runs, arm))} matched multiples, "
-               f"{sum(p[-1] == 'more' for p in nominal_pairs(runs, arm))} of "
-               f"{len(nominal_pairs(runs, arm))} matched nominal rates"
-               for arm in ("muon", "muon_pinned") if nominal_pairs(runs, arm)]  # fmt: skip
+    tallies = []
+    for arm in ("muon", "muon_pinned"):
+        nominal = nominal_pairs(runs, arm)
+        if nominal:
+            tallies.append(f"{arm}: {more_of(multiple_pairs(runs, arm))} matched multiples, "
+                           f"{more_of(nominal)} matched nominal rates")  # fmt: skip
     return head + ("Muon's largest logit above AdamW's, seeds apart: " + "; ".join(tallies)
                    if tallies else "")  # fmt: skip
 
