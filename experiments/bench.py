@@ -30,6 +30,9 @@ def build_parser():
         help="d_k timed by the statics rows (default 64 256 1024; 1 2 4 ... 1024 is the "
         "whole default sweep of 02/03)")
     add("--quick", action="store_true", help="tiny sizes, for the tests (seconds, not minutes)")
+    add("--gemma", action="store_true",
+        help="also time experiment 13 on Gemma 3 270M (rows gemma3_read_seconds, "
+        "gemma3_13_seconds; `make gemma` first, about 6 minutes more)")
     add("--reproduce", action="store_true",
         help="also time `make reproduce` from an empty compilation cache (row "
         "make_reproduce_seconds; regenerates every result in results/ and figures/)")
@@ -45,8 +48,9 @@ def run(args, context):
         config = replace(config, statics_dks=tuple(args.statics_dk))
     started = time.perf_counter()
     reproduce = REPRODUCE_COMMAND if args.reproduce else None
-    with cli.progress(GROUPS + args.reproduce, "bench", args.quiet, unit="group") as bar:
-        frame = run_bench(config, bar.update, reproduce_command=reproduce)
+    groups = GROUPS + args.gemma + args.reproduce
+    with cli.progress(groups, "bench", args.quiet, unit="group") as bar:
+        frame = run_bench(config, bar.update, reproduce_command=reproduce, gemma=args.gemma)
     table = bench_markdown(frame)
     with cli.staged_outputs(out.parent, context.written) as stage:
         write_result(frame, stage / out.name, context.sidecar_flags, time.perf_counter() - started)

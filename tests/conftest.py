@@ -240,3 +240,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _OUTPUTS_KEY = pytest.StashKey[str | None]()
+
+
+#: Outside known answers for Gemma 3 270M's GGUF (tests/fixtures/README.md).
+GEMMA3_REFERENCE = Path(__file__).parent / "fixtures" / "gemma3_270m_reference.json"
+
+
+@pytest.fixture(scope="session")
+def gemma3_reference() -> dict:
+    """``GEMMA3_REFERENCE``, parsed."""
+    import json
+
+    return json.loads(GEMMA3_REFERENCE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def gemma3_gguf(tmp_path_factory) -> Path:
+    """Gemma 3 270M's GGUF, assembled from the model package and checked by its SHA-256
+    (``attnlab.models.gemma3_gguf``); the test is skipped where the package is not installed
+    (``make gemma`` installs it)."""
+    from attnlab.models import gemma3_gguf
+
+    if not gemma3_gguf.installed():
+        pytest.skip(f"the model package {gemma3_gguf.PACKAGE} is not installed (make gemma)")
+    return gemma3_gguf.assemble(tmp_path_factory.mktemp("gemma3") / "gemma-3-270m-q4_k_m.gguf")

@@ -176,12 +176,13 @@ def _yarn_factor(params: dict | None) -> float:
 
 def decoder_reference(tensors: dict, raw: dict, ids: np.ndarray, drop: str = "") -> np.ndarray:
     """Next-token logits ``[B, T, V]`` in float64 of a Llama, Qwen3, OLMo 2, Gemma 2 or
-    Gemma 3 checkpoint's ``tensors`` and ``config.json`` ``raw``, for a row no longer than
-    any sliding window. ``drop`` removes one family's distinguishing feature, to show
+    Gemma 3 checkpoint's ``tensors`` and ``config.json`` ``raw``, Gemma's sliding layers
+    (Gemma 2: the even ones; Gemma 3: all but every ``sliding_window_pattern``-th) seeing
+    the last ``sliding_window`` keys. ``drop`` removes one family's distinguishing feature, to show
     that it matters: ``"rope_scaling"``, ``"qk_norm"``, ``"full_width_qk_norm"`` (OLMo 2's
     norm applied per head instead), ``"one_plus_w"``, ``"query_pre_attn_scalar"`` (the
     head_dim divisor instead), ``"softcap"``, ``"local_rope"`` (Gemma 3's sliding layers at
-    the global base and scaling)."""
+    the global base and scaling), ``"sliding_window"`` (every layer sees every earlier key)."""
     t = {k: np.asarray(v, np.float64) for k, v in tensors.items()}
     kind = raw["model_type"]
     gemma = kind.startswith("gemma") and drop != "one_plus_w"
@@ -243,7 +244,12 @@ def decoder_reference(tensors: dict, raw: dict, ids: np.ndarray, drop: str = "")
         z = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
         if cap:
             z = cap * np.tanh(z / cap)
-        z = np.where(np.tril(np.ones((T, T), bool)), z, -np.inf)
+        allowed = np.tril(np.ones((T, T), bool))
+        pattern = raw.get("sliding_window_pattern", 6)
+        sliding = (kind == "gemma2" and i % 2 == 0) or (kind == "gemma3_text" and (i + 1) % pattern)
+        if sliding and drop != "sliding_window":
+            allowed &= np.subtract.outer(np.arange(T), np.arange(T)) < raw["sliding_window"]
+        z = np.where(allowed, z, -np.inf)
         w = np.exp(z - z.max(-1, keepdims=True))
         w = w / w.sum(-1, keepdims=True)
         out = (w @ v).transpose(0, 2, 1, 3).reshape(B, T, H * d) @ t[

@@ -35,6 +35,7 @@ FAMILIES = {
 }
 #: Gemma 2's other distinguishing features, each shown to matter too.
 GEMMA2_MORE = ("query_pre_attn_scalar", "softcap")
+#: Gemma 3's sliding window (5 keys, on rows of 12) is a mask: shown to matter too.
 IDS = (np.arange(2 * 12).reshape(2, 12) * 37 + 5) % 256
 #: Sign patterns of the float64 sensitivity estimate (``float32_bound``).
 DRAWS = 3
@@ -97,13 +98,16 @@ def test_forward_agrees_with_numpy_float64(written, family):
 
 @pytest.mark.parametrize(
     ("family", "drop"),
-    [(f, d) for f, (_, _, d) in FAMILIES.items()] + [("gemma2", d) for d in GEMMA2_MORE],
+    [(f, d) for f, (_, _, d) in FAMILIES.items()]
+    + [("gemma2", d) for d in GEMMA2_MORE]
+    + [("gemma3_text", "sliding_window")],
 )
 def test_each_distinguishing_feature_matters(written, family, drop):
     """The reference with the family's feature removed (Llama 3's rope scaling, Qwen3's
     per-head q/k norm, OLMo 2's full-width q/k norm read per head, Gemma 2's (1 + w), its
-    query_pre_attn_scalar and soft-caps, Gemma 3's local rope base) disagrees with the
-    forward by more than the float32 bound: each is computed, not ignored."""
+    query_pre_attn_scalar and soft-caps, Gemma 3's local rope base and sliding window)
+    disagrees with the forward by more than the float32 bound: each is computed, not
+    ignored."""
     checkpoint, logits, _ = written[family]
     raw = FAMILIES[family][0]
     wrong = decoder_reference(checkpoint.tensors, raw, IDS, drop=drop)

@@ -40,7 +40,7 @@ def test_tiny_checkpoint_end_to_end(load_script, run_main, tiny, tmp_path, capsy
         frame = pd.read_csv(out / name)
         assert list(frame.columns) == output.column_names, name
         meta = json.loads((out / name).with_suffix(".json").read_text())
-        assert meta["flags"]["model_safetensors_sha256"] == sha256(checkpoint / "model.safetensors")
+        assert meta["flags"]["weights_sha256"] == sha256(checkpoint / "model.safetensors")
         assert meta["flags"]["text_source"] == str(text)
     heads = pd.read_csv(out / "13_real_model_heads.csv")
     assert len(heads) == 2 * 2 * 2  # models x layers x heads

@@ -183,6 +183,9 @@ class Study:
         compared by ``make verify``).
       arguments: the script's flags beyond those every script takes, where it needs
         some to make its committed outputs (the card: which mechanisms).
+      made_elsewhere: CSVs its report reads that ``make all`` never makes (nor ``make
+        verify`` compares), each with the command that does (a model to install first:
+        13's Gemma 3 tables, ``make gemma``).
     """
 
     name: str
@@ -195,6 +198,7 @@ class Study:
     part: str | None = None
     timing: bool = False
     arguments: str = ""
+    made_elsewhere: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def package(self) -> str:

@@ -198,8 +198,8 @@ def check_layers(count: int, where: str, field: str = "num_hidden_layers") -> No
     need, budget = count * LAYER_RECORD_BYTES, memory_budget_bytes()
     if need > budget:
         raise CheckpointError(
-            f"{where}: {field} is {count}, whose descriptions alone take {_bytes(need)}, more "
-            f"than the {_bytes(budget)} a run may use"
+            f"{where}: {field} is {count}, whose descriptions alone take {in_bytes(need)}, more "
+            f"than the {in_bytes(budget)} a run may use"
         )
 
 
@@ -259,13 +259,13 @@ def read_json(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as err:  # ValueError: not UTF-8, not JSON
-        raise CheckpointError(f"{path}: cannot be read as JSON ({_reason(err)})") from None
+        raise CheckpointError(f"{path}: cannot be read as JSON ({one_reason(err)})") from None
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: is not a JSON object")
     return raw
 
 
-def _reason(err: BaseException) -> str:
+def one_reason(err: BaseException) -> str:
     """An error's cause in one line: an OSError's words (its path is named already)."""
     if isinstance(err, OSError) and err.strerror:
         return err.strerror
@@ -281,7 +281,7 @@ def _kind(path: Path) -> int | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, ValueError) as err:  # ValueError: a NUL in the path
-        raise CheckpointError(f"{path}: cannot be read ({_reason(err)})") from None
+        raise CheckpointError(f"{path}: cannot be read ({one_reason(err)})") from None
 
 
 def is_file(path: Path) -> bool:
@@ -321,7 +321,7 @@ def read_header(path: Path, prefix: str) -> dict[str, tuple[tuple[int, ...], str
                                                          view.get_dtype())  # fmt: skip
         except (OSError, SafetensorError, ValueError, TypeError) as err:
             raise CheckpointError(
-                f"{shard}: cannot be read as safetensors ({_reason(err)})"
+                f"{shard}: cannot be read as safetensors ({one_reason(err)})"
             ) from None
         if mapped and set(names) != mapped:
             other = sorted(set(names) ^ mapped)[0]
@@ -378,12 +378,12 @@ def check_weights_header(
     memory = machine_memory_bytes()
     if need > memory:
         raise CheckpointError(
-            f"{path}: reading its {implied:,} parameters takes {_bytes(need)}, more than "
-            f"the {_bytes(memory)} of memory this process may use"
+            f"{path}: reading its {implied:,} parameters takes {in_bytes(need)}, more than "
+            f"the {in_bytes(memory)} of memory this process may use"
         )
 
 
-def _bytes(n: int) -> str:
+def in_bytes(n: int) -> str:
     """``n`` bytes in words: ``3.2 GiB``, ``512 KiB``."""
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
@@ -412,7 +412,7 @@ def read_tensors(
             stored |= _read_raw(shard) if raw else load_file(shard)
         except (OSError, SafetensorError, ValueError, TypeError, KeyError) as err:
             raise CheckpointError(
-                f"{shard}: cannot be read as safetensors ({_reason(err)})"
+                f"{shard}: cannot be read as safetensors ({one_reason(err)})"
             ) from None
     stored = {k.removeprefix(prefix): v for k, v in stored.items()}
     unnamed = sorted(k for k in stored if owned and k.startswith(owned) and k not in shapes)

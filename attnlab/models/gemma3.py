@@ -37,15 +37,15 @@ def load_gemma3(directory: Path | str, mechanisms: Any = None) -> Checkpoint:
     return load_decoder(directory, parse_gemma3_config)
 
 
-#: A tiny Gemma 3: grouped-query attention, head_dim 8, layer 0 sliding (local rope base),
-#: layer 1 global with linear rope scaling, query_pre_attn_scalar 8.
+#: A tiny Gemma 3: grouped-query attention, head_dim 8, layer 0 sliding (local rope base,
+#: a window of 5 keys), layer 1 global with linear rope scaling, query_pre_attn_scalar 8.
 TINY = {
     "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 256,
     "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
     "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
     "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
-    "query_pre_attn_scalar": 8, "sliding_window": 32, "sliding_window_pattern": 2,
+    "query_pre_attn_scalar": 8, "sliding_window": 5, "sliding_window_pattern": 2,
     "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": None,
     "attn_logit_softcapping": None,
 }  # fmt: skip

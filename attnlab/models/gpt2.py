@@ -244,11 +244,13 @@ def gpt2_forward(
     *,
     qk_scale: ArrayLike = 1.0,
     w_scale: ArrayLike = 1.0,
+    layer_local: bool = False,
 ) -> tuple[Array, Trace]:
     """Next-token logits ``[B, T, vocab_size]`` of ``ids`` ``[B, T]`` and every layer's
     q, k, v and scalars (``Trace``); ``qk_scale`` is the drift ``a_qk``; ``w_scale``
     (a scalar or ``[n_layer]``) multiplies each layer's W_Q, W_K and their biases (GPT-2
-    has no q/k norm: the same place as ``qk_scale``, layer by layer)."""
+    has no q/k norm: the same place as ``qk_scale``, layer by layer); ``layer_local``:
+    each layer's input held constant for derivatives (``llama.decoder_forward``'s)."""
     ids = jnp.asarray(ids)
     T, H, d = ids.shape[1], config.n_head, config.head_dim
     eps = config.layer_norm_epsilon
@@ -263,6 +265,7 @@ def gpt2_forward(
     trace = []
     for i in range(config.n_layer):
         p = f"h.{i}."
+        x = jax.lax.stop_gradient(x) if layer_local else x
         a = layer_norm(x, params[f"{p}ln_1.weight"], params[f"{p}ln_1.bias"], eps)
         q, k, v = jnp.split(_conv1d(a, params, f"{p}attn.c_attn"), 3, axis=-1)
         w = jnp.broadcast_to(jnp.asarray(w_scale, jnp.float32), (config.n_layer,))[i]

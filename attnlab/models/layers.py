@@ -60,6 +60,15 @@ def next_token_loss(logits: ArrayLike, ids: ArrayLike) -> Array:
     return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0], axis=-1)
 
 
+def causal_masks(length: int, windows: tuple[int | None, ...]) -> Array:
+    """``[len(windows), length, length]``: per layer, which key ``j`` query ``i`` sees:
+    ``j <= i``, and ``i - W < j`` where the layer's window ``W`` is given (a sliding layer;
+    None: every earlier key)."""
+    i, j = jnp.arange(length)[:, None], jnp.arange(length)[None, :]
+    reach = jnp.asarray([length if w is None else w for w in windows])[:, None, None]
+    return (j <= i) & (i - j < reach)
+
+
 def rms_norm(x: Array, weight: Array, eps: float, offset: float = 0.0) -> Array:
     """RMSNorm (Zhang & Sennrich 2019) over the last axis, in float32:
     ``x / sqrt(mean(x^2) + eps) * (offset + w)``; ``offset`` 0 for Llama, Qwen3 and OLMo 2,

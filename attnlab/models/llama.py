@@ -23,9 +23,10 @@ For token ids ``t`` of a row of length ``T`` and ``L`` blocks of ``H`` query hea
 
 Every ``N`` is RMSNorm (``layers.rms_norm``; Gemma's multiplies by ``1 + w``); ``act`` is
 SiLU (SwiGLU) or Gemma's tanh GELU. Weights of any float dtype (float16, bfloat16) are read
-and computed in float32. A sliding window (Mistral, Gemma) is honoured by never reading a
-row longer than it: the checkpoint's ``max_seq_length`` is the window, so the window never
-binds on a row read here. What is not computed is refused in one line naming the key:
+and computed in float32. A sliding window ``W`` (Mistral, Gemma) is a mask: in a sliding
+layer query ``i`` sees key ``j`` only if ``i - W < j <= i`` (``layers.causal_masks``),
+the global layers every key up to ``i``, so rows read may be as long as
+``max_position_embeddings``. What is not computed is refused in one line naming the key:
 biases in attention or MLP, another activation, a ``rope_type`` not in
 ``layers.ROPE_TYPES``, mixture-of-experts, a partial rotary factor.
 
@@ -81,6 +82,7 @@ from attnlab.models.files import (
 from attnlab.models.layers import (
     Rope,
     Trace,
+    causal_masks,
     inverse_frequencies,
     read_rope,
     repeat_kv,
@@ -124,12 +126,13 @@ class DecoderConfig:
         soft-cap (None: none).
       embed_scale: multiply the embeddings by ``sqrt(hidden_size)`` (Gemma).
       final_cap: the soft-cap of the output logits (Gemma 2), None: none.
-      context: the longest row read (``max_position_embeddings``, or the sliding window).
+      context: the longest row read (``max_position_embeddings``).
       layer_types: each layer's ``LAYER_TYPES`` entry (full attention or a sliding window).
       mlp: ``"gated"`` (``down(act(gate(b)) * up(b))``) or ``"plain"``
         (``down(act(up(b)))``, ``attnlab_llama``).
       positions: ``"rotary"``, ``"learned"`` (``POSITION_TABLE`` added to the embeddings,
         no rotary) or ``"none"`` (``attnlab_llama``).
+      window: the sliding layers' window (``sliding_window``), None where no layer slides.
     """
 
     model_type: str
@@ -157,11 +160,17 @@ class DecoderConfig:
     layer_types: tuple[str, ...] = ()
     mlp: str = "gated"
     positions: str = "rotary"
+    window: int | None = None
 
     @property
     def mechanism(self) -> str:
         """The name of ``attention``."""
         return self.attention.name
+
+    @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Each layer's sliding window, None for a layer that sees every earlier key."""
+        return tuple(self.window if kind == LAYER_TYPES[1] else None for kind in self.layer_types)
 
 
 def attention_of(model_type: str, head_dim: int, divisor: float, cap: float | None) -> Mechanism:
@@ -254,9 +263,9 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
         theta = raw.get("rope_theta", 10000.0)
         rope_of[kind] = read_rope(params, theta, positions, where, rope_key)
     ropes = [rope_of[kind] for kind in types]
-    context = positions
+    window = None
     if LAYER_TYPES[1] in types:
-        context = min(positions, positive_int(raw, "sliding_window", where))
+        window = positive_int(raw, "sliding_window", where)
     divisor = family.get("divisor") or head_dim**-0.5
     cap = family.get("cap")
     return DecoderConfig(
@@ -279,12 +288,13 @@ def parse_decoder(raw: dict[str, Any], where: str, **family: Any) -> DecoderConf
         cap=cap,
         embed_scale=family.get("embed_scale", False),
         final_cap=family.get("final_cap"),
-        context=context,
+        context=positions,
         initializer_range=positive_number(raw, "initializer_range", where, 0.02),
         attention=family.get("attention") or attention_of(model_type, head_dim, divisor, cap),
         layer_types=types,
         mlp=family.get("mlp", MLPS[0]),
         positions=family.get("positions", POSITIONS[0]),
+        window=window,
     )
 
 
@@ -419,19 +429,22 @@ def decoder_forward(
     *,
     qk_scale: ArrayLike = 1.0,
     w_scale: ArrayLike = 1.0,
+    layer_local: bool = False,
 ) -> tuple[Array, Trace]:
     """Next-token logits ``[B, T, vocab_size]`` of ``ids`` ``[B, T]`` and every layer's q, k
     (after their norms and rotary positions, repeated to the query heads, times the drift
     ``qk_scale``), v and the mechanism's constants (``Trace``). ``w_scale`` (a scalar or
     ``[n_layer]``) multiplies each layer's W_q, W_k, before any q/k norm: under QK-norm it
     changes no logit, where ``qk_scale`` (after the norm) scales them as the norm's gains
-    do."""
+    do. ``layer_local``: each layer's input held constant for derivatives
+    (``stop_gradient``), so that a derivative of layer ``l``'s q and k through ``w_scale``
+    is layer ``l``'s own (``attnlab.studies.real_model.causal.weight_elasticity``)."""
     ids = jnp.asarray(ids)
     B, T = ids.shape
     H, KV, d, D = config.n_head, config.n_kv_head, config.head_dim, config.hidden_size
     mechanism = config.attention
     constants = {n: jnp.float32(v) for n, v in mechanism.constant_values(d).items()}
-    causal = jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
+    masks = causal_masks(T, config.windows)
     context = causal_context(T, H)
     act = ACTIVATIONS[config.activation]
 
@@ -449,6 +462,7 @@ def decoder_forward(
     trace = []
     for i, rope in enumerate(config.ropes):
         p = f"model.layers.{i}."
+        x = jax.lax.stop_gradient(x) if layer_local else x
         a = x if config.block == "post" else norm(x, f"{p}input_layernorm")
         w = jnp.broadcast_to(jnp.asarray(w_scale, jnp.float32), (config.n_layer,))[i]
         q = w * (a @ params[f"{p}self_attn.q_proj.weight"].T)
@@ -469,7 +483,7 @@ def decoder_forward(
             value = params[learned_name(i, name)]
             theta[name] = value[:, None, None] if name in mechanism.per_head else value
         trace.append((q, k, v, theta))
-        _, weights, _ = mechanism.attend(q, k, theta, causal, context)
+        _, weights, _ = mechanism.attend(q, k, theta, masks[i], context)
         out = weighted_values(weights, v).transpose(0, 2, 1, 3).reshape(B, T, H * d)
         out = out @ params[f"{p}self_attn.o_proj.weight"].T
         if config.block != "pre":

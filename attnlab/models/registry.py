@@ -11,7 +11,9 @@ A family (``Family``) is its module's functions, named once here:
   states, a decoder's next-token logits) and every layer's ``layers.Trace``, ``qk_scale``
   the static drift ``q, k -> a q, a k`` (q and k as attention sees them); a causal
   family's also takes ``w_scale``, each layer's ``W_q, W_k -> w W_q, w W_k`` before any
-  q/k norm;
+  q/k norm, and ``layer_local``, each layer's input held constant for derivatives;
+- ``windows(config)``: each layer's sliding window (None: a causal layer sees every earlier
+  key; ``layers.causal_masks``);
 - ``init(config, key)``: the family's own initialisation of the architecture;
 - ``qk_weights(tensors, config, layer)``: the layer's query and key weights per head
   (float64, each ``[heads, width, d]``), so head ``h``'s logits before the divisor are
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.core.mechanism import Mechanism
-from attnlab.models import bert, gemma2, gemma3, gpt2, llama, olmo2, qwen3
+from attnlab.models import bert, gemma2, gemma3, gguf_checkpoint, gpt2, llama, olmo2, qwen3
 from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, model_type
 
 
@@ -47,6 +49,7 @@ class Family:
     forward: Callable[..., tuple[Any, Any]]
     init: Callable[[Any, Any], dict[str, Any]]
     qk_weights: Callable[[dict[str, Any], Any, int], tuple[Any, Any]]
+    windows: Callable[[Any], tuple[int | None, ...]] = lambda config: (None,) * config.n_layer
 
 
 BERT = Family(
@@ -76,7 +79,7 @@ def _decoder(name: str, parse: Callable, load: Callable) -> Family:
     return Family(
         name, causal=True, parse=parse, shapes=llama.decoder_shapes, load=load,
         forward=llama.decoder_forward, init=llama.decoder_init,
-        qk_weights=llama.decoder_qk_weights,
+        qk_weights=llama.decoder_qk_weights, windows=lambda config: config.windows,
     )  # fmt: skip
 
 
@@ -108,11 +111,14 @@ def read_checkpoint(
     directory: Path | str | None, mechanisms: Mapping[str, Mechanism] | None = None
 ) -> Checkpoint:
     """The checkpoint in ``directory`` read by the family of its ``model_type`` (a
-    ``config.json`` without one, or no directory: the packaged BERT encoder), with
+    ``config.json`` without one, or no directory: the packaged BERT encoder; a GGUF file,
+    ``gguf_checkpoint.load_gguf``: the family of its architecture), with
     ``mechanisms`` supplied to a family whose config may name one; ``CheckpointError``
     naming ``config.json`` for a ``model_type`` no family reads."""
     if directory is None:
         return BERT.load(None, {})
+    if gguf_checkpoint.is_gguf(directory):
+        return gguf_checkpoint.load_gguf(directory)
     kind = model_type(directory)
     if kind is not None and kind not in FAMILIES:
         raise CheckpointError(

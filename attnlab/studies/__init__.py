@@ -57,6 +57,8 @@ def predictions(kind: str = "summary") -> tuple[tuple[str, str], ...]:
 def made_by(csv_name: str) -> str:
     """The command that makes ``results/<csv_name>``, run from the repository root."""
     for study in STUDIES:
+        if csv_name in study.made_elsewhere:
+            return study.made_elsewhere[csv_name]
         if csv_name in study.outputs:
             command = f"python experiments/{study.outputs[csv_name].script}"
             arguments = study.arguments_of(csv_name)

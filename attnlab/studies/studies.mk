@@ -275,12 +275,13 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/bert.py \
 	attnlab/models/files.py attnlab/models/gemma2.py attnlab/models/gemma3.py \
-	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
-	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
-	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
-	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
+	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
+	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
+	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
+	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
@@ -290,23 +291,24 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/bert.py \
 	attnlab/models/files.py attnlab/models/gemma2.py attnlab/models/gemma3.py \
-	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
-	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
-	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
-	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
-	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
-	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
+	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
+	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
+	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
+	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
+	attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
 	attnlab/harness/verdicts.py attnlab/report.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal_figure.py attnlab/studies/real_model/causal_report.py \
-	attnlab/studies/real_model/figure.py attnlab/studies/real_model/report.py \
-	attnlab/studies/real_model/study.py results/13_real_model_causal_counterfactuals.csv \
-	results/13_real_model_causal_heads.csv results/13_real_model_causal_layers.csv \
-	results/13_real_model_counterfactuals.csv results/13_real_model_heads.csv \
-	results/13_real_model_layers.csv | $(STAMP)
+	attnlab/studies/real_model/figure.py attnlab/studies/real_model/gemma_report.py \
+	attnlab/studies/real_model/report.py attnlab/studies/real_model/study.py \
+	results/13_real_model_causal_counterfactuals.csv results/13_real_model_causal_heads.csv \
+	results/13_real_model_causal_layers.csv results/13_real_model_counterfactuals.csv \
+	results/13_real_model_heads.csv results/13_real_model_layers.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study real_model
 
 # ------------------------------------------------------------ lm_proxy

@@ -40,6 +40,7 @@ from attnlab.recall.step import TrainState, loss_and_aux, make_optimizer, train_
 from attnlab.recall.task import Batch, stream_batch
 from attnlab.recall.trainer import Run, Trainer
 from attnlab.studies.bench.config import COLUMNS, BenchConfig, Row, make_row, peak_row, timing_note
+from attnlab.studies.bench.gemma import time_gemma
 from attnlab.studies.bench.peer import peer_programs
 
 
@@ -458,11 +459,12 @@ def time_reproduce(command: Sequence[str] = REPRODUCE_COMMAND, cwd: os.PathLike 
 
 def run_bench(
     config: BenchConfig, on_group: Callable[[int], None] | None = None,
-    reproduce_command: Sequence[str] | None = None,
+    reproduce_command: Sequence[str] | None = None, gemma: bool = False,
 ) -> pd.DataFrame:  # fmt: skip
-    """Every row of ``ROW_NAMES`` (and, given ``reproduce_command``, ``make_reproduce_seconds``)
-    with the columns of ``COLUMNS``; ``on_group(1)`` after each of ``GROUPS`` groups (one
-    more with ``reproduce_command``)."""
+    """Every row of ``ROW_NAMES`` (and, given ``gemma``, Gemma 3 270M's, ``bench.gemma``;
+    given ``reproduce_command``, ``make_reproduce_seconds``) with the columns of
+    ``COLUMNS``; ``on_group(1)`` after each of ``GROUPS`` groups (one more with each
+    option)."""
     tick = on_group or (lambda _: None)
     peak_s, peak = measure_peak(config.peak_size, config.repeats)
     devices = f"{jax.device_count()} x {jax.devices()[0].device_kind}"
@@ -475,6 +477,8 @@ def run_bench(
     groups = [partial(bench_statics, config, peak), partial(bench_attention, config),
               partial(bench_recall_step, config, peak), partial(bench_lm_step, config, peak),
               partial(bench_lm_optimizers, config)]  # fmt: skip
+    if gemma:
+        groups.append(time_gemma)
     if reproduce_command is not None:
         groups.append(lambda: [time_reproduce(reproduce_command)])
     for group in groups:

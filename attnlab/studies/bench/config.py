@@ -22,8 +22,9 @@ ROW_NAMES = (
     "lm_step_vs_peer", "lm_step_peak_fraction", "lm_ledger_overhead",
     "lm_muon_step_vs_adamw", "lm_qk_clip_step_vs_none",
 )  # fmt: skip
-#: The row ``run_bench`` produces only when asked for (``--reproduce``), last.
-OPTIONAL_ROW_NAMES = ("make_reproduce_seconds",)
+#: The rows ``run_bench`` produces only when asked for: ``--gemma`` (``bench.gemma``), then
+#: ``--reproduce``, last.
+OPTIONAL_ROW_NAMES = ("gemma3_read_seconds", "gemma3_13_seconds", "make_reproduce_seconds")
 
 Row = dict[str, Any]
 

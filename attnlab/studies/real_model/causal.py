@@ -1,8 +1,10 @@
 """Experiment 13 on a causal checkpoint (a decoder family of ``attnlab.models.registry``):
 the same tables as for the encoder, with causal rows and the model's own mechanism.
 
-Rows of text are ``T`` consecutive tokens (no special tokens). Query ``i`` of a row attends
-to keys ``0 .. i``, so each attention row has its own length ``n_i = i + 1``; the statistics
+Rows of text are ``T`` tokens: the tokenizer's opening special tokens (a BOS where the
+model's tokenizer adds one, as its users read it; none for GPT-2's), then consecutive tokens
+of the text. Query ``i`` of a row attends to keys ``0 .. i`` (a sliding layer: the last
+``W`` of them), so each attention row has its own length ``n_i``; the statistics
 of a head are taken over every row with ``n_i >= 2`` (the first query, with one key, has no
 spread): with ``z`` the row's logits over its ``n_i`` keys (the mechanism's, as trained) and
 ``p`` its weights, the std of ``z``, ``max p``, ``entropy(p) / ln n_i``, the Jacobian norm and
@@ -36,7 +38,7 @@ from attnlab.core.owner import ALPHAS, owner_before_norm
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.files import Checkpoint
-from attnlab.models.layers import next_token_loss
+from attnlab.models.layers import causal_masks, next_token_loss
 from attnlab.models.registry import Family, family_of
 from attnlab.studies.real_model.compute import (
     ROW_STATS,
@@ -64,18 +66,36 @@ Params = dict[str, Array]
 CausalConfig = Any
 #: Rows of text the elasticity is read on (bilinear logits give 2 on any rows).
 ELASTICITY_ROWS = 4
+#: Row statistics taken over every query, the first (one key) too: the largest logits.
+EVERY_ROW = ("max_logit", "max_abs_logit")
+#: The next-token logits one forward of the counterfactuals may hold, in bytes: a vocabulary
+#: of 262,144 (Gemma 3) makes them 1 MiB a token.
+LOGITS_BYTES = 2**30
+
+
+def opening_tokens(tokenizer) -> list[int]:
+    """The special tokens the tokenizer puts before a text (``add_special_tokens``: a
+    Llama, Gemma or GGUF tokenizer's BOS; none for GPT-2's): the model was trained on rows
+    that open so."""
+    encoding = tokenizer.encode("a", add_special_tokens=True)
+    opening = []
+    for token, special in zip(encoding.ids, encoding.special_tokens_mask, strict=True):
+        if not special:
+            break
+        opening.append(token)
+    return opening
 
 
 def causal_rows(tokenizer, text: str, tokens: int, length: int) -> np.ndarray:
-    """Rows ``[n, length]`` of consecutive token ids of the first ``tokens`` of ``text``,
-    ``n = tokens // length``."""
+    """Rows ``[n, length]`` of token ids: the tokenizer's ``opening_tokens`` (a BOS, or
+    none), then consecutive tokens of the first ``tokens`` of ``text``, ``n = tokens //
+    (length - len(opening))``."""
     ids = np.asarray(tokenizer.encode(text, add_special_tokens=False).ids[:tokens], np.int32)
-    n = len(ids) // length
-    return ids[: n * length].reshape(n, length)
-
-
-def _causal(T: int) -> Array:
-    return jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
+    opening = np.asarray(opening_tokens(tokenizer), np.int32)
+    width = length - len(opening)
+    n = len(ids) // width
+    body = ids[: n * width].reshape(n, width)
+    return np.concatenate([np.broadcast_to(opening, (n, len(opening))), body], axis=1)
 
 
 def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
@@ -83,7 +103,8 @@ def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
     the keys ``mask`` allows (``n`` of them): the std of ``z``, max weight, entropy / ln n
     (0 where ``n = 1``), Jacobian norm, saturated (0/1), the largest signed logit (QK-Clip's
     S) and the largest |logit|, and the weight on the first key (the sink's share: a head
-    whose rows put more than ``SINK_AT`` there on average is a sink head, Gu et al. 2024)."""
+    whose rows put more than ``SINK_AT`` there on average is a sink head, Gu et al. 2024;
+    NaN in a row that does not see it, a sliding layer's beyond its window)."""
     mask = jnp.broadcast_to(mask, z.shape)
     n = jnp.sum(mask, axis=-1)
     mean = jnp.sum(jnp.where(mask, z, 0.0), axis=-1) / n
@@ -97,28 +118,37 @@ def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
         "saturated": (top >= SATURATED_AT).astype(jnp.float32),
         "max_logit": jnp.max(jnp.where(mask, z, -jnp.inf), axis=-1),
         "max_abs_logit": jnp.max(jnp.where(mask, jnp.abs(z), 0.0), axis=-1),
-        "first_key_weight": p[..., 0],
+        "first_key_weight": jnp.where(mask[..., 0], p[..., 0], jnp.nan),
     }
 
 
-def _layer(config: CausalConfig, q: Array, k: Array, theta: dict) -> tuple[dict, Array]:
-    """One layer's row statistics ``[B, H, T - 1]`` (rows with two keys or more) and the
-    mask."""
+def _masks(family: Family, config: CausalConfig, T: int) -> Array:
+    """``[n_layer, T, T]``: each layer's causal mask, a sliding layer's limited to its window."""
+    return causal_masks(T, family.windows(config))
+
+
+def _layer(
+    config: CausalConfig, q: Array, k: Array, theta: dict, allowed: Array
+) -> tuple[dict, Array]:
+    """One layer's row statistics ``[B, H, T - 1]`` (rows with two keys or more) under its
+    mask ``allowed`` ``[T, T]``, and the mask; the largest logits (``EVERY_ROW``) over
+    every row ``[B, H, T]``, the first query's one logit too (QK-Clip's S is the largest
+    logit the softmax sees)."""
     T = q.shape[-2]
-    z, p, mask = config.attention.attend(q, k, theta, _causal(T), causal_context(T, config.n_head))
+    z, p, mask = config.attention.attend(q, k, theta, allowed, causal_context(T, config.n_head))
     stats = causal_row_statistics(z, p, mask)
-    return {name: value[..., 1:] for name, value in stats.items()}, mask
+    return {n: v if n in EVERY_ROW else v[..., 1:] for n, v in stats.items()}, mask
 
 
-def _elasticity(config: CausalConfig, q: Array, k: Array, theta: dict) -> Array:
-    """``[H, len(ALPHAS)]``: each head's elasticity of its logits' scale (causal mask)."""
+def _elasticity(config: CausalConfig, q: Array, k: Array, theta: dict, allowed: Array) -> Array:
+    """``[H, len(ALPHAS)]``: each head's elasticity of its logits' scale (mask ``allowed``)."""
     mechanism, T = config.attention, q.shape[-2]
     context = causal_context(T, config.n_head)
     own = {n: v for n, v in theta.items() if jnp.ndim(v) == 3}  # per head: [H, 1, 1]
     shared = {n: v for n, v in theta.items() if n not in own}
 
     def head(qh: Array, kh: Array, index: Array, mine: dict) -> Array:
-        return logit_elasticity(mechanism, qh, kh, ALPHAS, {**shared, **mine}, _causal(T),
+        return logit_elasticity(mechanism, qh, kh, ALPHAS, {**shared, **mine}, allowed,
                                 context._replace(head=index))  # fmt: skip
 
     return jax.vmap(head, in_axes=(1, 1, 0, 0))(q, k, jnp.arange(config.n_head), own)
@@ -130,25 +160,26 @@ def weight_elasticity(family: Family, params: Params, config: CausalConfig, ids:
     ``W_q, W_k -> w W_q, w W_k`` (``forward``'s ``w_scale``: before any q/k norm). One
     forward-mode pass per layer: the layers below keep their weights, so this is the layer's
     own response (2 for bilinear logits, about 0 under a q/k norm or a normalising
-    mechanism). The ``n_layer`` tangents share one forward pass (``vmap``)."""
+    mechanism). One forward-mode pass for every layer at once: the forward holds each
+    layer's input constant for derivatives (``layer_local``), so the tangent of all the
+    ``w_l`` together reaches layer ``l``'s logits through its own ``w_l`` alone."""
     n_layer, T = config.n_layer, ids.shape[-1]
-    context, mask = causal_context(T, config.n_head), _causal(T)
+    context, masks = causal_context(T, config.n_head), _masks(family, config, T)
 
     def log_scales(log_w: Array) -> Array:
-        _, trace = family.forward(params, config, ids, w_scale=jnp.exp(log_w))
+        _, trace = family.forward(params, config, ids, w_scale=jnp.exp(log_w), layer_local=True)
         rows = []
         for layer in range(n_layer):
             theta = {n: v[layer] for n, v in trace.theta.items()}
             z, _, allowed = config.attention.attend(trace.q[layer], trace.k[layer], theta,
-                                                    mask, context)  # fmt: skip
+                                                    masks[layer], context)  # fmt: skip
             allowed = jnp.broadcast_to(allowed, z.shape)
             rows.append(jax.vmap(lambda zh, mh: jnp.log(logit_scale(zh, mh)),
                                  in_axes=(1, 1))(z, allowed))  # fmt: skip
         return jnp.stack(rows)
 
-    zeros, basis = jnp.zeros(n_layer, jnp.float32), jnp.eye(n_layer, dtype=jnp.float32)
-    tangents = jax.vmap(lambda t: jax.jvp(log_scales, (zeros,), (t,))[1])(basis)  # [L, L, H]
-    return tangents[jnp.arange(n_layer), jnp.arange(n_layer)]
+    zeros = jnp.zeros(n_layer, jnp.float32)
+    return jax.jvp(log_scales, (zeros,), (jnp.ones(n_layer, jnp.float32),))[1]  # [L, H]
 
 
 @functools.partial(jax.jit, static_argnums=(0, 2))
@@ -160,23 +191,25 @@ def _summarise(
     |k| at ``QUANTILES``, the elasticity at ``ALPHAS`` and ``weight_elasticity``."""
     _, trace = family.forward(params, config, ids)
 
-    def one_layer(qkt: tuple[Array, Array, dict]) -> dict[str, Array]:
-        q, k, theta = qkt
-        stats, _ = _layer(config, q, k, theta)
+    def one_layer(qkt: tuple[Array, Array, dict, Array]) -> dict[str, Array]:
+        q, k, theta, allowed = qkt
+        stats, _ = _layer(config, q, k, theta, allowed)
         stats |= {"q_norm": jnp.linalg.norm(q, axis=-1), "k_norm": jnp.linalg.norm(k, axis=-1)}
         out = {}
         for name, value in stats.items():
             rows = jnp.moveaxis(value, 1, 0).reshape(value.shape[1], -1)  # [heads, rows]
             if name in ("saturated", "first_key_weight"):  # shares: means over the rows
-                out[name] = jnp.mean(rows, axis=-1)
+                out[name] = jnp.nanmean(rows, axis=-1)  # the first key's: rows that see it
             elif name in ("max_logit", "max_abs_logit"):
                 out[name] = jnp.max(rows, axis=-1)
             else:
                 out[name] = jnp.quantile(rows, jnp.asarray(QUANTILES), axis=-1).T
-        out["elasticity"] = _elasticity(config, q[:ELASTICITY_ROWS], k[:ELASTICITY_ROWS], theta)
+        out["elasticity"] = _elasticity(config, q[:ELASTICITY_ROWS], k[:ELASTICITY_ROWS], theta,
+                                        allowed)  # fmt: skip
         return out
 
-    summary = jax.lax.map(one_layer, (trace.q, trace.k, trace.theta))
+    masks = _masks(family, config, ids.shape[1])
+    summary = jax.lax.map(one_layer, (trace.q, trace.k, trace.theta, masks))
     return summary | {"elasticity_w": weight_elasticity(family, params, config,
                                                          ids[:ELASTICITY_ROWS])}  # fmt: skip
 
@@ -209,19 +242,37 @@ def causal_heads_frame(
     return pd.DataFrame.from_records(records)
 
 
+def rows_at_once(rows: int, length: int, vocab_size: int) -> int:
+    """How many rows of text one forward reads where it keeps its next-token logits
+    (``rows x length x vocab_size`` float32): all of them, or as many as keep the logits
+    within ``LOGITS_BYTES`` (at least one)."""
+    return max(1, min(rows, LOGITS_BYTES // (4 * length * vocab_size)))
+
+
 @functools.partial(jax.jit, static_argnums=(0, 2))
 def _counterfactual(
     family: Family, params: Params, config: CausalConfig, ids: Array, qk_scale: Array
 ) -> dict:
     """The forward of ``ids`` under the drift ``qk_scale``: medians of the row statistics
     pooled over layers, heads and rows, the saturated share, per-row next-token loss and
-    the predictions."""
-    logits, trace = family.forward(params, config, ids, qk_scale=qk_scale)
-    stats = jax.lax.map(lambda qkt: _layer(config, *qkt)[0], (trace.q, trace.k, trace.theta))
+    the predictions; rows read ``rows_at_once`` at a time (``lax.map``)."""
+    masks = _masks(family, config, ids.shape[1])
+
+    def forward(rows: Array) -> tuple[dict, Array, Array]:
+        logits, trace = family.forward(params, config, rows, qk_scale=qk_scale)
+        stats = jax.lax.map(lambda qkt: _layer(config, *qkt)[0],
+                            (trace.q, trace.k, trace.theta, masks))  # fmt: skip
+        return stats, next_token_loss(logits, rows), jnp.argmax(logits, axis=-1)
+
+    batch = rows_at_once(*ids.shape, config.vocab_size)
+    if batch == ids.shape[0]:
+        stats, loss, top1 = forward(ids)
+    else:
+        stats, loss, top1 = jax.lax.map(lambda row: forward(row[None]), ids, batch_size=batch)
     out = {name: jnp.median(stats[name]) for name in ROW_STATS}
     out["saturated"] = jnp.mean(stats["saturated"])
-    out["loss"] = next_token_loss(logits, ids)
-    out["top1"] = jnp.argmax(logits, axis=-1)
+    out["loss"] = jnp.ravel(loss)
+    out["top1"] = top1.reshape(ids.shape)
     return out
 
 
@@ -265,32 +316,33 @@ def _float16_check(
     output, through the mechanism and unscaled (``q . k``)."""
     _, trace = family.forward(params, config, ids)
     T = ids.shape[1]
-    causal, context = _causal(T), causal_context(T, config.n_head)
+    context = causal_context(T, config.n_head)
     unscaled = BUILTINS["unscaled"]
 
-    def attend(mechanism, q, k, v, theta):
+    def attend(mechanism, q, k, v, theta, causal):
         q, k = mechanism.prepare(q, k)
         z = mechanism.scores(q, k, theta, causal, context).astype(jnp.float32)
         p = mechanism.weights(z, causal).astype(v.dtype)
         return z, weighted_values(p, v).astype(jnp.float32)
 
     def one_layer(qkvt: tuple) -> dict[str, Array]:
-        q, k, v, theta = qkvt
+        q, k, v, theta, causal = qkvt
         raw = jnp.where(causal, jnp.einsum("...qd,...kd->...qk", q, k), 0.0)
-        z, _ = attend(config.attention, q, k, v, theta)
+        z, _ = attend(config.attention, q, k, v, theta, causal)
         out = {"max_abs_qk": jnp.max(jnp.abs(raw)), "max_abs_logit": jnp.max(
             jnp.where(causal, jnp.abs(z), 0.0))}  # fmt: skip
         half = [x.astype(jnp.float16) for x in (q, k, v)]
         for tag, mechanism, th in (("mechanism", config.attention, theta),
                                    ("unscaled", unscaled, {"scale": 1.0})):  # fmt: skip
-            _, exact = attend(mechanism, q, k, v, th)
-            _, rounded = attend(mechanism, *half, th)
+            _, exact = attend(mechanism, q, k, v, th, causal)
+            _, rounded = attend(mechanism, *half, th, causal)
             out[f"float16_error_{tag}"] = jnp.max(jnp.abs(rounded - exact)) / jnp.max(
                 jnp.abs(exact)
             )
         return out
 
-    return jax.lax.map(one_layer, (trace.q, trace.k, trace.v, trace.theta))
+    masks = _masks(family, config, T)
+    return jax.lax.map(one_layer, (trace.q, trace.k, trace.v, trace.theta, masks))
 
 
 def causal_layers_frame(

@@ -10,8 +10,10 @@ from attnlab.studies.real_model.study import (
     CAUSAL_COUNTERFACTUALS_CSV,
     CAUSAL_HEADS_CSV,
     CAUSAL_LAYERS_CSV,
+    CAUSAL_TABLES,
     SATURATED_AT,
     SINK_AT,
+    causal_table_names,
 )
 
 HEADS = ["checkpoint", "mechanism", "model", "row_length", "layer", "head", "logit_std_p50",
@@ -22,19 +24,21 @@ LAYERS = ["checkpoint", "layer", "max_abs_qk", "max_abs_logit", "float16_max",
           "float16_error_mechanism", "float16_error_unscaled"]  # fmt: skip
 
 
-def headline_length(tables: Tables) -> int:
-    """The row length the counterfactuals were run at (the per-layer table's)."""
-    return int(tables.get(CAUSAL_COUNTERFACTUALS_CSV, ["row_length"]).row_length.iloc[0])
+def headline_length(tables: Tables, name: str = CAUSAL_TABLES) -> int:
+    """The row length the counterfactuals of the causal tables ``name`` were run at (the
+    per-layer table's)."""
+    csv = causal_table_names(name)[CAUSAL_COUNTERFACTUALS_CSV]
+    return int(tables.get(csv, ["row_length"]).row_length.iloc[0])
 
 
-def per_layer(tables: Tables) -> pd.DataFrame:
+def per_layer(tables: Tables, name: str = CAUSAL_TABLES) -> pd.DataFrame:
     """Per checkpoint, model (trained, initial) and layer at the headline length: the
     median over heads of each head's median logits' std and entropy / ln n, the median
     saturated share and elasticities (after any q/k norm, and to the weights before it),
     the largest signed logit S over heads, the sink heads (first key's share above
-    ``SINK_AT``), and the heads' owners."""
-    heads = tables.get(CAUSAL_HEADS_CSV, HEADS)
-    at = heads[heads.row_length == headline_length(tables)]
+    ``SINK_AT``), and the heads' owners, of the causal tables ``name``."""
+    heads = tables.get(causal_table_names(name)[CAUSAL_HEADS_CSV], HEADS)
+    at = heads[heads.row_length == headline_length(tables, name)]
     grouped = at.groupby(["checkpoint", "model", "layer"], sort=False)
     return grouped.agg(
         mechanism=("mechanism", "first"),
@@ -52,9 +56,11 @@ def per_layer(tables: Tables) -> pd.DataFrame:
     ).reset_index()
 
 
-def _layer_table(tables: Tables) -> str:
-    frame = per_layer(tables)
-    layers = tables.get(CAUSAL_LAYERS_CSV, LAYERS).set_index(["checkpoint", "layer"])
+def layer_table(tables: Tables, name: str = CAUSAL_TABLES) -> str:
+    """``per_layer`` as a markdown table, with float16's headroom per layer."""
+    frame = per_layer(tables, name)
+    csv = causal_table_names(name)[CAUSAL_LAYERS_CSV]
+    layers = tables.get(csv, LAYERS).set_index(["checkpoint", "layer"])
     rows = []
     for r in frame.itertuples():
         fp16 = layers.loc[(r.checkpoint, r.layer)] if r.model == "trained" else None
@@ -75,8 +81,9 @@ def _layer_table(tables: Tables) -> str:
     return markdown_table(header, rows)
 
 
-def _counterfactual_table(tables: Tables) -> str:
-    frame = tables.get(CAUSAL_COUNTERFACTUALS_CSV)
+def counterfactual_table(tables: Tables, name: str = CAUSAL_TABLES) -> str:
+    """The static drift's table (next-token loss, top-1 agreement) as markdown."""
+    frame = tables.get(causal_table_names(name)[CAUSAL_COUNTERFACTUALS_CSV])
     rows = [
         (f"`{r.checkpoint}`", r.counterfactual, f"{r.qk_scale:.3g}", f"{r.logit_factor:.3g}",
          f"{r.logit_std_median:.3g}", f"{r.entropy_ratio_median:.3g}",
@@ -90,18 +97,18 @@ def _counterfactual_table(tables: Tables) -> str:
     return markdown_table(header, rows)
 
 
-def answer(tables: Tables) -> str:
+def answer(tables: Tables, name: str = CAUSAL_TABLES) -> str:
     """Per checkpoint: who owns the temperature and the trained logits' spread per layer."""
-    heads = tables.get(CAUSAL_HEADS_CSV, HEADS)
-    length = headline_length(tables)
-    frame = per_layer(tables)
+    heads = tables.get(causal_table_names(name)[CAUSAL_HEADS_CSV], HEADS)
+    length = headline_length(tables, name)
+    frame = per_layer(tables, name)
     parts = []
     for name, group in frame[frame.model == "trained"].groupby("checkpoint", sort=False):
         at = heads[(heads.checkpoint == name) & (heads.model == "trained")
                    & (heads.row_length == length)]  # fmt: skip
         owners = at.owner.value_counts()
         if len(owners) == 1:
-            verb = "own" if owners.index[0] == "weights" else "owns"
+            verb = "own" if owners.index[0].endswith("s") else "owns"
             owned = f"the {owners.index[0]} {verb} the temperature in all {len(at)} heads"
         else:
             owned = "owners: " + ", ".join(f"{o} in {n} heads" for o, n in owners.items())
@@ -129,10 +136,10 @@ def section(tables: Tables) -> str:
             "bytes, which 14 trained on. Causal rows: query i attends to keys 0..i, each "
             "statistic over the rows with two keys or more, entropy over ln of the row's own "
             "length n = i + 1; re-initialised as GPT-2 initialises (key `--seed`).",
-            _layer_table(tables),
+            layer_table(tables),
             "**Static drift at inference** (q, k → α q, α k before the mechanism), measured "
             "on the next-token loss where the encoder's table gives the embedding cosine:",
-            _counterfactual_table(tables),
+            counterfactual_table(tables),
         ]
     )
 

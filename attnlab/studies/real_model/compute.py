@@ -350,7 +350,7 @@ def provenance(
     name = f"{PACKAGE_DIST}=={version(PACKAGE_DIST)}" if packaged else str(checkpoint.directory)
     return {
         "checkpoint": name,
-        "model_safetensors_sha256": checkpoint.weights_sha256,
+        "weights_sha256": checkpoint.weights_sha256,
         "text_source": source.source,
         "text_sha256": source.sha256,
         "text_tokens_used": config.tokens,

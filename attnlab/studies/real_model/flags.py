@@ -4,12 +4,13 @@ the row lengths read, and the ``RealModelConfig`` they give."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from attnlab.core.references import mechanism_reference
 from attnlab.harness import cli
 from attnlab.studies.real_model.compute import RealModelConfig
-from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS
+from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS, CAUSAL_TABLES, GEMMA_ARGUMENTS
 
 DEFAULT = RealModelConfig()
 
@@ -23,7 +24,7 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         help="a BERT-family checkpoint directory (default: the packaged all-MiniLM-L6-v2), "
-        "or one or more GPT-2-family ones",
+        "or one or more decoders' (GPT-2 or Llama family: a directory, or a GGUF file)",
     )
     parser.add_argument(
         "--mechanisms",
@@ -64,7 +65,32 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         " divisor, rope attention factor squared, q/k norm, soft-cap, per layer type) and "
         "write nothing",
     )
-    cli.declare_flags(parser, committed=(CAUSAL_ARGUMENTS.split(),))
+    parser.add_argument(
+        "--tables",
+        type=tables_name,
+        default=CAUSAL_TABLES,
+        metavar="NAME",
+        help="the causal tables' name: 13_real_model_NAME_{heads,counterfactuals,layers,ledger}"
+        f".csv (default: {CAUSAL_TABLES}; lowercase letters, digits and _)",
+    )
+    cli.declare_flags(parser, committed=(CAUSAL_ARGUMENTS.split(), GEMMA_ARGUMENTS.split()))
+
+
+def _is_tables_name(text: str) -> bool:
+    return re.fullmatch(r"[a-z0-9_]{1,40}", text) is not None
+
+
+def tables_name(text: str) -> str:
+    """``--tables``: a name of lowercase letters, digits and ``_`` (part of file names; its
+    ``is_valid(text)`` says whether ``text`` is one)."""
+    if not _is_tables_name(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a name of 1 to 40 lowercase letters, digits and _"
+        )
+    return text
+
+
+tables_name.is_valid = _is_tables_name  # type: ignore[attr-defined]
 
 
 def fitted_lengths(context: int | None) -> tuple[int, ...]:

