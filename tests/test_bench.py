@@ -254,19 +254,29 @@ def test_make_reproduce_row_only_when_asked(monkeypatch):
     assert len(ticks) == compute.GROUPS + 1
 
 
-def test_reproduce_flag_reaches_run_bench(load_script, run_main, tmp_path, monkeypatch):
+def test_reproduce_and_gemma_flags_reach_run_bench(load_script, run_main, tmp_path, monkeypatch):
     module = load_script("bench")
     calls = []
 
-    def fake(config, on_group, reproduce_command=None):
-        calls.append(reproduce_command)
+    def fake(config, on_group, reproduce_command=None, gemma=False):
+        calls.append((reproduce_command, gemma))
         return pd.DataFrame([{"name": "x", "ours_seconds": 1.0}]).reindex(columns=list(COLUMNS))
 
     monkeypatch.setattr(module, "run_bench", fake)
     out = tmp_path / "b.csv"
     assert run_main(module, ["--quick", "--quiet", "--out", out]) == 0
     assert run_main(module, ["--quick", "--quiet", "--reproduce", "--out", out]) == 0
-    assert calls == [None, REPRODUCE_COMMAND]
+    assert run_main(module, ["--quick", "--quiet", "--gemma", "--out", out]) == 0
+    assert calls == [(None, False), (REPRODUCE_COMMAND, False), (None, True)]
+
+
+def test_time_gemma_refuses_a_missing_file_in_one_line(tmp_path):
+    """``bench.py --gemma`` before ``make gemma``: a RunError naming the file and the target."""
+    from attnlab.harness.errors import RunError
+    from attnlab.studies.bench.gemma import time_gemma
+
+    with pytest.raises(RunError, match="missing: run `make gemma` first"):
+        time_gemma(tmp_path / "gemma.gguf")
 
 
 def test_markdown_profile_paragraph():

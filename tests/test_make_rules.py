@@ -101,3 +101,19 @@ def test_import_closure_follows_imports_and_skips_type_checking(tmp_path):
     closure = import_closure(script)
     assert {"attnlab/__init__.py", "attnlab/core/__init__.py", "attnlab/core/curves.py"} <= closure
     assert "attnlab/studies/card/figure.py" not in closure
+
+
+def test_make_gemma_runs_13_with_the_committed_gemma_arguments():
+    """``make gemma`` spells out 13's committed arguments on Gemma 3 270M
+    (``real_model.study.GEMMA_ARGUMENTS``, which 13 counts as committed defaults): its
+    recipe, as make would run it, holds them word for word."""
+    from attnlab.studies.real_model.study import GEMMA_ARGUMENTS
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    out = subprocess.run(
+        ["make", "-n", "gemma", "-C", str(REPO)],
+        capture_output=True, text=True, check=False,
+    ).stdout  # fmt: skip
+    words = " ".join(out.replace("\\\n", " ").split())
+    assert f"experiments/13_real_model.py {GEMMA_ARGUMENTS}" in words

@@ -172,9 +172,9 @@ def sentence(tables: Tables) -> str:
     cost = (f"; doubling the logits costs {doubled.next_token_loss_change.iloc[0]:.2f} nats"
             if len(doubled) else "")  # fmt: skip
     return (
-        f"In a real LLM, Gemma 3 270M read from its GGUF (experiment 13), {owned} (elasticity "
+        f"In a real LLM, Gemma 3 270M (its GGUF; experiment 13), {owned} (elasticity "
         f"to W_q, W_k at most {at.elasticity_w.abs().max():.1g}, to the gains "
         f"{at.elasticity_1.median():.3g}; gains' RMS {low:.2g} to {high:.2g}); from T = {first} "
-        f"to {last}, entropy / ln n goes {moved('global')} (global layers) and "
+        f"to {last}, entropy / ln n goes {moved('global')} (global layers), "
         f"{moved('sliding')} (sliding){cost}."
     )
