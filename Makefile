@@ -130,9 +130,10 @@ reproduce: $(STAMP)
 	$(MAKE) -j$(JOBS) --output-sync=target $(LONGEST_FIRST) all
 	$(MAKE) gemma
 
-# Timings, not results: always rerun, never part of `all` (2-4 minutes on 2 CPU cores).
+# Timings, not results: always rerun, never part of `all` (2-4 minutes on 2 CPU cores; with
+# Gemma 3 270M's rows where `make gemma` has assembled it, about 6 minutes more).
 bench: | $(STAMP)
-	$(PY) experiments/bench.py
+	$(PY) experiments/bench.py $(if $(wildcard $(GEMMA_GGUF)),--gemma)
 
 # Regenerate every result into a temporary directory and compare it with results/ by
 # statistical tolerances (see attnlab/verify.py); verify-quick: statics and failure modes.

@@ -19,6 +19,7 @@ from attnlab.harness.io import atomic_write_text, write_result
 from attnlab.studies.bench.compute import GROUPS, REPRODUCE_COMMAND, run_bench
 from attnlab.studies.bench.config import QUICK, BenchConfig
 from attnlab.studies.bench.report import bench_markdown
+from attnlab.studies.real_model.study import GEMMA_ARGUMENTS, GEMMA_GGUF
 
 
 def build_parser():
@@ -38,6 +39,7 @@ def build_parser():
         "make_reproduce_seconds; regenerates every result in results/ and figures/)")
     # fmt: on
     cli.add_common_flags(parser, cli.RESULTS_DIR / "bench.csv")
+    cli.declare_flags(parser, committed=(["--gemma"],))  # make bench after make gemma
     return parser
 
 
@@ -48,9 +50,10 @@ def run(args, context):
         config = replace(config, statics_dks=tuple(args.statics_dk))
     started = time.perf_counter()
     reproduce = REPRODUCE_COMMAND if args.reproduce else None
+    gemma = (cli.REPO_ROOT / GEMMA_GGUF, GEMMA_ARGUMENTS) if args.gemma else None
     groups = GROUPS + args.gemma + args.reproduce
     with cli.progress(groups, "bench", args.quiet, unit="group") as bar:
-        frame = run_bench(config, bar.update, reproduce_command=reproduce, gemma=args.gemma)
+        frame = run_bench(config, bar.update, reproduce_command=reproduce, gemma=gemma)
     table = bench_markdown(frame)
     with cli.staged_outputs(out.parent, context.written) as stage:
         write_result(frame, stage / out.name, context.sidecar_flags, time.perf_counter() - started)

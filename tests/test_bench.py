@@ -255,10 +255,13 @@ def test_make_reproduce_row_only_when_asked(monkeypatch):
 
 
 def test_reproduce_and_gemma_flags_reach_run_bench(load_script, run_main, tmp_path, monkeypatch):
+    from attnlab.harness.cli import REPO_ROOT
+    from attnlab.studies.real_model.study import GEMMA_ARGUMENTS, GEMMA_GGUF
+
     module = load_script("bench")
     calls = []
 
-    def fake(config, on_group, reproduce_command=None, gemma=False):
+    def fake(config, on_group, reproduce_command=None, gemma=None):
         calls.append((reproduce_command, gemma))
         return pd.DataFrame([{"name": "x", "ours_seconds": 1.0}]).reindex(columns=list(COLUMNS))
 
@@ -267,16 +270,18 @@ def test_reproduce_and_gemma_flags_reach_run_bench(load_script, run_main, tmp_pa
     assert run_main(module, ["--quick", "--quiet", "--out", out]) == 0
     assert run_main(module, ["--quick", "--quiet", "--reproduce", "--out", out]) == 0
     assert run_main(module, ["--quick", "--quiet", "--gemma", "--out", out]) == 0
-    assert calls == [(None, False), (REPRODUCE_COMMAND, False), (None, True)]
+    gemma = (REPO_ROOT / GEMMA_GGUF, GEMMA_ARGUMENTS)
+    assert calls == [(None, None), (REPRODUCE_COMMAND, None), (None, gemma)]
 
 
 def test_time_gemma_refuses_a_missing_file_in_one_line(tmp_path):
     """``bench.py --gemma`` before ``make gemma``: a RunError naming the file and the target."""
     from attnlab.harness.errors import RunError
     from attnlab.studies.bench.gemma import time_gemma
+    from attnlab.studies.real_model.study import GEMMA_ARGUMENTS
 
     with pytest.raises(RunError, match="missing: run `make gemma` first"):
-        time_gemma(tmp_path / "gemma.gguf")
+        time_gemma(tmp_path / "gemma.gguf", GEMMA_ARGUMENTS)
 
 
 def test_markdown_profile_paragraph():

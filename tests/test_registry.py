@@ -64,3 +64,22 @@ def test_the_language_model_cards_are_made_by_their_own_run():
         "python experiments/11_mechanism_card.py --task lm --mechanism scaled"
     )
     assert "--task" not in made_by("cards/comparison.csv")
+
+
+def test_no_study_imports_another():
+    """A study's modules import the shared core, engine and harness, never another study's
+    (a script may pass one study's value to another: ``bench.py --gemma``)."""
+    import ast
+
+    for folder in sorted((REPO / "attnlab" / "studies").iterdir()):
+        if not (folder / "__init__.py").is_file():
+            continue
+        for path in folder.glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                for name in names:
+                    parts = name.split(".")
+                    if parts[:2] == ["attnlab", "studies"] and len(parts) > 2:
+                        assert parts[2] == folder.name, f"{path.relative_to(REPO)}: {name}"

@@ -459,9 +459,10 @@ def time_reproduce(command: Sequence[str] = REPRODUCE_COMMAND, cwd: os.PathLike 
 
 def run_bench(
     config: BenchConfig, on_group: Callable[[int], None] | None = None,
-    reproduce_command: Sequence[str] | None = None, gemma: bool = False,
+    reproduce_command: Sequence[str] | None = None, gemma: tuple[Path, str] | None = None,
 ) -> pd.DataFrame:  # fmt: skip
-    """Every row of ``ROW_NAMES`` (and, given ``gemma``, Gemma 3 270M's, ``bench.gemma``;
+    """Every row of ``ROW_NAMES`` (and, given ``gemma``, the GGUF and 13's arguments on it,
+    Gemma 3 270M's rows, ``bench.gemma.time_gemma``;
     given ``reproduce_command``, ``make_reproduce_seconds``) with the columns of
     ``COLUMNS``; ``on_group(1)`` after each of ``GROUPS`` groups (one more with each
     option)."""
@@ -477,8 +478,8 @@ def run_bench(
     groups = [partial(bench_statics, config, peak), partial(bench_attention, config),
               partial(bench_recall_step, config, peak), partial(bench_lm_step, config, peak),
               partial(bench_lm_optimizers, config)]  # fmt: skip
-    if gemma:
-        groups.append(time_gemma)
+    if gemma is not None:
+        groups.append(partial(time_gemma, *gemma))
     if reproduce_command is not None:
         groups.append(lambda: [time_reproduce(reproduce_command)])
     for group in groups:
