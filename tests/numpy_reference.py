@@ -277,3 +277,35 @@ def decoder_reference(tensors: dict, raw: dict, ids: np.ndarray, drop: str = "")
     logits = x @ head.T
     final = raw.get("final_logit_softcapping")
     return final * np.tanh(logits / final) if final and drop != "softcap" else logits
+
+
+#: Sign patterns of the float64 sensitivity estimate (``decoder_float32_bound``).
+DRAWS = 3
+#: First-order bounds hold for the worst signs; random signs reach a fraction of that: the
+#: bound is this many times the largest response seen.
+SAFETY = 8.0
+
+
+def decoder_float32_bound(tensors: dict, raw: dict, ids: np.ndarray) -> float:
+    """A float32 decoder forward's error bound on the logits of ``ids``: a float32 dot
+    product of length ``n`` is the exact one of inputs perturbed by at most ``gamma_n = n
+    eps32`` relatively (Higham 2002, sec. 3.5: backward error); the float64 forward's
+    (``decoder_reference``) response to every weight perturbed so (random signs, the largest
+    of ``DRAWS``) is the conditioning, times ``SAFETY``; ``n`` the longest contraction (a
+    linear layer's widest side, or the row's keys; the embedding and head, whose rows are
+    read or dotted with a hidden state, not contracted over the vocabulary); the nonlinear
+    steps (exp, tanh, rsqrt) add a relative eps32 each, well inside ``gamma_n``."""
+    linear = [v for k, v in tensors.items() if v.ndim == 2 and not k.endswith(VOCABULARY_TABLES)]
+    widest = max([ids.shape[1], *(max(v.shape) for v in linear)])
+    gamma = widest * EPS32
+    base = decoder_reference(tensors, raw, ids)
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(DRAWS):
+        moved = {k: v * (1 + gamma * rng.choice([-1.0, 1.0], v.shape)) for k, v in tensors.items()}
+        worst = max(worst, float(np.abs(decoder_reference(moved, raw, ids) - base).max()))
+    return SAFETY * worst
+
+
+#: A decoder's tensors over its vocabulary.
+VOCABULARY_TABLES = ("embed_tokens.weight", "lm_head.weight")

@@ -177,6 +177,7 @@ def test_each_mechanisms_best_model_is_saved_for_13(users_run):
         assert record["held_out_loss"] == pytest.approx(best.final_val_loss, rel=5e-8)
 
 
+@pytest.mark.slow  # users_run: 14 trains two user mechanisms (22 s of CPU cold)
 def test_13_asks_for_the_users_own_file_never_the_path_a_checkpoint_names(
     users_run, run_main, load_script, tmp_path, capsys
 ):

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType
-from numpy_reference import EPS32, decoder_reference
+from numpy_reference import EPS32, decoder_float32_bound, decoder_reference
 from safetensors.numpy import save_file
 
 from attnlab.models import gemma3, gguf_checkpoint, llama, qwen3
@@ -67,10 +67,6 @@ WIDE_RAW = LLAMA_RAW | {"hidden_size": 32, "intermediate_size": 64, "head_dim": 
 IDS = (np.arange(2 * 12).reshape(2, 12) * 37 + 5) % 260
 #: float32's unit roundoff: |fl(x) - x| <= U |x| for a rounded x.
 U = 2.0**-24
-#: Sign patterns of the float64 sensitivity estimate (``float32_bound``).
-DRAWS = 3
-#: First-order bounds hold for the worst signs; random signs reach a fraction of that.
-SAFETY = 8.0
 
 # --- llama.cpp's converter, for the tensors and config.json it is given -------------------
 
@@ -215,25 +211,6 @@ def logits_of(checkpoint: Checkpoint, tensors: dict | None = None, ids=IDS) -> n
     return np.asarray(logits, np.float64)
 
 
-def float32_bound(tensors: dict, raw: dict, ids: np.ndarray) -> float:
-    """The float32 forward's error bound on the logits (as tests/test_models_llama.py): a
-    float32 dot product of length ``n`` is the exact one of inputs perturbed by at most
-    ``gamma_n = n eps32`` relatively (Higham 2002, sec. 3.5); the float64 forward's response
-    to every weight perturbed so (random signs, the largest of ``DRAWS``) is the
-    conditioning, times ``SAFETY``; ``n`` the longest dot product (the widest linear
-    layer's input, or the row's keys)."""
-    widest = max([ids.shape[1]] + [v.shape[1] for k, v in tensors.items()
-                                   if v.ndim == 2 and "embed" not in k])  # fmt: skip
-    gamma = widest * EPS32
-    base = decoder_reference(tensors, raw, ids)
-    rng = np.random.default_rng(0)
-    worst = 0.0
-    for _ in range(DRAWS):
-        moved = {k: v * (1 + gamma * rng.choice([-1.0, 1.0], v.shape)) for k, v in tensors.items()}
-        worst = max(worst, float(np.abs(decoder_reference(moved, raw, ids) - base).max()))
-    return SAFETY * worst
-
-
 class Pair(NamedTuple):
     """One family's random checkpoint read from safetensors and from the GGUF of it."""
 
@@ -292,7 +269,7 @@ def test_gemma3_norms_within_the_rounding_of_one_plus_w_and_logits_within_float3
     """Gemma's norms are stored as float32 ``1 + w``, rounded once: |err| <= U |1 + w|
     (the ``- 1`` back is exact, Sterbenz, where the stored value is in [0.5, 2]); the rest
     exactly. The logits then differ by at most each float32 forward's distance to its float64
-    reference (``float32_bound``) plus the float64 forward's own response to the norms'
+    reference (``decoder_float32_bound``) plus the float64 forward's own response to the norms'
     difference. (They are in fact equal: the gains the float32 forward uses, float32
     ``1 + w``, are identical, as checked here; the bound does not lean on how the forward
     rounds.)"""
@@ -311,8 +288,8 @@ def test_gemma3_norms_within_the_rounding_of_one_plus_w_and_logits_within_float3
         - decoder_reference(pair.safetensors.tensors, raw, IDS)
     ).max()
     bound = (
-        float32_bound(pair.gguf.tensors, raw, IDS)
-        + float32_bound(pair.safetensors.tensors, raw, IDS)
+        decoder_float32_bound(pair.gguf.tensors, raw, IDS)
+        + decoder_float32_bound(pair.safetensors.tensors, raw, IDS)
         + response
     )
     assert np.abs(pair.gguf_logits - pair.safetensors_logits).max() <= bound
@@ -342,7 +319,7 @@ def test_llama_q_and_k_are_stored_permuted_and_reading_them_so_is_wrong(pairs):
             assert not np.array_equal(in_file, ours[name])
             np.testing.assert_array_equal(in_file, permute(ours[name], heads))
             wrong[name] = in_file
-    bound = float32_bound(ours, LLAMA_RAW, IDS)
+    bound = decoder_float32_bound(ours, LLAMA_RAW, IDS)
     assert np.abs(logits_of(pair.safetensors, wrong) - pair.safetensors_logits).max() > 10 * bound
 
 
@@ -466,6 +443,9 @@ def _broken(path: Path, tensors: dict[str, np.ndarray], how: str) -> str:
     if how == "a layer past block_count":
         write_gguf(path, "llama", WIDE_RAW, tensors, extra={"blk.2.attn_norm.weight": np.ones(32)})
         return "holds tensor blk.2.attn_norm.weight, which the llama family does not read"
+    if how == "a layer index with a leading zero":  # would alias blk.1: refused, not read
+        write_gguf(path, "llama", WIDE_RAW, tensors, extra={"blk.01.attn_norm.weight": np.ones(32)})
+        return "holds tensor blk.01.attn_norm.weight, which the llama family does not read"
     if how == "a NaN":
         tensors = dict(tensors)
         tensors["model.layers.1.mlp.up_proj.weight"] = tensors[
@@ -496,7 +476,8 @@ def _broken(path: Path, tensors: dict[str, np.ndarray], how: str) -> str:
 
 BROKEN = ["not a GGUF", "an empty file", "truncated", "version 2", "unknown architecture",
           "qwen2", "Q4_1", "a tensor missing", "an extra tensor", "a layer past block_count",
-          "a NaN", "rope_freqs", "yarn", "a shape the metadata does not imply"]  # fmt: skip
+          "a layer index with a leading zero", "a NaN", "rope_freqs", "yarn",
+          "a shape the metadata does not imply"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", BROKEN)
@@ -598,7 +579,7 @@ def test_13_on_a_gguf_writes_the_named_causal_tables(load_script, run_main, tmp_
     shifted = reference[:, :-1] - reference[:, :-1].max(-1, keepdims=True)
     logp = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
     loss = -np.take_along_axis(logp, rows[:, 1:, None], -1)[..., 0].mean()
-    bound = float32_bound(checkpoint.tensors, raw, rows)
+    bound = decoder_float32_bound(checkpoint.tensors, raw, rows)
     # the loss is a mean of log-softmax entries, each within 2 x the logits' error
     assert abs(drift.next_token_loss.iloc[0] - loss) <= 2 * bound + 16 * EPS32 * loss
     ours = float(np.mean(next_token_loss(logits_of(checkpoint, ids=rows).astype(np.float32), rows)))

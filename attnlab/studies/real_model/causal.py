@@ -38,7 +38,7 @@ from attnlab.core.owner import ALPHAS, owner_before_norm
 from attnlab.core.softmax_stats import entropy, jacobian_frobenius_norm, max_weight
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.files import Checkpoint
-from attnlab.models.layers import causal_masks, next_token_loss
+from attnlab.models.layers import next_token_loss
 from attnlab.models.registry import Family, family_of
 from attnlab.studies.real_model.compute import (
     ROW_STATS,
@@ -122,11 +122,6 @@ def causal_row_statistics(z: Array, p: Array, mask: Array) -> dict[str, Array]:
     }
 
 
-def _masks(family: Family, config: CausalConfig, T: int) -> Array:
-    """``[n_layer, T, T]``: each layer's causal mask, a sliding layer's limited to its window."""
-    return causal_masks(T, family.windows(config))
-
-
 def _layer(
     config: CausalConfig, q: Array, k: Array, theta: dict, allowed: Array
 ) -> tuple[dict, Array]:
@@ -157,14 +152,14 @@ def _elasticity(config: CausalConfig, q: Array, k: Array, theta: dict, allowed: 
 def weight_elasticity(family: Family, params: Params, config: CausalConfig, ids: Array) -> Array:
     """``[n_layer, H]``: ``d ln s_lh / d ln w_l`` at ``w = 1``, ``s_lh`` the logit scale of
     layer ``l``'s head ``h`` on ``ids`` (causal mask) and ``w_l`` the layer's own
-    ``W_q, W_k -> w W_q, w W_k`` (``forward``'s ``w_scale``: before any q/k norm). One
-    forward-mode pass per layer: the layers below keep their weights, so this is the layer's
-    own response (2 for bilinear logits, about 0 under a q/k norm or a normalising
-    mechanism). One forward-mode pass for every layer at once: the forward holds each
-    layer's input constant for derivatives (``layer_local``), so the tangent of all the
-    ``w_l`` together reaches layer ``l``'s logits through its own ``w_l`` alone."""
+    ``W_q, W_k -> w W_q, w W_k`` (``forward``'s ``w_scale``: before any q/k norm), the
+    layers below keeping their weights: the layer's own response (2 for bilinear logits,
+    about 0 under a q/k norm or a normalising mechanism). One forward-mode pass for every
+    layer at once: the forward holds each layer's input constant for derivatives
+    (``layer_local``), so the tangent of all the ``w_l`` together reaches layer ``l``'s
+    logits through its own ``w_l`` alone."""
     n_layer, T = config.n_layer, ids.shape[-1]
-    context, masks = causal_context(T, config.n_head), _masks(family, config, T)
+    context, masks = causal_context(T, config.n_head), family.masks(config, T)
 
     def log_scales(log_w: Array) -> Array:
         _, trace = family.forward(params, config, ids, w_scale=jnp.exp(log_w), layer_local=True)
@@ -208,7 +203,7 @@ def _summarise(
                                         allowed)  # fmt: skip
         return out
 
-    masks = _masks(family, config, ids.shape[1])
+    masks = family.masks(config, ids.shape[1])
     summary = jax.lax.map(one_layer, (trace.q, trace.k, trace.theta, masks))
     return summary | {"elasticity_w": weight_elasticity(family, params, config,
                                                          ids[:ELASTICITY_ROWS])}  # fmt: skip
@@ -256,7 +251,7 @@ def _counterfactual(
     """The forward of ``ids`` under the drift ``qk_scale``: medians of the row statistics
     pooled over layers, heads and rows, the saturated share, per-row next-token loss and
     the predictions; rows read ``rows_at_once`` at a time (``lax.map``)."""
-    masks = _masks(family, config, ids.shape[1])
+    masks = family.masks(config, ids.shape[1])
 
     def forward(rows: Array) -> tuple[dict, Array, Array]:
         logits, trace = family.forward(params, config, rows, qk_scale=qk_scale)
@@ -341,7 +336,7 @@ def _float16_check(
             )
         return out
 
-    masks = _masks(family, config, T)
+    masks = family.masks(config, T)
     return jax.lax.map(one_layer, (trace.q, trace.k, trace.v, trace.theta, masks))
 
 

@@ -108,6 +108,29 @@ def _length_table(tables: Tables) -> str:
     return markdown_table(header, rows)
 
 
+def _static(tables: Tables) -> pd.DataFrame:
+    """The ledger's static columns, one row per layer."""
+    columns = ["layer", "layer_type", "heads", "kv_heads", "head_dim", "divisor_width",
+               "rope_theta"]  # fmt: skip
+    return tables.get(LEDGER, columns).groupby("layer").first()
+
+
+def _shape(tables: Tables) -> str:
+    """``18 layers of 4 query heads and 1 key/value head of width 256, 15 sliding (rope
+    base 10000) and 3 global (rope base 1e+06)``, from the ledger."""
+    static = _static(tables)
+    first = static.iloc[0]
+    kinds = [f"{len(g)} {KINDS[kind]} (rope base {g.rope_theta.iloc[0]:g})"
+             for kind, g in static.groupby("layer_type", sort=False)]  # fmt: skip
+    return (f"{len(static)} layers of {first.heads} query heads and {first.kv_heads} key/value "
+            f"head(s) of width {first.head_dim}, {' and '.join(kinds)}")  # fmt: skip
+
+
+def _divisor(tables: Tables) -> str:
+    """The logits' divisor as the ledger records it: ``256^-1/2``."""
+    return f"{_static(tables).divisor_width.iloc[0]:g}^-1/2"
+
+
 def section(tables: Tables) -> str:
     """Experiment 13 on Gemma 3 270M: the owner per layer, the gains, the row length, the
     static drift and float16."""
@@ -121,10 +144,9 @@ def section(tables: Tables) -> str:
         "Google's Gemma 3 270M as its users hold it: llama.cpp's GGUF in Q4_K_M (SHA-256 "
         f"`{sha[:16]}…`, the registry package `make gemma` installs), its tensors dequantized "
         "to float32 and its tokenizer built from the file's own metadata "
-        "(`attnlab/models/gguf_checkpoint.py`); 18 layers of 4 query heads and one key/value "
-        "head of width 256, q and k RMS-normalised per head with learned gains, five sliding "
-        "layers (window 512, rope base 10⁴) in six. The file does not store the attention "
-        "scale: 256^-½, as llama.cpp takes it. Tests check the reading against outside known "
+        f"(`attnlab/models/gguf_checkpoint.py`); {_shape(tables)}, q and k RMS-normalised per "
+        "head with learned gains. The file does not store the attention scale: "
+        f"{_divisor(tables)}, as llama.cpp takes it. Tests check the reading against outside known "
         "answers: transformers' token ids and next-token losses of the same file, a float64 "
         "forward's S, logits' std and first-key share per head "
         "(`tests/fixtures/gemma3_270m_reference.json`). Text: "

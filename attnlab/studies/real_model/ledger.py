@@ -23,7 +23,6 @@ import pandas as pd
 
 from attnlab.core.context import causal_context
 from attnlab.models.files import CheckpointError, model_type_of, read_json
-from attnlab.models.layers import causal_masks
 from attnlab.models.ledger import (
     CAP_MARGIN,
     STATIC_COLUMNS,
@@ -58,7 +57,7 @@ def _near_cap(family: Family, params: Params, config: DecoderConfig, ids: jax.Ar
         z, _, _ = config.attention.attend(*qkt, allowed, context)
         return near_cap_share(z, allowed, config.cap)
 
-    masks = causal_masks(T, family.windows(config))
+    masks = family.masks(config, T)
     return jax.lax.map(one_layer, (trace.q, trace.k, trace.theta, masks))
 
 
