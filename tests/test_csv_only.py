@@ -1,7 +1,8 @@
 """Every study's ``figure.py`` and ``report.py`` works from the CSVs alone (README's layout):
 importing them loads no JAX, and no function of theirs imports anything, so no JAX comes in
 later through a deferred import either (their constants live in ``study.py``, their shared
-pandas readers in a JAX-free module of the study)."""
+pandas readers in a JAX-free module of the study). The other way round, computation never
+imports matplotlib: every module of the package but the figures' imports without it."""
 
 from __future__ import annotations
 
@@ -68,3 +69,25 @@ def _deferred_imports(path: Path) -> list[str]:
 def test_no_function_imports_anything(module):
     path = REPO.joinpath(*module.split(".")).with_suffix(".py")
     assert _deferred_imports(path) == [], module
+
+
+def test_computation_imports_without_matplotlib():
+    """One fresh interpreter imports every module of ``attnlab`` but the figures' (a
+    ``figure`` in its name, and ``attnlab.harness.figures``, their shared style); matplotlib
+    must not be among its modules after any of them (a card drawn imports it when it draws)."""
+    code = (
+        "import importlib, pkgutil, sys, attnlab\n"
+        "for info in pkgutil.walk_packages(attnlab.__path__, 'attnlab.'):\n"
+        "    if 'figure' in info.name.rsplit('.', 1)[-1]:\n"
+        "        continue\n"
+        "    importlib.import_module(info.name)\n"
+        "    assert 'matplotlib' not in sys.modules, info.name + ' loads matplotlib'\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    probe = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env
+    )
+    assert probe.returncode == 0, probe.stderr.strip().splitlines()[-1:]

@@ -28,7 +28,6 @@ import pandas as pd
 from attnlab.core.references import MechanismRef, is_builtin
 from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
 from attnlab.harness.staging import within
-from attnlab.studies.card.figure import draw_card
 from attnlab.studies.card.lm_report import lm_card_markdown
 from attnlab.studies.card.lm_verdicts import LMCard
 from attnlab.studies.card.markdown import comparison_markdown
@@ -92,6 +91,15 @@ def card_text(task: str, *arguments) -> str:
     """``card.md`` of a card on ``task`` (``card_markdown`` or ``lm_card_markdown``, which
     take the same arguments)."""
     return (lm_card_markdown if task == LM else card_markdown)(*arguments)
+
+
+def draw_card(card: Card, name: str, folder: Path) -> None:
+    """``card.png`` and ``card.pdf`` of a recall card (``figure.draw_card``), the figure
+    module imported here, when a card is drawn: computation never imports matplotlib
+    (tests/test_csv_only.py)."""
+    from attnlab.studies.card import figure
+
+    figure.draw_card(card, name, folder)
 
 
 def write_cards(
