@@ -29,6 +29,17 @@ def test_there_are_figure_and_report_modules():
     assert "attnlab.studies.card.figure" in MODULES and "attnlab.studies.card.report" in MODULES
 
 
+def fresh_interpreter(code: str) -> subprocess.CompletedProcess:
+    """``code`` run by a new Python that imports this checkout's package."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env
+    )
+
+
 def test_figures_and_reports_import_without_jax():
     """One fresh interpreter imports all of them; JAX must not be among its modules."""
     code = (
@@ -37,13 +48,7 @@ def test_figures_and_reports_import_without_jax():
         "    importlib.import_module(name)\n"
         "    assert 'jax' not in sys.modules, name + ' loads JAX'\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    probe = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env
-    )
+    probe = fresh_interpreter(code)
     assert probe.returncode == 0, probe.stderr.strip().splitlines()[-1:]
 
 
@@ -83,11 +88,5 @@ def test_computation_imports_without_matplotlib():
         "    importlib.import_module(info.name)\n"
         "    assert 'matplotlib' not in sys.modules, info.name + ' loads matplotlib'\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    probe = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env
-    )
+    probe = fresh_interpreter(code)
     assert probe.returncode == 0, probe.stderr.strip().splitlines()[-1:]

@@ -26,7 +26,7 @@ from gguf import GGUFValueType
 from numpy_reference import EPS32, decoder_float32_bound, decoder_reference
 from safetensors.numpy import save_file
 
-from attnlab.models import gemma3, gguf_checkpoint, llama, qwen3
+from attnlab.models import files, gemma3, llama, qwen3
 from attnlab.models.files import WEIGHTS, Checkpoint, CheckpointError, sha256
 from attnlab.models.gguf_checkpoint import DEQUANTIZED, load_gguf, unpermute_rows
 from attnlab.models.layers import next_token_loss
@@ -499,7 +499,7 @@ def test_memory_is_checked_from_the_header_before_any_tensor_is_dequantized(
     def refuse(*args):
         raise AssertionError("a tensor was dequantized before the memory was checked")
 
-    monkeypatch.setattr(gguf_checkpoint, "machine_memory_bytes", lambda: 1000)
+    monkeypatch.setattr(files, "machine_memory_bytes", lambda: 1000)
     monkeypatch.setattr(gguf.quants, "dequantize", refuse)
     with pytest.raises(
         CheckpointError, match="its float32 tensors take .* more than the "

@@ -375,11 +375,19 @@ def check_weights_header(
             )
         implied += math.prod(shape)
     need = weights_bytes(path) + FLOAT32_BYTES * implied  # the files read, then float32 copies
+    check_memory(path, need, f"reading its {implied:,} parameters takes")
+
+
+def check_memory(path: Path, need: int, what: str) -> None:
+    """``CheckpointError`` naming ``path`` where reading it needs ``need`` bytes, more than
+    this process may use (``attnlab.harness.memory.machine_memory_bytes``: the machine's,
+    or the process's limit where tighter); ``what`` says what takes them (``its float32
+    tensors take``)."""
     memory = machine_memory_bytes()
     if need > memory:
         raise CheckpointError(
-            f"{path}: reading its {implied:,} parameters takes {in_bytes(need)}, more than "
-            f"the {in_bytes(memory)} of memory this process may use"
+            f"{path}: {what} {in_bytes(need)}, more than the {in_bytes(memory)} of memory this "
+            "process may use"
         )
 
 

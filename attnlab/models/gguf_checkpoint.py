@@ -41,13 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.harness.memory import machine_memory_bytes
 from attnlab.models.files import (
     FLOAT32_BYTES,
     Checkpoint,
     CheckpointError,
+    check_memory,
     check_token_ids,
-    in_bytes,
     is_file,
     one_reason,
     sha256,
@@ -153,10 +152,9 @@ def read_metadata(path: Path) -> tuple[Any, dict[str, Any]]:
     try:
         reader = gguf.GGUFReader(str(path))
     except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
-        size = path.stat().st_size if is_file(path) else 0
         raise CheckpointError(
             f"{path}: cannot be read as GGUF ({one_reason(err)}; truncated, or its tensors' data "
-            f"reach past its end at {size:,} bytes)"
+            f"reach past its end at {path.stat().st_size:,} bytes)"
         ) from None
     metadata = {}
     for key, field in reader.fields.items():
@@ -244,7 +242,8 @@ def load_gguf(path: Path | str, mechanisms: Any = None) -> Checkpoint:
     where = str(path)
     names = {tensor.name for tensor in reader.tensors}
     raw = gguf_config(metadata, names, where)
-    config = ARCHITECTURES[metadata["general.architecture"]][1](raw, where)
+    arch = metadata["general.architecture"]
+    config = ARCHITECTURES[arch][1](raw, where)
     shapes = decoder_shapes(config)
     by_name = {}
     for tensor in reader.tensors:
@@ -257,10 +256,7 @@ def load_gguf(path: Path | str, mechanisms: Any = None) -> Checkpoint:
                                   f"both read as {name}")  # fmt: skip
         by_name[name] = tensor
     need = FLOAT32_BYTES * sum(math.prod(shape) for shape in shapes.values())
-    memory = machine_memory_bytes()
-    if need > memory:
-        raise CheckpointError(f"{path}: its float32 tensors take {in_bytes(need)}, more than the "
-                              f"{in_bytes(memory)} of memory this process may use")  # fmt: skip
+    check_memory(path, need, "its float32 tensors take")
     tensors = {}
     for name, shape in shapes.items():
         if name not in by_name:
@@ -273,9 +269,7 @@ def load_gguf(path: Path | str, mechanisms: Any = None) -> Checkpoint:
             raise CheckpointError(f"{path}: {by_name[name].name} holds NaN or infinite values")
         if config.norm_offset and len(shape) == 1:  # Gemma: stored 1 + w
             value = value - np.float32(config.norm_offset)
-        if metadata["general.architecture"] == "llama" and name.endswith(
-            ("q_proj.weight", "k_proj.weight")
-        ):
+        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
             heads = config.n_head if name.endswith("q_proj.weight") else config.n_kv_head
             value = unpermute_rows(value, heads)
         tensors[name] = value

@@ -32,7 +32,8 @@ from attnlab.studies.real_model.study import (
 
 NAMES = causal_table_names(GEMMA_TABLES)
 HEADS_CSV, LEDGER = NAMES[CAUSAL_HEADS_CSV], NAMES[LEDGER_CSV]
-LEDGER_COLUMNS = ["layer", "head", "layer_type", "q_norm_gain", "k_norm_gain"]
+LEDGER_COLUMNS = ["layer", "layer_type", "heads", "kv_heads", "head_dim", "divisor_width",
+                  "rope_theta", "q_norm_gain", "k_norm_gain"]  # fmt: skip
 #: The ledger's layer types, as the report names them.
 KINDS = {"sliding_attention": "sliding", "full_attention": "global"}
 
@@ -42,26 +43,21 @@ def present(tables: Tables) -> bool:
     return all(tables.has(name) for name in NAMES.values())
 
 
-def layer_types(tables: Tables) -> pd.Series:
-    """Each layer's type, ``sliding`` or ``global`` (the ledger's), by layer."""
-    ledger = tables.get(LEDGER, LEDGER_COLUMNS)
-    return ledger.groupby("layer").layer_type.first().map(KINDS)
-
-
-def gains(tables: Tables) -> pd.DataFrame:
-    """Per layer: its type and the RMS of its q and k norm gains (shared by the heads)."""
-    ledger = tables.get(LEDGER, LEDGER_COLUMNS)
-    frame = ledger.groupby("layer").agg(q=("q_norm_gain", "first"), k=("k_norm_gain", "first"))
-    return frame.assign(kind=layer_types(tables))
+def layers(tables: Tables) -> pd.DataFrame:
+    """The ledger one row per layer (``LEDGER_COLUMNS``: every head of a layer shares them),
+    by layer, with ``kind`` its type as the report names it (``KINDS``) and ``q``, ``k`` the
+    RMS of its q and k norm gains."""
+    per_layer = tables.get(LEDGER, LEDGER_COLUMNS).groupby("layer").first()
+    return per_layer.assign(kind=per_layer.layer_type.map(KINDS), q=per_layer.q_norm_gain,
+                            k=per_layer.k_norm_gain)  # fmt: skip
 
 
 def by_length(tables: Tables) -> pd.DataFrame:
     """Per layer type and row length, the trained heads' medians of the logits' std,
     entropy / ln n and the sink's share, and the largest S."""
     heads = tables.get(HEADS_CSV, HEADS)
-    trained = heads[heads.model == "trained"].assign(
-        kind=lambda f: f.layer.map(layer_types(tables))
-    )
+    trained = heads[heads.model == "trained"]
+    trained = trained.assign(kind=trained.layer.map(layers(tables).kind))
     return (
         trained.groupby(["kind", "row_length"])
         .agg(
@@ -79,10 +75,10 @@ def by_length(tables: Tables) -> pd.DataFrame:
 def _layer_table(tables: Tables) -> str:
     frame = per_layer(tables, GEMMA_TABLES)
     frame = frame[frame.model == "trained"].set_index("layer")
-    layers = tables.get(NAMES[CAUSAL_LAYERS_CSV], LAYERS).set_index("layer")
+    float16 = tables.get(NAMES[CAUSAL_LAYERS_CSV], LAYERS).set_index("layer")
     rows = []
-    for layer, g in gains(tables).iterrows():
-        r, fp16 = frame.loc[layer], layers.loc[layer]
+    for layer, g in layers(tables).iterrows():
+        r, fp16 = frame.loc[layer], float16.loc[layer]
         rows.append((
             str(layer), g.kind, f"{g.q:.3g} / {g.k:.3g}",
             f"{r.elasticity:.3g} / {r.elasticity_w:.2g}",
@@ -108,27 +104,20 @@ def _length_table(tables: Tables) -> str:
     return markdown_table(header, rows)
 
 
-def _static(tables: Tables) -> pd.DataFrame:
-    """The ledger's static columns, one row per layer."""
-    columns = ["layer", "layer_type", "heads", "kv_heads", "head_dim", "divisor_width",
-               "rope_theta"]  # fmt: skip
-    return tables.get(LEDGER, columns).groupby("layer").first()
-
-
 def _shape(tables: Tables) -> str:
     """``18 layers of 4 query heads and 1 key/value head of width 256, 15 sliding (rope
     base 10000) and 3 global (rope base 1e+06)``, from the ledger."""
-    static = _static(tables)
+    static = layers(tables)
     first = static.iloc[0]
-    kinds = [f"{len(g)} {KINDS[kind]} (rope base {g.rope_theta.iloc[0]:g})"
-             for kind, g in static.groupby("layer_type", sort=False)]  # fmt: skip
+    kinds = [f"{len(g)} {kind} (rope base {g.rope_theta.iloc[0]:g})"
+             for kind, g in static.groupby("kind", sort=False)]  # fmt: skip
     return (f"{len(static)} layers of {first.heads} query heads and {first.kv_heads} key/value "
             f"head(s) of width {first.head_dim}, {' and '.join(kinds)}")  # fmt: skip
 
 
 def _divisor(tables: Tables) -> str:
     """The logits' divisor as the ledger records it: ``256^-1/2``."""
-    return f"{_static(tables).divisor_width.iloc[0]:g}^-1/2"
+    return f"{layers(tables).divisor_width.iloc[0]:g}^-1/2"
 
 
 def section(tables: Tables) -> str:
@@ -180,7 +169,7 @@ def sentence(tables: Tables) -> str:
     owned = (f"the q/k norms' gains own the temperature in all {len(at)} heads"
              if list(owners.index) == ["norm gains"] else
              "owners: " + ", ".join(f"{o} in {n} heads" for o, n in owners.items()))  # fmt: skip
-    g = gains(tables)
+    g = layers(tables)
     low, high = float(g[["q", "k"]].min().min()), float(g[["q", "k"]].max().max())
     trend = by_length(tables).set_index(["kind", "row_length"])
     first, last = min(trend.index.levels[1]), max(trend.index.levels[1])
