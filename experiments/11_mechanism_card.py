@@ -14,10 +14,10 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.core.references import resolve, resolved_mechanism, resolved_mechanisms
 from attnlab.harness import cli
-from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.studies import headline
 from attnlab.studies.card import api
 from attnlab.studies.card.store import LM, RECALL
+from attnlab.training.optimizers import OPTIMIZERS
 
 TIMED_BY = ("cards/comparison.csv",)  # --help says how long `make cards` took
 

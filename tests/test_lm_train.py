@@ -11,6 +11,7 @@ import functools
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -27,6 +28,7 @@ from attnlab.lm.train import (
     seed_keys,
     split_text,
     train_lanes,
+    z_loss,
 )
 
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
@@ -456,3 +458,23 @@ def test_probes_and_the_clip_read_the_abs_logit_under_qk_clip_on_abs():
     only_abs = (absolute > TAU_PROBE) & (signed <= TAU_PROBE)
     assert only_abs.any()
     assert not np.array_equal(metrics["clip_fraction"], np.mean(signed > TAU_PROBE, axis=-1))
+
+
+def test_z_loss_known_answer_and_numpy():
+    """Uniform logits: ``log Z = ln 256`` at every position, so ``z_loss = (ln 256)^2``.
+    Random logits: ``mean(logsumexp^2)`` in numpy float64. Bound: logsumexp of V = 256
+    terms is within (V + 4) eps relative of exact (the sum inside the log dominates),
+    squaring doubles it and the mean of M = 6 terms adds M eps: (2 (V + 4) + M) eps."""
+    vocab = 256
+    loss = jax.jit(z_loss)  # one program per input dtype; eager, every operation compiles
+    assert float(loss(np.zeros((2, 3, vocab), np.float32))) == pytest.approx(
+        math.log(vocab) ** 2, rel=(2 * (vocab + 4) + 6) * EPS, abs=0
+    )
+    logits = (4.0 * np.random.default_rng(3).standard_normal((2, 3, vocab))).astype(np.float32)
+    x = np.asarray(logits, np.float64)
+    peak = x.max(axis=-1, keepdims=True)
+    lse = peak[..., 0] + np.log(np.sum(np.exp(x - peak), axis=-1))
+    expected = np.mean(lse**2)
+    assert float(loss(logits)) == pytest.approx(expected, rel=(2 * (vocab + 4) + 6) * EPS, abs=0)
+    # Half-precision logits are promoted: the loss is a float32.
+    assert loss(logits.astype(jnp.bfloat16)).dtype == jnp.float32

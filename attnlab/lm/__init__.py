@@ -6,12 +6,9 @@ researcher's own training loop).
 ``model``           ``CausalLM``: the decoder (Flax linen), every head through
                     ``Mechanism.attend``; the per-layer logit statistics it records
 ``train``           the task and its loop, readable top to bottom: text -> byte windows,
-                    loss, step, the lanes of a learning-rate sweep in ``lax.scan`` chunks
-``optim``           14's AdamW: warmup and cosine decay, clipping, rate-independent decay;
-                    the z-loss
-``optimizers``      the optimizer seam: a configuration's name and rate -> an optax
-                    ``GradientTransformation`` (``adamw``: 14's; ``muon``: Muon on the hidden
-                    matrices, 14's AdamW on the rest)
+                    loss (with the z-loss), step (its optimizer from
+                    ``attnlab.training.optimizers``), the lanes of a learning-rate sweep in
+                    ``lax.scan`` chunks
 ``qk_clip``         QK-Clip (Kimi K2, Megatron-LM): rescale each head's W_q, W_k after a step
                     so that its largest logit is at most ``tau``
 ``ledger``          the temperature ledger: per layer and head, what sets the logits' scale

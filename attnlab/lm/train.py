@@ -9,11 +9,11 @@ the mean next-byte cross-entropy (nats per byte) over ``eval_windows`` windows a
 spaced offsets of the held-out part, with the standard error over windows.
 
 Training: ``CausalLM`` (``attnlab.lm.model``), the optimizer of ``config.optimizer``
-(``attnlab.lm.optimizers``: 14's AdamW, or Muon on the hidden matrices, its AdamW side at
-``side_lr`` or the lane's rate) with warmup and a decaying schedule (``schedule``: 14's
-cosine or K2's warmup-stable-decay), clipping and weight decay (``decay``: independent of
-the rate, 14's, or coupled to it), optionally QK-Clip after each step (``qk_clip_tau``,
-``attnlab.lm.qk_clip``, on each head's largest signed logit or, ``qk_clip_on="abs"``, its
+(``attnlab.training.optimizers``: 14's AdamW, Muon on the hidden matrices with its AdamW
+side at ``side_lr`` or the lane's rate, Lion, or any registered) with warmup and a
+decaying schedule (``schedule``: 14's cosine or K2's warmup-stable-decay), clipping and
+weight decay (``decay``: independent of the rate, 14's, or coupled to it), optionally
+QK-Clip after each step (``qk_clip_tau``, ``attnlab.lm.qk_clip``, on each head's largest signed logit or, ``qk_clip_on="abs"``, its
 largest |logit|), loss ``CE + z_loss_weight * z_loss``. A *lane* is one (learning rate,
 seed); the lanes of one mechanism and width are vmapped through one compiled program (the
 rate and the mechanism's constants traced), steps run in ``lax.scan`` chunks of ``chunk_steps``, and
@@ -37,9 +37,9 @@ from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
 from attnlab.lm.model import POSITIONS, CausalLM, program_lm
-from attnlab.lm.optim import DECAYS, SCHEDULES, z_loss
-from attnlab.lm.optimizers import OPTIMIZERS, make_optimizer
 from attnlab.lm.qk_clip import check_tau, clip_factors, qk_clip
+from attnlab.training.optimizers import OPTIMIZERS, Recipe, hyperparameters, make_optimizer
+from attnlab.training.schedules import DECAYS, SCHEDULES
 
 #: What every step records per lane: the loss, then each ``LayerStats`` field per layer.
 STEP_METRICS = ("loss", "max_logit", "entropy", "q_norm", "k_norm")
@@ -110,7 +110,7 @@ class LMConfig:
         if self.positions not in POSITIONS:
             raise ValueError(f"LMConfig.positions must be one of {POSITIONS}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"LMConfig.optimizer must be one of {OPTIMIZERS}")
+            raise ValueError(f"LMConfig.optimizer must be one of {list(OPTIMIZERS)}")
         if self.qk_clip_tau is not None:
             check_tau(self.qk_clip_tau, "LMConfig.qk_clip_tau")
         for name, allowed in (("schedule", SCHEDULES), ("decay", DECAYS),
@@ -119,13 +119,14 @@ class LMConfig:
                 raise ValueError(f"LMConfig.{name} must be one of {allowed}")
         side = self.side_lr
         if side is not None and (
-            self.optimizer != "muon"
+            "side_lr" not in hyperparameters(self.optimizer)
             or isinstance(side, bool)
             or not isinstance(side, int | float)
             or not (np.isfinite(side) and side > 0)
         ):
             raise ValueError(
-                f"LMConfig.side_lr must be None or, under muon, a finite rate > 0, got "
+                f"LMConfig.side_lr must be None or, under an optimizer with a side rate "
+                f"(muon), a finite rate > 0, got "
                 f"{self.side_lr!r} under {self.optimizer}"
             )
         probe = self.probe_every
@@ -216,6 +217,12 @@ def cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:
     return jnp.mean(losses, axis=-1)
 
 
+def z_loss(logits: jax.Array) -> jax.Array:
+    """``mean (log Z)^2``, ``Z = sum_v exp(logits_v)``: the output-logit penalty of PaLM
+    (Chowdhery et al. 2022) and Wortsman et al., weighted ``1e-4`` there."""
+    return jnp.mean(jnp.square(jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)))
+
+
 def loss_fn(
     model: CausalLM, params, windows: jax.Array, constants, z_weight: float, clip: bool = False
 ):
@@ -277,10 +284,12 @@ class LaneState(NamedTuple):
 
 
 def _optimizer(config: LMConfig, lr) -> optax.GradientTransformation:
-    """The optimizer seam (``attnlab.lm.optimizers``): ``config.optimizer`` at rate ``lr``."""
-    return make_optimizer(config.optimizer, lr, config.steps, config.warmup,
-                          config.weight_decay, config.clip, config.schedule, config.decay,
-                          config.side_lr)  # fmt: skip
+    """The optimizer seam (``attnlab.training.optimizers``): ``config.optimizer`` at rate
+    ``lr`` under the configuration's ``Recipe``, Muon's side at ``side_lr`` if given."""
+    recipe = Recipe(config.steps, config.warmup, config.weight_decay, config.clip,
+                    config.schedule, config.decay)  # fmt: skip
+    side = {} if config.side_lr is None else {"side_lr": config.side_lr}
+    return make_optimizer(config.optimizer, lr, recipe, **side)
 
 
 def clip_quantity(model: CausalLM, config: LMConfig, params, windows, constants) -> jax.Array:

@@ -5,8 +5,9 @@ what the studies that train it share (04, 05, 09, 10, 11's recall card, 12, the 
 ``task``        the associative-recall sequences and their keyed data streams
 ``model``       the single-head attention model (Flax linen) and its laws
 ``config``      ``RecallConfig``, a seed's key streams, the model a configuration builds
-``step``        the optimiser (Adam), one training step, readable top to bottom, and a
-                chunk of them in ``lax.scan``
+``step``        the optimiser (``adam`` of ``attnlab.training.optimizers``), one
+                training step, readable top to bottom, and a chunk of them in
+                ``lax.scan``
 ``trainer``     ``Run``s as lanes of one compiled program: ``Trainer``, ``train_runs``
 ``lanes``       how the Trainer lays out its lanes in blocks for the compiled chunk
 ``columns``     the training tables' columns and ``make verify`` rules (no JAX, so

@@ -45,7 +45,7 @@ from attnlab.core.curves import debiased_ema, trailing_mean
 from attnlab.core.temperature import MECHANISMS
 from attnlab.recall.config import RecallConfig, make_model, seed_keys
 from attnlab.recall.model import BIAS_PARAMS, INITS, SLOTS
-from attnlab.recall.step import TrainState, make_optimizer
+from attnlab.recall.step import TrainState, recall_optimizer
 from attnlab.recall.task import Batch, RecallTask, example_batch, sample_batch, sample_sequence
 
 _SCALED = MECHANISMS["scaled"]
@@ -299,7 +299,7 @@ def padded_groups(
     params = _initial_params(
         dict.fromkeys((r.slot, r.init, r.d_model) for r in readings), base, base.seed_values
     )
-    init_adam = jax.vmap(make_optimizer(1.0).init)
+    init_adam = jax.vmap(recall_optimizer(1.0).init)
     groups: dict[tuple, list[Reading]] = {}
     for r in readings:
         groups.setdefault((r.slot, r.bias, r.batch_size), []).append(r)

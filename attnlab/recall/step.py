@@ -19,6 +19,7 @@ from attnlab.core.softmax_stats import entropy, max_weight
 from attnlab.recall.config import RecallConfig, make_model, seed_keys
 from attnlab.recall.model import MechanismConstants, RecallModel
 from attnlab.recall.task import Batch, RecallTask, example_batch, sample_batch, stream_batches
+from attnlab.training.optimizers import make_optimizer
 
 #: Per-step diagnostics recorded for every seed (the CSV columns of the curves).
 METRICS = (
@@ -37,9 +38,14 @@ class TrainState(NamedTuple):
     opt_state: optax.OptState
 
 
-def make_optimizer(lr: float | jax.Array) -> optax.GradientTransformation:
-    """Adam at learning rate ``lr`` (a float or a traced scalar), nothing else."""
-    return optax.adam(lr)
+#: 04's optimizer (``attnlab.training.optimizers``): Adam at a constant rate, no clipping,
+#: no decay (the article's demo names none).
+OPTIMIZER = "adam"
+
+
+def recall_optimizer(lr: float | jax.Array) -> optax.GradientTransformation:
+    """``OPTIMIZER`` at learning rate ``lr`` (a float or a traced scalar), without a recipe."""
+    return make_optimizer(OPTIMIZER, lr)
 
 
 def init_params(config: RecallConfig, mechanism: Mechanism, seed: int) -> dict:
@@ -146,7 +152,7 @@ def _init_program(model: RecallModel, task: RecallTask):
 
     def step0(key: jax.Array) -> TrainState:
         params = model.init(key, dummy)["params"]
-        return TrainState(params, make_optimizer(1.0).init(params))
+        return TrainState(params, recall_optimizer(1.0).init(params))
 
     return jax.jit(jax.vmap(step0))
 

@@ -46,7 +46,7 @@ from attnlab.recall.step import (
     evaluate,
     held_out_batches,
     initial_state,
-    make_optimizer,
+    recall_optimizer,
     scan_steps,
 )
 from attnlab.recall.task import Batch
@@ -115,7 +115,7 @@ def _chunk_program(model: RecallModel, metrics: tuple[str, ...]):
     per-lane traced arguments."""
 
     def train_chunk(state, seed, lr, constants, batches):
-        optimizer = make_optimizer(lr)
+        optimizer = recall_optimizer(lr)
         return scan_steps(model, optimizer, state, _lane_batch(batches, seed), metrics, constants)
 
     return jax.jit(jax.vmap(train_chunk, in_axes=(0, 0, 0, 0, None)))

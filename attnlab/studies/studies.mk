@@ -52,6 +52,7 @@ results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
 	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
 	attnlab/recall/trainer.py attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
 	| $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -80,7 +81,9 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
 	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
 	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
-	attnlab/studies/remedies/flags.py attnlab/studies/remedies/study.py | $(STAMP)
+	attnlab/studies/remedies/flags.py attnlab/studies/remedies/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -108,7 +111,9 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
 	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py | $(STAMP)
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
@@ -122,7 +127,9 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
 	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py | $(STAMP)
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -151,7 +158,8 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
 	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
 	attnlab/recall/widths.py attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
-	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py | $(STAMP)
+	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -217,18 +225,19 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/model.py attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py \
-	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
-	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
-	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
-	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
-	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py | $(STAMP)
+	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/lanes.py attnlab/recall/model.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/recall/widths.py attnlab/studies/card/__init__.py \
+	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
+	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
+	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
+	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
+	attnlab/studies/card/verdicts.py attnlab/training/__init__.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
@@ -239,18 +248,19 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/model.py attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py \
-	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
-	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
-	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
-	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
-	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py | $(STAMP)
+	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/lanes.py attnlab/recall/model.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/recall/widths.py attnlab/studies/card/__init__.py \
+	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
+	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
+	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
+	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
+	attnlab/studies/card/verdicts.py attnlab/training/__init__.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -321,12 +331,14 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/lm/optim.py \
-	attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
-	attnlab/lm/train.py attnlab/models/__init__.py attnlab/models/files.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/llama.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/lm/qk_clip.py \
+	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/models/__init__.py \
+	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
+	attnlab/models/llama.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
-	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py | $(STAMP)
+	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -350,12 +362,13 @@ results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/memory.py attnlab/harness/workers.py attnlab/lm/__init__.py \
 	attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/ledger.py attnlab/lm/model.py \
-	attnlab/lm/optim.py attnlab/lm/optimizers.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py \
-	attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/lm/trajectory.py \
-	attnlab/models/__init__.py attnlab/models/files.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/llama.py attnlab/studies/optimizer/__init__.py \
-	attnlab/studies/optimizer/answers.py attnlab/studies/optimizer/compute.py \
-	attnlab/studies/optimizer/flags.py attnlab/studies/optimizer/study.py | $(STAMP)
+	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
+	attnlab/lm/trajectory.py attnlab/models/__init__.py attnlab/models/files.py \
+	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/llama.py \
+	attnlab/studies/optimizer/__init__.py attnlab/studies/optimizer/answers.py \
+	attnlab/studies/optimizer/compute.py attnlab/studies/optimizer/flags.py \
+	attnlab/studies/optimizer/study.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(OPTIMIZER_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \

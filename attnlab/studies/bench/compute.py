@@ -36,7 +36,7 @@ from attnlab.lm.train import seed_keys as lm_seed_keys
 from attnlab.lm.trajectory import ledger_program
 from attnlab.recall import model as recall_model
 from attnlab.recall.config import RecallConfig, make_model, seed_keys
-from attnlab.recall.step import TrainState, loss_and_aux, make_optimizer, train_step
+from attnlab.recall.step import TrainState, loss_and_aux, recall_optimizer, train_step
 from attnlab.recall.task import Batch, stream_batch
 from attnlab.recall.trainer import Run, Trainer
 from attnlab.studies.bench.config import COLUMNS, BenchConfig, Row, make_row, peak_row, timing_note
@@ -209,7 +209,7 @@ def reference_chunk(config: RecallConfig, state, data_key: jax.Array, steps: jax
     speed-ups: each step's batch drawn inside it (``stream_batch``), ``autodiff_gathers``
     and JAX's rolled threefry loop (``rolled_threefry``)."""
     model = make_model(config, MECHANISMS["scaled"])
-    optimizer = make_optimizer(config.lr)
+    optimizer = recall_optimizer(config.lr)
 
     def chunk(s, key, steps):
         def step(s, t):
@@ -259,7 +259,7 @@ def step_programs(recall: RecallConfig) -> tuple[dict[str, Callable[[], Any]], d
     draw, train = trainer.chunk_programs()
     batches = jax.tree.map(lambda x: x[:1], draw())  # the one seed's, [1, steps, ...]
     state, key = trainer.state, seed_keys(recall.seed).data
-    model, optimizer = make_model(recall, MECHANISMS["scaled"]), make_optimizer(recall.lr)
+    model, optimizer = make_model(recall, MECHANISMS["scaled"]), recall_optimizer(recall.lr)
     steps = jnp.arange(recall.chunk_steps)
     value_and_grad = jax.value_and_grad(loss_and_aux, argnums=1, has_aux=True)
 

@@ -47,7 +47,8 @@ def peer_loss(model: PeerLM, params, windows):
 def peer_programs(config: LMConfig, lr: float):
     """``init(key) -> carry``, ``carry = (params, opt_state)``, and the jitted ``chunk(carry,
     batches [steps, B, T+1]) -> (carry, losses)``: AdamW steps on ``peer_loss`` (``lax.scan``);
-    optax's warmup starts a step behind ``attnlab.lm.optim``'s; its decay is given over the rate."""
+    optax's warmup starts a step behind ``attnlab.training.schedules``'s; its decay is given
+    over the rate."""
     model = PeerLM(config)
     schedule = optax.warmup_cosine_decay_schedule(0.0, lr, config.warmup, config.steps)
     adamw = optax.adamw(schedule, b1=0.9, b2=0.95, weight_decay=config.weight_decay / lr,

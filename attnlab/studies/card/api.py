@@ -22,12 +22,12 @@ from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism
 from attnlab.core.references import ALL_BUILTINS, MechanismRef, recall_refusal, resolve
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
-from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.studies.card import store
 from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
 from attnlab.studies.card.lm import lm_card_config, lm_total_work, run_lm_cards
 from attnlab.studies.card.store import LM, RECALL
 from attnlab.studies.card.verdicts import Card
+from attnlab.training.optimizers import OPTIMIZERS
 
 #: The baselines of a card unless told otherwise (the script's ``--against``), per task.
 AGAINST = {RECALL: ("scaled", "unscaled"), LM: ("scaled",)}

@@ -89,7 +89,7 @@ def lm_card_config(
     quick: bool = False, seed: int = 0, optimizer: str = "adamw", qk_clip: float | None = None
 ) -> LMCardConfig:
     """The defaults (or ``QUICK``'s) with ``seed``, this Python's text checksum, the
-    ``optimizer`` (``attnlab.lm.optimizers``) and QK-Clip at ``qk_clip`` (None: none)
+    ``optimizer`` (``attnlab.training.optimizers``) and QK-Clip at ``qk_clip`` (None: none)
     for every mechanism of the card, baselines included."""
     base = LM_QUICK if quick else LMCardConfig()
     lm = dataclasses.replace(base.lm, optimizer=optimizer, qk_clip_tau=qk_clip)

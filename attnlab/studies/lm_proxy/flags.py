@@ -18,9 +18,9 @@ from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
 from attnlab.lm.export import LAYOUTS
 from attnlab.lm.model import POSITIONS, VOCAB
-from attnlab.lm.optimizers import OPTIMIZERS
 from attnlab.lm.train import STEP_METRICS, LMConfig
 from attnlab.studies.lm_proxy.compute import ProxyConfig
+from attnlab.training.optimizers import OPTIMIZERS
 
 DEFAULT = ProxyConfig()
 #: ``--quick``: a one-minute look: one width, three rates, fewer steps; every mechanism at
@@ -72,7 +72,7 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     cli.add_int_flag(parser, "--seeds", DEFAULT.seeds, "seeds per rate")
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default=DEFAULT.lm.optimizer,
                         help="adamw (14's), or muon on the hidden matrices with adamw on the "
-                        "rest (attnlab/lm/optimizers.py)")  # fmt: skip
+                        "rest (attnlab/training/optimizers.py)")  # fmt: skip
     parser.add_argument("--qk-clip", type=cli.positive_float, default=None, metavar="TAU",
                         help="QK-Clip after every step at TAU (Kimi K2: 100; default: none); "
                         "the curves then record each layer's largest signed logit and the "

@@ -1,5 +1,5 @@
 """Experiment 15's computation: the causal LM of 14 (``attnlab.lm.train``) under AdamW and
-Muon (``attnlab.lm.optimizers``; Muon's AdamW side at the lane's rate or pinned), with and
+Muon (``attnlab.training.optimizers``; Muon's AdamW side at the lane's rate or pinned), with and
 without QK-Clip (``attnlab.lm.qk_clip``), in three parts.
 
 *The sweep*: each (arm, mechanism, clip) at every rate and seed for ``lm.steps`` on 14's
@@ -34,7 +34,6 @@ from attnlab.core.text import TextSource, byte_tokens
 from attnlab.harness.workers import Piece
 from attnlab.lm.export import Saved, saved_model
 from attnlab.lm.ledger import bilinear_spectral_norms
-from attnlab.lm.optim import wsd_decay_start
 from attnlab.lm.sweep import curve_rows, sweep_rows
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.lm.train import LMConfig, SweepResult, split_text, train_lanes
@@ -69,6 +68,7 @@ from attnlab.studies.optimizer.study import (
     WEIGHT_DECAY,
     checkpoint_name,
 )
+from attnlab.training.schedules import wsd_decay_start
 
 #: The long run's mechanism: the built-in ``scaled``.
 SCALED = resolve("scaled")

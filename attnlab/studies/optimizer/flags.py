@@ -69,7 +69,7 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=None,
                         help="adamw (14's AdamW), muon (Muon on the hidden matrices, AdamW on "
                         "the rest, one rate for both: Moonlight's) and muon_pinned (the AdamW "
-                        "side at --side-lr): attnlab/lm/optimizers.py " + both.format(
+                        "side at --side-lr): attnlab/training/optimizers.py " + both.format(
                             " ".join(DEFAULT.arms), " ".join(QUICK.arms)))  # fmt: skip
     parser.add_argument("--side-lr", type=cli.positive_float, default=DEFAULT.side_lr,
                         metavar="LR", help="muon_pinned's AdamW-side peak rate (AdamW's "

@@ -24,12 +24,12 @@ LEDGER_CSV = "15_optimizer_ledger.csv"
 #: The arms compared: AdamW; Muon with Moonlight's one rate for both sides (``muon``); Muon
 #: with its AdamW side (embeddings, head, gains) pinned at ``SIDE_LR`` (``muon_pinned``).
 ARMS = ("adamw", "muon", "muon_pinned")
-#: The optimizer of each arm (``attnlab.lm.optimizers``).
+#: The optimizer of each arm (``attnlab.training.optimizers``).
 ARM_OPTIMIZER = {"adamw": "adamw", "muon": "muon", "muon_pinned": "muon"}
 #: ``muon_pinned``'s AdamW-side rate: AdamW's best rate at this width in 14's sweep and in
 #: 15's previous one (declared before this run; the report checks it against this sweep's).
 SIDE_LR = 1e-2
-#: The weight decay, coupled to each side's rate (``attnlab.lm.optim``): Moonlight's and
+#: The weight decay, coupled to each side's rate (``attnlab.training.schedules``): Moonlight's and
 #: Kimi K2's 0.1, on matrices only (LayerNorm gains not decayed, as 14 and nanoGPT).
 DECAY = "coupled"
 WEIGHT_DECAY = 0.1

@@ -1,17 +1,29 @@
-"""attnlab.lm.optimizers: the seam gives 14's AdamW unchanged; Muon updates the hidden
+"""attnlab.training.optimizers: the registry by name and its refusals; ``adam`` without a
+recipe is ``optax.adam``; ``adamw`` under a recipe is 14's AdamW; Muon updates the hidden
 matrices only (the embeddings, head, gains and a mechanism's scalars take 14's AdamW) with
-orthogonal, RMS-matched steps."""
+orthogonal, RMS-matched steps; Lion's steps are the sign of its interpolated moment."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
+import optax
 import pytest
 
 from attnlab.core.references import load_mechanism
-from attnlab.lm.optim import adamw
-from attnlab.lm.optimizers import CONSISTENT_RMS, make_optimizer, muon_labels
 from attnlab.lm.train import LMConfig
+from attnlab.training.optimizers import (
+    CONSISTENT_RMS,
+    OPTIMIZERS,
+    Recipe,
+    hyperparameters,
+    make_optimizer,
+    muon_labels,
+    register_optimizer,
+)
+from attnlab.training.schedules import descent, schedule_factor
 
 CONFIG = LMConfig(d_model=32, n_layers=1, seq_len=8)
 
@@ -44,12 +56,77 @@ def test_the_routing_by_name():
     assert block["ln_1"]["scale"] == "adamw" and block["attn"]["scale"] == "adamw"
 
 
-def test_adamw_through_the_seam_is_14s():
+def test_adamw_through_the_registry_is_14s():
+    """Bit for bit the chain the module docstring writes: clipping at 1, then Adam at 14's
+    betas on the cosine with independent decay 1e-4 (the same operations)."""
     params, grads = params_and_grads()
-    a = first_update(make_optimizer("adamw", 1e-2, 100, 10), params, grads)
-    b = first_update(adamw(1e-2, 100, 10), params, grads)
+    a = first_update(make_optimizer("adamw", 1e-2, Recipe(100, 10)), params, grads)
+    fourteens = optax.chain(
+        optax.clip_by_global_norm(1.0),
+        descent(optax.scale_by_adam(0.9, 0.95, 1e-8), 1e-2, schedule_factor("cosine", 100, 10),
+                1e-4, "independent"),
+    )  # fmt: skip
+    b = first_update(fourteens, params, grads)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_adam_without_a_recipe_is_optax_adam():
+    """04's recall step: ``adam`` at a constant rate, no clipping, no decay, is
+    ``optax.adam(lr)`` bit for bit over three steps (the same operations)."""
+    params, grads = params_and_grads()
+
+    def three(optimizer):
+        def run(p, g):
+            state = optimizer.init(p)
+            for _ in range(3):
+                u, state = optimizer.update(g, state, p)
+                p = optax.apply_updates(p, u)
+            return p
+
+        return jax.jit(run)(params, grads)
+
+    ours, theirs = three(make_optimizer("adam", 1e-3)), three(optax.adam(1e-3))
+    for x, y in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_lion_steps_by_the_sign():
+    """Lion's first step from zero momentum is ``-lr s(0) sign((1 - b1) g)`` (Chen et al.
+    2023, Algorithm 2) where the decay is 0: ``+-lr / warmup`` on every entry with a nonzero
+    gradient, within the float32 roundings of ``s(0) = 1 / warmup`` and of ``lr s(0)``
+    (2 eps relative; the sign itself is exact)."""
+    params, grads = params_and_grads()
+    lr, warmup = 1e-3, 10
+    u = first_update(make_optimizer("lion", lr, Recipe(100, warmup, weight_decay=0.0)),
+                     params, grads)  # fmt: skip
+    for step, g in zip(jax.tree.leaves(u), jax.tree.leaves(grads), strict=True):
+        expected = -(lr / warmup) * np.sign(np.asarray(g, np.float64))
+        np.testing.assert_allclose(step, expected, rtol=2 * np.finfo(np.float32).eps, atol=0)
+
+
+def test_the_registry_names_hyperparameters_and_refuses_others():
+    """Each registered optimizer's fields are its hyperparameters with defaults; one it has
+    not is a one-line ValueError naming it; a registered optimizer is found by name."""
+    assert {"adam", "adamw", "muon", "lion"} <= set(OPTIMIZERS)
+    assert hyperparameters("adamw") == {"b1": 0.9, "b2": 0.95, "eps": 1e-8}
+    assert hyperparameters("lion") == {"b1": 0.9, "b2": 0.99}
+    with pytest.raises(ValueError, match="lion has no hyperparameter 'side_lr'"):
+        make_optimizer("lion", 1e-3, Recipe(100, 10), side_lr=1e-3)
+
+    @register_optimizer("test_sign_sgd")
+    @dataclasses.dataclass(frozen=True)
+    class SignSGD:
+        def build(self, lr, recipe):
+            return optax.chain(optax.scale_by_sign(), optax.scale(-lr))
+
+    try:
+        params, grads = params_and_grads()
+        u = first_update(make_optimizer("test_sign_sgd", 0.5), params, grads)
+        leaf = jax.tree.leaves(u)[0]
+        np.testing.assert_array_equal(leaf, -0.5 * np.sign(jax.tree.leaves(grads)[0]))
+    finally:
+        del OPTIMIZERS["test_sign_sgd"]
 
 
 def test_muon_steps_the_matrices_orthogonally_and_the_rest_as_adamw():
@@ -59,8 +136,9 @@ def test_muon_steps_the_matrices_orthogonally_and_the_rest_as_adamw():
     as under 14's AdamW."""
     params, grads = params_and_grads()
     lr, warmup = 1e-2, 10
-    m = first_update(make_optimizer("muon", lr, 100, warmup, weight_decay=0.0), params, grads)
-    a = first_update(make_optimizer("adamw", lr, 100, warmup, weight_decay=0.0), params, grads)
+    recipe = Recipe(100, warmup, weight_decay=0.0)
+    m = first_update(make_optimizer("muon", lr, recipe), params, grads)
+    a = first_update(make_optimizer("adamw", lr, recipe), params, grads)
     labels = muon_labels(params)
     step = lr / warmup  # s(0) = 1 / warmup
     flat = zip(jax.tree.leaves(labels), jax.tree.leaves(m), jax.tree.leaves(a), strict=True)
@@ -75,7 +153,7 @@ def test_muon_steps_the_matrices_orthogonally_and_the_rest_as_adamw():
 
 def test_an_unknown_optimizer_is_refused():
     with pytest.raises(ValueError, match="optimizer must be one of"):
-        make_optimizer("sgd", 1e-2, 100, 10)
+        make_optimizer("sgd", 1e-2, Recipe(100, 10))
 
 
 # --- Muon's AdamW side at a rate of its own (side_lr) ---
@@ -96,9 +174,8 @@ def test_side_lr_sets_the_adamw_sides_rate_and_leaves_muons(decay):
     params, grads = params_and_grads()
     a, b, total, warmup = 1e-3, 1e-1, 100, 10
 
-    def make(name, lr, side_lr=None):
-        return make_optimizer(name, lr, total, warmup, weight_decay=0.1, decay=decay,
-                              side_lr=side_lr)  # fmt: skip
+    def make(name, lr, **side):
+        return make_optimizer(name, lr, Recipe(total, warmup, 0.1, decay=decay), **side)
 
     split = first_update(make("muon", b, side_lr=a), params, grads)
     shared = first_update(make("muon", b), params, grads)
@@ -125,4 +202,4 @@ def test_side_lr_sets_the_adamw_sides_rate_and_leaves_muons(decay):
 def test_side_lr_is_refused_by_adamw(side_lr):
     """AdamW has one rate: any ``side_lr`` (even 0) is a ValueError."""
     with pytest.raises(ValueError, match="side_lr"):
-        make_optimizer("adamw", 1e-2, 100, 10, side_lr=side_lr)
+        make_optimizer("adamw", 1e-2, Recipe(100, 10), side_lr=side_lr)

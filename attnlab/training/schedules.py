@@ -1,14 +1,14 @@
-"""The optimiser of the language-model task: AdamW with warmup and a decaying schedule,
-global-norm clipping and weight decay independent of the learning rate (Wortsman et al.
-2023, sec. 3.2.2), and the z-loss. Small pure functions; the peak rate may be a traced
-scalar, so lanes of different rates share one compiled program.
+"""What an optimizer's step shares whatever its direction (``attnlab.training.optimizers``):
+warmup and a decaying schedule, and weight decay independent of the learning rate
+(Wortsman et al. 2023, sec. 3.2.2) or coupled to it. Small pure functions; the peak rate
+may be a traced scalar, so lanes of different rates share one compiled program.
 
 With the schedule's factor ``s(t)`` (``SCHEDULES``: ``warmup_cosine``, 14's, or
 ``warmup_stable_decay``, Kimi K2's), peak rate ``eta`` and weight decay ``lambda``, one
 step on gradients ``g`` is
 
     g     <- g min(1, c / |g|_2)                         (global-norm clipping at c)
-    u     <- Adam(g; beta1, beta2, eps)                  (bias-corrected moments)
+    u     <- the optimizer's direction (Adam's bias-corrected moments; Muon's, Lion's)
     theta <- theta - eta s(t) u - lambda s(t) theta      (decay "independent", 14's)
     theta <- theta - eta s(t) (u + lambda theta)         (decay "coupled", ``DECAYS``)
 
@@ -87,8 +87,8 @@ def descent(
     decay: str = "independent",
 ) -> optax.GradientTransformation:
     """The module docstring's step after the clipping, on any update ``direction`` (Adam's
-    ``u``, or Muon's, ``attnlab.lm.optimizers``): ``-lr s(t) u`` and the decay ``decay``
-    (``DECAYS``) at ``weight_decay`` (``lr`` may be traced)."""
+    ``u``, Muon's or Lion's, ``attnlab.training.optimizers``): ``-lr s(t) u`` and the decay
+    ``decay`` (``DECAYS``) at ``weight_decay`` (``lr`` may be traced)."""
 
     def rate(count: jax.Array) -> jax.Array:
         return -lr * schedule(count)
@@ -100,34 +100,6 @@ def descent(
         return optax.chain(direction, optax.scale_by_schedule(rate),
                            independent_decay(weight_decay, schedule))  # fmt: skip
     raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
-
-
-def adam_direction(
-    b1: float = 0.9, b2: float = 0.95, eps: float = 1e-8
-) -> optax.GradientTransformation:
-    """Adam's update ``u`` (bias-corrected moments, before the rate), at 14's betas."""
-    return optax.scale_by_adam(b1=b1, b2=b2, eps=eps)
-
-
-def adamw(
-    lr: float | jax.Array,
-    total: int,
-    warmup: int,
-    weight_decay: float = 1e-4,
-    clip: float = 1.0,
-    b1: float = 0.9,
-    b2: float = 0.95,
-    eps: float = 1e-8,
-    schedule: str = "cosine",
-    decay: str = "independent",
-) -> optax.GradientTransformation:
-    """The module docstring's step as an optax transformation: global-norm clipping at
-    ``clip``, then ``descent`` of Adam's update on the schedule ``schedule`` with the decay
-    ``decay`` (``lr`` may be traced). The defaults are 14's (cosine, independent decay)."""
-    factor = schedule_factor(schedule, total, warmup)
-    return optax.chain(optax.clip_by_global_norm(clip),
-                       descent(adam_direction(b1, b2, eps), lr, factor, weight_decay,
-                               decay))  # fmt: skip
 
 
 def independent_decay(weight_decay: float, schedule) -> optax.GradientTransformation:
@@ -144,9 +116,3 @@ def independent_decay(weight_decay: float, schedule) -> optax.GradientTransforma
         return updates, optax.ScaleByScheduleState(count=optax.safe_increment(state.count))
 
     return optax.GradientTransformation(init, update)
-
-
-def z_loss(logits: jax.Array) -> jax.Array:
-    """``mean (log Z)^2``, ``Z = sum_v exp(logits_v)``: the output-logit penalty of PaLM
-    (Chowdhery et al. 2022) and Wortsman et al., weighted ``1e-4`` there."""
-    return jnp.mean(jnp.square(jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)))

@@ -1,37 +1,43 @@
-"""attnlab.lm.optim: the warmup-cosine schedule at its closed-form points, AdamW with
-rate-independent decay against a numpy float64 reference written from the module
-docstring's formula, and the z-loss against numpy."""
+"""attnlab.training.schedules: the warmup-cosine and warmup-stable-decay schedules at their
+closed-form points, and 14's AdamW through them (``make_optimizer("adamw", lr, Recipe)``)
+with rate-independent decay against a numpy float64 reference written from the module
+docstring's formula, and with coupled decay against optax's AdamW."""
 
 from __future__ import annotations
 
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
-from attnlab.lm.optim import (
+from attnlab.training.optimizers import Recipe, make_optimizer
+from attnlab.training.schedules import (
     DECAYS,
     SCHEDULES,
     WSD_FLOOR,
     WSD_STABLE,
-    adamw,
     decay_mask,
     schedule_factor,
     warmup_cosine,
     warmup_stable_decay,
     wsd_decay_start,
-    z_loss,
 )
-from attnlab.lm.optimizers import make_optimizer
 
 EPS = float(np.finfo(np.float32).eps)  # 2^-23
 B1, B2, ADAM_EPS = 0.9, 0.95, 1e-8
 
 #: The schedule compiled once per (total, warmup): eager, each of its operations compiles.
 schedule = jax.jit(warmup_cosine, static_argnums=(1, 2))
+
+
+def lm_optimizer(name, lr, total, warmup, weight_decay=1e-4, clip=1.0, schedule="cosine",
+                 decay="independent", **hyper):  # fmt: skip
+    """``make_optimizer(name, lr, Recipe(...), **hyper)``, the recipe's fields spelled as
+    ``LMConfig``'s (14's defaults)."""
+    recipe = Recipe(total, warmup, weight_decay, clip, schedule, decay)
+    return make_optimizer(name, lr, recipe, **hyper)
 
 
 def test_warmup_cosine_closed_form_points():
@@ -119,7 +125,7 @@ def test_adamw_independent_matches_numpy_reference_for_two_steps():
     norms = [math.sqrt(sum(float(np.sum(np.float64(x) ** 2)) for x in g.values())) for g in steps]
     assert norms[0] > clip > norms[1]  # both branches of the clipping are exercised
 
-    optimizer = adamw(lr, total, warmup, weight_decay=wd, clip=clip, b1=B1, b2=B2)
+    optimizer = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip, b1=B1, b2=B2)
 
     @jax.jit
     def two_steps(params, steps):
@@ -156,7 +162,7 @@ def test_weight_decay_does_not_scale_with_the_learning_rate():
 
     @jax.jit
     def first_update(lr):
-        optimizer = adamw(lr, total, warmup, weight_decay=wd)
+        optimizer = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd)
         return optimizer.update(zeros, optimizer.init(params), params)[0]
 
     small, large = (jax.tree.map(np.asarray, first_update(lr)) for lr in (1e-3, 1.0))
@@ -174,32 +180,6 @@ def test_weight_decay_does_not_scale_with_the_learning_rate():
     assert not np.allclose(coupled[0]["w"], coupled[1]["w"])
 
 
-def test_z_loss_known_answer_and_numpy():
-    """Uniform logits: ``log Z = ln 256`` at every position, so ``z_loss = (ln 256)^2``.
-    Random logits: ``mean(logsumexp^2)`` in numpy float64. Bound: logsumexp of V = 256
-    terms is within (V + 4) eps relative of exact (the sum inside the log dominates),
-    squaring doubles it and the mean of M = 6 terms adds M eps: (2 (V + 4) + M) eps."""
-    vocab = 256
-    loss = jax.jit(z_loss)  # one program per input dtype; eager, every operation compiles
-    assert float(loss(np.zeros((2, 3, vocab), np.float32))) == pytest.approx(
-        math.log(vocab) ** 2, rel=(2 * (vocab + 4) + 6) * EPS, abs=0
-    )
-    logits = (4.0 * np.random.default_rng(3).standard_normal((2, 3, vocab))).astype(np.float32)
-    x = np.asarray(logits, np.float64)
-    peak = x.max(axis=-1, keepdims=True)
-    lse = peak[..., 0] + np.log(np.sum(np.exp(x - peak), axis=-1))
-    expected = np.mean(lse**2)
-    assert float(loss(logits)) == pytest.approx(expected, rel=(2 * (vocab + 4) + 6) * EPS, abs=0)
-    # Half-precision logits are promoted: the loss is a float32.
-    assert loss(logits.astype(jnp.bfloat16)).dtype == jnp.float32
-
-
-# --- the schedules and the decays (K2's warmup-stable-decay; coupled decay) ---
-
-#: K2's schedule compiled once per (total, warmup), as ``schedule`` above.
-wsd = jax.jit(warmup_stable_decay, static_argnums=(1, 2))
-
-
 def _wsd_reference(t: int, total: int, warmup: int) -> float:
     """The docstring's closed form in float64: ``(t + 1) / w`` over the warmup, 1 until
     ``D``, then ``f + (1 - f) (1 + cos(pi (t - D) / (T - D))) / 2``, ``f`` after ``T``."""
@@ -208,6 +188,12 @@ def _wsd_reference(t: int, total: int, warmup: int) -> float:
         return (t + 1) / warmup
     progress = min(max((t - start) / (total - start), 0.0), 1.0)
     return WSD_FLOOR + (1 - WSD_FLOOR) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+# --- the schedules and the decays (K2's warmup-stable-decay; coupled decay) ---
+
+#: K2's schedule compiled once per (total, warmup), as ``schedule`` above.
+wsd = jax.jit(warmup_stable_decay, static_argnums=(1, 2))
 
 
 def test_warmup_stable_decay_closed_form_points():
@@ -283,7 +269,7 @@ def _updates(optimizer, params, grads_per_step):
 
 
 def test_coupled_decay_is_optax_adamw_on_the_schedule():
-    """``make_optimizer("adamw", ..., decay="coupled")`` against optax's own AdamW (its decay
+    """``lm_optimizer("adamw", ..., decay="coupled")`` against optax's own AdamW (its decay
     ``lr s(t) wd theta``, on the mask's matrices) after the same global-norm clipping, with
     the learning rate ``lr s(t)`` as its schedule: three steps (the first gradient clipped),
     on both schedules (T = 4, w = 1: ``s`` = 1, 3/4, 1/4 under the cosine, 1, 1, 1 under
@@ -302,7 +288,7 @@ def test_coupled_decay_is_optax_adamw_on_the_schedule():
     last = {}
     for name in SCHEDULES:
         factor = schedule_factor(name, total, warmup)
-        ours = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
+        ours = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
                               schedule=name, decay="coupled")  # fmt: skip
         optax_adamw = optax.adamw(lambda count, f=factor: lr * f(count), b1=B1, b2=B2,
                                   eps=ADAM_EPS, weight_decay=wd, mask=decay_mask)  # fmt: skip
@@ -311,7 +297,7 @@ def test_coupled_decay_is_optax_adamw_on_the_schedule():
         for t, (ua, ub) in enumerate(zip(a, b, strict=True)):
             for k in params:
                 np.testing.assert_allclose(ua[k], ub[k], rtol=0, atol=tol, err_msg=(name, t, k))
-        independent = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
+        independent = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
                                      schedule=name)  # fmt: skip
         c = _updates(independent, params, steps)
         assert np.max(np.abs(c[0]["w"] - b[0]["w"])) > 100 * tol
@@ -329,10 +315,10 @@ def test_independent_decay_with_the_cosine_is_still_14s_adamw():
     rng = np.random.default_rng(13)
     steps = [{k: (size * rng.standard_normal(v.shape)).astype(np.float32)
               for k, v in params.items()} for size in (3.0, 0.05, 0.2)]  # fmt: skip
-    named = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="cosine",
+    named = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="cosine",
                            decay="independent")  # fmt: skip
     a = _updates(named, params, steps)
-    b = _updates(adamw(lr, total, warmup, weight_decay=wd), params, steps)
+    b = _updates(lm_optimizer("adamw", lr, total, warmup, weight_decay=wd), params, steps)
     for ua, ub in zip(a, b, strict=True):
         for k in params:
             np.testing.assert_array_equal(ua[k], ub[k])
@@ -351,7 +337,7 @@ def test_the_decay_alone_follows_the_wsd_schedule(decay):
     assert start == 18  # plateau [4, 18), the decay's midpoint 23
     params = _tree_params()
     zeros = jax.tree.map(np.zeros_like, params)
-    optimizer = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="wsd",
+    optimizer = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="wsd",
                                decay=decay)  # fmt: skip
 
     @jax.jit
@@ -378,4 +364,4 @@ def test_the_decay_alone_follows_the_wsd_schedule(decay):
 def test_an_unknown_decay_is_refused():
     assert DECAYS == ("independent", "coupled")
     with pytest.raises(ValueError, match="decay must be one of"):
-        make_optimizer("adamw", 1e-2, 100, 10, decay="x")
+        lm_optimizer("adamw", 1e-2, 100, 10, decay="x")
