@@ -26,7 +26,7 @@ CSVS = {RUNS_CSV: RUNS, CURVES_CSV: CURVES, LEDGER_CSV: LEDGER}
 #: rates (10x apart), 4 steps, a tau sweep of one tau (signed and on |z|), a long run of 20
 #: on one seed (its ledger at every step; cosine, and WSD with the clip), at a tau low
 #: enough for the clip to fire.
-TINY = ["--arms", "adamw", "muon_pinned", "--mechanisms", "scaled", "--lrs", "1e-2", "1e-1",
+TINY = ["--optimizers", "adamw", "muon_pinned", "--mechanisms", "scaled", "--lrs", "1e-2", "1e-1",
         "--steps", "4", "--seeds", "1", "--taus", "0.5", "--long-tau", "0.5", "--long-steps",
         "20", "--long-seeds", "1", "--qk-clip", "0.5", "--text", "{text}", "--long-text",
         "{text}", "--quiet"]  # fmt: skip
@@ -55,7 +55,7 @@ def _flags(text, *more):
 def test_help_exits_0(script, run_main, capsys):
     assert run_main(script, ["--help"]) == 0
     out = capsys.readouterr().out
-    assert "--qk-clip" in out and "--long-steps" in out and "--arms" in out
+    assert "--qk-clip" in out and "--long-steps" in out and "--optimizers" in out
     assert "--side-lr" in out and "--qk-clip-on" in out and "--taus" in out
 
 
@@ -155,6 +155,34 @@ def test_a_tiny_runs_tables_have_the_declared_columns(tiny_runs, text):
              for a, r in zip(arm, long.itertuples(), strict=True)
              for step in (0, 1, 2, 4, 10, 20)}  # fmt: skip
     assert {p.name for p in (out / "checkpoints").iterdir()} == names
+
+
+@pytest.mark.slow  # a tiny run of two arms: about 100 s of CPU cold
+def test_quick_with_adamw_and_lion_runs_through_to_the_report(
+    script, run_main, text, tmp_path, tmp_path_factory
+):
+    """``15 --quick --optimizers adamw lion`` (at tiny sizes: a flag given beside --quick
+    wins) trains optax's Lion beside AdamW, and the report's section and figure read its
+    tables: Lion is compared against AdamW in (a), (e) reads qk_norm under Lion (absent
+    here, so it says so), no Muon arm is named."""
+    from attnlab.harness.tables import Tables
+    from attnlab.studies.optimizer.figure import fig14_optimizer
+    from attnlab.studies.optimizer.report import section
+
+    out = tmp_path / "out"
+    out.mkdir()
+    tiny = ["--steps", "4", "--long-steps", "20", "--taus", "0.5", "--long-tau", "0.5",
+            "--text", str(text), "--long-text", str(text), "--quiet"]  # fmt: skip
+    flags = ["--quick", "--optimizers", "adamw", "lion", *tiny, "--out-dir", str(out)]
+    assert run_main(script, flags) == 0
+    runs = pd.read_csv(out / RUNS_CSV)
+    assert set(runs.optimizer) == {"adamw", "lion"} and set(runs.side) == {"shared"}
+    text_ = section(Tables(out, lambda name: "15"))
+    assert "under Lion than under AdamW" in text_ and "Arms: AdamW; Lion." in text_
+    assert "qk_norm was not trained under Lion" in text_
+    assert "Muon with" not in text_ and "muon_pinned" not in text_
+    figures = fig14_optimizer(Tables(out, lambda name: "15"), tmp_path_factory.mktemp("fig"))
+    assert {p.suffix for p in figures} == {".png", ".pdf"}
 
 
 @pytest.mark.slow  # shares tiny_runs

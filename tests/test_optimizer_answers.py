@@ -16,7 +16,7 @@ NAN = math.nan
 LRS = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 #: arm: (optimizer, side)
 ARMS = {"adamw": ("adamw", "shared"), "muon": ("muon", "shared"),
-        "muon_pinned": ("muon", "pinned")}  # fmt: skip
+        "muon_pinned": ("muon", "pinned"), "lion": ("lion", "shared")}  # fmt: skip
 
 
 def row(arm, lr, logit=10.0, loss=2.0, *, part="sweep", tau=NAN, on="signed",
@@ -117,14 +117,14 @@ def test_a_a_tie_inside_the_seeds_spread_is_not_more():
     # medians 23.4 against 23.1, but Muon's low seed is below AdamW's high one: a tie
     tie = _nominal((23.0, 23.8))
     assert [p[-1] for p in answers.nominal_pairs(tie, "muon")] == ["more", "tie"]
-    answer = answers.muon_grows_more(tie, "muon", "nominal")
+    answer = answers.grows_more(tie, "muon", "nominal")
     assert not answer.holds  # 1 of 2: not a strict majority
     assert "lr 0.03: Muon 23.4 [23, 23.8] vs AdamW 23.1 [22.9, 23.3]: tie" in answer.detail
     assert "seeds' ranges apart" in answer.label
     # the same medians' order with Muon's seeds all above AdamW's: more, and it holds
     apart = _nominal((23.4, 23.5))
     assert [p[-1] for p in answers.nominal_pairs(apart, "muon")] == ["more", "more"]
-    assert answers.muon_grows_more(apart, "muon", "nominal").holds
+    assert answers.grows_more(apart, "muon", "nominal").holds
 
 
 def test_a_less_is_muons_seeds_all_below_and_a_diverged_seed_counts_as_infinite():
@@ -137,10 +137,10 @@ def test_a_holds_on_a_strict_majority_of_rates():
     adamw = {lr: [10.0, 11.0] for lr in LRS[:3]}
     two_of_three = {3e-3: [20.0, 21.0], 1e-2: [20.0, 21.0], 3e-2: [10.5, 10.6]}
     runs = table(*swept("adamw", 1e-2, adamw), *swept("muon", 1e-2, two_of_three))
-    assert answers.muon_grows_more(runs, "muon", "nominal").holds
+    assert answers.grows_more(runs, "muon", "nominal").holds
     one_of_three = {**two_of_three, 1e-2: [10.5, 10.6]}
     runs = table(*swept("adamw", 1e-2, adamw), *swept("muon", 1e-2, one_of_three))
-    assert not answers.muon_grows_more(runs, "muon", "nominal").holds
+    assert not answers.grows_more(runs, "muon", "nominal").holds
 
 
 def _multiples(muon_at_1e1: float, muon_at_3e1: float) -> pd.DataFrame:
@@ -158,24 +158,24 @@ def test_a_at_multiples_of_each_best_rate_both_ways():
     pairs = answers.multiple_pairs(grows, "muon")
     assert [(p[0], p[-1]) for p in pairs] == [("0.3x best", "more"), ("1x best", "more"),
                                               ("3x best", "more")]  # fmt: skip
-    assert answers.muon_grows_more(grows, "muon", "multiples").holds
-    assert not answers.muon_grows_more(grows, "muon", "nominal").holds  # the same table
+    assert answers.grows_more(grows, "muon", "multiples").holds
+    assert not answers.grows_more(grows, "muon", "nominal").holds  # the same table
     assert {p[-1] for p in answers.nominal_pairs(grows, "muon")} == {"less"}
     shrinks = _multiples(9.0, 30.0)  # Muon's 1x and 3x best now below AdamW's
     assert [p[-1] for p in answers.multiple_pairs(shrinks, "muon")] == ["more", "less", "less"]
-    assert not answers.muon_grows_more(shrinks, "muon", "multiples").holds
+    assert not answers.grows_more(shrinks, "muon", "multiples").holds
 
 
 def test_a_judges_each_muon_arm_on_its_own_rows():
     adamw = {1e-2: [10.0, 11.0]}
     runs = table(*swept("adamw", 1e-2, adamw), *swept("muon", 1e-2, {1e-2: [50.0, 60.0]}),
                  *swept("muon_pinned", 1e-2, {1e-2: [1.0, 2.0]}))  # fmt: skip
-    assert answers.muon_grows_more(runs, "muon", "nominal").holds
-    pinned = answers.muon_grows_more(runs, "muon_pinned", "nominal")
+    assert answers.grows_more(runs, "muon", "nominal").holds
+    pinned = answers.grows_more(runs, "muon_pinned", "nominal")
     assert not pinned.holds and "pinned" in pinned.label and pinned.detail.endswith("less")
     alone = table(*swept("adamw", 1e-2, adamw))
     for matched in ("nominal", "multiples"):
-        nothing = answers.muon_grows_more(alone, "muon", matched)
+        nothing = answers.grows_more(alone, "muon", matched)
         assert not nothing.holds and nothing.detail == "nothing to compare"
 
 
@@ -319,21 +319,27 @@ def test_d_needs_every_arm_and_rate_less_late():
 def test_e_both_ways():
     bounded = table(*(row(arm, r, 8.0, mechanism="qk_norm") for r in LRS
                       for arm in ("muon", "muon_pinned")))  # fmt: skip
-    assert answers.qk_norm_bounds_muon(bounded).holds
+    assert answers.qk_norm_bounds(bounded).holds
     grown = table(
         *(
             row("muon", r, z, mechanism="qk_norm")
             for r, z in zip(LRS[:3], (8, 20, 300), strict=True)
         )
     )
-    assert not answers.qk_norm_bounds_muon(grown).holds
+    assert not answers.qk_norm_bounds(grown).holds
     pinned = table(row("muon", 1e-2, 8.0, mechanism="qk_norm"),
                    row("muon_pinned", 1e-2, 300.0, mechanism="qk_norm"))  # fmt: skip
-    assert not answers.qk_norm_bounds_muon(pinned).holds  # both Muon arms are read
+    assert not answers.qk_norm_bounds(pinned).holds  # both Muon arms are read
     diverged = table(row("muon", 0.3, 8.0, mechanism="qk_norm", diverged_step=40))
-    assert not answers.qk_norm_bounds_muon(diverged).holds
+    assert not answers.qk_norm_bounds(diverged).holds
     adamw = table(row("adamw", 0.3, 300.0, mechanism="qk_norm"))
-    assert not answers.qk_norm_bounds_muon(adamw).holds  # not trained under Muon
+    assert not answers.qk_norm_bounds(adamw).holds  # not trained under Muon
+    # Under another optimizer the rule reads its rows and names it, both ways.
+    lion = table(row("adamw", 0.3, 300.0, mechanism="qk_norm"),
+                 row("lion", 0.3, 8.0, mechanism="qk_norm"))  # fmt: skip
+    held = answers.qk_norm_bounds(lion)
+    assert held.holds and "under Lion" in held.label and "over 1 runs" in held.detail
+    assert not answers.qk_norm_bounds(table(row("lion", 0.3, 300.0, mechanism="qk_norm"))).holds
 
 
 # --- (f) the clip on |logit| bounds both signs -----------------------------------------------
@@ -359,12 +365,17 @@ def test_f_both_ways():
     assert not none.holds and none.detail == "no run of the clip on |logit| fired"
 
 
-def test_the_answers_are_the_nine_rules_and_the_required_four():
-    runs = _regime(*_held())
-    assert len(answers.ANSWERS) == 9
-    assert all(isinstance(f(runs), answers.Answer) for f in answers.ANSWERS)
-    assert {f.__name__ for f in answers.REQUIRED} == {
-        "clip_bounds", "clip_loss", "qk_norm_bounds_muon", "abs_clip_bounds"}  # fmt: skip
+def test_the_answers_follow_the_arms_the_table_holds():
+    """(a) twice (nominal, multiples) per arm but AdamW, then (b) to (f): nine for the
+    committed three arms, seven for AdamW and Lion, Lion named in (a)."""
+    three = table(*(row(arm, 1e-2) for arm in ("muon", "adamw", "muon_pinned")))
+    assert answers.arms_of(three) == ["adamw", "muon", "muon_pinned"]  # the baseline first
+    known = answers.answers(three)
+    assert len(known) == 9 and all(isinstance(a, answers.Answer) for a in known)
+    assert [a.label[:3] for a in known] == ["(a)"] * 4 + ["(b)", "(c)", "(d)", "(e)", "(f)"]
+    two = answers.answers(table(row("adamw", 1e-2), row("lion", 1e-2)))
+    assert len(two) == 7 and "under Lion than under AdamW" in two[0].label
+    assert "Lion 10 [10, 10] vs AdamW 10 [10, 10]: tie" in two[0].detail
 
 
 def test_the_steps_after_the_first_clip_are_read_from_every_step():

@@ -123,7 +123,7 @@ def test_the_headline_tallies_the_rates_where_muons_seeds_are_all_above(tmp_path
     text = answer(write(tmp_path, runs))
     # nominal: 1e-2 more, 3e-2 a tie (21-25 against 20-22), 1e-1 more; multiples (AdamW's
     # best 1e-2, Muon's 1e-1): only 1x in both grids, more
-    assert text == ("Muon's largest logit above AdamW's, seeds apart: muon: 1 of 1 matched "
+    assert text == ("The largest logit above AdamW's, seeds apart: muon: 1 of 1 matched "
                     "multiples, 2 of 3 matched nominal rates")  # fmt: skip
 
 
@@ -246,7 +246,7 @@ def test_the_section_says_the_right_things(tmp_path):
             "tau; muon: unclipped |z| up to 200;") in text  # fmt: skip
     # (a): Muon's logits 5x AdamW's at every rate, seeds apart; the pinned arm's tie AdamW's
     # at every nominal rate, and are above them at its best rate and 10x it
-    assert ("Muon's largest logit above AdamW's, seeds apart: muon: 2 of 2 matched multiples, "
+    assert ("The largest logit above AdamW's, seeds apart: muon: 2 of 2 matched multiples, "
             "4 of 4 matched nominal rates; muon_pinned: 2 of 2 matched multiples, 0 of 4 "
             "matched nominal rates.") in text  # fmt: skip
     assert (

@@ -1,17 +1,19 @@
 """Experiment 15's known answers, read from its runs table alone (pandas, no JAX), each a
 rule that can come out either way (``Answer``: whether it holds, and what it read).
 
-An *arm* is an optimizer with its recipe (``study.ARMS``): ``adamw``, ``muon`` (Moonlight's
-one rate for both sides) and ``muon_pinned`` (Muon's AdamW side at ``SIDE_LR``). Rates are
+An *arm* is an optimizer with its recipe (``study.ARMS``): by default ``adamw``, ``muon``
+(Moonlight's one rate for both sides) and ``muon_pinned`` (Muon's AdamW side at
+``SIDE_LR``); any registered optimizer may be one (``--optimizers``), and every rule reads
+the arms the table holds, each compared against ``BASELINE`` (AdamW). Rates are
 compared on ``scaled`` without the clip, by the largest attention logit over the run
 (``max_attn_logit``, all layers), the seeds' median and range; a rate's best is the lowest
 mean held-out loss (``attnlab.lm.sweep_tables.best_lane_rates``). *S* is the clip's
 quantity: a head's largest signed logit (Kimi K2's), or its largest |logit| under
 ``qk_clip_on = abs``; like is compared with like, S with S and |z| with |z|.
 
-(a) Kimi K2: under Muon the largest logit grows more than under AdamW. Judged per Muon arm,
+(a) Kimi K2: under Muon the largest logit grows more than under AdamW. Judged per arm,
     at matched nominal rates and at matched multiples of each arm's best rate: at each
-    rate, Muon's seeds all above AdamW's is *more*, all below *less*, overlapping a *tie*;
+    rate, the arm's seeds all above AdamW's is *more*, all below *less*, overlapping a *tie*;
     it holds where *more* is the majority. Reported, whichever way it comes out.
 (b) QK-Clip bounds S in K2's regime: in every clipped run at most ``HOT`` times its arm's
     best rate whose clip fired (the tau sweep and the long run, signed S), after the first
@@ -27,7 +29,7 @@ quantity: a head's largest signed logit (Kimi K2's), or its largest |logit| unde
     fires less in the plateau's last quarter than in its first (as in K2, whose rate was
     constant there), in the median over seeds.
 (e) qk_norm bounds the logits under Muon without a clip: its largest logit stays below
-    ``BOUNDED`` at every rate under both Muon arms, and no run diverges.
+    ``BOUNDED`` at every rate under every arm but AdamW, and no run diverges.
 (f) The clip keyed on |logit| (``qk_clip_on = abs``, not K2's) bounds both signs: in each of
     its runs that fired, the largest |logit| after the first firing within ``ONE_UPDATE``
     tau on every seed.
@@ -43,13 +45,16 @@ import pandas as pd
 
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.studies.optimizer.study import (
-    ARM_OPTIMIZER,
+    BASELINE,
     BLOWN,
     BOUNDED,
     HOT,
     LOSS_MARGIN,
     MEDIAN_UPDATE,
     ONE_UPDATE,
+    OPTIMIZER_NAMES,
+    PINNED,
+    arm_optimizer,
 )
 
 
@@ -63,8 +68,28 @@ class Answer:
 
 
 def arm_of(runs: pd.DataFrame) -> pd.Series:
-    """Each row's arm: its optimizer, ``_pinned`` added where Muon's AdamW side was."""
-    return runs.optimizer.where(runs.side != "pinned", runs.optimizer + "_pinned")
+    """Each row's arm: its optimizer, ``_pinned`` added where its side rate was."""
+    return runs.optimizer.where(runs.side != "pinned", runs.optimizer + PINNED)
+
+
+def arms_of(runs: pd.DataFrame) -> list[str]:
+    """The arms ``runs`` holds: ``BASELINE`` first, the others as they first appear."""
+    present = list(dict.fromkeys(arm_of(runs)))
+    return sorted(present, key=lambda arm: arm != BASELINE)
+
+
+def compared_arms(runs: pd.DataFrame) -> list[str]:
+    """The arms of ``runs`` compared against ``BASELINE``: every one but it."""
+    return [arm for arm in arms_of(runs) if arm != BASELINE]
+
+
+def arm_words(arm: str) -> str:
+    """An arm in words: Muon's two (``muon``: one rate for both sides, Moonlight's; pinned:
+    its AdamW side pinned), any other by its optimizer's name (``OPTIMIZER_NAMES``)."""
+    name = OPTIMIZER_NAMES.get(arm_optimizer(arm), arm_optimizer(arm))
+    if arm.endswith(PINNED):
+        return f"{name} with its AdamW side pinned"
+    return f"{name} with one rate for both sides (Moonlight's)" if arm == "muon" else name
 
 
 def runs_of(
@@ -98,7 +123,7 @@ def best_rate(runs: pd.DataFrame, arm: str) -> float | None:
     return None if cell.empty else float(best_lane_rates(cell, 1.0)[0])
 
 
-#: (where, Muon's median, low, high, AdamW's median, low, high, ``more``/``less``/``tie``)
+#: (where, the arm's median, low, high, AdamW's median, low, high, ``more``/``less``/``tie``)
 Pair = tuple[str, float, float, float, float, float, float, str]
 
 
@@ -107,36 +132,37 @@ def _compare(where: str, m: pd.Series, a: pd.Series) -> Pair:
     return (where, m["median"], m.low, m.high, a["median"], a.low, a.high, word)
 
 
-def nominal_pairs(runs: pd.DataFrame, arm: str = "muon") -> list[Pair]:
-    """``Pair`` at every rate both ``arm`` and AdamW swept."""
-    muon, adamw = (_spread(runs_of(runs, "sweep", a)) for a in (arm, "adamw"))
-    return [_compare(f"lr {r:g}", muon.loc[r], adamw.loc[r]) for r in muon.index
-            if r in adamw.index]  # fmt: skip
+def nominal_pairs(runs: pd.DataFrame, arm: str) -> list[Pair]:
+    """``Pair`` at every rate both ``arm`` and ``BASELINE`` swept."""
+    ours, base = (_spread(runs_of(runs, "sweep", a)) for a in (arm, BASELINE))
+    return [_compare(f"lr {r:g}", ours.loc[r], base.loc[r]) for r in ours.index
+            if r in base.index]  # fmt: skip
 
 
-def multiple_pairs(runs: pd.DataFrame, arm: str = "muon") -> list[Pair]:
+def multiple_pairs(runs: pd.DataFrame, arm: str) -> list[Pair]:
     """``Pair`` at every multiple ``r / best`` of each arm's best rate both grids hold."""
     found = {}
-    for a in (arm, "adamw"):
+    for a in (arm, BASELINE):
         best = best_rate(runs, a)
         if best is None:
             return []
         found[a] = {r / best: row for r, row in _spread(runs_of(runs, "sweep", a)).iterrows()}
     pairs = []
     for multiple, row in found[arm].items():
-        match = [m for m in found["adamw"] if math.isclose(m, multiple, rel_tol=1e-6)]
+        match = [m for m in found[BASELINE] if math.isclose(m, multiple, rel_tol=1e-6)]
         if match:
-            pairs.append(_compare(f"{multiple:g}x best", row, found["adamw"][match[0]]))
+            pairs.append(_compare(f"{multiple:g}x best", row, found[BASELINE][match[0]]))
     return pairs
 
 
-def _pairs_text(pairs: list[Pair]) -> str:
-    return "; ".join(f"{w}: Muon {m:.3g} [{ml:.3g}, {mh:.3g}] vs AdamW {a:.3g} [{al:.3g}, "
+def _pairs_text(pairs: list[Pair], arm: str) -> str:
+    name = OPTIMIZER_NAMES.get(arm_optimizer(arm), arm_optimizer(arm))
+    return "; ".join(f"{w}: {name} {m:.3g} [{ml:.3g}, {mh:.3g}] vs AdamW {a:.3g} [{al:.3g}, "
                      f"{ah:.3g}]: {word}" for w, m, ml, mh, a, al, ah, word in pairs)  # fmt: skip
 
 
 def count_more(pairs: list[Pair]) -> int:
-    """How many of ``pairs`` are *more*: Muon's seeds all above AdamW's."""
+    """How many of ``pairs`` are *more*: the arm's seeds all above AdamW's."""
     return sum(p[-1] == "more" for p in pairs)
 
 
@@ -149,19 +175,15 @@ def _grows_more(pairs: list[Pair]) -> bool:
     return bool(pairs) and count_more(pairs) > len(pairs) / 2
 
 
-_RECIPES = {"muon": "Muon with one rate for both sides (Moonlight's)",
-            "muon_pinned": "Muon with its AdamW side pinned"}  # fmt: skip
-
-
-def muon_grows_more(runs: pd.DataFrame, arm: str, matched: str) -> Answer:
+def grows_more(runs: pd.DataFrame, arm: str, matched: str) -> Answer:
     """(a) for ``arm`` at ``matched`` ``nominal`` rates or ``multiples`` of the best."""
     pairs = (nominal_pairs if matched == "nominal" else multiple_pairs)(runs, arm)
     words = (
         "matched nominal rates" if matched == "nominal" else "matched multiples of each best rate"
     )
-    return Answer(f"(a) reported: the largest logit grows more under {_RECIPES[arm]} than under "
+    return Answer(f"(a) reported: the largest logit grows more under {arm_words(arm)} than under "
                   f"AdamW (Kimi K2), at {words}, seeds' ranges apart", _grows_more(pairs),
-                  _pairs_text(pairs) or "nothing to compare")  # fmt: skip
+                  _pairs_text(pairs, arm) or "nothing to compare")  # fmt: skip
 
 
 def in_regime(runs: pd.DataFrame) -> pd.DataFrame:
@@ -212,7 +234,7 @@ def far_above(runs: pd.DataFrame) -> list[str]:
     after the first firing and its over-bound head-steps by cause, per rate (seeds
     summed), like for like with the unclipped run's largest |logit|."""
     lines = []
-    for arm in ARM_OPTIMIZER:
+    for arm in arms_of(runs):
         best = best_rate(runs, arm)
         rows = runs_of(runs, "sweep", arm, clipped=True)
         if best is None or rows.empty:
@@ -284,19 +306,19 @@ def clip_fires_less_late(runs: pd.DataFrame) -> Answer:
                   "early (Kimi K2)", less, detail or "no long run on K2's schedule")  # fmt: skip
 
 
-def qk_norm_bounds_muon(runs: pd.DataFrame) -> Answer:
-    """(e)."""
-    rows = runs[(runs.optimizer == "muon") & (runs.mechanism == "qk_norm")
+def qk_norm_bounds(runs: pd.DataFrame) -> Answer:
+    """(e), under every optimizer of the arms but ``BASELINE``'s."""
+    names = list(dict.fromkeys(arm_optimizer(a) for a in compared_arms(runs)))
+    words = " and ".join(OPTIMIZER_NAMES.get(n, n) for n in names) or "Muon"
+    label = f"(e) qk_norm bounds the logits under {words} without a clip (below {BOUNDED:g})"
+    rows = runs[runs.optimizer.isin(names) & (runs.mechanism == "qk_norm")
                 & runs.qk_clip_tau.isna()]  # fmt: skip
     if rows.empty:
-        return Answer(_E_LABEL, False, "qk_norm was not trained under Muon")
+        return Answer(label, False, f"qk_norm was not trained under {words}")
     top = rows.max_attn_logit.max()
     diverged = int((rows.diverged_step >= 0).sum())
-    return Answer(_E_LABEL, bool(top < BOUNDED and not diverged),
+    return Answer(label, bool(top < BOUNDED and not diverged),
                   f"largest {top:.3g} over {len(rows)} runs, {diverged} diverged")  # fmt: skip
-
-
-_E_LABEL = f"(e) qk_norm bounds the logits under Muon without a clip (below {BOUNDED:g})"
 
 
 def abs_clip_bounds(runs: pd.DataFrame) -> Answer:
@@ -318,16 +340,11 @@ def abs_clip_bounds(runs: pd.DataFrame) -> Answer:
 _F_LABEL = (f"(f) QK-Clip keyed on |logit| (not K2's) bounds both signs: |z| within "
             f"{ONE_UPDATE:g} tau after the first firing on every seed")  # fmt: skip
 
-ANSWERS = (
-    lambda runs: muon_grows_more(runs, "muon", "nominal"),
-    lambda runs: muon_grows_more(runs, "muon", "multiples"),
-    lambda runs: muon_grows_more(runs, "muon_pinned", "nominal"),
-    lambda runs: muon_grows_more(runs, "muon_pinned", "multiples"),
-    clip_bounds,
-    clip_loss,
-    clip_fires_less_late,
-    qk_norm_bounds_muon,
-    abs_clip_bounds,
-)
-#: The answers the issue requires to hold or be listed as disagreements ((a), (d): reported).
-REQUIRED = (clip_bounds, clip_loss, qk_norm_bounds_muon, abs_clip_bounds)
+
+def answers(runs: pd.DataFrame) -> list[Answer]:
+    """Every known answer of the module docstring on ``runs``: (a) per arm compared, at
+    matched nominal rates and at matched multiples, then (b) to (f)."""
+    grown = [grows_more(runs, arm, matched) for arm in compared_arms(runs)
+             for matched in ("nominal", "multiples")]  # fmt: skip
+    return [*grown, clip_bounds(runs), clip_loss(runs), clip_fires_less_late(runs),
+            qk_norm_bounds(runs), abs_clip_bounds(runs)]  # fmt: skip

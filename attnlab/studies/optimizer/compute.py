@@ -40,7 +40,6 @@ from attnlab.lm.train import LMConfig, SweepResult, split_text, train_lanes
 from attnlab.lm.trajectory import Trajectory
 from attnlab.studies.optimizer.answers import runs_of
 from attnlab.studies.optimizer.study import (
-    ARM_OPTIMIZER,
     ARMS,
     CHECKPOINT_FRACTIONS,
     CLIPPED,
@@ -57,6 +56,7 @@ from attnlab.studies.optimizer.study import (
     LRS,
     MECHANISMS,
     ONE_UPDATE,
+    PINNED,
     PROBE_EVERY,
     RECORD_EVERY,
     RUNS,
@@ -66,6 +66,7 @@ from attnlab.studies.optimizer.study import (
     TAU,
     TAUS,
     WEIGHT_DECAY,
+    arm_optimizer,
     checkpoint_name,
 )
 from attnlab.training.schedules import wsd_decay_start
@@ -180,9 +181,9 @@ class OptimizerConfig:
     def cell_config(self, lm: LMConfig, cell: Cell, probe: bool = False) -> LMConfig:
         """``lm`` for ``cell``: its optimizer, AdamW-side rate, clip and schedule; with
         ``probe`` (and the clip) the clip's probe every ``PROBE_EVERY`` steps."""
-        side = self.side_lr if cell.arm == "muon_pinned" else None
+        side = self.side_lr if cell.arm.endswith(PINNED) else None
         every = PROBE_EVERY if probe and cell.tau is not None else 0
-        return replace(lm, optimizer=ARM_OPTIMIZER[cell.arm], side_lr=side,
+        return replace(lm, optimizer=arm_optimizer(cell.arm), side_lr=side,
                        qk_clip_tau=cell.tau, qk_clip_on=cell.clip_on, schedule=cell.schedule,
                        probe_every=every)  # fmt: skip
 

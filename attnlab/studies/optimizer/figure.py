@@ -28,9 +28,11 @@ _KEYS = ["part", "optimizer", "side", "schedule", "mechanism", "qk_clip_on", "qk
 RUN_COLUMNS = [*_KEYS, "final_val_loss", "max_signed_after_first_clip"]
 CURVE_COLUMNS = [*_KEYS, "layer", "step", "max_attn_logit", "max_signed_logit"]
 
-#: One hue per arm (all runs here are ``scaled``, so not the house's blue/green pair).
-ARM_COLORS = {"adamw": "tab:blue", "muon": "tab:purple", "muon_pinned": "tab:orange"}
-#: The hue of an arm the figure does not know.
+#: One hue per arm of the registry's optimizers (all runs here are ``scaled``, so not the
+#: house's blue/green pair).
+ARM_COLORS = {"adamw": "tab:blue", "muon": "tab:purple", "muon_pinned": "tab:orange",
+              "lion": "tab:red", "adam": "tab:brown"}  # fmt: skip
+#: The hue of an arm the figure does not know (an optimizer registered by a user).
 OTHER_COLOR = "tab:gray"
 #: Line styles: the unclipped runs solid, the clipped dashed; tau's line dotted grey.
 STYLES = {False: "-", True: "--"}
@@ -222,6 +224,6 @@ def fig14_optimizer(tables: Tables, figures_dir: Path) -> list[Path]:
             draw(ax, runs)
             if ax.get_legend_handles_labels()[0]:  # below its panel, clear of the data
                 sub.legend(loc="outside lower center", ncol=2, **LEGEND)
-        fig.suptitle("Experiment 15: the clip's S under AdamW and Muon (median over seeds, "
+        fig.suptitle("Experiment 15: the clip's S under each optimizer (median over seeds, "
                      "band: least to largest)", fontsize=9)  # fmt: skip
         return save(fig, figures_dir, "fig14_optimizer")

@@ -22,7 +22,8 @@ from attnlab.lm.corpus import stdlib_source
 from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY, check_tau, clip_handle
 from attnlab.lm.train import CLIP_ON
 from attnlab.studies.optimizer.compute import SCALED, OptimizerConfig
-from attnlab.studies.optimizer.study import ARMS, LEDGER_POINTS
+from attnlab.studies.optimizer.study import BASELINE, LEDGER_POINTS, PINNED
+from attnlab.training.optimizers import OPTIMIZERS, hyperparameters
 
 DEFAULT = OptimizerConfig()
 #: ``--quick``: a look in about a minute and a half: Muon (one rate) on ``scaled`` with and
@@ -42,6 +43,12 @@ QUICK = dataclasses.replace(
     long_steps=200,
     long_seeds=1,
 )
+
+
+def arm_choices() -> list[str]:
+    """Every registered optimizer's name, and ``NAME_pinned`` for those with a side rate."""
+    pinned = [name + PINNED for name in OPTIMIZERS if "side_lr" in hyperparameters(name)]
+    return [*OPTIMIZERS, *pinned]
 
 
 def _words(values) -> str:
@@ -66,14 +73,16 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
     """Every flag of experiment 15 but ``--out-dir``. The flags ``--quick`` changes default
     to None (a flag given always wins over ``--quick``), their help saying both defaults."""
     both = "(default: {}; with --quick {})"
-    parser.add_argument("--arms", nargs="+", choices=ARMS, default=None,
-                        help="adamw (14's AdamW), muon (Muon on the hidden matrices, AdamW on "
-                        "the rest, one rate for both: Moonlight's) and muon_pinned (the AdamW "
-                        "side at --side-lr): attnlab/training/optimizers.py " + both.format(
+    parser.add_argument("--optimizers", dest="arms", nargs="+", choices=arm_choices(),
+                        default=None, metavar="ARM",
+                        help="the arms: any optimizer of attnlab/training/optimizers.py by "
+                        f"name ({', '.join(OPTIMIZERS)}), NAME{PINNED} for one whose side rate "
+                        "is pinned at --side-lr (muon_pinned: Muon's AdamW side); each is "
+                        f"compared against {BASELINE} " + both.format(
                             " ".join(DEFAULT.arms), " ".join(QUICK.arms)))  # fmt: skip
     parser.add_argument("--side-lr", type=cli.positive_float, default=DEFAULT.side_lr,
-                        metavar="LR", help="muon_pinned's AdamW-side peak rate (AdamW's "
-                        "best rate here)")  # fmt: skip
+                        metavar="LR", help="a pinned arm's side peak rate (AdamW's best rate "
+                        "here)")  # fmt: skip
     parser.add_argument("--mechanisms", nargs="+", type=mechanism_reference,
                         default=None, metavar="SPEC",
                         help="mechanisms swept under every arm " + both.format(
@@ -169,7 +178,7 @@ def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
         raise cli.UsageError(f"--lrs: a rate given twice, of {_words(args.lrs)}")
     arms = base.arms if args.arms is None else tuple(args.arms)
     if len(set(arms)) < len(arms):
-        raise cli.UsageError(f"--arms: given twice, of {' '.join(arms)}")
+        raise cli.UsageError(f"--optimizers: given twice, of {' '.join(arms)}")
     taus = base.taus if args.taus is None else tuple(sorted(args.taus))
     if len(set(taus)) < len(taus):
         raise cli.UsageError(f"--taus: a tau given twice, of {_words(taus)}")

@@ -8,21 +8,27 @@ import pandas as pd
 from attnlab.harness.headlines import counted, span
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.studies.optimizer.answers import (
-    ANSWERS,
     Answer,
+    answers,
     arm_of,
+    arm_words,
+    arms_of,
     best_rate,
+    compared_arms,
     far_above,
     more_of,
     multiple_pairs,
     nominal_pairs,
 )
 from attnlab.studies.optimizer.study import (
-    ARMS,
+    BASELINE,
     CURVES_CSV,
     LEDGER_CSV,
     ONE_UPDATE,
+    OPTIMIZER_NAMES,
+    PINNED,
     RUNS_CSV,
+    arm_optimizer,
 )
 
 RUN_COLUMNS = ["part", "optimizer", "side", "side_lr", "schedule", "mechanism", "qk_clip_on",
@@ -230,30 +236,38 @@ def _tally(pairs) -> str:
 
 
 def side_note(runs: pd.DataFrame, side_lr: object) -> str:
-    """The pinned side's rate against AdamW's best in this sweep, and what pinning did to
-    Muon's logits at each rate (median over seeds, unclipped ``scaled``)."""
-    adamw = best_rate(runs, "adamw")
-    if adamw is None or not isinstance(side_lr, float | int):
+    """Per pinned arm (``NAME_pinned`` beside ``NAME``): the pinned side's rate against
+    AdamW's best in this sweep, and what pinning did to the logits at each rate (median
+    over seeds, unclipped ``scaled``)."""
+    adamw = best_rate(runs, BASELINE)
+    arms = arms_of(runs)
+    pinned_arms = [a for a in arms if a.endswith(PINNED) and arm_optimizer(a) in arms]
+    if adamw is None or not isinstance(side_lr, float | int) or not pinned_arms:
         return ""
     check = "equals" if np.isclose(adamw, side_lr) else "differs from"
     free = _with_arm(runs[(runs.part == "sweep") & runs.qk_clip_tau.isna()
                           & (runs.mechanism == "scaled")])  # fmt: skip
-    shared, pinned = (free[free.arm == a].groupby("lr").max_attn_logit.median()
-                      for a in ("muon", "muon_pinned"))  # fmt: skip
-    both = ", ".join(f"lr {r:g}: {shared[r]:.3g} → {pinned[r]:.3g}" for r in shared.index
-                     if r in pinned.index)  # fmt: skip
+    lines = []
+    for arm in pinned_arms:
+        name = arm_optimizer(arm)
+        shared, pinned = (free[free.arm == a].groupby("lr").max_attn_logit.median()
+                          for a in (name, arm))  # fmt: skip
+        both = ", ".join(f"lr {r:g}: {shared[r]:.3g} → {pinned[r]:.3g}" for r in shared.index
+                         if r in pinned.index)  # fmt: skip
+        lines.append(f"{arm} trains {OPTIMIZER_NAMES.get(name, name)}'s AdamW side "
+                     f"(embeddings, head, LayerNorm gains) at {side_lr:g}; its largest logit, "
+                     f"one rate for both sides → the side pinned: {both}")  # fmt: skip
     return (
-        f"**Rates apart.** muon_pinned trains Muon's AdamW side (embeddings, head, LayerNorm "
-        f"gains) at {side_lr:g}, declared before the run as AdamW's best rate; this sweep's "
-        f"AdamW best is {adamw:g}, which {check} it. Muon's largest logit, one rate for both "
-        f"sides → the side pinned: {both}."
+        "**Rates apart.** " + "; ".join(lines) + f". {side_lr:g} was declared before the run "
+        f"as AdamW's best rate; this sweep's AdamW best is {adamw:g}, which {check} it."
     )
 
 
 def k2_note(runs: pd.DataFrame) -> str:
-    """Kimi K2's observation (a) against ours, per Muon arm, with the seeds' spread."""
+    """Kimi K2's observation (a) against ours, per arm compared with AdamW, with the seeds'
+    spread."""
     lines = []
-    for arm in ("muon", "muon_pinned"):
+    for arm in compared_arms(runs):
         nominal, multiples = nominal_pairs(runs, arm), multiple_pairs(runs, arm)
         if nominal or multiples:
             lines.append(f"{arm}: at matched nominal rates {_tally(nominal)}; at matched "
@@ -261,7 +275,7 @@ def k2_note(runs: pd.DataFrame) -> str:
     if not lines:
         return ""
     return (
-        "**Kimi K2's (a) at our scale**, Muon's largest logit against AdamW's, a rate counted "
+        "**Kimi K2's (a) at our scale**, each arm's largest logit against AdamW's, a rate counted "
         "only where the seeds' ranges are apart: " + "; ".join(lines) + ". Moonlight's RMS "
         "matching exists so that Muon can take AdamW's rate and decay; the matched nominal "
         "rate is that comparison, the matched multiple the other."
@@ -286,11 +300,11 @@ def _seeds(n: object) -> str:
 def answer(tables: Tables) -> str:
     """The section's headline: per arm, over the long run's seeds at its best rate and 3x
     it on the cosine schedule, the largest |logit| without the clip, and S after the clip's
-    first firing (over tau) with it; then Muon against AdamW at matched rates."""
+    first firing (over tau) with it; then each arm against AdamW at matched rates."""
     runs = tables.get(RUNS_CSV, RUN_COLUMNS)
     long = _with_arm(runs[(runs.part == "long") & (runs.schedule == "cosine")])
     parts = []
-    for arm in ARMS:
+    for arm in arms_of(runs):
         cell = long[long.arm == arm]
         clipped = cell[cell.qk_clip_tau.notna()]
         if clipped.empty:
@@ -308,12 +322,12 @@ def answer(tables: Tables) -> str:
     head = (f"Over {steps} steps at each arm's best rate and 3x it (" + "; ".join(parts) + "). "
             if parts else "")  # fmt: skip
     tallies = []
-    for arm in ("muon", "muon_pinned"):
+    for arm in compared_arms(runs):
         nominal = nominal_pairs(runs, arm)
         if nominal:
             tallies.append(f"{arm}: {more_of(multiple_pairs(runs, arm))} matched multiples, "
                            f"{more_of(nominal)} matched nominal rates")  # fmt: skip
-    return head + ("Muon's largest logit above AdamW's, seeds apart: " + "; ".join(tallies)
+    return head + ("The largest logit above AdamW's, seeds apart: " + "; ".join(tallies)
                    if tallies else "")  # fmt: skip
 
 
@@ -324,8 +338,13 @@ def section(tables: Tables) -> str:
     flags = tables.flags(RUNS_CSV)
     lm = flags.get("lm_config", {})
     tau = f"{flags['qk_clip']:g}" if isinstance(flags.get("qk_clip"), float | int) else "?"
-    answers = [f(runs) for f in ANSWERS]
+    known = answers(runs)
     far = far_above(runs)
+    arms = "; ".join(arm_words(a) + (f" at {_number(flags.get('side_lr'))}"
+                                     if a.endswith(PINNED) else "")
+                     for a in arms_of(runs))  # fmt: skip
+    if "muon" in set(runs.optimizer):
+        arms += " (Muon on the hidden matrices, AdamW on the rest)"
     return "\n\n".join([
         "### When the optimizer owns the temperature: Muon and QK-Clip (experiment 15)",
         f"**Headline.** {answer(tables)}.",
@@ -333,9 +352,7 @@ def section(tables: Tables) -> str:
         f"head width {lm.get('d_head', '?')}), sequence {lm.get('seq_len', '?')} bytes, batch "
         f"{lm.get('batch_size', '?')}; weight decay {lm.get('weight_decay', '?')} "
         f"{lm.get('decay', '?')} to each side's rate, on matrices only (LayerNorm gains not "
-        f"decayed). Arms: AdamW; Muon on the hidden matrices with AdamW on the rest at one "
-        f"rate (Moonlight's); the same with the AdamW side pinned at "
-        f"{_number(flags.get('side_lr'))}. QK-Clip after every step (Kimi K2's rule, on "
+        f"decayed). Arms: {arms}. QK-Clip after every step (Kimi K2's rule, on "
         f"each head's largest signed logit S), tau {tau} in the sweep, "
         f"{_number(flags.get('long_tau'))} in the long run. The sweep and the tau sweep: "
         f"{flags.get('steps', '?')} steps on {flags.get('text_source', '?')}, "
@@ -364,7 +381,7 @@ def section(tables: Tables) -> str:
         "|W_Q(t) - W_Q(0)| / |W_Q(0)|):",
         trajectory_table(ledger),
         "**Known answers** (rules: `attnlab/studies/optimizer/answers.py`):",
-        _listed(answers),
+        _listed(known),
         ("**Far above the best rate** (the sweep's clipped runs, tau " + tau + "; not K2's "
          "regime, reported): " + "; ".join(far) + ".") if far else "",
         k2_note(runs),

@@ -21,11 +21,24 @@ RUNS_CSV = "15_optimizer_runs.csv"
 CURVES_CSV = "15_optimizer_curves.csv.xz"
 LEDGER_CSV = "15_optimizer_ledger.csv"
 
-#: The arms compared: AdamW; Muon with Moonlight's one rate for both sides (``muon``); Muon
-#: with its AdamW side (embeddings, head, gains) pinned at ``SIDE_LR`` (``muon_pinned``).
+#: The arms compared by default: AdamW; Muon with Moonlight's one rate for both sides
+#: (``muon``); Muon with its AdamW side (embeddings, head, gains) pinned at ``SIDE_LR``
+#: (``muon_pinned``). An arm is any optimizer of ``attnlab.training.optimizers``' registry by
+#: its name, or ``NAME_pinned`` for one with a side rate (``side_lr``) pinned at ``--side-lr``.
 ARMS = ("adamw", "muon", "muon_pinned")
-#: The optimizer of each arm (``attnlab.training.optimizers``).
-ARM_OPTIMIZER = {"adamw": "adamw", "muon": "muon", "muon_pinned": "muon"}
+#: The suffix of an arm whose optimizer's side rate is pinned (``arm_optimizer``).
+PINNED = "_pinned"
+#: The arm every other is compared against (Kimi K2's (a): Muon against AdamW).
+BASELINE = "adamw"
+#: How the report names an arm's optimizer (any other: its registry name).
+OPTIMIZER_NAMES = {"adam": "Adam", "adamw": "AdamW", "muon": "Muon", "lion": "Lion"}
+
+
+def arm_optimizer(arm: str) -> str:
+    """The registry name of ``arm``'s optimizer: ``arm`` less ``PINNED``."""
+    return arm.removesuffix(PINNED)
+
+
 #: ``muon_pinned``'s AdamW-side rate: AdamW's best rate at this width in 14's sweep and in
 #: 15's previous one (declared before this run; the report checks it against this sweep's).
 SIDE_LR = 1e-2
