@@ -14,12 +14,12 @@ side at ``side_lr`` or the lane's rate, Lion, or any registered) with warmup and
 decaying schedule (``schedule``: 14's cosine or K2's warmup-stable-decay), clipping and
 weight decay (``decay``: independent of the rate, 14's, or coupled to it), optionally
 QK-Clip after each step (``qk_clip_tau``, ``attnlab.lm.qk_clip``, on each head's largest
-signed logit or, ``qk_clip_on="abs"``, its largest |logit|), loss ``CE + z_loss_weight * z_loss``. A *lane* is one (learning rate,
-seed); the lanes of one mechanism and width are vmapped through one compiled program (the
-rate and the mechanism's constants traced), steps run in ``lax.scan`` chunks of ``chunk_steps``, and
-every step records the loss and, per layer, the largest attention logit, the attention
-entropy and the mean q and k norms. A lane whose loss turns non-finite is recorded
-(``diverged_step``), never raised.
+signed logit or, ``qk_clip_on="abs"``, its largest |logit|), loss ``CE + z_loss_weight *
+z_loss``. A *lane* is one (learning rate, seed); the lanes of one mechanism and width are
+vmapped through one compiled program (the rate and the mechanism's constants traced),
+steps run in ``lax.scan`` chunks of ``chunk_steps``, and every step records the loss and,
+per layer, the largest attention logit, the attention entropy and the mean q and k norms.
+A lane whose loss turns non-finite is recorded (``diverged_step``), never raised.
 """
 
 from __future__ import annotations
