@@ -231,7 +231,7 @@ def test_config_keys_of_another_type_are_one_line_naming_the_key(family, change,
 def test_a_billion_layers_is_refused_before_anything_is_built_per_layer(monkeypatch):
     """``num_hidden_layers`` 10^9 built per-layer tuples for minutes before the weights'
     header was looked at: the layers' descriptions are checked against the memory first
-    (``files.check_layers``), for ``--config`` and ``--checkpoint`` alike, and the rotary
+    (``config_keys.check_layers``), for ``--config`` and ``--checkpoint`` alike, and the rotary
     positions are read once a layer type, not once a layer."""
     built = []
 

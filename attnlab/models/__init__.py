@@ -2,8 +2,9 @@
 registry of checkpoint families.
 
 ``files``: a checkpoint's files (``config.json``, ``model.safetensors`` without PyTorch,
-``tokenizer.json``) read and checked, for every family. ``layers``: what the families share
-inside a forward (layer and RMS norms, rotary positions, grouped-query key/value heads, the
+``tokenizer.json``) read and checked, for every family; ``config_keys``: the checks of
+``config.json``'s keys every parser calls. ``layers``: what the families share inside a
+forward (layer and RMS norms, rotary positions, grouped-query key/value heads, the
 per-layer ``Trace``). ``registry``: ``model_type`` -> family, and ``read_checkpoint``.
 ``ledger``: the temperature ledger of a decoder's config and weights. One module a family:
 ``bert`` (Hugging Face ``BertModel``, sentence-transformers' pooled embedding; the packaged

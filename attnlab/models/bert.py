@@ -38,6 +38,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from attnlab.core.attention import dot_product_attention
+from attnlab.models.config_keys import choice, model_type_of, names, positive_number
 from attnlab.models.files import (
     CONFIG,
     TOKENIZER,
@@ -45,12 +46,8 @@ from attnlab.models.files import (
     CheckpointError,
     check_token_ids,
     check_weights_header,
-    choice,
     files_present,
     is_file,
-    model_type_of,
-    names,
-    positive_number,
     read_json,
     read_tensors,
     read_tokenizer,

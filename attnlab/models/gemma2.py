@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, positive_number
+from attnlab.models.config_keys import positive_number
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 
 MODEL_TYPE = "gemma2"

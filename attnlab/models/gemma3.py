@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, positive_int
+from attnlab.models.config_keys import positive_int
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 from attnlab.models.gemma2 import gemma_choices
 from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 

@@ -46,19 +46,16 @@ from jax.typing import ArrayLike
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
 from attnlab.core.mechanism import Mechanism
+from attnlab.models.config_keys import an_object, boolean, choice, positive_int
 from attnlab.models.files import (
     CONFIG,
     TOKENIZER,
     Checkpoint,
     CheckpointError,
-    an_object,
-    boolean,
     check_token_ids,
     check_weights_header,
-    choice,
     files_present,
     mechanism_of,
-    positive_int,
     read_json,
     read_tensors,
     read_tokenizer,

@@ -56,23 +56,25 @@ from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
 from attnlab.core.mechanism import Mechanism, capped_logits, scaled_logits
 from attnlab.core.temperature import BUILTINS
+from attnlab.models.config_keys import (
+    an_object,
+    boolean,
+    check_layers,
+    choice,
+    model_type_of,
+    positive_int,
+    positive_number,
+)
 from attnlab.models.files import (
     CONFIG,
     TOKENIZER,
     WEIGHTS,
     Checkpoint,
     CheckpointError,
-    an_object,
-    boolean,
-    check_layers,
     check_token_ids,
     check_weights_header,
-    choice,
     files_present,
     mechanism_of,
-    model_type_of,
-    positive_int,
-    positive_number,
     read_json,
     read_tensors,
     read_tokenizer,

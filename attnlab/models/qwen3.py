@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, boolean
+from attnlab.models.config_keys import boolean
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 
 MODEL_TYPE = "qwen3"

@@ -34,7 +34,8 @@ from typing import Any
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.models import bert, gemma2, gemma3, gguf_checkpoint, gpt2, llama, olmo2, qwen3
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, model_type
+from attnlab.models.config_keys import model_type
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 from attnlab.models.layers import causal_masks
 
 

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.context import causal_context
-from attnlab.models.files import CheckpointError, model_type_of, read_json
+from attnlab.models.config_keys import model_type_of
+from attnlab.models.files import CheckpointError, read_json
 from attnlab.models.ledger import (
     CAP_MARGIN,
     STATIC_COLUMNS,
