@@ -2,11 +2,12 @@
 registry of checkpoint families.
 
 ``files``: a checkpoint's files (``config.json``, ``model.safetensors`` without PyTorch,
-``tokenizer.json``) read and checked, for every family; ``config_keys``: the checks of
-``config.json``'s keys every parser calls. ``layers``: what the families share inside a
-forward (layer and RMS norms, rotary positions, grouped-query key/value heads, the
-per-layer ``Trace``). ``registry``: ``model_type`` -> family, and ``read_checkpoint``.
-``ledger``: the temperature ledger of a decoder's config and weights. One module a family:
+``tokenizer.json``) read and checked, and the one loader of a folder of them, for every
+family; ``config_keys``: the checks of ``config.json``'s keys every parser calls.
+``layers``: what the families share inside a forward (layer and RMS norms, rotary
+positions, grouped-query key/value heads, the per-layer ``Trace``). ``registry``:
+``model_type`` -> family, and ``read_checkpoint``. ``ledger``: the temperature ledger of a
+decoder's config and weights. One module a family:
 ``bert`` (Hugging Face ``BertModel``, sentence-transformers' pooled embedding; the packaged
 all-MiniLM-L6-v2), ``gpt2`` (``GPT2LMHeadModel``), ``llama`` (the Llama layout, and
 ``attnlab_llama``, experiment 14's models in it), ``qwen3``, ``olmo2``, ``gemma2`` and

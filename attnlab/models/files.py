@@ -1,13 +1,16 @@
 """A checkpoint's files read and checked, for every family: ``config.json`` (``read_json``),
 ``model.safetensors`` (``safetensors.numpy``, no PyTorch: ``check_weights_header`` from the
-header alone, then ``read_tensors``) and ``tokenizer.json`` (``tokenizers``), and what a
-loaded checkpoint is (``Checkpoint``). The config's keys are checked by ``config_keys``.
+header alone, then ``read_tensors``) and ``tokenizer.json`` (``tokenizers``), what a
+loaded checkpoint is (``Checkpoint``), and the one way a family loads a folder of them
+(``load_directory``: config -> the family's parse -> files and header -> tensors ->
+tokenizer -> ``Checkpoint``). The config's keys are checked by ``config_keys``.
 
 Every failure is a ``CheckpointError`` of one line naming the file and what is wrong: a
 file missing or unreadable, a folder or file that cannot be looked at (a loop of symbolic
 links, no permission), sizes the weights file's header or the machine's memory cannot hold,
 a tensor missing, of another shape, not floating point, or holding a NaN or an infinity, a
-tokenizer whose ids reach past the embedding table (``check_token_ids``).
+tokenizer whose ids reach past the embedding table (``check_token_ids``) or that lacks a
+token the family needs.
 """
 
 from __future__ import annotations
@@ -389,3 +392,49 @@ def check_token_ids(tokenizer: Any, vocab_size: int, path: Path) -> None:
             f"{path}: token {token!r} has id {largest}, past config.json's vocab_size "
             f"{vocab_size} (ids 0 to {vocab_size - 1})"
         )
+
+
+def load_directory(
+    directory: Path | str,
+    parse: Callable[[dict[str, Any], str], Any],
+    shapes: Callable[[Any], dict[str, tuple[int, ...]]],
+    layers: Callable[[Any], tuple[str, int, str]],
+    context: Callable[[Any], int],
+    prefix: str = "",
+    owned: str | None = None,
+    tokens: tuple[str, ...] = (),
+) -> Checkpoint:
+    """The checkpoint in ``directory`` as a family reads it, checked in this order (the
+    first failure is the ``CheckpointError``, one line naming the file):
+
+    - ``config.json``, the weights and ``tokenizer.json`` present (``files_present``);
+    - ``config.json`` parsed by the family's ``parse(raw, where)``;
+    - the sizes it gives against the weights' header and the memory, before any tensor is
+      read (``check_weights_header``; ``layers(config)`` is the config's field of the
+      number of layers, its value and the prefix of a layer's tensor names);
+    - every tensor of ``shapes(config)`` (``read_tensors``: stored names with ``prefix``
+      dropped; one starting with ``owned`` that ``shapes`` does not name is an error);
+    - the tokenizer, its ids below the config's ``vocab_size`` (``check_token_ids``) and
+      each of ``tokens`` in it;
+    - ``context(config)``, the longest row it reads.
+
+    The ``Checkpoint``'s ``model_type`` and ``attnlab`` object are ``config.json``'s, its
+    checksum the weights' (``sha256``)."""
+    directory = Path(directory)
+    files_present(directory)
+    raw = read_json(directory / CONFIG)
+    where = str(directory / CONFIG)
+    config = parse(raw, where)
+    path = weights(directory)
+    check_weights_header(path, prefix, layers(config), lambda: shapes(config), where)
+    tensors = read_tensors(path, shapes(config), prefix, owned)
+    tokenizer = read_tokenizer(directory / TOKENIZER)
+    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
+    for token in tokens:
+        if tokenizer.token_to_id(token) is None:
+            raise CheckpointError(f"{directory / TOKENIZER}: has no {token} token")
+    longest = context(config)
+    return Checkpoint(
+        raw["model_type"], config, tensors, tokenizer, directory, sha256(path), longest,
+        raw.get("attnlab", {}),
+    )  # fmt: skip

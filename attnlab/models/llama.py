@@ -71,15 +71,8 @@ from attnlab.models.files import (
     WEIGHTS,
     Checkpoint,
     CheckpointError,
-    check_token_ids,
-    check_weights_header,
-    files_present,
+    load_directory,
     mechanism_of,
-    read_json,
-    read_tensors,
-    read_tokenizer,
-    sha256,
-    weights,
 )
 from attnlab.models.layers import (
     Rope,
@@ -388,25 +381,15 @@ def decoder_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
 
 
 def load_decoder(directory: Path | str, parse: Callable[[dict, str], DecoderConfig]) -> Checkpoint:
-    """Read and check the checkpoint in ``directory`` with the family's ``parse``:
-    ``CheckpointError`` naming the file if one is missing or unreadable, if ``config.json``
-    is not what ``parse`` computes, or if a tensor is missing, has another shape than
-    ``config.json`` implies, or is not finite floating point (float16 and bfloat16 read
-    as float32)."""
-    directory = Path(directory)
-    files_present(directory)
-    raw = read_json(directory / CONFIG)
-    where = str(directory / CONFIG)
-    config = parse(raw, where)
-    path = weights(directory)
-    layers = ("num_hidden_layers", config.n_layer, "model.layers.")
-    check_weights_header(path, "", layers, lambda: decoder_shapes(config), where)
-    tensors = read_tensors(path, decoder_shapes(config), "")
-    tokenizer = read_tokenizer(directory / TOKENIZER)
-    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
-    return Checkpoint(
-        raw["model_type"], config, tensors, tokenizer, directory, sha256(path), config.context,
-        raw.get("attnlab", {}),
+    """Read and check the checkpoint in ``directory`` with the family's ``parse``
+    (``files.load_directory``): ``CheckpointError`` naming the file if one is missing or
+    unreadable, if ``config.json`` is not what ``parse`` computes, or if a tensor is
+    missing, has another shape than ``config.json`` implies, or is not finite floating
+    point (float16 and bfloat16 read as float32)."""
+    return load_directory(
+        directory, parse, decoder_shapes,
+        lambda config: ("num_hidden_layers", config.n_layer, "model.layers."),
+        lambda config: config.context,
     )  # fmt: skip
 
 
