@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from test_lm_export import LOGIT_RTOL
 
-from attnlab.models import llama
+from attnlab.models import attnlab_llama
+from attnlab.models.decoder import POSITION_TABLE, decoder_shapes
 from attnlab.models.files import CONFIG, WEIGHTS
 from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
 
@@ -238,12 +239,12 @@ def test_layout_llama_saves_an_attnlab_llama_checkpoint(llama_run):
 
     directory = llama_run / "checkpoints" / "14_lm_qk_norm_d32"
     config = json.loads((directory / CONFIG).read_text())
-    assert config["model_type"] == llama.ATTNLAB_MODEL_TYPE
+    assert config["model_type"] == attnlab_llama.MODEL_TYPE
     assert config["attnlab"]["mlp"] == "plain" and config["attnlab"]["positions"] == "learned"
     names = set(load_file(directory / WEIGHTS))
-    decoder = llama.parse_attnlab_llama_config(config, str(directory))
-    assert names == set(llama.decoder_shapes(decoder))
-    assert {llama.POSITION_TABLE, "model.layers.1.self_attn.attnlab.scale"} <= names
+    decoder = attnlab_llama.parse_attnlab_llama_config(config, str(directory))
+    assert names == set(decoder_shapes(decoder))
+    assert {POSITION_TABLE, "model.layers.1.self_attn.attnlab.scale"} <= names
     sidecar = json.loads((llama_run / SWEEP_CSV).with_suffix(".json").read_text())
     assert sidecar["flags"]["layout"] == "llama"
 

@@ -30,7 +30,7 @@ from attnlab.lm.export import (
     write_saved,
 )
 from attnlab.lm.train import LMConfig, split_text, train_lanes
-from attnlab.models import llama
+from attnlab.models import attnlab_llama, llama
 from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from attnlab.models.gpt2 import (
     MODEL_TYPE,
@@ -211,7 +211,7 @@ def test_llama_round_trip_same_logits_and_held_out_loss(saved_llama):
     agree, loss, bound = _agree(directory, params, split)
     assert agree
     config = json.loads((directory / CONFIG).read_text())
-    assert config["model_type"] == llama.ATTNLAB_MODEL_TYPE
+    assert config["model_type"] == attnlab_llama.MODEL_TYPE
     assert config["attnlab"]["held_out_loss"] == reported
     assert abs(loss - reported) <= bound
     assert config["attnlab"]["positions"] == "learned" and config["attnlab"]["mlp"] == "plain"
@@ -259,7 +259,7 @@ def test_a_causal_lm_in_llama_layout_computes_the_same_function(tmp_path, positi
         shapes,
     )  # fmt: skip
     config = causal_lm_llama_config(model, {})
-    assert config["model_type"] == llama.ATTNLAB_MODEL_TYPE  # not even scaled is llama: MLP
+    assert config["model_type"] == attnlab_llama.MODEL_TYPE  # not even scaled is llama: MLP
     write_llama(tmp_path, causal_lm_llama_tensors(params, model), config)
     ours = np.asarray(jax.jit(model.apply)({"params": params}, ids)[0])
     bound = LOGIT_RTOL * float(np.abs(ours).max())

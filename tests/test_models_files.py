@@ -208,12 +208,12 @@ def test_broken_checkpoints_name_the_file(tmp_path, how):
 def test_sizes_are_checked_against_the_header_before_any_tensor_is_read(tmp_path, monkeypatch):
     """A billion layers or a width of 2^40 is refused from the weights file's header alone:
     neither the tensors nor the model's list of 16e9 tensor names are made."""
-    import attnlab.models.bert as bert
+    import attnlab.models.files as files
 
     def no_reading(*args, **kwargs):
         raise AssertionError("a tensor was read")
 
-    monkeypatch.setattr(bert, "read_tensors", no_reading)
+    monkeypatch.setattr(files, "read_tensors", no_reading)
     for how in ("a billion layers", "a huge width", "integer weight"):
         directory = write_tiny_checkpoint(tmp_path / how)
         name = _break(directory, how)

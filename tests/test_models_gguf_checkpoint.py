@@ -27,6 +27,7 @@ from numpy_reference import EPS32, decoder_float32_bound, decoder_reference
 from safetensors.numpy import save_file
 
 from attnlab.models import files, gemma3, llama, qwen3
+from attnlab.models.decoder import write_random_decoder
 from attnlab.models.files import WEIGHTS, Checkpoint, CheckpointError, sha256
 from attnlab.models.gguf_checkpoint import DEQUANTIZED, load_gguf, unpermute_rows
 from attnlab.models.layers import next_token_loss
@@ -228,7 +229,7 @@ def pairs(tmp_path_factory) -> dict[str, Pair]:
     root = tmp_path_factory.mktemp("gguf")
     out = {}
     for family, (arch, raw, parse) in FAMILIES.items():
-        ours = read_checkpoint(llama.write_random_decoder(root / family, raw, parse))
+        ours = read_checkpoint(write_random_decoder(root / family, raw, parse))
         path = write_gguf(root / f"{family}.gguf", arch, raw, ours.tensors)
         theirs = read_checkpoint(path)
         out[family] = Pair(ours, theirs, path, logits_of(ours), logits_of(theirs))
@@ -376,7 +377,7 @@ def test_quantized_gguf_is_dequantized_exactly_and_computes_as_its_float32(tmp_p
     permutation moves whole rows and Q8_0's blocks lie within a row), and the logits equal
     those of the safetensors checkpoint of those float32 tensors (the same program on the
     same values)."""
-    directory = llama.write_random_decoder(tmp_path / "wide", WIDE_RAW, llama.parse_llama_config)
+    directory = write_random_decoder(tmp_path / "wide", WIDE_RAW, llama.parse_llama_config)
     ours = read_checkpoint(directory)
     quant = {name: storage(name, value) for name, value in ours.tensors.items()}
     path = write_gguf(tmp_path / "wide.gguf", "llama", WIDE_RAW, ours.tensors, quant)
@@ -411,7 +412,7 @@ def test_quantized_gguf_is_dequantized_exactly_and_computes_as_its_float32(tmp_p
 def wide_tensors(tmp_path_factory) -> dict[str, np.ndarray]:
     """``WIDE_RAW``'s random tensors (Q4_1's blocks of 32 fit its widths)."""
     root = tmp_path_factory.mktemp("wide")
-    directory = llama.write_random_decoder(root / "wide", WIDE_RAW, llama.parse_llama_config)
+    directory = write_random_decoder(root / "wide", WIDE_RAW, llama.parse_llama_config)
     return read_checkpoint(directory).tensors
 
 

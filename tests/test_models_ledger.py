@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from attnlab.models import gemma2, llama, olmo2, qwen3
+from attnlab.models.decoder import decoder_shapes, write_random_decoder
 from attnlab.models.files import read_tensors
 from attnlab.models.ledger import (
     CAP_MARGIN,
@@ -24,7 +25,6 @@ from attnlab.models.ledger import (
     spectral_norms,
     static_ledger,
 )
-from attnlab.models.llama import decoder_shapes
 from attnlab.models.registry import FAMILIES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
@@ -109,7 +109,7 @@ def test_yarn_without_attention_factor_takes_transformers_rule():
 
 def _tiny(tmp_path: Path, module, parse, **change) -> tuple:
     raw = module.TINY | change
-    directory = llama.write_random_decoder(tmp_path / raw["model_type"], raw, parse, seed=3)
+    directory = write_random_decoder(tmp_path / raw["model_type"], raw, parse, seed=3)
     config = parse(raw)
     return config, read_tensors(directory / "model.safetensors", decoder_shapes(config), "")
 

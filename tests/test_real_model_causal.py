@@ -137,7 +137,7 @@ def test_rows_open_with_the_tokenizers_own_opening_token():
     whose post-processor puts BOS first (Llama's, Gemma's, a GGUF's) opens every row so."""
     from tokenizers import processors
 
-    from attnlab.models.llama import byte_level_tokenizer
+    from attnlab.models.decoder import byte_level_tokenizer
 
     plain = byte_level_tokenizer()
 
@@ -279,13 +279,13 @@ BILINEAR_E_TOL = 1e-4
 
 
 def _stand_in(tmp_path: Path, name: str):
-    from test_models_llama import FAMILIES
+    from test_models_decoder import FAMILIES
 
-    from attnlab.models import llama
+    from attnlab.models.decoder import write_random_decoder
     from attnlab.models.registry import family_of, read_checkpoint
 
     raw, parse, _ = FAMILIES[name]
-    checkpoint = read_checkpoint(llama.write_random_decoder(tmp_path / name, raw, parse))
+    checkpoint = read_checkpoint(write_random_decoder(tmp_path / name, raw, parse))
     params = {k: jax.numpy.asarray(v) for k, v in checkpoint.tensors.items()}
     return family_of(checkpoint), params, checkpoint.config
 

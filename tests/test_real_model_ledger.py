@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 from test_models_ledger import FIXTURES
 
-from attnlab.models import gemma2, llama
+from attnlab.models import gemma2
+from attnlab.models.decoder import write_random_decoder
 from attnlab.models.ledger import CAP_MARGIN, STATIC_COLUMNS
 from attnlab.models.registry import family_of, read_checkpoint
 from attnlab.studies.real_model.ledger import ledger_frame
@@ -87,7 +88,7 @@ def test_ledger_table_of_a_tiny_gemma2(tmp_path):
     counts outside it (as float32 ratios)."""
     cap = 2.0  # a cap the random logits reach
     raw = gemma2.TINY | {"attn_logit_softcapping": cap}
-    directory = llama.write_random_decoder(tmp_path / "g2", raw, gemma2.parse_gemma2_config)
+    directory = write_random_decoder(tmp_path / "g2", raw, gemma2.parse_gemma2_config)
     checkpoint = read_checkpoint(directory)
     config, family = checkpoint.config, family_of(checkpoint)
     ids = (np.arange(2 * 16).reshape(2, 16) * 37 + 5) % 256
@@ -118,11 +119,11 @@ def test_13_writes_the_ledger_for_each_llama_family(load_script, run_main, tmp_p
     """One run of 13 on a tiny random checkpoint of each family: the ledger has a row per
     (checkpoint, layer, head), its static columns those of ``static_ledger``, an owner
     for every head, and the cap's share only where there is a cap (Gemma 2)."""
-    from test_models_llama import FAMILIES as TINY
+    from test_models_decoder import FAMILIES as TINY
 
     text = tmp_path / "text.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 8)
-    directories = [llama.write_random_decoder(tmp_path / name, raw, parse)
+    directories = [write_random_decoder(tmp_path / name, raw, parse)
                    for name, (raw, parse, _) in TINY.items()]  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()

@@ -1,6 +1,6 @@
 """The suite's causal LM (``attnlab.lm.model``) written as a GPT-2 checkpoint that
 ``attnlab.models.gpt2`` and Hugging Face's ``GPT2LMHeadModel`` read, or in Llama's layout
-(``write_llama``, below), which ``attnlab.models.llama`` reads as ``attnlab_llama``. A run's
+(``write_llama``, below), which ``attnlab.models.attnlab_llama`` reads. A run's
 models (experiments 14 and 15) are ``Saved`` (``saved_model``: one lane's parameters in a
 layout of ``LAYOUTS``, a folder name and the run's record) and written by ``write_saved``
 into ``<out_dir>/checkpoints/<name>/``, where experiment 13 reads them.
@@ -53,9 +53,9 @@ LayerNorm. Our rotary positions are Llama's (half-split, ``rope_theta`` 10000). 
 Llama cannot express: GPT-2's ungated GELU MLP (SwiGLU has no ``down(act(up x))`` without
 a bias to make ``gate`` or ``up`` constant), learned positions, and every mechanism but
 ``scaled``. So no model is written ``model_type: llama``: every one is
-``attnlab_llama`` (``attnlab.models.llama.ATTNLAB_MODEL_TYPE``), which a Llama reader
+``attnlab_llama`` (``attnlab.models.attnlab_llama.MODEL_TYPE``), which a Llama reader
 refuses, with ``attnlab.mlp: plain``, ``attnlab.positions`` and ``attnlab.mechanism`` for
-``attnlab.models.llama``'s decoder.
+the shared decoder (``attnlab.models.decoder``).
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ import numpy as np
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import is_builtin
 from attnlab.lm.model import INIT_STD, LN_EPS, ROPE_BASE, VOCAB, CausalLM
-from attnlab.models import llama
+from attnlab.models import attnlab_llama, decoder
+from attnlab.models.decoder_config import MLPS
 from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS
 from attnlab.models.gpt2 import MODEL_TYPE, PREFIX, learned_name
 
@@ -212,12 +213,12 @@ def _centred(w: Any) -> np.ndarray:
 
 def causal_lm_llama_tensors(params: dict, model: CausalLM) -> dict[str, np.ndarray]:
     """``model``'s ``params`` (one lane's Flax tree) as tensors by
-    ``llama.decoder_shapes`` name (the module docstring's Llama table): the writers of the
+    ``decoder.decoder_shapes`` name (the module docstring's Llama table): the writers of the
     residual stream centred, linear weights transposed to ``[out, in]``."""
     f32 = lambda x: np.asarray(x, np.float32)  # noqa: E731
     out = {"model.embed_tokens.weight": _centred(params["wte"])}
     if model.positions == "learned":
-        out[llama.POSITION_TABLE] = _centred(params["wpe"])
+        out[decoder.POSITION_TABLE] = _centred(params["wpe"])
     for i in range(model.n_layers):
         block, p = params[f"h_{i}"], f"model.layers.{i}."
         attn = block["attn"]
@@ -232,7 +233,7 @@ def causal_lm_llama_tensors(params: dict, model: CausalLM) -> dict[str, np.ndarr
             f"{p}mlp.down_proj.weight": _centred(block["W_2"]).T.copy(),
         }
         for name, _ in model.mechanism.params:
-            out[llama.learned_name(i, name)] = f32(attn[name])
+            out[decoder.learned_name(i, name)] = f32(attn[name])
     out["model.norm.weight"] = f32(params["ln_f"]["scale"])
     out["lm_head.weight"] = f32(params["lm_head"]).T.copy()
     return out
@@ -249,12 +250,12 @@ def causal_lm_llama_config(model: CausalLM, record: dict[str, Any]) -> dict[str,
         "MLP is GPT-2's down(gelu_tanh(up(x))), no gate_proj (attnlab.mlp plain)",
     ]
     if model.positions == "learned":
-        differs.append(f"learned positions {llama.POSITION_TABLE}, no rotary")
+        differs.append(f"learned positions {decoder.POSITION_TABLE}, no rotary")
     elif model.positions == "none":
         differs.append("no positions: no rotary, no table")
     if model.mechanism.name != "scaled" or not is_builtin(model.mechanism):
         learned = ", ".join(
-            llama.learned_name(0, n).replace(".0.", ".<i>.") for n, _ in model.mechanism.params
+            decoder.learned_name(0, n).replace(".0.", ".<i>.") for n, _ in model.mechanism.params
         )
         differs.append(
             f"attention is attnlab's {model.mechanism.name!r} mechanism, not Llama's"
@@ -262,7 +263,7 @@ def causal_lm_llama_config(model: CausalLM, record: dict[str, Any]) -> dict[str,
         )
     ours = _attnlab_object(model, "differs_from_llama", differs, record)
     return {
-        "model_type": llama.ATTNLAB_MODEL_TYPE,
+        "model_type": attnlab_llama.MODEL_TYPE,
         "vocab_size": VOCAB,
         "hidden_size": model.d_model,
         "intermediate_size": 4 * model.d_model,
@@ -279,7 +280,7 @@ def causal_lm_llama_config(model: CausalLM, record: dict[str, Any]) -> dict[str,
         "tie_word_embeddings": False,
         "initializer_range": INIT_STD,
         "torch_dtype": "float32",
-        "attnlab": {"mlp": llama.MLPS[1], **ours},
+        "attnlab": {"mlp": MLPS[1], **ours},
     }
 
 

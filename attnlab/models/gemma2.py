@@ -1,20 +1,22 @@
 """The Gemma 2 family (Gemma team 2024; Hugging Face ``Gemma2ForCausalLM``): Llama's decoder
-(``attnlab.models.llama``) with the logits ``s q.k`` at ``s = query_pre_attn_scalar^-1/2``
+(``attnlab.models.decoder``) with the logits ``s q.k`` at ``s = query_pre_attn_scalar^-1/2``
 (27B: 144, against its head_dim 128), soft-capped ``c tanh(z / c)`` at
 ``attn_logit_softcapping`` (50), RMSNorm times ``(1 + w)``, sandwich norms
 (``input_layernorm``, ``post_attention_layernorm``, ``pre_feedforward_layernorm``,
 ``post_feedforward_layernorm``), embeddings times ``sqrt(hidden_size)``, tanh-GELU
 (``hidden_activation``), tied head, output logits capped at ``final_logit_softcapping``
 (30). Every other layer (the even ones, or ``layer_types``) has a sliding window: rows are
-never longer than it (``llama`` module docstring)."""
+never longer than it (``decoder`` module docstring)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, positive_number
-from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
+from attnlab.models.config_keys import positive_number
+from attnlab.models.decoder import load_decoder
+from attnlab.models.decoder_config import DecoderConfig, parse_decoder
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 
 MODEL_TYPE = "gemma2"
 
@@ -43,7 +45,7 @@ def parse_gemma2_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConf
 
 
 def load_gemma2(directory: Path | str, mechanisms: Any = None) -> Checkpoint:
-    """A Gemma 2 checkpoint (``llama.load_decoder``)."""
+    """A Gemma 2 checkpoint (``decoder.load_decoder``)."""
     return load_decoder(directory, parse_gemma2_config)
 
 

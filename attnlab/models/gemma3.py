@@ -12,9 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, positive_int
+from attnlab.models.config_keys import positive_int
+from attnlab.models.decoder import load_decoder
+from attnlab.models.decoder_config import DecoderConfig, parse_decoder
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 from attnlab.models.gemma2 import gemma_choices
-from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 
 MODEL_TYPE = "gemma3_text"
 
@@ -33,7 +35,7 @@ def parse_gemma3_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConf
 
 
 def load_gemma3(directory: Path | str, mechanisms: Any = None) -> Checkpoint:
-    """A Gemma 3 text checkpoint (``llama.load_decoder``)."""
+    """A Gemma 3 text checkpoint (``decoder.load_decoder``)."""
     return load_decoder(directory, parse_gemma3_config)
 
 

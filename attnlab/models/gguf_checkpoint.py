@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.models.decoder import decoder_shapes
+from attnlab.models.decoder_config import DecoderConfig
 from attnlab.models.files import (
     FLOAT32_BYTES,
     Checkpoint,
@@ -53,7 +55,7 @@ from attnlab.models.files import (
 )
 from attnlab.models.gemma3 import parse_gemma3_config
 from attnlab.models.gguf_tokenizer import gguf_tokenizer
-from attnlab.models.llama import DecoderConfig, decoder_shapes, parse_llama_config
+from attnlab.models.llama import parse_llama_config
 from attnlab.models.qwen3 import parse_qwen3_config
 
 #: A GGUF file's suffix: ``--checkpoint`` takes a file of it where it takes a folder.
@@ -230,7 +232,7 @@ def _dequantized(tensor: Any, where: Path) -> np.ndarray:
 def load_gguf(path: Path | str, mechanisms: Any = None) -> Checkpoint:
     """The checkpoint in the GGUF file ``path``: the family of its architecture
     (``ARCHITECTURES``) reading the config ``gguf_config`` gives, every tensor it reads
-    (``llama.decoder_shapes``) dequantized from the file and renamed (``hf_name``), Gemma's
+    (``decoder.decoder_shapes``) dequantized from the file and renamed (``hf_name``), Gemma's
     norms and Llama's Q/K permutation undone, the tokenizer from the metadata; the memory
     the float32 tensors take checked from the header first. ``CheckpointError`` (one line
     naming the file) for anything the module docstring lists."""

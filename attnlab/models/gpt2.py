@@ -23,11 +23,10 @@ its own at ``d``. ``a_qk`` (1 for the model as trained) is the static drift
 
 ``load_gpt2`` checks every file, every config field it computes from and every tensor's
 shape (the sizes against the weights file's header and the machine's memory before any
-tensor is read, each tensor's numbers finite floats: ``files.check_weights_header``,
-``files.read_tensors``), and raises ``CheckpointError`` naming the file and what is
-wrong; tensor names with or without the ``transformer.`` prefix are read, others
-(attention-mask buffers) ignored. ``gpt2_init`` is GPT-2's initialisation of any
-configuration (13's re-initialised model).
+tensor is read, each tensor's numbers finite floats: ``files.load_directory``), and
+raises ``CheckpointError`` naming the file and what is wrong; tensor names with or without
+the ``transformer.`` prefix are read, others (attention-mask buffers) ignored.
+``gpt2_init`` is GPT-2's initialisation of any configuration (13's re-initialised model).
 """
 
 from __future__ import annotations
@@ -46,24 +45,13 @@ from jax.typing import ArrayLike
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
 from attnlab.core.mechanism import Mechanism
+from attnlab.models.config_keys import an_object, boolean, choice, positive_int
 from attnlab.models.files import (
     CONFIG,
-    TOKENIZER,
     Checkpoint,
     CheckpointError,
-    an_object,
-    boolean,
-    check_token_ids,
-    check_weights_header,
-    choice,
-    files_present,
+    load_directory,
     mechanism_of,
-    positive_int,
-    read_json,
-    read_tensors,
-    read_tokenizer,
-    sha256,
-    weights,
 )
 from attnlab.models.layers import Trace, layer_norm
 
@@ -204,20 +192,10 @@ def load_gpt2(
     (its mechanism a built-in or one of ``mechanisms``: ``parse_gpt2_config``), or if a
     tensor is missing or has another shape than ``config.json`` implies, or is a learned
     scalar (``LEARNED_PREFIX``) the mechanism read does not have."""
-    directory = Path(directory)
-    files_present(directory)
-    raw = read_json(directory / CONFIG)
-    where = str(directory / CONFIG)
-    config = parse_gpt2_config(raw, where, mechanisms)
-    path = weights(directory)
-    layers = ("n_layer", config.n_layer, "h.")
-    check_weights_header(path, PREFIX, layers, lambda: gpt2_shapes(config), where)
-    tensors = read_tensors(path, gpt2_shapes(config), PREFIX, owned=LEARNED_PREFIX)
-    tokenizer = read_tokenizer(directory / TOKENIZER)
-    check_token_ids(tokenizer, config.vocab_size, directory / TOKENIZER)
-    return Checkpoint(
-        raw["model_type"], config, tensors, tokenizer, directory, sha256(path),
-        config.n_positions, raw.get("attnlab", {}),
+    return load_directory(
+        directory, lambda raw, where: parse_gpt2_config(raw, where, mechanisms), gpt2_shapes,
+        lambda config: ("n_layer", config.n_layer, "h."), lambda config: config.n_positions,
+        PREFIX, owned=LEARNED_PREFIX,
     )  # fmt: skip
 
 
@@ -250,7 +228,7 @@ def gpt2_forward(
     q, k, v and scalars (``Trace``); ``qk_scale`` is the drift ``a_qk``; ``w_scale``
     (a scalar or ``[n_layer]``) multiplies each layer's W_Q, W_K and their biases (GPT-2
     has no q/k norm: the same place as ``qk_scale``, layer by layer); ``layer_local``:
-    each layer's input held constant for derivatives (``llama.decoder_forward``'s)."""
+    each layer's input held constant for derivatives (``decoder.decoder_forward``'s)."""
     ids = jnp.asarray(ids)
     T, H, d = ids.shape[1], config.n_head, config.head_dim
     eps = config.layer_norm_epsilon

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from attnlab.models.files import CheckpointError, an_object, boolean, positive_int, positive_number
+from attnlab.models.config_keys import an_object, boolean, positive_int, positive_number
+from attnlab.models.files import CheckpointError
 
 Array = jax.Array
 #: The ``rope_type`` values computed here.

@@ -2,8 +2,9 @@
 logits the softmax sees, itemised (the language model's own ledger, measured while it
 trains, is ``attnlab.lm.ledger``).
 
-Head ``h`` of a layer of ``llama``'s decoder (``DecoderConfig``: Llama, Mistral, Qwen3,
-OLMo 2/3, Gemma 2/3) computes, for a query at ``i`` and a key at ``j``,
+Head ``h`` of a layer of the shared decoder (``attnlab.models.decoder``; ``DecoderConfig``:
+Llama, Mistral, Qwen3, OLMo 2/3, Gemma 2/3) computes, for a query at ``i`` and a key at
+``j``,
 
     z_ij = c tanh(u_ij / c)  (no cap: z_ij = u_ij),
     u_ij = s a^2 R_i(N_q(x_i W_q,h)) . R_j(N_k(x_j W_k,h))
@@ -36,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab.models.llama import LAYER_TYPES, DecoderConfig
+from attnlab.models.decoder_config import LAYER_TYPES, DecoderConfig
 
 #: A logit is "near the cap" when ``|z| >= (1 - CAP_MARGIN) c``: within 10 % of it.
 CAP_MARGIN = 0.1
@@ -58,7 +59,7 @@ def static_ledger(config: DecoderConfig) -> list[dict[str, Any]]:
     ``a^2``, ``qk_norm`` (``QK_NORMS``), ``softcap`` ``c`` (None: none) and
     ``logit_multiplier = s a^2``, the constant that multiplies ``q . k`` (norms' gains
     aside) before any cap. Every head of a layer shares these; the layer's type is
-    ``full_attention`` or ``sliding_attention`` (``llama.LAYER_TYPES``)."""
+    ``full_attention`` or ``sliding_attention`` (``decoder_config.LAYER_TYPES``)."""
     rows = []
     for layer, rope in enumerate(config.ropes):
         factor_sq = rope.attention_factor**2

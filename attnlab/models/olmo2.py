@@ -1,5 +1,5 @@
 """The OLMo 2 family (OLMo team 2024; Hugging Face ``Olmo2ForCausalLM``): Llama's decoder
-(``attnlab.models.llama``) with q and k RMS-normalised over the whole projection width
+(``attnlab.models.decoder``) with q and k RMS-normalised over the whole projection width
 (``q_norm`` ``[heads * head_dim]``, ``k_norm`` ``[kv_heads * head_dim]``) before the split
 into heads, and post-norm blocks: no input norm, ``post_attention_layernorm`` on
 attention's output and ``post_feedforward_layernorm`` on the MLP's, each before its
@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from attnlab.models.decoder import load_decoder
+from attnlab.models.decoder_config import DecoderConfig, parse_decoder
 from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
-from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
 
 MODEL_TYPES = ("olmo2", "olmo3")
 
@@ -30,7 +31,7 @@ def parse_olmo2_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConfi
 
 
 def load_olmo2(directory: Path | str, mechanisms: Any = None) -> Checkpoint:
-    """An OLMo 2 checkpoint (``llama.load_decoder``)."""
+    """An OLMo 2 checkpoint (``decoder.load_decoder``)."""
     return load_decoder(directory, parse_olmo2_config)
 
 

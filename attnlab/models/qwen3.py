@@ -1,5 +1,5 @@
 """The Qwen3 family (Qwen team 2025; Hugging Face ``Qwen3ForCausalLM``): Llama's decoder
-(``attnlab.models.llama``) with q and k RMS-normalised per head (``q_norm``, ``k_norm``,
+(``attnlab.models.decoder``) with q and k RMS-normalised per head (``q_norm``, ``k_norm``,
 weights ``[head_dim]``) before rotary positions. Tensor names: Llama's, and
 ``model.layers.{i}.self_attn.q_norm.weight``, ``k_norm.weight``. A sliding window
 (``use_sliding_window``) is refused; mixture-of-experts is another ``model_type``
@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, boolean
-from attnlab.models.llama import DecoderConfig, load_decoder, parse_decoder
+from attnlab.models.config_keys import boolean
+from attnlab.models.decoder import load_decoder
+from attnlab.models.decoder_config import DecoderConfig, parse_decoder
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 
 MODEL_TYPE = "qwen3"
 
@@ -28,7 +30,7 @@ def parse_qwen3_config(raw: dict[str, Any], where: str = CONFIG) -> DecoderConfi
 
 
 def load_qwen3(directory: Path | str, mechanisms: Any = None) -> Checkpoint:
-    """A Qwen3 checkpoint (``llama.load_decoder``)."""
+    """A Qwen3 checkpoint (``decoder.load_decoder``)."""
     return load_decoder(directory, parse_qwen3_config)
 
 

@@ -33,8 +33,20 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.core.mechanism import Mechanism
-from attnlab.models import bert, gemma2, gemma3, gguf_checkpoint, gpt2, llama, olmo2, qwen3
-from attnlab.models.files import CONFIG, Checkpoint, CheckpointError, model_type
+from attnlab.models import (
+    attnlab_llama,
+    bert,
+    decoder,
+    gemma2,
+    gemma3,
+    gguf_checkpoint,
+    gpt2,
+    llama,
+    olmo2,
+    qwen3,
+)
+from attnlab.models.config_keys import model_type
+from attnlab.models.files import CONFIG, Checkpoint, CheckpointError
 from attnlab.models.layers import causal_masks
 
 
@@ -81,18 +93,20 @@ GPT2 = Family(
 
 
 def _decoder(name: str, parse: Callable, load: Callable) -> Family:
-    """A family of ``llama``'s decoder: its own config parser and loader."""
+    """A family of the shared decoder (``decoder``): its own config parser and loader."""
     return Family(
-        name, causal=True, parse=parse, shapes=llama.decoder_shapes, load=load,
-        forward=llama.decoder_forward, init=llama.decoder_init,
-        qk_weights=llama.decoder_qk_weights, windows=lambda config: config.windows,
+        name, causal=True, parse=parse, shapes=decoder.decoder_shapes, load=load,
+        forward=decoder.decoder_forward, init=decoder.decoder_init,
+        qk_weights=decoder.decoder_qk_weights, windows=lambda config: config.windows,
     )  # fmt: skip
 
 
 LLAMA = _decoder("llama", llama.parse_llama_config, llama.load_llama)
 #: Experiment 14's model in Llama's layout (``attnlab.lm.export.write_llama``).
 ATTNLAB_LLAMA = _decoder(
-    llama.ATTNLAB_MODEL_TYPE, llama.parse_attnlab_llama_config, llama.load_attnlab_llama
+    attnlab_llama.MODEL_TYPE,
+    attnlab_llama.parse_attnlab_llama_config,
+    attnlab_llama.load_attnlab_llama,
 )
 QWEN3 = _decoder("qwen3", qwen3.parse_qwen3_config, qwen3.load_qwen3)
 OLMO2 = _decoder("olmo2", olmo2.parse_olmo2_config, olmo2.load_olmo2)
@@ -101,7 +115,7 @@ GEMMA3 = _decoder("gemma3_text", gemma3.parse_gemma3_config, gemma3.load_gemma3)
 #: ``model_type`` -> family.
 FAMILIES: dict[str, Family] = {
     "bert": BERT, "gpt2": GPT2, gpt2.MODEL_TYPE: GPT2,
-    **{kind: LLAMA for kind in llama.MODEL_TYPES}, llama.ATTNLAB_MODEL_TYPE: ATTNLAB_LLAMA,
+    **{kind: LLAMA for kind in llama.MODEL_TYPES}, attnlab_llama.MODEL_TYPE: ATTNLAB_LLAMA,
     qwen3.MODEL_TYPE: QWEN3,
     **{kind: OLMO2 for kind in olmo2.MODEL_TYPES}, gemma2.MODEL_TYPE: GEMMA2,
     gemma3.MODEL_TYPE: GEMMA3,

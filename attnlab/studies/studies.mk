@@ -283,15 +283,16 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/bert.py \
-	attnlab/models/files.py attnlab/models/gemma2.py attnlab/models/gemma3.py \
-	attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
-	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
-	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
-	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
-	attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
+	attnlab/models/bert.py attnlab/models/config_keys.py attnlab/models/decoder.py \
+	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gemma2.py \
+	attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py \
+	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
+	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
+	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
+	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $<
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
@@ -299,15 +300,16 @@ results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactu
 	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
 	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/bert.py \
-	attnlab/models/files.py attnlab/models/gemma2.py attnlab/models/gemma3.py \
-	attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/models/ledger.py attnlab/models/llama.py \
-	attnlab/models/olmo2.py attnlab/models/qwen3.py attnlab/models/registry.py \
-	attnlab/studies/real_model/__init__.py attnlab/studies/real_model/causal.py \
-	attnlab/studies/real_model/compute.py attnlab/studies/real_model/flags.py \
-	attnlab/studies/real_model/ledger.py attnlab/studies/real_model/measure.py \
-	attnlab/studies/real_model/study.py | $(STAMP)
+	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
+	attnlab/models/bert.py attnlab/models/config_keys.py attnlab/models/decoder.py \
+	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gemma2.py \
+	attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py \
+	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
+	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
+	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
+	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
+	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
 	$(PY) $< --checkpoint results/checkpoints/14_lm_scaled_d64 \
 		results/checkpoints/14_lm_qk_norm_d64 --lengths 16 32 64 --counterfactual-length 64
 $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -333,8 +335,9 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
 	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/lm/qk_clip.py \
 	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/models/__init__.py \
-	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
-	attnlab/models/llama.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/models/attnlab_llama.py attnlab/models/config_keys.py attnlab/models/decoder.py \
+	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
 	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
@@ -363,8 +366,9 @@ results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	attnlab/harness/memory.py attnlab/harness/workers.py attnlab/lm/__init__.py \
 	attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/ledger.py attnlab/lm/model.py \
 	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
-	attnlab/lm/trajectory.py attnlab/models/__init__.py attnlab/models/files.py \
-	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/llama.py \
+	attnlab/lm/trajectory.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
+	attnlab/models/config_keys.py attnlab/models/decoder.py attnlab/models/decoder_config.py \
+	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
 	attnlab/studies/optimizer/__init__.py attnlab/studies/optimizer/answers.py \
 	attnlab/studies/optimizer/compute.py attnlab/studies/optimizer/flags.py \
 	attnlab/studies/optimizer/study.py attnlab/training/__init__.py \

@@ -22,7 +22,11 @@ import numpy as np
 import pandas as pd
 
 from attnlab.core.context import causal_context
-from attnlab.models.files import CheckpointError, model_type_of, read_json
+from attnlab.models import attnlab_llama
+from attnlab.models.config_keys import model_type_of
+from attnlab.models.decoder import decoder_forward
+from attnlab.models.decoder_config import DecoderConfig
+from attnlab.models.files import CheckpointError, read_json
 from attnlab.models.ledger import (
     CAP_MARGIN,
     STATIC_COLUMNS,
@@ -31,16 +35,16 @@ from attnlab.models.ledger import (
     spectral_norms,
     static_ledger,
 )
-from attnlab.models.llama import ATTNLAB_MODEL_TYPE, DecoderConfig, decoder_forward
 from attnlab.models.registry import FAMILIES, Family
 from attnlab.studies.real_model.study import LEDGER_CSV
 
 Params = dict[str, jax.Array]
-#: The ``model_type`` values with a ledger: the families on ``llama``'s decoder, the Llama
-#: family's published layouts. Not ``attnlab_llama`` (14's models in that layout): their
-#: mechanism, not the divisor the ledger reads from the config, sets their logits' scale.
+#: The ``model_type`` values with a ledger: the families on the shared decoder
+#: (``attnlab.models.decoder``), the Llama family's published layouts. Not
+#: ``attnlab_llama`` (14's models in that layout): their mechanism, not the divisor the
+#: ledger reads from the config, sets their logits' scale.
 LEDGER_MODEL_TYPES = tuple(
-    k for k, f in FAMILIES.items() if f.forward is decoder_forward and k != ATTNLAB_MODEL_TYPE
+    k for k, f in FAMILIES.items() if f.forward is decoder_forward and k != attnlab_llama.MODEL_TYPE
 )
 
 
