@@ -54,7 +54,8 @@ from jax.typing import ArrayLike
 
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
-from attnlab.core.mechanism import Mechanism, capped_logits, scaled_logits
+from attnlab.core.hooks import capped_logits, scaled_logits
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.files import (
     CONFIG,
