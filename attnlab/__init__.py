@@ -16,9 +16,13 @@ _API = {
     ),
     **dict.fromkeys(
         ("Mechanism", "MechanismError", "MechanismReferenceError", "as_mechanism",
-         "capped_logits", "l2_normalize", "scaled_logits",
-         "sigmoid_weights", "softmax_weights", "softpick_weights"),
+         "l2_normalize"),
         "attnlab.core.mechanism",
+    ),
+    **dict.fromkeys(
+        ("capped_logits", "scaled_logits", "sigmoid_weights", "softmax_weights",
+         "softpick_weights"),
+        "attnlab.core.hooks",
     ),
     "check_mechanism": "attnlab.core.mechanism_check",
     **dict.fromkeys(("qk_clip", "qk_clip_biases", "qk_clip_transform"), "attnlab.lm.qk_clip"),

@@ -26,12 +26,13 @@ import jax
 import jax.numpy as jnp
 
 import attnlab.lm.model as lm_model
-import attnlab.studies.bench.compute as bench_compute
+import attnlab.studies.bench.lm_step as bench_lm_step
 from attnlab.core.references import resolve
 from attnlab.lm.train import chunk_program, lane_chunk, loss_fn
-from attnlab.studies.bench.compute import RATE, interleaved_median_seconds, lm_lane
 from attnlab.studies.bench.config import BenchConfig
+from attnlab.studies.bench.lm_step import RATE, lm_lane
 from attnlab.studies.bench.peer import PeerLM, peer_loss, peer_programs
+from attnlab.studies.bench.timing import interleaved_median_seconds
 
 ROUNDS = 9
 MIN_SECONDS = 0.5
@@ -85,7 +86,7 @@ def ours_step(
     """The bench's chunk of ours (``lm_lane``) for a lane per rate of ``rates``, traced anew
     with ``patch``, its program made by ``program_of``."""
     chunk_program.cache_clear()
-    with mock.patch.object(bench_compute, "chunk_program", program_of):
+    with mock.patch.object(bench_lm_step, "chunk_program", program_of):
         return compiled(lm_lane(BENCH, CONFIG, rates)[2], patch)
 
 

@@ -16,8 +16,8 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text, write_result
-from attnlab.studies.bench.compute import GROUPS, REPRODUCE_COMMAND, run_bench
-from attnlab.studies.bench.config import QUICK, BenchConfig
+from attnlab.studies.bench.compute import GROUPS, run_bench
+from attnlab.studies.bench.config import QUICK, REPRODUCE_COMMAND, BenchConfig
 from attnlab.studies.bench.report import bench_markdown
 from attnlab.studies.real_model.study import GEMMA_ARGUMENTS, GEMMA_GGUF
 

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import attnlab.studies.bench.compute as compute
+import attnlab.studies.bench.reproduce as reproduce
 from attnlab.core.temperature import MECHANISMS
 from attnlab.harness.errors import RunError
 from attnlab.lm.train import LMConfig
@@ -22,24 +23,25 @@ from attnlab.recall import model as recall_model
 from attnlab.recall.config import RecallConfig, make_model
 from attnlab.recall.step import init_params, loss_and_aux
 from attnlab.recall.task import sample_batch
-from attnlab.studies.bench.compute import (
-    PARTS,
+from attnlab.studies.bench.config import (
+    COLUMNS,
+    OPTIONAL_ROW_NAMES,
+    QUICK,
     REPRODUCE_COMMAND,
-    autodiff_gathers,
-    bench_lm_optimizers,
-    bench_lm_step,
-    bench_recall_step,
-    interleaved_median_seconds,
-    lm_step_flops,
-    one_hot_rows,
-    recall_step_flops,
-    script_seconds,
-    step_programs,
-    time_reproduce,
+    ROW_NAMES,
 )
-from attnlab.studies.bench.config import COLUMNS, OPTIONAL_ROW_NAMES, QUICK, ROW_NAMES
+from attnlab.studies.bench.lm_step import bench_lm_optimizers, bench_lm_step, lm_step_flops
 from attnlab.studies.bench.peer import PeerLM, peer_programs
+from attnlab.studies.bench.recall_step import (
+    PARTS,
+    bench_recall_step,
+    recall_step_flops,
+    step_programs,
+)
+from attnlab.studies.bench.reference import autodiff_gathers, one_hot_rows
 from attnlab.studies.bench.report import bench_markdown
+from attnlab.studies.bench.reproduce import script_seconds, time_reproduce
+from attnlab.studies.bench.timing import interleaved_median_seconds
 
 
 @pytest.fixture(scope="module")
@@ -194,14 +196,14 @@ CHECK_CACHE = (
 
 def test_time_reproduce_runs_the_command_with_an_empty_cache(tmp_path, monkeypatch):
     seen = []
-    real_run = compute.subprocess.run
+    real_run = reproduce.subprocess.run
 
     def run(*args, **kwargs):
         done = real_run(*args, **kwargs)
         seen.append((kwargs["cwd"], done.stdout.strip()))
         return done
 
-    monkeypatch.setattr(compute.subprocess, "run", run)
+    monkeypatch.setattr(reproduce.subprocess, "run", run)
     row = time_reproduce([sys.executable, "-c", CHECK_CACHE], cwd=tmp_path)
     assert row["name"] == "make_reproduce_seconds" == OPTIONAL_ROW_NAMES[-1]
     assert row["ours_seconds"] > 0

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from numpy_reference import float32_bound, row_reference
 
-from attnlab.core.mechanism import Mechanism, softmax_weights
+from attnlab.core.hooks import softmax_weights
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import load_mechanism, resolve
 from attnlab.core.softmax_sweeps import (
     SoftmaxSweepConfig,

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attnlab.core.mechanism import Mechanism, MechanismError, softmax_weights
+from attnlab.core.hooks import softmax_weights
+from attnlab.core.mechanism import Mechanism, MechanismError
 from attnlab.core.mechanism_check import OTHER_SHAPES, check_mechanism
 
 

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from attnlab.core.mechanism import Mechanism, scaled_logits
+from attnlab.core.hooks import scaled_logits
+from attnlab.core.mechanism import Mechanism
 from attnlab.models import llama
 from attnlab.models.attnlab_llama import MODEL_TYPE, parse_attnlab_llama_config
 from attnlab.models.decoder import POSITION_TABLE, decoder_shapes, learned_name

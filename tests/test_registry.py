@@ -1,4 +1,5 @@
-"""attnlab.studies: the registry agrees with the scripts, the results and the figures."""
+"""attnlab.studies: the registry agrees with the scripts, the results and the figures; and
+the layout around it: no study imports another, modules and scripts stay short."""
 
 from __future__ import annotations
 
@@ -83,3 +84,28 @@ def test_no_study_imports_another():
                     parts = name.split(".")
                     if parts[:2] == ["attnlab", "studies"] and len(parts) > 2:
                         assert parts[2] == folder.name, f"{path.relative_to(REPO)}: {name}"
+
+
+#: The most lines a module of the package may have (one idea per module), and a script of
+#: experiments/ (it parses its flags and hands the work to its study's modules).
+MODULE_LINES, SCRIPT_LINES = 450, 60
+
+
+def longer_than(paths: list[Path], limit: int) -> list[str]:
+    """``path: lines`` of each of ``paths`` with more than ``limit`` lines."""
+    counts = {p: len(p.read_text(encoding="utf-8").splitlines()) for p in paths}
+    return [f"{p.relative_to(REPO)}: {n}" for p, n in sorted(counts.items()) if n > limit]
+
+
+def test_every_module_is_short():
+    modules = sorted((REPO / "attnlab").rglob("*.py"))
+    assert "attnlab/core/mechanism.py" in {str(p.relative_to(REPO)) for p in modules}
+    too_long = longer_than(modules, MODULE_LINES)
+    assert too_long == [], too_long
+
+
+def test_every_script_is_short():
+    scripts = sorted((REPO / "experiments").glob("*.py"))
+    assert "experiments/bench.py" in {str(p.relative_to(REPO)) for p in scripts}
+    too_long = longer_than(scripts, SCRIPT_LINES)
+    assert too_long == [], too_long

@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
+from attnlab.core.hooks import capped_logits, scaled_logits, softmax_weights
 from attnlab.core.literature import LITERATURE
-from attnlab.core.mechanism import Mechanism, capped_logits, scaled_logits, softmax_weights
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.temperature import BUILTINS, MECHANISMS, qk_norm_initial_gain
 
 D_KS = [1, 4, 16, 64, 256]

@@ -25,7 +25,8 @@ import math
 import jax.numpy as jnp
 
 from attnlab.core.attention import attention_logits
-from attnlab.core.mechanism import Mechanism, sigmoid_weights, softpick_weights
+from attnlab.core.hooks import sigmoid_weights, softpick_weights
+from attnlab.core.mechanism import Mechanism
 
 #: ssmax's initial ``s``: the default of the ``scalable-softmax`` package (PyPI), about
 #: ``1/ln 10``, so that ``s ln n = log10 n`` at step 0: 1.2 at the recall task's n = 16,

@@ -19,7 +19,8 @@ optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformati
 ``constants``         fixed scalars, passed to ``logits`` by name; traced, so mechanisms that
                       differ only in them share one compiled program (``program``)
 ``weights``           ``weights(z, mask)``: softmax (default), ``sigmoid_weights``,
-                      ``softpick_weights`` or any function of that shape
+                      ``softpick_weights`` (``attnlab.core.hooks``) or any function of
+                      that shape
 ``row_length``        pass ``n=``, the number of keys each query may attend (>= 1, shape
                       ``[..., Tq, 1]`` or a scalar), to ``logits`` (as naming ``n`` does)
 ``mask``              ``mask(q_pos, k_pos) -> bool``: keys a query may attend besides the
@@ -74,16 +75,14 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from attnlab.core.attention import attention_logits, masked_softmax
 from attnlab.core.context import CONTEXT_ARGS, POSITION_ARGS, Context, asked_context
+from attnlab.core.hooks import softmax_weights
 
 Array = jax.Array
 #: An initial value: a number, or a function of the head width ``d_k`` returning one.
 Initial = float | Callable[[int], float]
 Scalars = tuple[tuple[str, Initial], ...]
 
-#: ``epsilon`` of ``softpick_weights`` (the authors' default).
-SOFTPICK_EPS = 1e-8
 #: ``epsilon`` inside ``l2_normalize``'s square root.
 L2_EPS = 1e-6
 #: Names a mechanism's scalars cannot take: the context's (``CONTEXT_ARGS``).
@@ -106,7 +105,7 @@ class MechanismReferenceError(ValueError):
     """A reference (``NAME``, ``MODULE:NAME``, ``FILE.py:NAME``) that names no mechanism."""
 
 
-# ----------------------------------------------------------------------------- hooks
+# ------------------------------------------------------------ around the hooks
 
 
 def compute_dtype(x: ArrayLike) -> jnp.dtype:
@@ -115,52 +114,6 @@ def compute_dtype(x: ArrayLike) -> jnp.dtype:
     computes in it, and so does every mechanism: a user's ``einsum`` on float16 q and k
     would otherwise add float16 rounding the built-ins do not have."""
     return jnp.promote_types(jnp.result_type(x), jnp.float32)
-
-
-def scaled_logits(q: ArrayLike, k: ArrayLike, scale: ArrayLike) -> Array:
-    """``z = scale * q . k`` in float32 (the suite's one dot product, ``attention_logits``)."""
-    return attention_logits(q, k, scale=scale)
-
-
-def capped_logits(q: ArrayLike, k: ArrayLike, scale: ArrayLike, cap: ArrayLike) -> Array:
-    """``z = cap * tanh(scale * q . k / cap)``: the soft-cap of Gemma 2 and Grok-1."""
-    return attention_logits(q, k, scale=scale, logit_cap=cap)
-
-
-def softmax_weights(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
-    """``p = softmax(z)`` over the keys ``mask`` allows, in float32 for half-precision
-    logits (``masked_softmax``); a fully masked row gives zeros."""
-    return masked_softmax(jnp.asarray(z, jnp.promote_types(jnp.result_type(z), jnp.float32)), mask)
-
-
-def sigmoid_weights(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
-    """``p_j = sigmoid(z_j)`` where ``mask`` allows, 0 elsewhere: each weight on its own, the
-    row not normalised (sigmoid attention, Ramapuram et al. 2024). Computed in float32."""
-    z = jnp.asarray(z, jnp.promote_types(jnp.result_type(z), jnp.float32))
-    p = jax.nn.sigmoid(z)
-    return p if mask is None else jnp.where(jnp.asarray(mask, bool), p, 0.0)
-
-
-def softpick_weights(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
-    """Softpick (Zuhri et al. 2025), ``p_j = ReLU(e^{z_j} - 1) / (sum_l |e^{z_l} - 1| + eps)``
-    over the keys ``mask`` allows (masked keys are left out of the sum, as the authors' code
-    leaves out non-finite logits), ``eps = SOFTPICK_EPS``.
-
-    Computed stably as the authors do: numerator and denominator multiplied by ``e^{-m}``,
-    ``m`` the row's largest allowed logit (held out of the gradient, which it does not
-    change), so no exponent argument is positive:
-
-        p_j = ReLU(e^{z_j - m} - e^{-m}) / (sum_l |e^{z_l - m} - e^{-m}| + eps e^{-m}).
-
-    Rows need not sum to one; a row of logits <= 0 is all zeros; so is a fully masked row.
-    """
-    z = jnp.asarray(z, jnp.promote_types(jnp.result_type(z), jnp.float32))
-    allowed = jnp.ones(z.shape, bool) if mask is None else jnp.broadcast_to(mask, z.shape)
-    m = jnp.max(jnp.where(allowed, z, -jnp.inf), axis=-1, keepdims=True)
-    m = jax.lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
-    shifted = jnp.where(allowed, jnp.exp(jnp.where(allowed, z - m, 0.0)) - jnp.exp(-m), 0.0)
-    denominator = jnp.sum(jnp.abs(shifted), axis=-1, keepdims=True) + SOFTPICK_EPS * jnp.exp(-m)
-    return jax.nn.relu(shifted) / denominator
 
 
 def l2_normalize(x: ArrayLike, eps: float = L2_EPS) -> Array:

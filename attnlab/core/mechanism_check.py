@@ -12,12 +12,8 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.context import Context
-from attnlab.core.mechanism import (
-    Mechanism,
-    MechanismError,
-    is_one_number,
-    softmax_weights,
-)
+from attnlab.core.hooks import softmax_weights
+from attnlab.core.mechanism import Mechanism, MechanismError, is_one_number
 
 Array = jax.Array
 

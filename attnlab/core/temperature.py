@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import math
 
+from attnlab.core.hooks import capped_logits, scaled_logits
 from attnlab.core.literature import LITERATURE
-from attnlab.core.mechanism import Mechanism, capped_logits, scaled_logits
+from attnlab.core.mechanism import Mechanism
 
 
 def inv_sqrt(d_k: int) -> float:

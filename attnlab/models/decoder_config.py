@@ -21,7 +21,8 @@ from typing import Any
 
 import jax
 
-from attnlab.core.mechanism import Mechanism, capped_logits, scaled_logits
+from attnlab.core.hooks import capped_logits, scaled_logits
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.temperature import BUILTINS
 from attnlab.models.config_keys import (
     boolean,

@@ -44,16 +44,16 @@ RECALL_CSVS := results/04_recall_curves.csv results/04_recall_summary.csv
 RECALL_FIGURES := figures/fig3_training.png
 results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	experiments/04_associative_recall.py $(SHARED) attnlab/claims.py attnlab/core/attention.py \
-	attnlab/core/context.py attnlab/core/curves.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
-	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
-	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
-	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
-	attnlab/recall/trainer.py attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
-	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	| $(STAMP)
+	attnlab/core/context.py attnlab/core/curves.py attnlab/core/hooks.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
+	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
+	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/recall/__init__.py \
+	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -73,17 +73,17 @@ REMEDIES_FIGURES := figures/fig4_remedies.png
 results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_curves.csv \
 	results/05_fold_check.csv results/05_sensitivity.csv &: experiments/05_remedies.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
-	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
-	attnlab/studies/remedies/__init__.py attnlab/studies/remedies/compute.py \
-	attnlab/studies/remedies/flags.py attnlab/studies/remedies/study.py \
-	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	| $(STAMP)
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
+	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/studies/remedies/__init__.py \
+	attnlab/studies/remedies/compute.py attnlab/studies/remedies/flags.py \
+	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -103,33 +103,33 @@ ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
-	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	| $(STAMP)
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
 	results/12_second_fit_prediction_summary.csv &: experiments/12_second_fit.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
-	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	| $(STAMP)
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -149,17 +149,18 @@ WIDTHS_FIGURES := figures/fig8_widths.png figures/fig9_drift.png
 results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfer.csv \
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/estimates.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
-	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/core/temperature.py \
-	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
-	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
-	attnlab/recall/widths.py attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
-	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/core/estimates.py attnlab/core/hooks.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
+	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
+	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
+	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
+	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/recall/widths.py attnlab/studies/widths/__init__.py \
+	attnlab/studies/widths/compute.py attnlab/studies/widths/flags.py \
+	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -219,48 +220,48 @@ CARD_CSVS := results/cards/comparison.csv results/cards/lm/comparison.csv
 CARD_FIGURES := figures/fig10_cards.png
 results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/elasticity.py attnlab/core/estimates.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
-	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
-	attnlab/lm/train.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/config.py attnlab/recall/lanes.py attnlab/recall/model.py \
-	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
-	attnlab/recall/trainer.py attnlab/recall/widths.py attnlab/studies/card/__init__.py \
-	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
-	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
-	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
-	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
-	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
-	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
-	attnlab/studies/card/verdicts.py attnlab/training/__init__.py attnlab/training/optimizers.py \
-	attnlab/training/schedules.py | $(STAMP)
+	attnlab/core/elasticity.py attnlab/core/estimates.py attnlab/core/hooks.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/owner.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
+	attnlab/lm/__init__.py attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py \
+	attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
+	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
+	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
+	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
+	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
+	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/elasticity.py attnlab/core/estimates.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
-	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/figures.py \
-	attnlab/harness/tables.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
-	attnlab/lm/train.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/config.py attnlab/recall/lanes.py attnlab/recall/model.py \
-	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
-	attnlab/recall/trainer.py attnlab/recall/widths.py attnlab/studies/card/__init__.py \
-	attnlab/studies/card/api.py attnlab/studies/card/compute.py attnlab/studies/card/figure.py \
-	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
-	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
-	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
-	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
-	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/trained.py \
-	attnlab/studies/card/verdicts.py attnlab/training/__init__.py attnlab/training/optimizers.py \
-	attnlab/training/schedules.py | $(STAMP)
+	attnlab/core/elasticity.py attnlab/core/estimates.py attnlab/core/hooks.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/owner.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
+	attnlab/lm/__init__.py attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py \
+	attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
+	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
+	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
+	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
+	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
+	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -280,16 +281,16 @@ REAL_MODEL_FIGURES := figures/fig11_real_model.png figures/fig13_real_model_caus
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
-	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
-	attnlab/models/bert.py attnlab/models/config_keys.py attnlab/models/decoder.py \
-	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gemma2.py \
-	attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py \
-	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
-	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
-	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/text.py attnlab/harness/memory.py attnlab/models/__init__.py \
+	attnlab/models/attnlab_llama.py attnlab/models/bert.py attnlab/models/config_keys.py \
+	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
+	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py \
+	attnlab/models/gguf_tokenizer.py attnlab/models/gpt2.py attnlab/models/layers.py \
+	attnlab/models/ledger.py attnlab/models/llama.py attnlab/models/olmo2.py \
+	attnlab/models/qwen3.py attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
 	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
 	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
@@ -297,16 +298,16 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
-	attnlab/core/owner.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/memory.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
-	attnlab/models/bert.py attnlab/models/config_keys.py attnlab/models/decoder.py \
-	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gemma2.py \
-	attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py attnlab/models/gguf_tokenizer.py \
-	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/models/ledger.py \
-	attnlab/models/llama.py attnlab/models/olmo2.py attnlab/models/qwen3.py \
-	attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/text.py attnlab/harness/memory.py attnlab/models/__init__.py \
+	attnlab/models/attnlab_llama.py attnlab/models/bert.py attnlab/models/config_keys.py \
+	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
+	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py \
+	attnlab/models/gguf_tokenizer.py attnlab/models/gpt2.py attnlab/models/layers.py \
+	attnlab/models/ledger.py attnlab/models/llama.py attnlab/models/olmo2.py \
+	attnlab/models/qwen3.py attnlab/models/registry.py attnlab/studies/real_model/__init__.py \
 	attnlab/studies/real_model/causal.py attnlab/studies/real_model/compute.py \
 	attnlab/studies/real_model/flags.py attnlab/studies/real_model/ledger.py \
 	attnlab/studies/real_model/measure.py attnlab/studies/real_model/study.py | $(STAMP)
@@ -328,16 +329,16 @@ LM_PROXY_CSVS := results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_
 LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
 results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
 	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/context.py \
-	attnlab/core/curves.py attnlab/core/elasticity.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py attnlab/lm/qk_clip.py \
-	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/models/__init__.py \
-	attnlab/models/attnlab_llama.py attnlab/models/config_keys.py attnlab/models/decoder.py \
-	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/core/curves.py attnlab/core/elasticity.py attnlab/core/hooks.py \
+	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/owner.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/memory.py \
+	attnlab/harness/workers.py attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/model.py \
+	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
+	attnlab/models/__init__.py attnlab/models/attnlab_llama.py attnlab/models/config_keys.py \
+	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
+	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
 	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
@@ -359,20 +360,21 @@ OPTIMIZER_FIGURES := figures/fig14_optimizer.png
 results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	results/15_optimizer_ledger.csv &: experiments/15_optimizer_drift.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/elasticity.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/parallel.py \
-	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/memory.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/ledger.py attnlab/lm/model.py \
-	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
-	attnlab/lm/trajectory.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
-	attnlab/models/config_keys.py attnlab/models/decoder.py attnlab/models/decoder_config.py \
-	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
-	attnlab/studies/optimizer/__init__.py attnlab/studies/optimizer/answers.py \
-	attnlab/studies/optimizer/compute.py attnlab/studies/optimizer/flags.py \
-	attnlab/studies/optimizer/study.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/core/elasticity.py attnlab/core/hooks.py attnlab/core/literature.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
+	attnlab/lm/__init__.py attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/ledger.py \
+	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/lm/trajectory.py attnlab/models/__init__.py \
+	attnlab/models/attnlab_llama.py attnlab/models/config_keys.py attnlab/models/decoder.py \
+	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/studies/optimizer/__init__.py \
+	attnlab/studies/optimizer/answers.py attnlab/studies/optimizer/compute.py \
+	attnlab/studies/optimizer/flags.py attnlab/studies/optimizer/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 $(OPTIMIZER_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \

@@ -25,6 +25,8 @@ ROW_NAMES = (
 #: The rows ``run_bench`` produces only when asked for: ``--gemma`` (``bench.gemma``), then
 #: ``--reproduce``, last.
 OPTIONAL_ROW_NAMES = ("gemma3_read_seconds", "gemma3_13_seconds", "make_reproduce_seconds")
+#: The command ``--reproduce`` times (``reproduce.time_reproduce``): every result, stale or not.
+REPRODUCE_COMMAND = ("make", "reproduce")
 
 Row = dict[str, Any]
 

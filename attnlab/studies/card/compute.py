@@ -37,7 +37,8 @@ import pandas as pd
 
 from attnlab.core.curves import trailing_mean
 from attnlab.core.estimates import mean_and_sem
-from attnlab.core.mechanism import Mechanism, softmax_weights
+from attnlab.core.hooks import softmax_weights
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef
 from attnlab.core.sampling import map_trials, trial_keys
