@@ -28,7 +28,8 @@ import jax.numpy as jnp
 import attnlab.lm.model as lm_model
 import attnlab.studies.bench.lm_step as bench_lm_step
 from attnlab.core.references import resolve
-from attnlab.lm.train import chunk_program, lane_chunk, loss_fn
+from attnlab.lm.loss import loss_fn
+from attnlab.lm.train import chunk_program, lane_chunk
 from attnlab.studies.bench.config import BenchConfig
 from attnlab.studies.bench.lm_step import RATE, lm_lane
 from attnlab.studies.bench.peer import PeerLM, peer_loss, peer_programs

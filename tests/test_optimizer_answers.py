@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from attnlab.studies.optimizer import answers
@@ -376,16 +375,3 @@ def test_the_answers_follow_the_arms_the_table_holds():
     two = answers.answers(table(row("adamw", 1e-2), row("lion", 1e-2)))
     assert len(two) == 7 and "under Lion than under AdamW" in two[0].label
     assert "Lion 10 [10, 10] vs AdamW 10 [10, 10]: tie" in two[0].detail
-
-
-def test_the_steps_after_the_first_clip_are_read_from_every_step():
-    from attnlab.studies.optimizer.compute import after_first_clip
-
-    signed = np.array(
-        [[[50, 60], [120, 10], [90, 250], [150, 80]], [[50, 60], [70, 10], [90, 20], [95, 80]]],
-        float,
-    )  # [lanes, steps, L]
-    fraction = (signed > TAU).astype(float) / 2
-    first, after, over = after_first_clip(signed.max(axis=-1), fraction, 2 * TAU)
-    assert first.tolist() == [1, -1] and over.tolist() == [1, 0]
-    assert after[0] == 250 and np.isnan(after[1])

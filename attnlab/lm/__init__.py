@@ -5,8 +5,9 @@ researcher's own training loop).
 ==================  ==========================================================================
 ``model``           ``CausalLM``: the decoder (Flax linen), every head through
                     ``Mechanism.attend``; the per-layer logit statistics it records
+``loss``            next-byte cross-entropy, the z-loss, their sum, the held-out loss
 ``train``           the task and its loop, readable top to bottom: text -> byte windows,
-                    loss (with the z-loss), step (its optimizer from
+                    step (its optimizer from
                     ``attnlab.training.optimizers``), the lanes of a learning-rate sweep in
                     ``lax.scan`` chunks
 ``qk_clip``         QK-Clip (Kimi K2, Megatron-LM): rescale each head's W_q, W_k after a step

@@ -20,15 +20,10 @@ from attnlab.core.context import causal_context
 from attnlab.core.elasticity import logit_elasticity, logit_scale
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import owner
+from attnlab.lm.loss import held_out_loss
 from attnlab.lm.model import CausalLM, causal_mask
 from attnlab.lm.sweep_tables import best_lane_rates
-from attnlab.lm.train import (
-    LAYER_CLIP_METRICS,
-    Split,
-    SweepResult,
-    held_out_loss,
-    held_out_windows,
-)
+from attnlab.lm.train import LAYER_CLIP_METRICS, Split, SweepResult, held_out_windows
 
 #: The q, k multipliers the ownership table reads the elasticity at.
 OWNERSHIP_ALPHAS = (1.0, 8.0)

@@ -36,6 +36,7 @@ import optax
 from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
+from attnlab.lm.loss import head_logits, held_out_loss, loss_fn
 from attnlab.lm.model import POSITIONS, CausalLM, program_lm
 from attnlab.lm.qk_clip import check_tau, clip_factors, qk_clip
 from attnlab.training.optimizers import OPTIMIZERS, Recipe, hyperparameters, make_optimizer
@@ -208,45 +209,7 @@ def seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
     return jax.random.fold_in(root, 0), jax.random.fold_in(root, 1)
 
 
-# ------------------------------------------------------------------------------- loss
-
-
-def cross_entropy(logits: jax.Array, targets: jax.Array) -> jax.Array:
-    """Per-window mean next-byte cross-entropy ``[...]`` (nats per byte)."""
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-    return jnp.mean(losses, axis=-1)
-
-
-def z_loss(logits: jax.Array) -> jax.Array:
-    """``mean (log Z)^2``, ``Z = sum_v exp(logits_v)``: the output-logit penalty of PaLM
-    (Chowdhery et al. 2022) and Wortsman et al., weighted ``1e-4`` there."""
-    return jnp.mean(jnp.square(jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1)))
-
-
-def loss_fn(
-    model: CausalLM, params, windows: jax.Array, constants, z_weight: float, clip: bool = False
-):
-    """``CE + z_weight z_loss`` of ``windows`` ``[B, T+1]``, with the CE, the stats and, with
-    ``clip``, each layer's largest signed and largest |logit| per head (``head_logits``,
-    the same forward pass's, for QK-Clip), else None."""
-    if not clip:
-        logits, stats = model.apply({"params": params}, windows[:, :-1], constants)
-        heads = None
-    else:
-        (logits, stats), sown = model.apply(
-            {"params": params}, windows[:, :-1], constants, mutable=["intermediates"]
-        )
-        heads = head_logits(sown, model.n_layers)
-    ce = jnp.mean(cross_entropy(logits, windows[:, 1:]))
-    return ce + z_weight * z_loss(logits), (ce, stats, heads)
-
-
-def head_logits(sown: dict, n_layers: int) -> dict[str, jax.Array]:
-    """``{"signed", "abs"}``: each layer's largest signed and largest |logit| per head
-    ``[n_layers, H]``, from a forward pass's ``intermediates`` (``attnlab.lm.model``)."""
-    layers = [sown["intermediates"][f"h_{i}"]["attn"] for i in range(n_layers)]
-    return {"signed": jnp.stack([layer["head_max_logit"][0] for layer in layers]),
-            "abs": jnp.stack([layer["head_max_abs_logit"][0] for layer in layers])}  # fmt: skip
+# ------------------------------------------------------------------------------- qk-clip
 
 
 def clip_layers(params: dict, heads: jax.Array, tau: float, n_heads: int) -> dict:
@@ -259,16 +222,6 @@ def clip_layers(params: dict, heads: jax.Array, tau: float, n_heads: int) -> dic
                                            n_heads=n_heads)  # fmt: skip
         params[f"h_{i}"] = {**params[f"h_{i}"], "attn": attn}
     return params
-
-
-def held_out_loss(
-    model: CausalLM, params, windows: jax.Array, constants
-) -> tuple[jax.Array, jax.Array]:
-    """Per-window held-out cross-entropy ``[eval_windows]``, and the output logits' variance
-    over the vocabulary averaged over every position (at step 0 the ``v`` of ``E[loss_0] ~
-    ln 256 + v / 2``)."""
-    logits, _ = model.apply({"params": params}, windows[:, :-1], constants)
-    return cross_entropy(logits, windows[:, 1:]), jnp.mean(jnp.var(logits, axis=-1))
 
 
 # ------------------------------------------------------------------------------- step
