@@ -33,12 +33,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from attnlab.core.curves import first_nonfinite_steps
 from attnlab.core.mechanism import Mechanism
-from attnlab.core.parallel import device_count, pad_to_multiple, replicate, shard_batch
 from attnlab.lm.loss import head_logits, held_out_loss, loss_fn
 from attnlab.lm.model import POSITIONS, CausalLM, program_lm
 from attnlab.lm.qk_clip import check_tau, clip_factors, qk_clip
+from attnlab.training.lanes import Programs, run_lanes
 from attnlab.training.optimizers import OPTIMIZERS, Recipe, hyperparameters, make_optimizer
 from attnlab.training.schedules import DECAYS, SCHEDULES
 
@@ -361,6 +360,16 @@ class SweepResult:
     params: dict
 
 
+def lm_programs(config: LMConfig, mechanism: Mechanism) -> Programs:
+    """The language model's programs for the lanes engine (``attnlab.training.lanes``):
+    ``init_program``, ``chunk_program`` and the held-out loss (``held_out_loss``: per window,
+    and the output logits' variance)."""
+    model = config.model(mechanism)
+    program = program_lm(model)
+    return Programs(init_program(model, config), chunk_program(program, config),
+                    _eval_program(program), config.metrics)  # fmt: skip
+
+
 def train_lanes(
     config: LMConfig,
     mechanism: Mechanism,
@@ -371,44 +380,14 @@ def train_lanes(
     on_params=None,
 ) -> SweepResult:
     """Train ``mechanism`` at every (rate, seed) of ``lrs x seeds`` as lanes of one
-    compiled program (lanes rate-major), padded to a multiple of the device count and
-    sharded over the devices. ``on_chunk(steps x lanes)`` after each chunk;
-    ``on_params(step, params)`` with the lanes' parameters (stacked, padded lanes
-    included) at step 0 and after each chunk, ``step`` the steps taken (a run's ledger:
-    ``attnlab.lm.trajectory``)."""
-    lanes = [(lr, seed) for lr in lrs for seed in seeds]
-    n = len(lanes)
-    model = config.model(mechanism)
-    program = program_lm(model)
-    keys = [seed_keys(seed) for _, seed in lanes]
-    state = init_program(model, config)(jnp.stack([k for k, _ in keys]),
-                                         jnp.stack([d for _, d in keys]))  # fmt: skip
-    constants = mechanism.constant_values(config.d_head)
-    lane_constants = {k: np.full(n, v, np.float32) for k, v in constants.items()}
-    rates = np.asarray([lr for lr, _ in lanes], np.float32)
-    lanes_tree = jax.tree.map(np.asarray, (state, rates, lane_constants))
-    state, rates, lane_constants = shard_batch(pad_to_multiple(lanes_tree, device_count())[0])
-    train, held_out = replicate((split.train, split.held_out))
-    evaluate = _eval_program(program)
-    initial, initial_var = evaluate(state.params, held_out, lane_constants)
-    chunk = chunk_program(program, config)
-    chunks = []
-    if on_params is not None:
-        on_params(0, state.params)
-    for start in range(0, config.steps, config.chunk_steps):
-        steps = jnp.arange(start, min(start + config.chunk_steps, config.steps))
-        state, metrics = chunk(state, steps, train, rates, lane_constants)
-        chunks.append(jax.tree.map(np.asarray, metrics))
-        if on_chunk is not None:
-            on_chunk(len(steps) * n)
-        if on_params is not None:
-            on_params(int(steps[-1]) + 1, state.params)
-    metrics = {k: np.concatenate([c[k] for c in chunks], axis=1)[:n] for k in config.metrics}
-    final, _ = evaluate(state.params, held_out, lane_constants)
-    diverged = first_nonfinite_steps(metrics["loss"])
-    return SweepResult(
-        mechanism.name, config, np.asarray([lr for lr, _ in lanes]),
-        np.asarray([s for _, s in lanes]), metrics, np.asarray(initial)[:n],
-        np.asarray(final)[:n], np.asarray(initial_var)[:n], diverged,
-        jax.tree.map(lambda x: np.asarray(x)[:n], state.params),
-    )  # fmt: skip
+    compiled program (``attnlab.training.lanes.run_lanes``: lanes rate-major, padded to a
+    multiple of the device count and sharded over the devices). ``on_chunk(steps x
+    lanes)`` after each chunk; ``on_params(step, params)`` with the lanes' parameters
+    (stacked, padded lanes included) at step 0 and after each chunk, ``step`` the steps
+    taken (a run's ledger: ``attnlab.lm.trajectory``)."""
+    lanes = run_lanes(lm_programs(config, mechanism), lrs, seeds, seed_keys,
+                      mechanism.constant_values(config.d_head), split.train, split.held_out,
+                      config.steps, config.chunk_steps, on_chunk, on_params)  # fmt: skip
+    return SweepResult(mechanism.name, config, lanes.lrs, lanes.seeds, lanes.metrics,
+                       lanes.initial_loss, lanes.final_loss, lanes.initial_extra,
+                       lanes.diverged_step, lanes.params)  # fmt: skip

@@ -143,7 +143,7 @@ def evaluate(
 
 
 @cache
-def _init_program(model: RecallModel, task: RecallTask):
+def init_program(model: RecallModel, task: RecallTask):
     """``TrainState`` at step 0 from an init key, vmapped over keys and jitted: one program
     per model, where an eager ``model.init`` compiles each of its operations apart (jitted,
     ``std * normal`` may round differently from the eager product by an ulp). Adam's state
@@ -160,4 +160,4 @@ def _init_program(model: RecallModel, task: RecallTask):
 def initial_state(config: RecallConfig, mechanism: Mechanism) -> TrainState:
     """Step-0 training states of every seed, stacked along a leading seed axis."""
     keys = jnp.stack([seed_keys(seed).init for seed in config.seed_values])
-    return _init_program(make_model(config, mechanism), config.task)(keys)
+    return init_program(make_model(config, mechanism), config.task)(keys)

@@ -238,7 +238,8 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
 	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/training/lanes.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
@@ -261,7 +262,8 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
 	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
 	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/training/lanes.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -341,8 +343,8 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
 	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/checkpoints.py \
 	attnlab/studies/lm_proxy/compute.py attnlab/studies/lm_proxy/flags.py \
-	attnlab/studies/lm_proxy/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
-	attnlab/training/schedules.py | $(STAMP)
+	attnlab/studies/lm_proxy/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -373,7 +375,7 @@ results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/studies/optimizer/__init__.py \
 	attnlab/studies/optimizer/answers.py attnlab/studies/optimizer/clip_readings.py \
 	attnlab/studies/optimizer/compute.py attnlab/studies/optimizer/flags.py \
-	attnlab/studies/optimizer/study.py attnlab/training/__init__.py \
+	attnlab/studies/optimizer/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
 	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(OPTIMIZER_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
