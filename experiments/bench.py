@@ -39,7 +39,7 @@ def build_parser():
         "make_reproduce_seconds; regenerates every result in results/ and figures/)")
     # fmt: on
     cli.add_common_flags(parser, cli.RESULTS_DIR / "bench.csv")
-    cli.declare_flags(parser, committed=(["--gemma"],))  # make bench after make gemma
+    parser.declare_flags(committed=(["--gemma"],))  # make bench after make gemma
     return parser
 
 

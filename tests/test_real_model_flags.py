@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
 from attnlab.harness import cli
@@ -19,7 +17,7 @@ from attnlab.studies.real_model.flags import (
 
 
 def parse(*argv: str):
-    parser = argparse.ArgumentParser()
+    parser = cli.new_parser("test")
     add_real_model_flags(parser)
     return real_model_config(parser.parse_args(list(argv)))
 
@@ -56,7 +54,7 @@ def test_lengths_not_given_fit_a_shorter_context():
     assert fitted_lengths(None) == fitted_lengths(512) == DEFAULT.lengths
     assert fitted_lengths(64) == (16, 32, 64)
     assert fitted_lengths(8) == (3, 4, 8)
-    parser = argparse.ArgumentParser()
+    parser = cli.new_parser("test")
     add_real_model_flags(parser)
     fitted = real_model_config(parser.parse_args([]), 64)
     assert (fitted.lengths, fitted.counterfactual_length) == ((16, 32, 64), 64)

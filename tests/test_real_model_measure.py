@@ -5,8 +5,6 @@ end: test_real_model_experiment and test_real_model_causal)."""
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 from test_models_files import TINY_WORDS, write_tiny_checkpoint
 from test_models_gpt2 import write_tiny_gpt2
@@ -28,7 +26,7 @@ def text(tmp_path):
 
 
 def inputs(text, *checkpoints, argv=TINY, mechanisms=()):
-    parser = argparse.ArgumentParser()
+    parser = cli.new_parser("test")
     add_real_model_flags(parser)
     args = parser.parse_args(list(argv))
     args.text, args.checkpoint = text, list(checkpoints) or None

@@ -15,7 +15,7 @@ from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS, CAUSAL_TABLES, GE
 DEFAULT = RealModelConfig()
 
 
-def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
+def add_real_model_flags(parser: cli.FlagParser) -> None:
     """Every flag of experiment 13 but ``--out-dir``, with its defaults; 13 on 14's
     checkpoints is a committed run too, so its arguments write to results/."""
     parser.add_argument(
@@ -73,7 +73,7 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         help="the causal tables' name: 13_real_model_NAME_{heads,counterfactuals,layers,ledger}"
         f".csv (default: {CAUSAL_TABLES}; lowercase letters, digits and _)",
     )
-    cli.declare_flags(parser, committed=(CAUSAL_ARGUMENTS.split(), GEMMA_ARGUMENTS.split()))
+    parser.declare_flags(committed=(CAUSAL_ARGUMENTS.split(), GEMMA_ARGUMENTS.split()))
 
 
 def _is_tables_name(text: str) -> bool:
