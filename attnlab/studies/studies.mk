@@ -108,7 +108,8 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
 	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py | $(STAMP)
+	attnlab/studies/article_fit/flags.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
@@ -122,7 +123,8 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
 	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
 	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py | $(STAMP)
+	attnlab/studies/article_fit/flags.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
