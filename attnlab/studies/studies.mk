@@ -189,7 +189,8 @@ results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/harness/memory.py attnlab/studies/failure_modes/__init__.py \
-	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/study.py | $(STAMP)
+	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/flags.py \
+	attnlab/studies/failure_modes/study.py | $(STAMP)
 	$(PY) $<
 $(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
