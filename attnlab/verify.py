@@ -66,7 +66,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -415,3 +416,31 @@ def regenerate(
         code = run(script, argv)
         if code != 0:
             raise RunError(f"experiments/{script}.py {' '.join(argv)} exited with status {code}")
+
+
+def verdicts_of(
+    names: Sequence[str], results_dir: Path | None, reference_dir: Path, quick: bool, quiet: bool
+) -> list[Verdict]:
+    """The verdict on each of ``names`` against ``reference_dir``'s CSV: the CSV in
+    ``results_dir``, or, where it is None, regenerated into a temporary folder
+    (``regenerate``, with ``quick`` and ``quiet``), removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="attnlab-verify-") as tmp:
+        if results_dir is None:
+            results_dir = Path(tmp)
+            regenerate(names, results_dir, quick, quiet)
+        return [verify_csv(name, results_dir, reference_dir) for name in names]
+
+
+def tally(verdicts: Sequence[Verdict], reference_dir: Path, seconds: float) -> str:
+    """The check's last line: how many of ``verdicts`` agree with ``reference_dir``'s CSVs,
+    and the ``seconds`` it took."""
+    agree = sum(v.agrees for v in verdicts)
+    return f"{agree} of {len(verdicts)} CSVs agree with {reference_dir} ({seconds:.0f} s)"
+
+
+def check_agreement(verdicts: Sequence[Verdict], reference_dir: Path) -> None:
+    """A RunError naming every CSV of ``verdicts`` that differs from ``reference_dir``'s;
+    nothing when all agree."""
+    differ = [v.name for v in verdicts if not v.agrees]
+    if differ:
+        raise RunError(f"{', '.join(differ)} differ from {reference_dir}")

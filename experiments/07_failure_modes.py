@@ -16,37 +16,24 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.harness.io import write_result
-from attnlab.harness.memory import check_needs
 from attnlab.studies import headline
-from attnlab.studies.failure_modes.compute import (
-    CorrelationConfig,
-    OverflowConfig,
-    failure_modes_needs,
-    run_failure_modes,
-)
+from attnlab.studies.failure_modes.compute import run_failure_modes
+from attnlab.studies.failure_modes.flags import add_failure_modes_flags, failure_modes_configs
 from attnlab.studies.failure_modes.study import PART_CSVS
 
-OVERFLOW = OverflowConfig()
-CORRELATION = CorrelationConfig()
 TIMED_BY = (PART_CSVS["masks"],)  # --help says how long the committed run took
 
 
 def build_parser():
     parser = cli.new_parser(__doc__, TIMED_BY)
-    cli.add_int_flag(parser, "--rows", OVERFLOW.rows, "(a) rows per max logit")
-    cli.add_dk_flag(parser, CORRELATION.dks, "(c) head widths d_k")
-    cli.add_int_flag(parser, "--samples", CORRELATION.samples, "(c) query-key pairs per d_k", 2)
-    cli.add_seed_flag(parser)
+    add_failure_modes_flags(parser)
     cli.add_out_dir_flag(parser)
     return parser
 
 
 def run(args, context):
     out_dir = cli.prepare_out_dir(context)
-    overflow = OverflowConfig(rows=args.rows, seed=args.seed)
-    dks = tuple(sorted(set(args.dk)))
-    correlation = CorrelationConfig(dks=dks, samples=args.samples, seed=args.seed)
-    check_needs(failure_modes_needs(overflow, correlation))
+    overflow, correlation = failure_modes_configs(args)
     started = time.perf_counter()
     with cli.progress(correlation.samples, "07 failure modes", args.quiet) as bar:
         frames = run_failure_modes(overflow, correlation, bar.update)

@@ -14,10 +14,10 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.harness import cli
 from attnlab.studies import headline
-from attnlab.studies.article_fit import pipeline
+from attnlab.studies.article_fit import flags
 from attnlab.studies.article_fit.fits import FIRST_FIT
 
-build_parser, run = pipeline.script(__doc__, FIRST_FIT)
+build_parser, run = flags.script(__doc__, FIRST_FIT)
 main = cli.entry_point(build_parser, run, headline)
 
 if __name__ == "__main__":

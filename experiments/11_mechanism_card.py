@@ -42,7 +42,7 @@ def build_parser():
     cli.add_seed_flag(parser)
     cli.add_jobs_flag(parser, "the card's pieces (sections, training groups, widths)")
     cli.add_out_dir_flag(parser)
-    cli.declare_flags(parser, subject=frozenset({"mechanism", "task"}))  # what, not how
+    parser.declare_flags(subject=frozenset({"mechanism", "task"}))  # what, not how
     return parser
 
 

@@ -29,15 +29,13 @@ names the causal tables 13_real_model_NAME_*.csv (`make gemma`: Gemma 3 270M, ge
 """
 
 import sys
-import time
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
-from attnlab.harness.io import write_result
 from attnlab.studies import headline
 from attnlab.studies.real_model import measure
-from attnlab.studies.real_model.flags import add_real_model_flags, real_model_config, resolved
+from attnlab.studies.real_model.flags import add_real_model_flags, real_model_request
 from attnlab.studies.real_model.study import HEADS_CSV
 
 
@@ -49,22 +47,7 @@ def build_parser():
 
 
 def run(args, context):
-    if args.config is not None:  # the static ledger of a config.json: printed, nothing written
-        if context.out_dir_given:  # checked as for any run: a folder named must be one
-            cli.check_dir_writable(context.out_dir, "--out-dir")
-        print(measure.config_ledger(args))
-        return
-    config = real_model_config(args)
-    out_dir = cli.prepare_out_dir(context)
-    inputs = measure.read_inputs(args, config)  # inputs.config: fitted to the checkpoints
-    started = time.perf_counter()
-    frames, found = measure.tables(inputs.config, inputs, args.quiet, args.tables)
-    wall = time.perf_counter() - started
-    sidecar = {k: v for k, v in context.sidecar_flags.items() if k != "config"}  # not written
-    with cli.staged_outputs(out_dir, context.written) as stage:
-        for name, frame in frames.items():
-            flags = {**sidecar, **resolved(inputs.config), **found}
-            write_result(frame, stage / name, flags, wall)
+    measure.run(real_model_request(args), context)
 
 
 main = cli.entry_point(build_parser, run, headline)

@@ -10,44 +10,27 @@ cache (about an hour more). Writes --out, its sidecar and the table as Markdown,
 
 import sys
 import time
-from dataclasses import replace
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
 from attnlab.harness.io import atomic_write_text, write_result
 from attnlab.studies.bench.compute import GROUPS, run_bench
-from attnlab.studies.bench.config import QUICK, REPRODUCE_COMMAND, BenchConfig
+from attnlab.studies.bench.config import REPRODUCE_COMMAND
+from attnlab.studies.bench.flags import add_bench_flags, bench_config
 from attnlab.studies.bench.report import bench_markdown
 from attnlab.studies.real_model.study import GEMMA_ARGUMENTS, GEMMA_GGUF
 
 
 def build_parser():
     parser = cli.new_parser(__doc__)
-    add = parser.add_argument
-    # fmt: off
-    add("--repeats", type=cli.positive_int, default=5, help="timed rounds per measurement")
-    add("--statics-dk", type=cli.positive_int, nargs="+", default=None,
-        help="d_k timed by the statics rows (default 64 256 1024; 1 2 4 ... 1024 is the "
-        "whole default sweep of 02/03)")
-    add("--quick", action="store_true", help="tiny sizes, for the tests (seconds, not minutes)")
-    add("--gemma", action="store_true",
-        help="also time experiment 13 on Gemma 3 270M (rows gemma3_read_seconds, "
-        "gemma3_13_seconds; `make gemma` first, about 6 minutes more)")
-    add("--reproduce", action="store_true",
-        help="also time `make reproduce` from an empty compilation cache (row "
-        "make_reproduce_seconds; regenerates every result in results/ and figures/)")
-    # fmt: on
-    cli.add_common_flags(parser, cli.RESULTS_DIR / "bench.csv")
-    cli.declare_flags(parser, committed=(["--gemma"],))  # make bench after make gemma
+    add_bench_flags(parser)
     return parser
 
 
 def run(args, context):
     out = cli.check_writable(args.out, "--out", suffix=".csv")
-    config = replace(QUICK if args.quick else BenchConfig(), repeats=args.repeats, seed=args.seed)
-    if args.statics_dk is not None:
-        config = replace(config, statics_dks=tuple(args.statics_dk))
+    config = bench_config(args)
     started = time.perf_counter()
     reproduce = REPRODUCE_COMMAND if args.reproduce else None
     gemma = (cli.REPO_ROOT / GEMMA_GGUF, GEMMA_ARGUMENTS) if args.gemma else None

@@ -8,9 +8,7 @@ with the same keys).
 """
 
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
@@ -41,19 +39,13 @@ def run(args, context):
         cli.check_results_dir(args.results_dir, "--results-dir")
     names = verify.selected(args.quick, args.csv)
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="attnlab-verify-") as tmp:
-        results_dir = args.results_dir or Path(tmp)
-        if args.results_dir is None:
-            verify.regenerate(names, results_dir, args.quick, args.quiet)
-        verdicts = [verify.verify_csv(n, results_dir, args.reference_dir) for n in names]
+    verdicts = verify.verdicts_of(
+        names, args.results_dir, args.reference_dir, args.quick, args.quiet
+    )
     for verdict in verdicts:
         print(verdict.line())
-    differ = [v.name for v in verdicts if not v.agrees]
-    seconds = time.perf_counter() - started
-    print(f"{len(verdicts) - len(differ)} of {len(verdicts)} CSVs agree with "
-          f"{args.reference_dir} ({seconds:.0f} s)")  # fmt: skip
-    if differ:
-        raise cli.RunError(f"{', '.join(differ)} differ from {args.reference_dir}")
+    print(verify.tally(verdicts, args.reference_dir, time.perf_counter() - started))
+    verify.check_agreement(verdicts, args.reference_dir)
 
 
 main = cli.entry_point(build_parser, run)

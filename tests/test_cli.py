@@ -64,7 +64,7 @@ def test_a_committed_argument_list_counts_as_defaults():
     """A parser's ``committed_arguments`` (13 on 14's checkpoints) write to results/ too;
     any other value of those flags still goes to a run folder."""
     parser = _parser()
-    cli.declare_flags(parser, committed=(["--steps", "3"],))
+    parser.declare_flags(committed=(["--steps", "3"],))
     run = cli.run_context(parser, parser.parse_args(["--steps", "3"]))
     assert run.made_with_defaults and run.out_dir == cli.RESULTS_DIR
     run = cli.run_context(parser, parser.parse_args(["--steps", "4"]))
@@ -331,9 +331,10 @@ def test_the_assignment_pattern_finds_what_it_looks_for():
 
 
 def test_no_attribute_is_set_on_argparse_objects_outside_the_harness():
-    """Outside ``attnlab/harness`` (its flag parsing keeps what a parser declares, and the
-    actions that record typed flags) nothing sets an attribute of a parser or of the
-    parsed flags: a run's state is its ``RunContext``."""
+    """Outside ``attnlab/harness`` (whose actions record typed flags on the namespace, as
+    argparse's actions do) nothing sets an attribute of a parser or of the parsed flags: a
+    run's state is its ``RunContext`` (a parser's declarations, its ``FlagParser``'s fields:
+    tests/test_harness_flags.py)."""
     root = Path(__file__).resolve().parents[1]
     files = [*root.glob("attnlab/**/*.py"), *root.glob("experiments/*.py")]
     offenders = [

@@ -86,9 +86,9 @@ def _names(action: argparse.Action) -> list[str]:
     return list(action.option_strings) or [action.metavar or action.dest]
 
 
-def _fuzzed_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+def _fuzzed_actions(parser: cli.FlagParser) -> list[argparse.Action]:
     """Every argument that takes a value (not --help, not store_true flags)."""
-    return [a for a in parser._actions if a.nargs != 0]
+    return [a for a in parser.arguments if a.nargs != 0]
 
 
 def _valid_words(action: argparse.Action):
@@ -314,10 +314,10 @@ def _prepare(root: Path) -> Path:
     return root / "outputs"
 
 
-def _base_argv(parser: argparse.ArgumentParser, outputs: Path) -> list[str]:
+def _base_argv(parser: cli.FlagParser, outputs: Path) -> list[str]:
     """Every path flag pointed into ``outputs`` (valid), --quiet where there is one."""
     argv = []
-    for action in parser._actions:
+    for action in parser.arguments:
         if action.option_strings and action.type in (Path, cli.a_path):
             role = PATH_ROLES[action.option_strings[0]]
             if action.default is None and role in ("dir_in", "file_in"):
@@ -423,8 +423,8 @@ def test_cross_flag_checks_exit_2(
     _assert_rejected(module, run_main, capsys, in_tmp_path, argv, [flag])
 
 
-def _mechanism_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions if a.type in MECHANISM_TYPES]
+def _mechanism_flags(parser: cli.FlagParser) -> list[argparse.Action]:
+    return [a for a in parser.arguments if a.type in MECHANISM_TYPES]
 
 
 TAKING = ("05_remedies", "10_widths", "11_mechanism_card", "13_real_model", "14_lm_proxy",
@@ -514,18 +514,18 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         },
         "08_companion_claims": {"run_companion": _frame},
         "09_article_fit": {
-            "pipeline.screen_readings": _frame,
-            "pipeline.candidates_of": lambda *a: [],
-            "pipeline.fit": _scores_frame,
-            "pipeline.predicted_readings": lambda scores: [("natural", 10)],
-            "pipeline.predict": lambda *a: (FRAME, FRAME),
+            "flags.pipeline.screen_readings": _frame,
+            "flags.pipeline.candidates_of": lambda *a: [],
+            "flags.pipeline.fit": _scores_frame,
+            "flags.pipeline.predicted_readings": lambda scores: [("natural", 10)],
+            "flags.pipeline.predict": lambda *a: (FRAME, FRAME),
         },
         "12_second_fit": {
-            "pipeline.screen_readings": _frame,
-            "pipeline.candidates_of": lambda *a: [],
-            "pipeline.fit": _scores_frame,
-            "pipeline.predicted_readings": lambda scores: [("natural/mean25", 10)],
-            "pipeline.predict": lambda *a: (FRAME, FRAME),
+            "flags.pipeline.screen_readings": _frame,
+            "flags.pipeline.candidates_of": lambda *a: [],
+            "flags.pipeline.fit": _scores_frame,
+            "flags.pipeline.predicted_readings": lambda scores: [("natural/mean25", 10)],
+            "flags.pipeline.predict": lambda *a: (FRAME, FRAME),
         },
         "10_widths": {
             "run_widths": lambda *a: [],

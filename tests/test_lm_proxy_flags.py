@@ -64,7 +64,7 @@ def test_quick_trains_and_saves_every_mechanism_at_its_own_width():
 def test_the_default_mechanisms_named_again_are_still_the_defaults():
     """The flags resolve each mechanism where it enters (a ``MechanismRef``), and so do the
     defaults: naming them again is still a run of the committed defaults."""
-    parser = argparse.ArgumentParser()
+    parser = cli.new_parser("test")
     add_proxy_flags(parser)
     assert made_with_defaults(parser, parser.parse_args(["--mechanisms", *SWEPT]))
     assert not made_with_defaults(parser, parser.parse_args(["--mechanisms", "scaled"]))
@@ -127,7 +127,7 @@ def test_the_layout_is_not_an_output_flag():
     folder, never results/, whose GPT-2 checkpoints 13's committed tables read); the
     default, given or not, is the committed run."""
     assert (DEFAULT.layout, parse("--layout", "llama").layout) == ("gpt2", "llama")
-    parser = argparse.ArgumentParser()
+    parser = cli.new_parser("test")
     add_proxy_flags(parser)
     assert made_with_defaults(parser, parser.parse_args(["--layout", "gpt2"]))
     assert not made_with_defaults(parser, parser.parse_args(["--layout", "llama"]))

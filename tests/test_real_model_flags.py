@@ -1,10 +1,11 @@
-"""attnlab.studies.real_model.flags: experiment 13's flags read into a ``RealModelConfig``
-(the defaults, lengths sorted and deduplicated) and each contradiction between them a
-``cli.UsageError`` naming its flag."""
+"""attnlab.studies.real_model.flags: experiment 13's flags read once into a
+``RealModelRequest`` (each as given) and into a ``RealModelConfig`` (the defaults, lengths
+sorted and deduplicated), each contradiction between them a ``cli.UsageError`` naming its
+flag."""
 
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
 
 import pytest
 
@@ -14,14 +15,29 @@ from attnlab.studies.real_model.flags import (
     add_real_model_flags,
     fitted_lengths,
     real_model_config,
+    real_model_request,
     resolved,
 )
+from attnlab.studies.real_model.study import CAUSAL_TABLES
+
+
+def request(*argv: str):
+    parser = cli.new_parser("test")
+    add_real_model_flags(parser)
+    return real_model_request(parser.parse_args(list(argv)))
 
 
 def parse(*argv: str):
-    parser = argparse.ArgumentParser()
-    add_real_model_flags(parser)
-    return real_model_config(parser.parse_args(list(argv)))
+    return real_model_config(request(*argv))
+
+
+def test_the_request_holds_the_flags_as_given():
+    given = request("--checkpoint", "a", "b", "--lengths", "64", "16", "--mechanisms", "scaled")
+    assert given.checkpoint == (Path("a"), Path("b")) and given.lengths == (64, 16)
+    assert given.mechanisms == ("scaled",) and given.config is None
+    default = request()
+    assert (default.checkpoint, default.lengths, default.counterfactual_length) == (None,) * 3
+    assert (default.tables, default.mechanisms) == (CAUSAL_TABLES, ())
 
 
 def test_no_flags_give_the_default_configuration():
@@ -56,10 +72,8 @@ def test_lengths_not_given_fit_a_shorter_context():
     assert fitted_lengths(None) == fitted_lengths(512) == DEFAULT.lengths
     assert fitted_lengths(64) == (16, 32, 64)
     assert fitted_lengths(8) == (3, 4, 8)
-    parser = argparse.ArgumentParser()
-    add_real_model_flags(parser)
-    fitted = real_model_config(parser.parse_args([]), 64)
+    fitted = real_model_config(request(), 64)
     assert (fitted.lengths, fitted.counterfactual_length) == ((16, 32, 64), 64)
-    given = real_model_config(parser.parse_args(["--lengths", "16", "32"]), 64)
+    given = real_model_config(request("--lengths", "16", "32"), 64)
     assert (given.lengths, given.counterfactual_length) == ((16, 32), 32)  # the longest given
     assert resolved(fitted) == {"lengths": [16, 32, 64], "counterfactual_length": 64}

@@ -5,16 +5,15 @@ end: test_real_model_experiment and test_real_model_causal)."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 
 import pytest
 from test_models_files import TINY_WORDS, write_tiny_checkpoint
 from test_models_gpt2 import write_tiny_gpt2
-from test_real_model_flags import parse
+from test_real_model_flags import parse, request
 
 from attnlab.harness import cli
 from attnlab.studies.real_model import measure
-from attnlab.studies.real_model.flags import add_real_model_flags
 from attnlab.studies.real_model.measure import read_inputs
 
 TINY = ("--lengths", "16", "--tokens", "60", "--counterfactual-length", "16")
@@ -28,12 +27,10 @@ def text(tmp_path):
 
 
 def inputs(text, *checkpoints, argv=TINY, mechanisms=()):
-    parser = argparse.ArgumentParser()
-    add_real_model_flags(parser)
-    args = parser.parse_args(list(argv))
-    args.text, args.checkpoint = text, list(checkpoints) or None
-    args.mechanisms = list(mechanisms)
-    return read_inputs(args, parse(*argv))
+    read = dataclasses.replace(
+        request(*argv), text=text, checkpoint=checkpoints or None, mechanisms=tuple(mechanisms)
+    )
+    return read_inputs(read, parse(*argv))
 
 
 def test_several_encoders_are_refused(tmp_path, text):
@@ -111,3 +108,10 @@ def test_a_checkpoint_given_twice_is_named_once(tmp_path, text):
     gpt2 = write_tiny_gpt2(tmp_path / "a")
     with pytest.raises(cli.UsageError, match="^--checkpoint: .* is given twice"):
         inputs(text, gpt2, tmp_path / "." / "a")
+
+
+@pytest.mark.parametrize("flag", ["--text", "--lengths"])
+def test_the_config_ledger_refuses_a_flag_that_reads_text(flag):
+    argv = ["--config", "config.json", flag, "64"]
+    with pytest.raises(cli.UsageError, match=f"^--config: .*; drop {flag}$"):
+        measure.config_ledger(request(*argv))

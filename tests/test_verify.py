@@ -442,3 +442,28 @@ def test_a_row_twice_in_the_reference_is_never_agreement(tmp_path):
     (tmp_path / VERIFIED).write_bytes(duplicated_row((RESULTS / VERIFIED).read_bytes()))
     with pytest.raises(DataError, match="line 13 repeats the keys of an earlier row, d_k=1\\)"):
         verify.verify_csv(VERIFIED, RESULTS, tmp_path)
+
+
+# --- the check as make verify reports it ---------------------------------------------------
+
+
+def test_verdicts_of_a_results_folder_then_the_tally_and_the_error(tmp_path):
+    """``verdicts_of`` reads the CSVs of a folder given (nothing regenerated); the tally
+    counts those that agree, and ``check_agreement`` names those that differ."""
+    names = ["01_logit_variance.csv", "06_condensation.csv"]
+    shutil.copy(RESULTS / names[0], tmp_path / names[0])  # 06's missing: it differs
+    verdicts = verify.verdicts_of(names, tmp_path, RESULTS, quick=False, quiet=True)
+    assert [(v.name, v.agrees) for v in verdicts] == [(names[0], True), (names[1], False)]
+    assert verify.tally(verdicts, RESULTS, 2.4) == f"1 of 2 CSVs agree with {RESULTS} (2 s)"
+    with pytest.raises(RunError, match=f"^06_condensation.csv differ from {RESULTS}$"):
+        verify.check_agreement(verdicts, RESULTS)
+    verify.check_agreement(verdicts[:1], RESULTS)  # all agree: nothing raised
+
+
+def test_verdicts_of_no_folder_regenerates_into_a_temporary_one(monkeypatch):
+    calls = []
+    monkeypatch.setattr(verify, "regenerate", lambda *a: calls.append(a))
+    monkeypatch.setattr(verify, "verify_csv", lambda name, results, ref: results.is_dir())
+    assert verify.verdicts_of(["a.csv"], None, RESULTS, quick=True, quiet=False) == [True]
+    [(names, into, quick, quiet)] = calls
+    assert (names, quick, quiet) == (["a.csv"], True, False) and not into.exists()

@@ -25,6 +25,7 @@ from attnlab.harness import signals
 from attnlab.harness.errors import DataError, RunError, UsageError
 from attnlab.harness.flags import (
     MAX_SEED,
+    FlagParser,
     add_common_flags,
     add_dk_flag,
     add_int_flag,
@@ -33,8 +34,6 @@ from attnlab.harness.flags import (
     add_seed_flag,
     add_table_flags,
     check_seeds,
-    declare_flags,
-    group_flags,
     int_at_least,
     int_in_range,
     new_parser,
@@ -73,6 +72,7 @@ __all__ = [
     "RESULTS_DIR",
     "RUNS_DIR",
     "DataError",
+    "FlagParser",
     "RunContext",
     "RunError",
     "UsageError",
@@ -95,9 +95,7 @@ __all__ = [
     "check_settled",
     "check_writable",
     "configure_jax",
-    "declare_flags",
     "entry_point",
-    "group_flags",
     "int_at_least",
     "int_in_range",
     "made_with_defaults",
@@ -167,7 +165,7 @@ def configure_jax() -> None:
 
 
 def entry_point(
-    build_parser: Callable[[], argparse.ArgumentParser],
+    build_parser: Callable[[], FlagParser],
     run: Callable[[argparse.Namespace, RunContext], None],
     headline: Callable[[str, Any], str | None] | None = None,
 ) -> Callable[[list[str] | None], int]:
@@ -196,7 +194,6 @@ def entry_point(
         try:
             parser = build_parser()
             prog = parser.prog
-            group_flags(parser)
             args = parser.parse_args(argv)  # a mechanism's check may run here
             context = run_context(parser, args)
             configure_jax()
@@ -283,12 +280,12 @@ def table_script(
     desc: str,
     add_flags: Callable[[argparse.ArgumentParser], None],
     plan: Plan,
-) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], None]]:
+) -> tuple[Callable[[], FlagParser], Callable[[argparse.Namespace, RunContext], None]]:
     """``(build_parser, run)`` of a script that writes one table, ``<out-dir>/<csv_name>``:
     its own flags, then ``add_table_flags``; ``plan(args)`` gives the progress total and
     the computation, run under ``run_table``."""
 
-    def build_parser() -> argparse.ArgumentParser:
+    def build_parser() -> FlagParser:
         parser = new_parser(description, (csv_name,))
         add_flags(parser)
         add_table_flags(parser, csv_name)

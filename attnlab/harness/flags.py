@@ -8,9 +8,9 @@ import argparse
 import json
 import os
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from attnlab.harness.errors import UsageError
 from attnlab.harness.outputs import RESULTS_DIR, a_path, add_out_dir_flag, add_quiet_flag
@@ -76,15 +76,121 @@ def positive_float(text: str) -> float:
     return value
 
 
-def new_parser(description: str, timed_by: Sequence[str] = ()) -> OneLineParser:
+def new_parser(description: str, timed_by: Sequence[str] = ()) -> FlagParser:
     """A parser with the script's docstring as description and defaults shown in --help;
     ``timed_by`` (result CSVs, one per part of the run) adds how long the committed
     results took, read from their sidecars in ``results/`` (``committed_run_time``)."""
     timing = committed_run_time(timed_by) if timed_by else None
-    return OneLineParser(
+    return FlagParser(
         description=description.rstrip() + (f"\n\n{timing}" if timing else ""),
         formatter_class=HelpFormatter,
     )
+
+
+#: The help group of every flag that no other group names.
+MEASURED = "what is measured"
+#: The help groups every script shares, after its own declared groups and ``MEASURED``:
+#: title -> dests.
+SHARED_GROUPS = {
+    "run control": frozenset({"seed", "chunk_steps", "quick", "stage", "jobs"}),
+    "outputs": frozenset({"out", "out_dir", "quiet", "results_dir", "figures_dir"}),
+}
+
+
+def help_group(dest: str, declared: Mapping[str, frozenset[str]]) -> str:
+    """The title of the help group of the flag ``dest``: the first of the ``declared``
+    groups (title -> dests), then of ``SHARED_GROUPS``, that names it; else ``MEASURED``."""
+    titled = {**declared, **SHARED_GROUPS}
+    return next((title for title, dests in titled.items() if dest in dests), MEASURED)
+
+
+def flag_dest(names: Sequence[str], dest: str | None, prefix_chars: str = "-") -> str:
+    """The ``dest`` argparse gives the flag ``names`` (its documented rule): ``dest`` if
+    given, else the first long option string (else the first), its leading prefix
+    characters stripped and ``-`` made ``_``."""
+    if dest is not None:
+        return dest
+    long = [n for n in names if len(n) > 1 and n[1] in prefix_chars]
+    return (long or list(names))[0].lstrip(prefix_chars).replace("-", "_")
+
+
+class FlagParser(OneLineParser):
+    """The parser every script starts from (``new_parser``): argparse's, with what a script
+    says about its flags beyond argparse kept in fields of its own.
+
+    * ``arguments``: every argument added (positionals and flags, not ``--help``), the
+      actions ``add_argument`` returned, in order.
+    * Help groups: each flag goes into its group as it is added (``help_group``): the
+      groups ``declare_flags`` names (before the first flag), "what is measured", run
+      control, outputs. ``--help`` and positionals stay where argparse puts them.
+    * ``subject_flags``: what a run is about, not how it runs (the card's ``--mechanism``);
+      ``committed_arguments``: the argument lists of other committed runs of the script
+      (13 on 14's checkpoints). ``outputs.made_with_defaults`` reads both.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._arguments: list[argparse.Action] = []
+        self._declared_groups: dict[str, frozenset[str]] = {}
+        self._help_groups: dict[str, Any] = {}  # argparse's groups, made at the first flag
+        self._subject: frozenset[str] = frozenset()
+        self._committed: tuple[list[str], ...] = ()
+
+    @property
+    def arguments(self) -> tuple[argparse.Action, ...]:
+        """Every argument added but ``--help``, in order."""
+        return tuple(self._arguments)
+
+    @property
+    def subject_flags(self) -> frozenset[str]:
+        """The dests of the flags that say what a run is about (declared ``subject``)."""
+        return self._subject
+
+    @property
+    def committed_arguments(self) -> tuple[list[str], ...]:
+        """The argument lists of the script's other committed runs (declared ``committed``)."""
+        return self._committed
+
+    def declare_flags(
+        self,
+        *,
+        groups: Mapping[str, frozenset[str]] | None = None,
+        subject: frozenset[str] | None = None,
+        committed: tuple[list[str], ...] | None = None,
+    ) -> None:
+        """Declare help ``groups`` (title -> dests, after any declared before; only before
+        the first flag is added, as a flag goes into its group when it is added), the
+        ``subject`` flags and the ``committed`` argument lists (see the class)."""
+        if groups is not None:
+            if self._help_groups:
+                raise ValueError("help groups are declared before the first flag is added")
+            self._declared_groups = {**self._declared_groups, **groups}
+        if subject is not None:
+            self._subject = subject
+        if committed is not None:
+            self._committed = committed
+
+    def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
+        """argparse's ``add_argument``, the argument recorded in ``arguments`` and a flag
+        added to its help group (``help_group``)."""
+        if kwargs.get("action") == "help":  # argparse's own --help, from its constructor
+            return super().add_argument(*names, **kwargs)
+        if names and names[0].startswith(tuple(self.prefix_chars)):
+            dest = flag_dest(names, kwargs.get("dest"), self.prefix_chars)
+            group = self._help_group(help_group(dest, self._declared_groups))
+            action = group.add_argument(*names, **kwargs)
+        else:
+            action = super().add_argument(*names, **kwargs)
+        self._arguments.append(action)
+        return action
+
+    def _help_group(self, title: str) -> Any:
+        """The argparse group titled ``title``; at the first flag, every group is made, in
+        the order --help shows them."""
+        if not self._help_groups:
+            titles = [*self._declared_groups, MEASURED, *SHARED_GROUPS]
+            self._help_groups = {t: self.add_argument_group(t) for t in titles}
+        return self._help_groups[title]
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -120,26 +226,6 @@ def committed_run_time(csv_names: Sequence[str]) -> str | None:
     return textwrap.fill(text, width=88)
 
 
-def declare_flags(
-    parser: argparse.ArgumentParser,
-    *,
-    groups: dict[str, frozenset[str]] | None = None,
-    subject: frozenset[str] | None = None,
-    committed: tuple[list[str], ...] | None = None,
-) -> None:
-    """What a script says about its flags beyond argparse, kept on the parser for
-    ``group_flags`` and ``outputs.made_with_defaults``: help ``groups`` (title -> dests,
-    added after any declared before), the ``subject`` flags (what a run is about, not how
-    it runs: the card's ``--mechanism``) and the ``committed`` argument lists of other
-    committed runs of the script (13 on 14's checkpoints)."""
-    if groups is not None:
-        parser.flag_groups = {**getattr(parser, "flag_groups", {}), **groups}
-    if subject is not None:
-        parser.subject_flags = subject
-    if committed is not None:
-        parser.committed_arguments = committed
-
-
 #: Where the flags recorded as typed go (``TYPED_FLAGS``'s actions): the sidecars keep them.
 TYPED_FLAGS = "given_recall_flags"
 
@@ -164,34 +250,6 @@ class StoreTypedBool(argparse.BooleanOptionalAction):
     def __call__(self, parser, namespace, values, option_string=None):
         super().__call__(parser, namespace, values, option_string)
         _record_typed(namespace, option_string)
-
-
-#: The help groups every script shares, after its own ``flag_groups``: (title, dests).
-RUN_CONTROL_FLAGS = frozenset({"seed", "chunk_steps", "quick", "stage", "jobs"})
-OUTPUT_GROUP_FLAGS = frozenset({"out", "out_dir", "quiet", "results_dir", "figures_dir"})
-
-
-def group_flags(parser: argparse.ArgumentParser) -> None:
-    """Sort ``parser``'s flags into help groups: the parser's ``flag_groups`` (title ->
-    dests, e.g. the article's settings and the set-up it leaves unstated) first, then
-    what the script measures (every other flag), run control and outputs."""
-    own = dict(getattr(parser, "flag_groups", {}))
-    titled = [*own.items(), ("run control", RUN_CONTROL_FLAGS), ("outputs", OUTPUT_GROUP_FLAGS)]
-    groups = {title: parser.add_argument_group(title) for title in own}
-    rest = parser.add_argument_group("what is measured")
-    groups |= {title: parser.add_argument_group(title) for title, _ in titled[len(own) :]}
-    for action in list(parser._actions):
-        if not action.option_strings or isinstance(action, argparse._HelpAction):
-            continue
-        title = next((t for t, dests in titled if action.dest in dests), None)
-        target = groups[title] if title else rest
-        for group in parser._action_groups:
-            if action in group._group_actions:
-                group._group_actions.remove(action)
-        target._group_actions.append(action)
-    parser._action_groups = [
-        g for g in parser._action_groups if g._group_actions or g.title == "options"
-    ]
 
 
 def add_int_flag(

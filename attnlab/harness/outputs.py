@@ -11,10 +11,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnlab.harness.errors import UsageError
 from attnlab.harness.staging import check_settled, recover_stages
+
+if TYPE_CHECKING:
+    from attnlab.harness.flags import FlagParser
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the scripts write by default, relative to the repository root they run from.
@@ -51,17 +54,17 @@ def add_out_dir_flag(parser: argparse.ArgumentParser) -> None:
     add_quiet_flag(parser)
 
 
-def made_with_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
-    """Whether every flag of ``args`` but the ``OUTPUT_FLAGS`` and the parser's
+def made_with_defaults(parser: FlagParser, args: argparse.Namespace) -> bool:
+    """Whether every argument of ``args`` but the ``OUTPUT_FLAGS`` and the parser's
     ``subject_flags`` (what a run is about, not how it runs: the card's ``--mechanism``) has
     its default value, or the value one of the parser's ``committed_arguments`` gives it
     (argument lists of other committed runs of the script: 13 on 14's checkpoints)."""
-    skip = OUTPUT_FLAGS | getattr(parser, "subject_flags", frozenset())
-    actions = [a for a in parser._actions if a.dest not in skip and hasattr(args, a.dest)]
+    skip = OUTPUT_FLAGS | parser.subject_flags
+    actions = [a for a in parser.arguments if a.dest not in skip and hasattr(args, a.dest)]
     references = [{a.dest: _parsed_default(a) for a in actions}]
-    for argv in getattr(parser, "committed_arguments", ()):
-        committed = parser.parse_args(argv)
-        references.append({a.dest: getattr(committed, a.dest) for a in actions})
+    for argv in parser.committed_arguments:
+        committed = vars(parser.parse_args(argv))
+        references.append({a.dest: committed[a.dest] for a in actions})
     return any(all(getattr(args, d) == v for d, v in ref.items()) for ref in references)
 
 
@@ -125,7 +128,7 @@ def run_folder_name(script: str) -> str:
     return f"{script}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}" + (f"-{n}" if n else "")
 
 
-def run_context(parser: argparse.ArgumentParser, args: argparse.Namespace) -> RunContext:
+def run_context(parser: FlagParser, args: argparse.Namespace) -> RunContext:
     """The run's context. Where ``--out-dir`` was not given the output folder is
     ``results/`` for the committed defaults and a new run folder otherwise (so that no
     experiment replaces a canonical result by accident); a script without ``--out-dir``

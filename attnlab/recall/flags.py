@@ -16,7 +16,7 @@ from typing import Any
 from attnlab.core.references import MechanismRef, recall_mechanism_reference
 from attnlab.core.temperature import BUILTINS
 from attnlab.harness import cli
-from attnlab.harness.flags import TYPED_FLAGS, StoreTyped, StoreTypedBool, declare_flags
+from attnlab.harness.flags import TYPED_FLAGS, FlagParser, StoreTyped, StoreTypedBool
 from attnlab.harness.memory import FLOAT32_BYTES, Need, Size, product, size
 from attnlab.recall.config import RecallConfig
 from attnlab.recall.lanes import CPU_BLOCK_BYTES
@@ -91,15 +91,22 @@ UNSTATED_FLAGS = frozenset(
     {"d_model", "batch_size", "steps", "seeds", "smoothing", "embed_init_std", "slot", "init"}
     | {"bias", "reading"}
 )
+#: The recall flags' help groups, before every other flag's: title -> dests.
+RECALL_GROUPS = {
+    "the article's settings (004, A Training Demo)": ARTICLE_FLAGS,
+    "the set-up the article leaves unstated": UNSTATED_FLAGS,
+}
 
 
 def add_recall_flags(
-    parser: argparse.ArgumentParser, default: RecallConfig | None = None, head_width: bool = True
+    parser: FlagParser, default: RecallConfig | None = None, head_width: bool = True
 ) -> None:
     """Flags for every field of ``RecallConfig`` a user may want to change; the defaults are
     those of ``default`` (the article's configuration if None). ``head_width=False`` leaves
-    out ``--dk`` (for a script that sweeps widths; ``recall_config`` then takes ``d_k``)."""
+    out ``--dk`` (for a script that sweeps widths; ``recall_config`` then takes ``d_k``).
+    The first flags of ``parser``: their help groups (``RECALL_GROUPS``) come first."""
     default = RecallConfig() if default is None else default
+    parser.declare_flags(groups=RECALL_GROUPS)
     add = parser.add_argument
 
     def add_reading_flag(flag: str, **kwargs: Any) -> None:
@@ -160,13 +167,6 @@ def add_recall_flags(
         "--slot, --init, --bias, --d-model and --batch-size",
     )
     parser.set_defaults(**{TYPED_FLAGS: []})
-    declare_flags(
-        parser,
-        groups={
-            "the article's settings (004, A Training Demo)": ARTICLE_FLAGS,
-            "the set-up the article leaves unstated": UNSTATED_FLAGS,
-        },
-    )
 
 
 def recall_config(args: argparse.Namespace, **overrides: Any) -> RecallConfig:

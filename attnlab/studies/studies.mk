@@ -111,9 +111,10 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
 	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/flags.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
@@ -127,9 +128,10 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
 	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
 	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/flags.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -196,7 +198,8 @@ results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/harness/memory.py attnlab/studies/failure_modes/__init__.py \
-	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/study.py | $(STAMP)
+	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/flags.py \
+	attnlab/studies/failure_modes/study.py | $(STAMP)
 	$(PY) $<
 $(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \

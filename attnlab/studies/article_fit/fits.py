@@ -80,9 +80,10 @@ class Fit:
       resolve: the reading and smoothing of a member's name.
       fit_seeds: ``--fit-seeds``' default (seeds per reading in pass 2b).
       finalists: ``--finalists``' default.
-      add_flags: adds the fit's own flags to its parser (its candidate rule's).
-      candidates: the readings pass 2a trains, from the screen and the parsed flags.
-      pass_a_seeds: the seeds of pass 2a from the parsed flags (None: ``--fit-seeds``).
+      add_flags: adds the fit's own flags to its parser (its candidate rule's:
+        ``--candidates`` or ``--pass-a-seeds``).
+      candidates: the readings pass 2a trains, from the screen and ``--candidates`` (0:
+        every kept reading; the second fit's rule has no such number).
     """
 
     number: str
@@ -96,8 +97,7 @@ class Fit:
     fit_seeds: int
     finalists: int
     add_flags: Callable[[argparse.ArgumentParser], None]
-    candidates: Callable[[pd.DataFrame, argparse.Namespace], list[str]]
-    pass_a_seeds: Callable[[argparse.Namespace], int | None]
+    candidates: Callable[[pd.DataFrame, int], list[str]]
 
 
 def _candidates_flag(parser: argparse.ArgumentParser) -> None:
@@ -127,8 +127,7 @@ FIRST_FIT = Fit(
     fit_seeds=3,
     finalists=3,
     add_flags=_candidates_flag,
-    candidates=lambda screen, args: candidates(screen, args.candidates),
-    pass_a_seeds=lambda args: None,
+    candidates=candidates,
 )
 
 SECOND_FIT = Fit(
@@ -143,6 +142,5 @@ SECOND_FIT = Fit(
     fit_seeds=5,
     finalists=4,
     add_flags=_pass_a_seeds_flag,
-    candidates=lambda screen, args: pass_a_readings(screen),
-    pass_a_seeds=lambda args: args.pass_a_seeds,
+    candidates=lambda screen, _count: pass_a_readings(screen),
 )

@@ -1,6 +1,6 @@
 """The stages of a fit of the training demo's unstated set-up, for either fit
-(``attnlab.studies.article_fit.fits``): its parser and its run, and ``script``, which
-makes both for 09's and 12's scripts.
+(``attnlab.studies.article_fit.fits``), run from the settings the flags give
+(``FitSettings``; the flags and 09's and 12's scripts: ``article_fit.flags``).
 
 Stage 1 screens every reading of the fit's family by its step-0 ``||grad W_Q||`` (no
 training); stage 2 fits the candidates on the article's scaled run alone (``compute.fit``:
@@ -11,18 +11,15 @@ noise. ``--stage`` runs one stage; a later stage alone reads the earlier CSVs fr
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from attnlab.harness import cli
 from attnlab.harness.io import read_csv_checked, write_result
-from attnlab.recall.flags import substring_of
-from attnlab.recall.readings import RUN_LENGTHS
 from attnlab.studies.article_fit.compute import fit, predict, predicted_readings, prediction_steps
 from attnlab.studies.article_fit.compute import screen as screen_readings
 from attnlab.studies.article_fit.fits import Fit
@@ -30,74 +27,70 @@ from attnlab.studies.article_fit.fits import Fit
 STAGES = ("screen", "fit", "predict", "all")
 
 
-def build_parser(doc: str | None, spec: Fit) -> argparse.ArgumentParser:
-    """The fit's flags: the stages, the screen, its own candidate rule, both passes and
-    the prediction."""
-    csvs = spec.csvs
-    parser = cli.new_parser(doc, (csvs.screen, csvs.scores, csvs.summary))
-    parser.add_argument("--stage", choices=STAGES, default="all", help="which stage to run")
-    cli.add_int_flag(parser, "--seeds", 8, "seeds of the step-0 screen")
-    cli.add_seed_flag(parser, help="the first seed of every stage")
-    parser.add_argument(
-        "--family-filter",
-        type=substring_of(spec.family),
-        default="",
-        metavar="SUBSTRING",
-        help="screen only the readings whose name contains SUBSTRING (a quick look)",
-    )
-    cli.add_int_flag(parser, "--fit-seeds", spec.fit_seeds, "seeds per reading in pass 2b")
-    spec.add_flags(parser)
-    cli.add_int_flag(parser, "--milestone-steps", 700, "training steps of pass 2a")
-    cli.add_int_flag(
-        parser,
-        "--finalists",
-        spec.finalists,
-        "readings pass 2b trains from step 0 to the longest run length",
-    )
-    cli.add_int_flag(
-        parser, "--run-lengths", RUN_LENGTHS, "run lengths the final-loss term chooses from"
-    )
-    cli.add_int_flag(parser, "--predict-seeds", 10, "seeds per variant in stage 3")
-    cli.add_out_dir_flag(parser)
-    return parser
+@dataclass(frozen=True)
+class FitSettings:
+    """What a run of a fit's stages is asked for (``article_fit.flags.fit_settings``).
+
+    Attributes:
+      stage: the stage to run, one of ``STAGES`` (``"all"``: the three in turn).
+      seed: the first seed of every stage.
+      seeds: seeds of the step-0 screen.
+      family_filter: screen only the readings whose name contains it (``""``: all).
+      candidates: readings pass 2a trains under the first fit's rule (0: every kept one).
+      pass_a_seeds: seeds per reading in pass 2a (None: ``fit_seeds``).
+      fit_seeds: seeds per reading in pass 2b.
+      milestone_steps: training steps of pass 2a.
+      finalists: readings pass 2b trains to the longest run length.
+      run_lengths: the run lengths the final-loss term chooses from, sorted.
+      predict_seeds: seeds per variant in stage 3.
+    """
+
+    stage: str
+    seed: int
+    seeds: int
+    family_filter: str
+    candidates: int
+    pass_a_seeds: int | None
+    fit_seeds: int
+    milestone_steps: int
+    finalists: int
+    run_lengths: tuple[int, ...]
+    predict_seeds: int
 
 
-def candidates_of(spec: Fit, screen_frame: pd.DataFrame, args: argparse.Namespace) -> list[str]:
+def candidates_of(spec: Fit, screen_frame: pd.DataFrame, settings: FitSettings) -> list[str]:
     """The readings the fit's pass 2a trains (its candidate rule)."""
-    return spec.candidates(screen_frame, args)
+    return spec.candidates(screen_frame, settings.candidates)
 
 
-def _earlier(args: argparse.Namespace, out_dir: Path, spec: Fit, name: str, columns, stage: str):
-    """An earlier stage's CSV from ``--out-dir``, for a run of one later stage."""
+def _earlier(stage: str, out_dir: Path, spec: Fit, name: str, columns, made_by: str):
+    """An earlier stage's CSV from ``--out-dir`` (made by stage ``made_by``), for a run of
+    the later ``stage`` alone."""
     path = out_dir / name
     command = f"python experiments/{spec.script}"
     if not path.is_file():
         raise cli.UsageError(
-            f"--stage {args.stage}: needs {path}; make it with `{command} --stage {stage} "
+            f"--stage {stage}: needs {path}; make it with `{command} --stage {made_by} "
             f"--out-dir {out_dir}`"
         )
     return read_csv_checked(path, columns, command)
 
 
-def run(args: argparse.Namespace, context: cli.RunContext, spec: Fit) -> None:
-    """Run the stages ``--stage`` names and write their CSVs (each with its sidecar)."""
+def run(settings: FitSettings, context: cli.RunContext, spec: Fit) -> None:
+    """Run the stages ``settings.stage`` names and write their CSVs (each with its
+    sidecar) into the run's output folder."""
     out_dir = cli.prepare_out_dir(context)
     csvs = spec.csvs
-    readings = [r for r in spec.family if args.family_filter in r.name]
-    pass_a_seeds = spec.pass_a_seeds(args)
-    for flag, count in (("--seeds", args.seeds), ("--pass-a-seeds", pass_a_seeds),
-                        ("--fit-seeds", args.fit_seeds),
-                        ("--predict-seeds", args.predict_seeds)):  # fmt: skip
-        if count is not None:
-            cli.check_seeds(args.seed, count, flag)
-    run_lengths = tuple(sorted(set(args.run_lengths)))
-    stages = STAGES[:3] if args.stage == "all" else (args.stage,)
+    readings = [r for r in spec.family if settings.family_filter in r.name]
+    stages = STAGES[:3] if settings.stage == "all" else (settings.stage,)
     screen_frame = scores = None
     if stages[0] == "fit":
         columns = ["name", "grad_norm_wq_scaled", "kept"]
-        screen_frame = _earlier(args, out_dir, spec, csvs.screen, columns, "screen")
+        screen_frame = _earlier(settings.stage, out_dir, spec, csvs.screen, columns, "screen")
     if stages[0] == "predict":
-        scores = _earlier(args, out_dir, spec, csvs.scores, list(spec.score_columns), "fit")
+        scores = _earlier(
+            settings.stage, out_dir, spec, csvs.scores, list(spec.score_columns), "fit"
+        )
     flags = {k: (list(v) if isinstance(v, tuple) else v) for k, v in context.sidecar_flags.items()}
     written: list[str] = []
     label = spec.number
@@ -109,22 +102,22 @@ def run(args: argparse.Namespace, context: cli.RunContext, spec: Fit) -> None:
 
         if "screen" in stages:
             started = time.perf_counter()
-            screen_frame = screen_readings(readings, args.seeds, args.seed)
+            screen_frame = screen_readings(readings, settings.seeds, settings.seed)
             write(screen_frame, csvs.screen, time.perf_counter() - started)
         if "fit" in stages:
             started = time.perf_counter()
-            names = candidates_of(spec, screen_frame, args)
-            with cli.progress(len(names) + args.finalists, f"{label} fit", args.quiet,
+            names = candidates_of(spec, screen_frame, settings)
+            with cli.progress(len(names) + settings.finalists, f"{label} fit", context.quiet,
                               unit="reading") as bar:  # fmt: skip
                 scores = fit(
                     names,
                     spec.smoothings,
-                    seeds=args.fit_seeds,
-                    seed=args.seed,
-                    milestone_steps=args.milestone_steps,
-                    finalists=args.finalists,
-                    run_lengths=run_lengths,
-                    pass_a_seeds=pass_a_seeds,
+                    seeds=settings.fit_seeds,
+                    seed=settings.seed,
+                    milestone_steps=settings.milestone_steps,
+                    finalists=settings.finalists,
+                    run_lengths=settings.run_lengths,
+                    pass_a_seeds=settings.pass_a_seeds,
                     naming=spec.naming,
                     on_reading=bar.update,
                 )[list(spec.score_columns)]
@@ -133,21 +126,14 @@ def run(args: argparse.Namespace, context: cli.RunContext, spec: Fit) -> None:
             started = time.perf_counter()
             members = predicted_readings(scores)
             steps = prediction_steps(members, spec.resolve)
-            with cli.progress(steps, f"{label} predict", args.quiet, unit="step") as bar:
-                curves, summary = predict(members, args.predict_seeds, args.seed, spec.resolve,
-                                          bar.update)  # fmt: skip
+            with cli.progress(steps, f"{label} predict", context.quiet, unit="step") as bar:
+                curves, summary = predict(members, settings.predict_seeds, settings.seed,
+                                          spec.resolve, bar.update)  # fmt: skip
             wall = time.perf_counter() - started
             # The sidecars name the best member and every member's run length.
             (name, length), lengths = members[0], dict(members)
             extra = {"reading": name, "run_length": length, "readings": lengths}
             write(curves, csvs.curves, wall, extra)
             write(summary, csvs.summary, wall, extra)
-    if not args.quiet:
+    if not context.quiet:
         print(f"{label}: wrote {', '.join(written)} into {out_dir}", file=sys.stderr)
-
-
-def script(
-    doc: str | None, spec: Fit
-) -> tuple[Callable[[], argparse.ArgumentParser], Callable[[argparse.Namespace], None]]:
-    """``(build_parser, run)`` of the script of the fit ``spec`` (``cli.entry_point``'s)."""
-    return (lambda: build_parser(doc, spec)), (lambda args, context: run(args, context, spec))

@@ -1,10 +1,12 @@
 """Flags of experiment 13, kept beside its configuration: the checkpoints, the text and
-the row lengths read, and the ``RealModelConfig`` they give."""
+the row lengths read, read once into a ``RealModelRequest``, and the ``RealModelConfig``
+it gives."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from attnlab.core.references import mechanism_reference
@@ -15,7 +17,7 @@ from attnlab.studies.real_model.study import CAUSAL_ARGUMENTS, CAUSAL_TABLES, GE
 DEFAULT = RealModelConfig()
 
 
-def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
+def add_real_model_flags(parser: cli.FlagParser) -> None:
     """Every flag of experiment 13 but ``--out-dir``, with its defaults; 13 on 14's
     checkpoints is a committed run too, so its arguments write to results/."""
     parser.add_argument(
@@ -73,7 +75,7 @@ def add_real_model_flags(parser: argparse.ArgumentParser) -> None:
         help="the causal tables' name: 13_real_model_NAME_{heads,counterfactuals,layers,ledger}"
         f".csv (default: {CAUSAL_TABLES}; lowercase letters, digits and _)",
     )
-    cli.declare_flags(parser, committed=(CAUSAL_ARGUMENTS.split(), GEMMA_ARGUMENTS.split()))
+    parser.declare_flags(committed=(CAUSAL_ARGUMENTS.split(), GEMMA_ARGUMENTS.split()))
 
 
 def _is_tables_name(text: str) -> bool:
@@ -103,22 +105,68 @@ def fitted_lengths(context: int | None) -> tuple[int, ...]:
     return tuple(sorted({max(3, context // 4), max(3, context // 2), max(3, context)}))
 
 
-def real_model_config(args: argparse.Namespace, context: int | None = None) -> RealModelConfig:
-    """The configuration the flags name, a flag not given fitted to the checkpoints'
+@dataclass(frozen=True)
+class RealModelRequest:
+    """What experiment 13's flags ask for (``real_model_request``), each as given.
+
+    Attributes:
+      checkpoint: ``--checkpoint``'s directories or GGUF files (None: the packaged model).
+      mechanisms: ``--mechanisms``' references, the user's mechanisms its checkpoints name.
+      text: ``--text`` (None: the default prose).
+      lengths: ``--lengths`` (None: fitted to the checkpoints, ``fitted_lengths``).
+      tokens: ``--tokens``.
+      counterfactual_length: ``--counterfactual-length`` (None: chosen from the lengths).
+      seed: ``--seed``.
+      config: ``--config``, a config.json whose static ledger is printed (None: a run).
+      tables: ``--tables``, the causal tables' name.
+    """
+
+    checkpoint: tuple[Path, ...] | None
+    mechanisms: tuple[str, ...]
+    text: Path | None
+    lengths: tuple[int, ...] | None
+    tokens: int
+    counterfactual_length: int | None
+    seed: int
+    config: Path | None
+    tables: str
+
+
+def real_model_request(args: argparse.Namespace) -> RealModelRequest:
+    """The flags of experiment 13 as a ``RealModelRequest``."""
+    return RealModelRequest(
+        checkpoint=None if args.checkpoint is None else tuple(args.checkpoint),
+        mechanisms=tuple(args.mechanisms),
+        text=args.text,
+        lengths=None if args.lengths is None else tuple(args.lengths),
+        tokens=args.tokens,
+        counterfactual_length=args.counterfactual_length,
+        seed=args.seed,
+        config=args.config,
+        tables=args.tables,
+    )
+
+
+def real_model_config(request: RealModelRequest, context: int | None = None) -> RealModelConfig:
+    """The configuration ``request`` names, a length not given fitted to the checkpoints'
     shortest ``context`` (``fitted_lengths``; the counterfactual length the default where
     it is one of the lengths, else the longest); ``cli.UsageError`` if flags contradict
     each other."""
-    lengths = tuple(sorted(set(args.lengths))) if args.lengths else fitted_lengths(context)
-    counterfactual = args.counterfactual_length
+    given = request.lengths
+    lengths = tuple(sorted(set(given))) if given else fitted_lengths(context)
+    counterfactual = request.counterfactual_length
     if counterfactual is None:
         default = DEFAULT.counterfactual_length
         counterfactual = default if default in lengths else max(lengths)
     config = RealModelConfig(
-        lengths=lengths, tokens=args.tokens, counterfactual_length=counterfactual, seed=args.seed
+        lengths=lengths,
+        tokens=request.tokens,
+        counterfactual_length=counterfactual,
+        seed=request.seed,
     )
     if config.counterfactual_length not in config.lengths:
         raise cli.UsageError("--counterfactual-length: must be one of --lengths")
-    known = args.lengths or context is not None  # else the checkpoints fit them later
+    known = given or context is not None  # else the checkpoints fit them later
     if known and config.tokens < max(config.lengths) - 2:
         raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
     return config

@@ -1,10 +1,11 @@
 """Experiment 13's inputs read and measured: the text and the checkpoints checked against
 the configuration (``read_inputs``), then the encoder's or the causal tables
-(``tables``) with what the sidecars add."""
+(``tables``) with what the sidecars add, written by ``run`` (or, with ``--config``, a
+config's static ledger printed: ``config_ledger``)."""
 
 from __future__ import annotations
 
-import argparse
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import TextSource, read_text
 from attnlab.harness import cli
+from attnlab.harness.io import write_result
 from attnlab.models.files import Checkpoint, CheckpointError, UnknownMechanismError
 from attnlab.models.registry import family_of, read_checkpoint
 from attnlab.studies.real_model.causal import causal_progress_steps, run_causal
@@ -24,7 +26,7 @@ from attnlab.studies.real_model.compute import (
     run_real_model,
     text_tokens,
 )
-from attnlab.studies.real_model.flags import real_model_config
+from attnlab.studies.real_model.flags import RealModelRequest, real_model_config, resolved
 from attnlab.studies.real_model.ledger import config_ledger_text
 from attnlab.studies.real_model.study import CAUSAL_TABLES, causal_table_names
 
@@ -47,7 +49,7 @@ class Inputs:
     config: RealModelConfig
 
 
-def _supplied(references: list[str]) -> dict[str, Mechanism]:
+def _supplied(references: tuple[str, ...]) -> dict[str, Mechanism]:
     """``--mechanisms`` by name; ``cli.UsageError`` if two share a name."""
     supplied: dict[str, Mechanism] = {}
     for mechanism in map(load_mechanism, references):
@@ -67,17 +69,17 @@ def text_source(path: Path | None, tokens: int) -> TextSource:
         raise cli.UsageError(f"--text: cannot read {path} as UTF-8 text ({err})") from None
 
 
-def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
-    """``--text`` and ``--checkpoint`` (with ``--mechanisms``, the user's mechanisms its
-    GPT-2 checkpoints name) read and checked against ``config``, where ``--lengths`` or
+def read_inputs(request: RealModelRequest, config: RealModelConfig) -> Inputs:
+    """The ``request``'s text and checkpoints (with its mechanisms, the user's mechanisms
+    its GPT-2 checkpoints name) read and checked against ``config``, where ``--lengths`` or
     ``--counterfactual-length`` was not given first fitted to the checkpoints' shortest
     context (``flags.real_model_config``): every row length within each checkpoint's
     context, enough tokens in the text for each; ``cli.UsageError`` naming the flag
     otherwise. The configuration that runs is ``Inputs.config``."""
-    source = text_source(args.text, config.tokens)
-    supplied = _supplied(args.mechanisms)
+    source = text_source(request.text, config.tokens)
+    supplied = _supplied(request.mechanisms)
     try:
-        folders = [Path(d).resolve() for d in args.checkpoint or []]
+        folders = [Path(d).resolve() for d in request.checkpoint or ()]
     except (OSError, RuntimeError) as err:  # RuntimeError: a loop of symbolic links (3.11)
         raise cli.UsageError(f"--checkpoint: cannot be read ({err})") from None
     for i, folder in enumerate(folders):  # the tables name each checkpoint by its folder
@@ -87,7 +89,7 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         if folder.name in (f.name for f in folders[:i]):
             raise cli.UsageError(f"--checkpoint: two directories named {folder.name!r}; rename one")
     try:
-        checkpoints = [read_checkpoint(d, supplied) for d in args.checkpoint or [None]]
+        checkpoints = [read_checkpoint(d, supplied) for d in request.checkpoint or (None,)]
     except UnknownMechanismError as err:  # the maker's path is theirs: never offered to run
         raise cli.UsageError(
             f"--mechanisms: {err}; name your own file that defines it: --mechanisms "
@@ -100,7 +102,7 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         raise cli.UsageError(
             "--checkpoint: several directories are read only if all are decoders (causal)"
         )
-    if args.tables != CAUSAL_TABLES and not causal:
+    if request.tables != CAUSAL_TABLES and not causal:
         raise cli.UsageError("--tables: names the causal tables; an encoder's are 13_real_model_*")
     if supplied and not causal:
         raise cli.UsageError("--mechanisms: only a GPT-2 checkpoint names a mechanism")
@@ -111,8 +113,8 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
         raise cli.UsageError(
             f"--mechanisms: no --checkpoint names {unused[0]!r} (they name {named})"
         )
-    if args.lengths is None or args.counterfactual_length is None:  # fit the checkpoints
-        config = real_model_config(args, min(c.max_seq_length for c in checkpoints))
+    if request.lengths is None or request.counterfactual_length is None:  # fit the checkpoints
+        config = real_model_config(request, min(c.max_seq_length for c in checkpoints))
     if causal and config.tokens < max(config.lengths):
         raise cli.UsageError(f"--tokens: {config.tokens} do not fill one row of each --lengths")
     for checkpoint in checkpoints:
@@ -123,12 +125,12 @@ def read_inputs(args: argparse.Namespace, config: RealModelConfig) -> Inputs:
             )
         found = text_tokens(checkpoint, source.text)
         if found < config.tokens:
-            cut = args.text is not None and source.source != str(args.text)  # read_text's
+            cut = request.text is not None and source.source != str(request.text)  # read_text's
             read = f" in its first {TEXT_BYTES_PER_TOKEN * config.tokens} bytes" if cut else ""
             raise cli.UsageError(
                 f"--tokens: the text has {found} tokens{read}, fewer than {config.tokens}"
             )
-    return Inputs(source, checkpoints, causal, args.checkpoint is None, config)
+    return Inputs(source, checkpoints, causal, request.checkpoint is None, config)
 
 
 def tables(
@@ -153,16 +155,39 @@ def tables(
     return frames, provenance(checkpoint, inputs.source, config, inputs.packaged)
 
 
-def config_ledger(args: argparse.Namespace) -> str:
-    """``--config``'s static temperature ledger (``ledger.config_ledger_text``);
+def config_ledger(request: RealModelRequest) -> str:
+    """The static temperature ledger of ``request.config`` (``ledger.config_ledger_text``);
     ``cli.UsageError`` naming the file and key for a config it does not read, or where
     another flag that reads a checkpoint or text is given too."""
     for flag in ("checkpoint", "text", "lengths", "counterfactual_length", "mechanisms"):
-        if getattr(args, flag):
+        if getattr(request, flag):
             raise cli.UsageError(
                 f"--config: prints a config's ledger alone; drop --{flag.replace('_', '-')}"
             )
     try:
-        return config_ledger_text(args.config)
+        return config_ledger_text(request.config)
     except CheckpointError as err:
         raise cli.UsageError(f"--config: {err}") from None
+
+
+def run(request: RealModelRequest, context: cli.RunContext) -> None:
+    """Experiment 13's run: the inputs read (``read_inputs``), the tables measured
+    (``tables``) and written into the run's output folder, each with its sidecar (the
+    flags but ``--config``, the lengths that ran and what ``tables`` adds); with
+    ``request.config``, its static ledger printed (``config_ledger``) and nothing written."""
+    if request.config is not None:
+        if context.out_dir_given:  # checked as for any run: a folder named must be one
+            cli.check_dir_writable(context.out_dir, "--out-dir")
+        print(config_ledger(request))
+        return
+    config = real_model_config(request)
+    out_dir = cli.prepare_out_dir(context)
+    inputs = read_inputs(request, config)  # inputs.config: fitted to the checkpoints
+    started = time.perf_counter()
+    frames, found = tables(inputs.config, inputs, context.quiet, request.tables)
+    wall = time.perf_counter() - started
+    sidecar = {k: v for k, v in context.sidecar_flags.items() if k != "config"}  # not written
+    with cli.staged_outputs(out_dir, context.written) as stage:
+        for name, frame in frames.items():
+            flags = {**sidecar, **resolved(inputs.config), **found}
+            write_result(frame, stage / name, flags, wall)

@@ -20,7 +20,7 @@ from attnlab.studies.remedies.compute import (
 )
 
 
-def add_remedies_flags(parser: argparse.ArgumentParser) -> None:
+def add_remedies_flags(parser: cli.FlagParser) -> None:
     """Every flag of experiment 05 but ``--out-dir``, with its defaults."""
     add_recall_flags(parser, REMEDIES_DEFAULT)
     add_mechanisms_flag(parser, "--mechanisms", REMEDIES_DEFAULT.mechanisms, "mechanisms to train")

@@ -25,7 +25,7 @@ from attnlab.recall.widths import WIDTHS_BASE, GridError, WidthsConfig
 DEFAULT = WidthsConfig()
 
 
-def add_widths_flags(parser: argparse.ArgumentParser) -> None:
+def add_widths_flags(parser: cli.FlagParser) -> None:
     """Every flag of experiment 10 but ``--out-dir``, with ``WidthsConfig``'s defaults."""
     add_recall_flags(parser, WIDTHS_BASE, head_width=False)
     cli.add_dk_flag(parser, DEFAULT.dks)
