@@ -16,8 +16,8 @@ from attnlab.core.references import resolve, resolved_mechanism, resolved_mechan
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.card import api
-from attnlab.studies.card.store import LM, RECALL
 from attnlab.training.optimizers import OPTIMIZERS
+from attnlab.training.tasks import TASKS
 
 TIMED_BY = ("cards/comparison.csv",)  # --help says how long `make cards` took
 
@@ -29,9 +29,10 @@ def build_parser():
     add("--mechanism", nargs="+", type=resolved_mechanism, required=True, metavar="SPEC",
         help="the mechanisms to card: a built-in, MODULE:NAME or path/to/file.py:NAME")
     add("--against", type=resolved_mechanisms, default=None, metavar="NAMES",
-        help="comma-separated baselines (default: scaled,unscaled; scaled with --task lm)")
-    add("--task", choices=(RECALL, LM), default=RECALL,
-        help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM")
+        help="comma-separated baselines (default: scaled,unscaled; scaled on another task)")
+    add("--task", choices=TASKS, default=api.DEFAULT_TASK,
+        help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM; "
+        "any task registered in attnlab/training/tasks.py")
     add("--optimizer", choices=OPTIMIZERS, default="adamw",
         help="--task lm: adamw (14's), or muon on the hidden matrices and adamw on the rest")
     add("--qk-clip", type=cli.positive_float, default=None, metavar="TAU",
@@ -47,7 +48,7 @@ def build_parser():
 
 
 def run(args, context):
-    against = args.against or [resolve(a) for a in api.AGAINST[args.task]]
+    against = args.against or [resolve(a) for a in api.wings.wing_of(args.task).against]
     try:
         job = api.prepare(
             args.task,

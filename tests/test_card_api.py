@@ -4,6 +4,7 @@ same CSVs as experiments/11_mechanism_card.py (byte for byte, one machine)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from test_card_compute import TINY, USER_FILE
 import attnlab
 from attnlab.core.mechanism import MechanismError
 from attnlab.harness import cli
-from attnlab.studies.card import api, store
+from attnlab.studies.card import api, wings
 from attnlab.studies.card.verdicts import Card
 
 
@@ -28,7 +29,7 @@ def test_attnlab_card_is_the_api():
 
 
 def test_a_broken_mechanism_is_refused_before_any_work(monkeypatch):
-    monkeypatch.setattr(api, "run_cards", lambda *a: pytest.fail("computed"))
+    monkeypatch.setattr(wings, "run_cards", lambda *a: pytest.fail("computed"))
     with pytest.raises(MechanismError, match="'weights_like': its logits look like weights"):
         attnlab.card(lambda q, k: jax_softmax(logits(q, k)), name="weights_like")
 
@@ -49,12 +50,12 @@ def test_a_plain_function_is_carded_into_the_user_folder(monkeypatch, tmp_path):
         return [SimpleNamespace(name="logits", reference=plan.targets[0], card=card,
                                 verdicts=verdicts, read_from={})]  # fmt: skip
 
-    monkeypatch.setattr(api, "run_cards", run_cards)
-    monkeypatch.setattr(store, "card_markdown", lambda *a: "card\n")
-    monkeypatch.setattr(store, "draw_card", lambda card, name, folder: None)
+    monkeypatch.setattr(wings, "run_cards", run_cards)
+    monkeypatch.setattr(wings, "card_markdown", lambda *a: "card\n")
+    monkeypatch.setattr(wings, "draw_recall_card", lambda card, name, folder: None)
     report = attnlab.card(logits, quick=True, seed=3, out_dir=tmp_path, progress=False,
                           committed=tmp_path / "none")  # fmt: skip
-    assert seen["config"] == api.dataclasses.replace(api.QUICK, seed=3)
+    assert seen["config"] == dataclasses.replace(wings.QUICK, seed=3)
     assert [r.reference for r in seen["plan"].against] == ["scaled", "unscaled"]
     assert isinstance(report.verdicts, pd.DataFrame) and report.tables.statics is frame
     assert report.folder == tmp_path / "cards" / "user" / "logits"
@@ -67,7 +68,7 @@ def test_the_api_writes_the_scripts_csvs_byte_for_byte(
     load_script, run_main, monkeypatch, tmp_path
 ):
     script = load_script("11_mechanism_card")
-    monkeypatch.setattr(api, "QUICK", TINY)
+    monkeypatch.setattr(wings, "QUICK", TINY)
     monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "committed")  # no committed cards
     (tmp_path / "card_user.py").write_text(USER_FILE, encoding="utf-8")
     by_script, by_api = tmp_path / "script", tmp_path / "api"

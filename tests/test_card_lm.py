@@ -18,6 +18,7 @@ from attnlab.harness import cli
 from attnlab.lm.train import LMConfig
 from attnlab.studies.card import lm, store
 from attnlab.studies.card.lm_verdicts import LM_VERDICTS, LMCard
+from attnlab.studies.card.wings import lm_wing
 
 #: A card that compiles and runs in seconds: d_model 16 (2 heads of 8), 4 steps, two rates
 #: ten apart, lengths 1x and 2x. ``lm`` is the LM tests' common tiny config (see
@@ -76,7 +77,7 @@ def test_a_tiny_card_has_every_table_and_verdict(tiny_cards):
 
 def test_a_written_card_is_read_back_as_a_baseline(tiny_cards, tmp_path):
     flags = {"card_settings": TINY.settings()}
-    store.write_cards(tiny_cards, tmp_path, flags, 1.0, "cmd", True, True, store.LM)
+    store.write_cards(tiny_cards, tmp_path, flags, 1.0, "cmd", True, True, lm_wing())
     folder = tmp_path / "cards" / "unscaled" / "lm"
     names = sorted(p.name for p in folder.iterdir() if p.suffix != ".json")
     assert names == ["card.md", "lm_lengths.csv", "lm_ownership.csv", "lm_sweep.csv",
@@ -86,13 +87,13 @@ def test_a_written_card_is_read_back_as_a_baseline(tiny_cards, tmp_path):
     assert text.startswith("# Quick language-model card: unscaled")
     for rule in tiny_cards[0].verdicts.rule.unique():
         assert rule in text
-    read = store.read_card(folder, tables=LMCard)
+    read = store.read_card(folder, LMCard)
     pd.testing.assert_frame_equal(read.lm_sweep, tiny_cards[0].card.lm_sweep, check_dtype=False)
     scaled, unscaled = [resolve("scaled")], [resolve("unscaled")]
-    plan = store.plan_cards(TINY, scaled, unscaled, tmp_path / "cards", store.LM)
+    plan = store.plan_cards(TINY, scaled, unscaled, tmp_path / "cards", lm_wing())
     assert plan.reused == {"unscaled": folder} and plan.computed == tuple(scaled)
     other = dataclasses.replace(TINY, lrs=(1e-2,))
-    found = store.plan_cards(other, scaled, unscaled, tmp_path / "cards", store.LM)
+    found = store.plan_cards(other, scaled, unscaled, tmp_path / "cards", lm_wing())
     assert found.reused == {}
 
 

@@ -19,8 +19,10 @@ from test_card_compute import TINY, USER_FILE
 
 from attnlab.core.references import MechanismRef, resolve
 from attnlab.core.temperature import BUILTINS
-from attnlab.studies.card import api, store
+from attnlab.studies.card import store, wings
 from attnlab.studies.card.verdicts import Card
+
+RECALL = wings.recall_wing()
 
 
 def _refs(*references) -> list[MechanismRef]:
@@ -38,17 +40,19 @@ def test_the_plan_reads_a_baseline_from_a_committed_card_with_equal_settings(tmp
         (folder / f"{field}.csv").write_text("mechanism\nunscaled\n", encoding="utf-8")
         sidecar = {"flags": {"card_settings": TINY.settings()}}
         (folder / f"{field}.json").write_text(json.dumps(sidecar), encoding="utf-8")
-    plan = store.plan_cards(TINY, _refs("scaled"), _refs("scaled", "unscaled"), tmp_path)
+    plan = store.plan_cards(TINY, _refs("scaled"), _refs("scaled", "unscaled"), tmp_path, RECALL)
     assert _texts(plan.computed) == ("scaled",) and plan.reused == {"unscaled": folder}
     other = dataclasses.replace(TINY, trials=TINY.trials + 1)
-    plan = store.plan_cards(other, _refs("scaled"), _refs("unscaled"), tmp_path)
+    plan = store.plan_cards(other, _refs("scaled"), _refs("unscaled"), tmp_path, RECALL)
     assert _texts(plan.computed) == ("scaled", "unscaled") and plan.reused == {}
-    plan = store.plan_cards(TINY, _refs("unscaled"), _refs("unscaled"), tmp_path)
+    plan = store.plan_cards(TINY, _refs("unscaled"), _refs("unscaled"), tmp_path, RECALL)
     assert _texts(plan.computed) == ("unscaled",), "a target is always computed"
     impostor = tmp_path / "impostor.py"
     impostor.write_text(USER_FILE.replace("def logits", "def scaled"), encoding="utf-8")
     with pytest.raises(ValueError, match="both named .scaled.*rename one of them"):
-        store.plan_cards(TINY, _refs("scaled", f"{impostor}:scaled"), _refs("unscaled"), tmp_path)
+        store.plan_cards(
+            TINY, _refs("scaled", f"{impostor}:scaled"), _refs("unscaled"), tmp_path, RECALL
+        )
 
 
 # --- where cards go: a mechanism of yours never writes or is read as a built-in's card ----
@@ -103,9 +107,9 @@ def test_a_namesake_is_never_read_as_the_builtins_baseline(tmp_path):
     references = _refs(*_namesakes(tmp_path / "mine.py", BUILTINS))
     for name, reference in zip(BUILTINS, references, strict=True):
         target = _refs("sigmoid" if name != "sigmoid" else "softpick")
-        plan = store.plan_cards(TINY, target, [reference], committed)
+        plan = store.plan_cards(TINY, target, [reference], committed, RECALL)
         assert plan.reused == {} and reference in plan.computed
-        plan = store.plan_cards(TINY, target, _refs(name), committed)
+        plan = store.plan_cards(TINY, target, _refs(name), committed, RECALL)
         assert plan.reused == {name: committed / name}
 
 
@@ -167,7 +171,9 @@ def test_carding_a_namesake_of_every_builtin_at_the_defaults_changes_nothing_und
         after = {k: v for k, v in _tree(cards).items() if not k.startswith(store.USER)}
         assert after == {k: v for k, v in before.items() if not k.startswith(store.USER)}
         config = store_config()
-        plan = store.plan_cards(config, _refs("sigmoid"), _refs("scaled", "unscaled"), cards)
+        plan = store.plan_cards(
+            config, _refs("sigmoid"), _refs("scaled", "unscaled"), cards, RECALL
+        )
         assert plan.reused == {n: cards / n for n in ("scaled", "unscaled")}
     finally:
         for folder in user.glob(f"{stem}.*"):
@@ -202,8 +208,8 @@ def _fake_computation(script, monkeypatch) -> None:
             for r in plan.targets
         ]
 
-    monkeypatch.setattr(api, "run_cards", run_cards)  # the script's, through api.task_parts
-    monkeypatch.setattr(api, "total_work", lambda *a: 1)
-    monkeypatch.setattr(store, "draw_card", lambda card, name, folder: None)
-    monkeypatch.setattr(store, "card_markdown", lambda *a: "card\n")
+    monkeypatch.setattr(wings, "run_cards", run_cards)  # the script's, through wings.wing_of
+    monkeypatch.setattr(wings, "total_work", lambda *a: 1)
+    monkeypatch.setattr(wings, "draw_recall_card", lambda card, name, folder: None)
+    monkeypatch.setattr(wings, "card_markdown", lambda *a: "card\n")
     monkeypatch.setattr(store, "comparison_markdown", lambda *a: "comparison\n")

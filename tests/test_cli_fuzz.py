@@ -536,8 +536,8 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "divergence_note": lambda summary: None,
         },
         "11_mechanism_card": {
-            "api.total_work": lambda *a: 1,
-            "api.run_cards": lambda *a: [
+            "api.wings.total_work": lambda *a: 1,
+            "api.wings.run_cards": lambda *a: [
                 SimpleNamespace(
                     name=name,
                     reference=attnlab.core.references.resolve(name),
@@ -547,8 +547,10 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
                 )
                 for name in ("scaled",)  # one card: its writes are ~20 Ctrl-C points
             ],
-            "api.store.draw_card": lambda card, name, folder: _fake_draw("card")(card, folder),
-            "api.store.card_markdown": lambda *a: "card\n",
+            "api.wings.draw_recall_card": lambda card, name, folder: _fake_draw("card")(
+                card, folder
+            ),
+            "api.wings.card_markdown": lambda *a: "card\n",
             "api.store.comparison_markdown": lambda *a: "comparison\n",
         },
         "13_real_model": {

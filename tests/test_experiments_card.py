@@ -12,7 +12,7 @@ import pytest
 from test_card_compute import TINY, USER_FILE
 
 from attnlab.harness import cli
-from attnlab.studies.card import api
+from attnlab.studies.card import wings
 from attnlab.studies.card.markdown import QUICK_LINE
 from attnlab.studies.card.verdicts import VERDICTS, Card
 
@@ -22,7 +22,7 @@ CARD_FILES = [f"{f}.csv" for f in (*Card._fields, "verdicts")] + ["card.md", "ca
 @pytest.fixture
 def script(load_script, monkeypatch, tmp_path):
     module = load_script("11_mechanism_card")
-    monkeypatch.setattr(api, "QUICK", TINY)
+    monkeypatch.setattr(wings, "QUICK", TINY)
     monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "committed")  # no committed cards
     (tmp_path / "card_user.py").write_text(USER_FILE, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))

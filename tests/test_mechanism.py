@@ -321,12 +321,12 @@ def test_a_diverging_mechanism_is_recorded_not_a_traceback(
 
     from test_card_compute import TINY
 
-    from attnlab.studies.card import api
+    from attnlab.studies.card import wings
 
     script = load_script("11_mechanism_card")
     # the tiny card, its training at d_k 256 and lr 3e-3: both mechanisms diverge there
     training = dataclasses.replace(TINY.training, d_k=256, lr=3e-3, steps=40)
-    monkeypatch.setattr(api, "QUICK", dataclasses.replace(TINY, training=training))
+    monkeypatch.setattr(wings, "QUICK", dataclasses.replace(TINY, training=training))
     code = run_main(script, ["--mechanism", *references, "--quick", "--quiet"])
     err = capsys.readouterr().err
     assert code == 0 and "Traceback" not in err, err

@@ -58,5 +58,6 @@ LM_TASK = Task(
     seed_keys=seed_keys,
     constants=lambda config, mechanism: mechanism.constant_values(config.d_head),
     refusal=lm_refusal,
+    lrs=(3e-3, 1e-2, 3e-2, 1e-1, 3e-1),
     flags=("optimizer", "qk_clip"),
 )

@@ -94,4 +94,5 @@ RECALL_TASK = Task(
     seed_keys=lambda seed: tuple(seed_keys(seed)[:2]),
     constants=lambda config, mechanism: mechanism.constant_values(config.d_k),
     refusal=lambda mechanism, config: recall_refusal(mechanism),
+    lrs=(1e-4, 3e-4, 1e-3, 3e-3),
 )

@@ -15,6 +15,8 @@ A ``Task`` is a NamedTuple of a name and small functions, as optax's
 ``seed_keys``   ``seed -> (init key, data key)``
 ``constants``   ``(config, mechanism) -> {name: value}``: the mechanism's constants
 ``refusal``     ``(mechanism, config) -> str | None``: why it cannot train a mechanism
+``lrs``         the peak rates a sweep of it spans (the card's, on a task without a card
+                section of its own)
 ``flags``       the card's flags (their dests) that apply to it beyond the card's own
 ==============  ==========================================================================
 
@@ -48,6 +50,7 @@ class Task(NamedTuple):
     seed_keys: Callable[[int], tuple[jax.Array, jax.Array]]
     constants: Callable[[Any, Mechanism], dict[str, float]]
     refusal: Callable[[Mechanism, Any], str | None] = lambda mechanism, config: None
+    lrs: tuple[float, ...] = (1e-3, 1e-2, 1e-1)
     flags: tuple[str, ...] = ()
 
 

@@ -1,13 +1,13 @@
 """The card from Python: ``attnlab.card(mechanism)`` runs experiment 11's battery on a
 ``Mechanism``, a plain function ``logits(q, k)`` or a reference, and returns its tables
-and verdicts as pandas objects (``task="lm"``: in experiment 14's language model); with
+and verdicts as pandas objects (``task``: any task of ``attnlab.training.tasks.TASKS``,
+``"lm"`` experiment 14's language model; what a card is on each: ``wings``); with
 ``out_dir`` it writes the files the script writes (the same CSVs, byte for byte, for the
 same mechanism and settings). ``prepare`` checks and plans a run of cards for the script
 too."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -19,46 +19,32 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from attnlab.core.mechanism import Mechanism, MechanismError, as_mechanism
-from attnlab.core.references import ALL_BUILTINS, MechanismRef, recall_refusal, resolve
-from attnlab.core.temperature import BUILTINS
+from attnlab.core.references import MechanismRef, resolve
 from attnlab.harness import cli
-from attnlab.studies.card import store
-from attnlab.studies.card.compute import QUICK, CardConfig, run_cards, total_work
-from attnlab.studies.card.lm import lm_card_config, lm_total_work, run_lm_cards
-from attnlab.studies.card.store import LM, RECALL
-from attnlab.studies.card.verdicts import Card
+from attnlab.studies.card import store, wings
+from attnlab.studies.card.wings import CardWing
 from attnlab.training.optimizers import OPTIMIZERS
+from attnlab.training.tasks import TASKS
 
-#: The baselines of a card unless told otherwise (the script's ``--against``), per task.
-AGAINST = {RECALL: ("scaled", "unscaled"), LM: ("scaled",)}
-
-
-def task_parts(
-    task: str, quick: bool, seed: int, optimizer: str = "adamw", qk_clip: float | None = None
-) -> tuple:
-    """``(config, run, total_work)`` of a card on ``task``: its configuration at the
-    defaults or ``quick``'s from ``seed`` (on ``LM``, with ``optimizer`` and QK-Clip at
-    ``qk_clip``), the function that computes its cards (``run(config, plan, on_progress,
-    jobs)``) and its progress units."""
-    if task == LM:
-        return lm_card_config(quick, seed, optimizer, qk_clip), run_lm_cards, lm_total_work
-    config = dataclasses.replace(QUICK if quick else CardConfig(), seed=seed)
-    return config, run_cards, total_work
+#: The card's default task (the script's ``--task``): experiment 04's recall.
+DEFAULT_TASK = "recall"
 
 
-def task_problem(reference: MechanismRef, task: str, config) -> str | None:
-    """Why ``task`` cannot run the mechanism of ``reference``, in one line (None: it can):
-    the recall task has no positions or heads (``recall_refusal``); the language model
-    needs one value per head of every per-head vector at each of its widths."""
-    mechanism = reference.mechanism
-    if task == RECALL:
-        return recall_refusal(mechanism)
-    for d_model in config.widths:
-        try:
-            mechanism.head_values(config.lm.d_head, d_model // config.lm.d_head)
-        except MechanismError as err:
-            return f"{err} (d_model {d_model})"
-    return None
+def task_options(task: str, optimizer: str, qk_clip: float | None) -> dict:
+    """The card's ``--optimizer`` and ``--qk-clip`` as the options ``task`` takes (its
+    ``Task.flags``); ``CardInputError`` for one given that it does not take."""
+    given = {"optimizer": (optimizer, optimizer != "adamw"),
+             "qk_clip": (qk_clip, qk_clip is not None)}  # fmt: skip
+    takes = TASKS[task].flags
+    for dest, (_, off) in given.items():
+        if off and dest not in takes:
+            which = [n for n in TASKS if dest in TASKS[n].flags]
+            raise CardInputError(
+                f"--{dest.replace('_', '-')}",
+                f"applies to --task {' or '.join(which)} only (the {task} task trains with "
+                "its own optimizer)",
+            )
+    return {dest: value for dest, (value, _) in given.items() if dest in takes}
 
 
 class CardInputError(MechanismError):
@@ -75,21 +61,19 @@ class CardJob:
     with its configuration, its plan (what is computed, what is read from committed
     cards) and the function that computes it."""
 
-    task: str
+    wing: CardWing
     config: Any
     plan: store.CardPlan
-    run: Callable
-    work: Callable
 
     @property
     def units(self) -> int:
         """The progress units of ``compute``."""
-        return self.work(self.config, self.plan.computed)
+        return self.wing.work(self.config, self.plan.computed)
 
     def compute(self, on_progress=None, jobs: int = 1) -> tuple[list[store.CardResult], float]:
         """The cards, and the wall time they took (seconds)."""
         started = time.perf_counter()
-        results = self.run(self.config, self.plan, on_progress, jobs)
+        results = self.wing.run(self.config, self.plan, on_progress, jobs)
         return results, time.perf_counter() - started
 
     def write(self, results, wall: float, out_dir: Path, flags: dict, command: str,
@@ -100,15 +84,17 @@ class CardJob:
         flags = {**flags, "card_settings": self.config.settings()}
         with cli.staged_outputs(out_dir, record) as stage:
             store.write_cards(results, stage, flags, wall, command, committed,
-                              self.config.quick, self.task)  # fmt: skip
+                              self.config.quick, self.wing)  # fmt: skip
 
     def committed(self, default_place: bool) -> bool:
         """Whether the built-ins' cards go to their committed folders: always elsewhere
         than the default place (``--out-dir``, a run folder), there only for ``make cards``
         (every built-in of the task); any other card at the default place goes to
         ``cards/user/``, which git ignores (``store.card_folder``)."""
-        builtins = ALL_BUILTINS if self.task == LM else BUILTINS
-        return not default_place or {r.reference for r in self.plan.targets} == set(builtins)
+        builtins = set(self.wing.builtins)
+        return not default_place or (
+            bool(builtins) and {r.reference for r in self.plan.targets} == builtins
+        )
 
     def outputs_note(self, out_dir: Path, default_place: bool) -> str | None:
         """Where cards of mechanisms other than the built-ins go, if there are any."""
@@ -135,52 +121,52 @@ def prepare(
     qk_clip: float | None = None,
 ) -> CardJob:
     """The run of cards of ``targets`` against ``against`` (each resolved here, where it
-    enters, unless it already is: ``references.resolve``) on ``task``, at the defaults or
-    ``quick``'s from ``seed`` (on ``LM``, trained with ``optimizer`` and QK-Clip at
-    ``qk_clip``), reading built-in baselines from the committed cards in ``committed``
-    (default: ``results/cards/``) where their settings match. Raises ``CardInputError``
-    (one line, and the flag it comes from) before any work: a task, seeds past the
-    largest, an optimizer or clip off the LM task, a mechanism the task cannot run, two of
-    the same name; ``MechanismReferenceError`` or ``MechanismError`` for a reference that
-    names no mechanism that runs."""
-    if task not in AGAINST:
-        raise CardInputError("--task", f"task must be one of {list(AGAINST)}, got {task!r}")
+    enters, unless it already is: ``references.resolve``) on ``task`` (a name of
+    ``TASKS``; its card: ``wings.wing_of``), at the defaults or ``quick``'s from ``seed``
+    (on a task that takes them, trained with ``optimizer`` and QK-Clip at ``qk_clip``),
+    reading built-in baselines from the committed cards in ``committed`` (default:
+    ``results/cards/``) where their settings match. Raises ``CardInputError`` (one line,
+    and the flag it comes from) before any work: a task, seeds past the largest, an
+    optimizer or clip the task does not take, a mechanism the task cannot run, two of the
+    same name; ``MechanismReferenceError`` or ``MechanismError`` for a reference that names
+    no mechanism that runs."""
+    try:
+        wing = wings.wing_of(task)
+    except KeyError as err:
+        raise CardInputError("--task", str(err.args[0])) from None
     if optimizer not in OPTIMIZERS:
         raise CardInputError("--optimizer", f"must be one of {list(OPTIMIZERS)}, got {optimizer!r}")
-    for flag, off in (("--optimizer", optimizer != "adamw"), ("--qk-clip", qk_clip is not None)):
-        if off and task != LM:
-            raise CardInputError(flag, "applies to --task lm only (the recall task trains "
-                                 "with 04's optimizer)")  # fmt: skip
     if qk_clip is not None and not (math.isfinite(qk_clip) and qk_clip > 0):
         raise CardInputError("--qk-clip", f"must be a finite number > 0, got {qk_clip!r}")
-    config, run, work = task_parts(task, quick, seed, optimizer, qk_clip)
+    config = wing.configure(quick, seed, **task_options(task, optimizer, qk_clip))
     try:
-        cli.check_seeds(seed, 1 if task == LM else config.training.seeds, "--seed")
+        cli.check_seeds(seed, wing.seeds(config), "--seed")
     except cli.UsageError as err:
         raise CardInputError("--seed", str(err).partition(": ")[2]) from None
     targets, against = [resolve(r) for r in targets], [resolve(r) for r in against]
     for flag, references in (("--mechanism", targets), ("--against", against)):
         for reference in references:
-            if problem := task_problem(reference, task, config):
+            if problem := wing.problem(reference, config):
                 raise CardInputError(flag, problem)
     folder = cli.RESULTS_DIR / store.CARDS if committed is None else committed
     try:
-        plan = store.plan_cards(config, targets, against, Path(folder), task)
+        plan = store.plan_cards(config, targets, against, Path(folder), wing)
     except ValueError as err:
         raise CardInputError("--mechanism", str(err)) from None
-    return CardJob(task, config, plan, run, work)
+    return CardJob(wing, config, plan)
 
 
 @dataclass(frozen=True)
 class CardReport:
-    """One mechanism's card: ``tables`` (``Card``: statics, precision, masks, training,
-    training_curves, widths, lr, drift; each a DataFrame with a ``mechanism`` column, the
-    baselines' rows beside its own), ``verdicts`` (one row per mechanism and verdict:
-    ``verdict, rule, value, passed``), ``markdown`` (``card.md``'s text) and ``folder``,
-    where it was written (None without ``out_dir``)."""
+    """One mechanism's card: ``tables`` (the task's NamedTuple of tables, the recall card's
+    ``Card``: statics, precision, masks, training, training_curves, widths, lr, drift; each
+    a DataFrame with a ``mechanism`` column, the baselines' rows beside its own),
+    ``verdicts`` (one row per mechanism and verdict: ``verdict, rule, value, passed``),
+    ``markdown`` (``card.md``'s text) and ``folder``, where it was written (None without
+    ``out_dir``)."""
 
     name: str
-    tables: Card
+    tables: Any
     verdicts: pd.DataFrame
     markdown: str
     folder: Path | None
@@ -195,18 +181,20 @@ def card(
     name: str | None = None,
     progress: bool = True,
     committed: Path | None = None,
-    task: str = RECALL,
+    task: str = DEFAULT_TASK,
     optimizer: str = "adamw",
     qk_clip: float | None = None,
 ) -> CardReport:
     """The card of ``mechanism`` (a ``Mechanism``, a function ``logits(q, k)``, named
     ``name`` or its ``__name__``, or a reference ``load_mechanism`` resolves) against the
     baselines ``against`` (references or Mechanisms; a string is split at commas; default
-    ``AGAINST[task]``), at the script's default settings or ``quick``'s, from ``seed``, on
-    ``task``: ``"recall"`` (the card) or ``"lm"`` (experiment 14's language model, the
-    tables in ``lm/``). On ``"lm"``, ``optimizer`` (``"adamw"``, 14's, or ``"muon"``) and
-    ``qk_clip`` (QK-Clip's tau, None: none) train every mechanism of the card, baselines
-    included, as the script's ``--optimizer`` and ``--qk-clip``.
+    the task's card's ``against``), at the script's default settings or ``quick``'s, from
+    ``seed``, on ``task``: ``"recall"`` (the card), ``"lm"`` (experiment 14's language
+    model, the tables in ``lm/``) or any task registered in ``TASKS`` (its tables in a
+    folder of its name). On ``"lm"``, ``optimizer`` (any of the registry's: ``"adamw"``,
+    14's, ``"muon"``, ...) and ``qk_clip`` (QK-Clip's tau, None: none) train every
+    mechanism of the card, baselines included, as the script's ``--optimizer`` and
+    ``--qk-clip``.
 
     Baselines that are built-ins are read from their committed cards in ``committed``
     (default: this repository's ``results/cards/``) when the settings match, as the
@@ -216,7 +204,11 @@ def card(
     without it. Raises ``MechanismError`` or ``MechanismReferenceError`` (one line naming
     the mechanism and the cause) before any work."""
     target = resolve(mechanism if isinstance(mechanism, str) else as_mechanism(mechanism, name))
-    against = AGAINST.get(task, ()) if against is None else against
+    if against is None:
+        try:
+            against = wings.wing_of(task).against
+        except KeyError as err:
+            raise CardInputError("--task", str(err.args[0])) from None
     baselines = [resolve(b) for b in (against.split(",") if isinstance(against, str) else against)]
     folder = cli.REPO_ROOT / cli.RESULTS_DIR / store.CARDS if committed is None else committed
     job = prepare(task, [target], baselines, quick, seed, folder, optimizer, qk_clip)
@@ -227,7 +219,7 @@ def card(
     shown = target.reference or target.name
     command = f"attnlab.card({shown}, against={[b.text for b in baselines]}"
     command += f"{', quick=True' if quick else ''}, seed={seed}"
-    command += f", task={task!r}" if task != RECALL else ""
+    command += f", task={task!r}" if task != DEFAULT_TASK else ""
     command += f", optimizer={optimizer!r}" if optimizer != "adamw" else ""
     command += f", qk_clip={qk_clip!r})" if qk_clip is not None else ")"
     written = None
@@ -244,9 +236,8 @@ def card(
             "qk_clip": qk_clip,
         }
         job.write([result], wall, out_dir, flags, command, default_place=False)
-        written = out_dir / store.card_folder(target, committed=True) / store.TASK_FOLDER[task]
+        written = out_dir / store.card_folder(target, committed=True) / job.wing.folder
     read_from = {b: str(f) for b, f in result.read_from.items()}
-    text = store.card_text(task, result.card, result.verdicts, result.name,
-                           target.text, command, read_from,
-                           config.quick)  # fmt: skip
+    text = job.wing.markdown(result.card, result.verdicts, result.name, target.text, command,
+                             read_from, config.quick)  # fmt: skip
     return CardReport(result.name, result.card, result.verdicts, text, written)

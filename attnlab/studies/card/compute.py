@@ -400,6 +400,6 @@ def run_cards(
 ) -> list[CardResult]:
     """The cards of ``plan.targets``, each with its baselines' rows and its verdicts
     (computed by ``jobs`` workers: ``card_tables``)."""
-    cards = reused_cards(plan)
+    cards = reused_cards(plan, Card)
     cards.append(card_tables(config, plan.computed, on_progress, jobs))
     return card_results(plan, merge_cards(cards), verdicts_frame)

@@ -29,7 +29,7 @@ from functools import cache
 
 import numpy as np
 
-from attnlab.core.mechanism import Mechanism
+from attnlab.core.mechanism import Mechanism, MechanismError
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef
 from attnlab.core.text import byte_tokens, read_text
@@ -76,6 +76,17 @@ class LMCardConfig:
     def width(self, d_model: int, mechanism: Mechanism) -> LMConfig:
         return dataclasses.replace(self.lm, d_model=d_model,
                                    positions=self.positions_for(mechanism))  # fmt: skip
+
+
+def lm_problem(reference: MechanismRef, config: LMCardConfig) -> str | None:
+    """Why the language model cannot card the mechanism of ``reference``, in one line (None:
+    it can): it needs one value per head of every per-head vector at each of its widths."""
+    for d_model in config.widths:
+        try:
+            reference.mechanism.head_values(config.lm.d_head, d_model // config.lm.d_head)
+        except MechanismError as err:
+            return f"{err} (d_model {d_model})"
+    return None
 
 
 @cache

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -28,21 +28,15 @@ import pandas as pd
 from attnlab.core.references import MechanismRef, is_builtin
 from attnlab.harness.io import read_csv_checked, sidecar_path, write_result
 from attnlab.harness.staging import within
-from attnlab.studies.card.lm_report import lm_card_markdown
-from attnlab.studies.card.lm_verdicts import LMCard
 from attnlab.studies.card.markdown import comparison_markdown
-from attnlab.studies.card.recall_report import card_markdown
-from attnlab.studies.card.verdicts import Card
 
 #: The cards' folder inside an output folder (``results/cards/``).
 CARDS = Path("cards")
 #: Inside ``CARDS``: every card but the built-ins' committed ones (git ignores it in results/).
 USER = "user"
-#: The card's tasks: the recall task of experiment 04, the language model of experiment 14.
-RECALL, LM = "recall", "lm"
-#: Inside a card's folder, where each task's tables are (the recall card's at its top).
-TASK_FOLDER = {RECALL: "", LM: "lm"}
-TABLES = {RECALL: Card, LM: LMCard}
+#: A card's tables: a NamedTuple of DataFrames (``verdicts.Card``, ``lm_verdicts.LMCard``,
+#: ``task_card.TaskCard``).
+Tables = Any
 
 
 class CardSettings(Protocol):
@@ -53,13 +47,23 @@ class CardSettings(Protocol):
         ...
 
 
+class Wing(Protocol):
+    """What the store reads of a task's card (``wings.CardWing``): where its tables go
+    inside a card's folder, their NamedTuple, ``card.md``'s text and the figure (or None)."""
+
+    folder: str
+    tables: type
+    markdown: Callable[..., str]
+    draw: Callable[[Tables, str, Path], None] | None
+
+
 @dataclass(frozen=True)
 class CardResult:
     """One carded mechanism: its tables and verdicts, with its baselines' rows."""
 
     name: str
     reference: MechanismRef
-    card: Card
+    card: Tables
     verdicts: pd.DataFrame
     read_from: dict[str, Path]
 
@@ -87,21 +91,6 @@ def comparison_folder(references: Sequence[MechanismRef], committed: bool) -> Pa
     return CARDS if committed and every else CARDS / USER
 
 
-def card_text(task: str, *arguments) -> str:
-    """``card.md`` of a card on ``task`` (``card_markdown`` or ``lm_card_markdown``, which
-    take the same arguments)."""
-    return (lm_card_markdown if task == LM else card_markdown)(*arguments)
-
-
-def draw_card(card: Card, name: str, folder: Path) -> None:
-    """``card.png`` and ``card.pdf`` of a recall card (``figure.draw_card``), the figure
-    module imported here, when a card is drawn: computation never imports matplotlib
-    (tests/test_csv_only.py)."""
-    from attnlab.studies.card import figure
-
-    figure.draw_card(card, name, folder)
-
-
 def write_cards(
     results: Sequence[CardResult],
     out_dir: Path,
@@ -109,18 +98,19 @@ def write_cards(
     wall: float,
     command: str,
     committed: bool,
-    quick: bool = False,
-    task: str = RECALL,
+    quick: bool,
+    wing: Wing,
 ) -> list[Path]:
     """Write every card of ``results`` into ``out_dir`` (``card_folder``'s folders, and
-    their ``lm/`` for the language model's): its tables, ``verdicts.csv`` (each with a
-    sidecar of ``flags`` and ``wall``), the recall card's ``card.png``/``.pdf``, and
-    ``card.md`` (naming ``command``; ``quick``: a ``--quick`` card, said in its first line);
-    with several, ``comparison.csv``/``.md`` (``comparison_folder``, ``/ lm``). Returns the
+    inside them the task's ``wing.folder``: ``lm/`` for the language model's): its tables,
+    ``verdicts.csv`` (each with a sidecar of ``flags`` and ``wall``), the wing's figure
+    (the recall card's ``card.png``/``.pdf``), and ``card.md`` (naming ``command``;
+    ``quick``: a ``--quick`` card, said in its first line); with several,
+    ``comparison.csv``/``.md`` (``comparison_folder``, ``/ wing.folder``). Returns the
     cards' folders, in order."""
     folders = []
     for result in results:
-        where = card_folder(result.reference, committed) / TASK_FOLDER[task]
+        where = card_folder(result.reference, committed) / wing.folder
         folder = within(out_dir, where, f"the card of {result.name!r}")
         folder.mkdir(parents=True)
         for field in result.card._fields:
@@ -129,16 +119,16 @@ def write_cards(
         read_from = {b: str(f) for b, f in result.read_from.items()}
         arguments = (result.card, result.verdicts, result.name, result.reference.text,
                      command, read_from, quick)  # fmt: skip
-        if task == RECALL:  # the language model's card has no figure
-            draw_card(result.card, result.name, folder)
-        (folder / "card.md").write_text(card_text(task, *arguments), encoding="utf-8")
+        if wing.draw is not None:
+            wing.draw(result.card, result.name, folder)
+        (folder / "card.md").write_text(wing.markdown(*arguments), encoding="utf-8")
         folders.append(folder)
     if len(results) > 1:
         comparison = pd.concat(
             [r.verdicts[r.verdicts.mechanism == r.name] for r in results], ignore_index=True
         )
         where = out_dir / comparison_folder([r.reference for r in results], committed)
-        where = where / TASK_FOLDER[task]
+        where = where / wing.folder
         where.mkdir(parents=True, exist_ok=True)
         write_result(comparison, where / "comparison.csv", flags, wall)
         (where / "comparison.md").write_text(comparison_markdown(comparison), encoding="utf-8")
@@ -162,11 +152,11 @@ def plan_cards(
     targets: Sequence[MechanismRef],
     against: Sequence[MechanismRef],
     committed: Path,
-    task: str = RECALL,
+    wing: Wing,
 ) -> CardPlan:
-    """The plan of carding ``targets`` against ``against`` on ``task``. A baseline that is
-    not itself a target is read from its committed card (``committed / NAME``, ``/ lm`` for
-    the language model) when it is the built-in of that name and that card's settings equal
+    """The plan of carding ``targets`` against ``against`` on ``wing``'s task. A baseline
+    that is not itself a target is read from its committed card (``committed / NAME /
+    wing.folder``) when it is the built-in of that name and that card's settings equal
     ``config``'s. ``ValueError`` when two of the mechanisms share a
     name (a card tells its rows apart by name)."""
     targets, against = tuple(dict.fromkeys(targets)), tuple(dict.fromkeys(against))
@@ -185,11 +175,11 @@ def plan_cards(
         )
     reused = {}
     for reference in against:
-        folder = committed / reference.name / TASK_FOLDER[task]
+        folder = committed / reference.name / wing.folder
         if (
             reference not in targets
             and is_builtin(reference.mechanism)
-            and same_settings(config, card_settings(folder, TABLES[task]))
+            and same_settings(config, card_settings(folder, wing.tables))
         ):
             reused[reference.name] = folder
     computed = tuple(r for r in everything if r.name not in reused)
@@ -197,19 +187,19 @@ def plan_cards(
 
 
 def read_card(
-    folder: Path, columns_of: Callable[[str], Sequence[str]] = lambda _: (), tables: type = Card
-) -> Card | LMCard:
-    """The tables (``Card``, or ``LMCard``) of the card in ``folder`` (``DataError`` naming
-    a missing file)."""
+    folder: Path, tables: type, columns_of: Callable[[str], Sequence[str]] = lambda _: ()
+) -> Tables:
+    """The tables (the NamedTuple ``tables``: ``Card``, ``LMCard``, ...) of the card in
+    ``folder`` (``DataError`` naming a missing file)."""
     made_by = "python experiments/11_mechanism_card.py"
     return tables(
         *(read_csv_checked(folder / f"{f}.csv", columns_of(f), made_by) for f in tables._fields)
     )
 
 
-def card_settings(folder: Path, tables: type = Card) -> dict | None:
-    """The ``card_settings`` recorded in the sidecars of the card in ``folder`` (its tables
-    ``Card``'s or ``LMCard``'s), if every table has the same."""
+def card_settings(folder: Path, tables: type) -> dict | None:
+    """The ``card_settings`` recorded in the sidecars of the card in ``folder`` (the tables
+    of the NamedTuple ``tables``), if every table has the same."""
     found = []
     for name in tables._fields:
         path = sidecar_path(folder / f"{name}.csv")
@@ -224,12 +214,8 @@ def same_settings(config: CardSettings, recorded: dict | None) -> bool:
     return recorded is not None and recorded == json.loads(json.dumps(config.settings()))
 
 
-Tables = Card | LMCard
-
-
 def merge_cards(cards: Sequence[Tables]) -> Tables:
-    """The tables of several cards (all ``Card`` or all ``LMCard``) concatenated, table by
-    table."""
+    """The tables of several cards (all of one NamedTuple) concatenated, table by table."""
     kind = type(cards[0])
     return kind(
         *(pd.concat([getattr(c, f) for c in cards], ignore_index=True) for f in kind._fields)
@@ -252,9 +238,9 @@ def only(card: Tables, names: Sequence[str]) -> Tables:
     return type(card)(*(in_order(getattr(card, f), names) for f in card._fields))
 
 
-def reused_cards(plan: CardPlan, kind: type = Card) -> list[Tables]:
+def reused_cards(plan: CardPlan, kind: type) -> list[Tables]:
     """The rows of each baseline ``plan`` reads from its committed card (tables ``kind``)."""
-    return [only(read_card(folder, tables=kind), [name]) for name, folder in plan.reused.items()]
+    return [only(read_card(folder, kind), [name]) for name, folder in plan.reused.items()]
 
 
 def card_results(
