@@ -12,53 +12,26 @@ import sys
 
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
-from attnlab.core.references import resolve, resolved_mechanism, resolved_mechanisms
+from attnlab.core.references import resolve
 from attnlab.harness import cli
 from attnlab.studies import headline
 from attnlab.studies.card import api
-from attnlab.training.optimizers import OPTIMIZERS
-from attnlab.training.tasks import TASKS
+from attnlab.studies.card.flags import add_card_flags
 
 TIMED_BY = ("cards/comparison.csv",)  # --help says how long `make cards` took
 
 
 def build_parser():
     parser = cli.new_parser(__doc__, TIMED_BY)
-    add = parser.add_argument
-    # fmt: off
-    add("--mechanism", nargs="+", type=resolved_mechanism, required=True, metavar="SPEC",
-        help="the mechanisms to card: a built-in, MODULE:NAME or path/to/file.py:NAME")
-    add("--against", type=resolved_mechanisms, default=None, metavar="NAMES",
-        help="comma-separated baselines (default: scaled,unscaled; scaled on another task)")
-    add("--task", choices=TASKS, default=api.DEFAULT_TASK,
-        help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM; "
-        "any task registered in attnlab/training/tasks.py")
-    add("--optimizer", choices=OPTIMIZERS, default="adamw",
-        help="--task lm: adamw (14's), or muon on the hidden matrices and adamw on the rest")
-    add("--qk-clip", type=cli.positive_float, default=None, metavar="TAU",
-        help="--task lm: QK-Clip after every step at TAU (Kimi K2: 100; default: none); "
-        "where it still fires late in training, the owner verdict names the clip")
-    # fmt: on
-    add("--quick", action="store_true", help="every section at smaller sizes")
-    cli.add_seed_flag(parser)
-    cli.add_jobs_flag(parser, "the card's pieces (sections, training groups, widths)")
-    cli.add_out_dir_flag(parser)
-    parser.declare_flags(subject=frozenset({"mechanism", "task"}))  # what, not how
+    add_card_flags(parser)
     return parser
 
 
 def run(args, context):
     against = args.against or [resolve(a) for a in api.wings.wing_of(args.task).against]
     try:
-        job = api.prepare(
-            args.task,
-            args.mechanism,
-            against,
-            args.quick,
-            args.seed,
-            optimizer=args.optimizer,
-            qk_clip=args.qk_clip,
-        )
+        job = api.prepare(args.task, args.mechanism, against, args.quick, args.seed,
+                          optimizer=args.optimizer, qk_clip=args.qk_clip)  # fmt: skip
     except api.CardInputError as err:
         raise cli.UsageError(f"{err.flag}: {err}") from None
     default_place = context.made_with_defaults and not context.out_dir_given  # not asked

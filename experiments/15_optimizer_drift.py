@@ -15,7 +15,6 @@ _step<step>/, which experiment 13 reads (--checkpoint). Method, and K2's and Meg
 set-ups beside ours: attnlab/studies/optimizer/README.md.
 """
 
-import dataclasses
 import sys
 import time
 
@@ -23,64 +22,35 @@ import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exi
 
 from attnlab.core.text import byte_tokens
 from attnlab.harness import cli
-from attnlab.harness.io import write_result
-from attnlab.harness.workers import run_pieces
+from attnlab.harness.io import write_results
 from attnlab.lm.export import checkpoint_files, write_saved
 from attnlab.studies import headline
-from attnlab.studies.optimizer.compute import (
-    joined,
-    long_pieces,
-    long_tables,
-    possible_checkpoints,
-    sweep_pieces,
-    tau_pieces,
-)
-from attnlab.studies.optimizer.flags import (
-    add_optimizer_flags,
-    optimizer_config,
-    ran,
-    sidecar_text,
-    texts,
-)
+from attnlab.studies.optimizer import flags
+from attnlab.studies.optimizer.compute import possible_checkpoints, run_study, total_units
 from attnlab.studies.optimizer.study import CURVES_CSV, LEDGER_CSV, RUNS_CSV
 
 
 def build_parser():
     parser = cli.new_parser(__doc__, (RUNS_CSV,))  # --help: how long the run took
-    add_optimizer_flags(parser)
+    flags.add_optimizer_flags(parser)
     cli.add_out_dir_flag(parser)
     return parser
 
 
 def run(args, context):
-    config = optimizer_config(args)
+    config = flags.optimizer_config(args)
     out_dir = cli.prepare_out_dir(context)
-    saved_files = checkpoint_files(possible_checkpoints(config))
-    cli.check_outputs(out_dir, (RUNS_CSV, CURVES_CSV, LEDGER_CSV), saved_files)  # before the work
-    chosen = texts(args, config)
+    csvs = (RUNS_CSV, CURVES_CSV, LEDGER_CSV)
+    cli.check_outputs(out_dir, csvs, checkpoint_files(possible_checkpoints(config)))  # before
+    chosen = flags.texts(args, config)
     tokens = byte_tokens(chosen["--text"].text)
-    sweep_work = sweep_pieces(config, tokens)
-    later = config.tau_lanes * config.lm.steps + config.long_lanes * config.long_steps
     started = time.perf_counter()
-    total = sum(p.units for p in sweep_work) + later  # at most: an arm may not be swept
-    with cli.progress(total, "15 optimizer", args.quiet, "step") as bar:
-        sweep = joined(run_pieces(sweep_work, args.jobs, bar.update))
-        tau_work = tau_pieces(config, sweep[0], tokens)  # the best rates: the sweep's
-        runs, curves = joined([sweep, *run_pieces(tau_work, args.jobs, bar.update)])
-        long_work = long_pieces(config, runs, chosen["--long-text"])
-        parts = run_pieces(long_work, args.jobs, bar.update)
-    if parts:
-        long_runs, long_curves, ledger, saved = long_tables(parts)
-        runs, curves = joined([(runs, curves), (long_runs, long_curves)])
-    else:
-        ledger, saved = None, []
+    with cli.progress(total_units(config, tokens), "15 optimizer", args.quiet, "step") as bar:
+        *frames, saved = run_study(config, tokens, chosen["--long-text"], args.jobs, bar.update)
     wall = time.perf_counter() - started
-    flags = {**context.sidecar_flags, **ran(config), **sidecar_text(chosen),
-             "lm_config": dataclasses.asdict(config.lm)}  # fmt: skip
+    recorded = flags.sidecar_flags(context.sidecar_flags, config, chosen)
     with cli.staged_outputs(out_dir, context.written) as stage:
-        for frame, name in ((runs, RUNS_CSV), (curves, CURVES_CSV), (ledger, LEDGER_CSV)):
-            if frame is not None:
-                write_result(frame, stage / name, flags, wall)
+        write_results(dict(zip(csvs, frames, strict=True)), stage, recorded, wall)
         write_saved(stage, saved)
 
 

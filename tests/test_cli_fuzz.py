@@ -563,11 +563,8 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
             "tables": lambda *a: (FRAME, FRAME, FRAME, []),
         },
         "15_optimizer_drift": {
-            "sweep_pieces": lambda *a: [],
-            "run_pieces": lambda *a: [],
-            "joined": lambda *a: (FRAME, FRAME),
-            "tau_pieces": lambda *a: [],
-            "long_pieces": lambda *a: [],
+            "total_units": lambda *a: 1,
+            "run_study": lambda *a: (FRAME, FRAME, None, []),
         },
         "bench": {"run_bench": _frame, "bench_markdown": lambda frame: "| x |\n"},
         "make_report": {"build_report": lambda results_dir: "# report\n"},

@@ -217,7 +217,7 @@ def test_a_tau_float32_cannot_hold_is_refused_before_training(
     """``--qk-clip 1e-300`` is 0 in float32, where the clip computes (1e-40 subnormal, 1e39
     infinite): one line naming --qk-clip, exit 2, nothing written, before any training
     (the tables would record the value given and the clip use another)."""
-    monkeypatch.setattr(script, "run_pieces", _no_training)
+    monkeypatch.setattr(script, "run_study", _no_training)
     out = tmp_path / "out"
     out.mkdir()
     assert run_main(script, [*_flags(text), "--qk-clip", tau, "--out-dir", str(out)]) == 2
@@ -233,7 +233,7 @@ def test_an_output_folder_the_outputs_cannot_go_into_is_refused_before_training(
     """Every path the run writes is checked before it trains (the final move refused it
     after, all work lost): ``checkpoints/`` a link leading outside --out-dir, or a folder
     named as a CSV, is one line naming --out-dir, exit 2, nothing written anywhere."""
-    monkeypatch.setattr(script, "run_pieces", _no_training)
+    monkeypatch.setattr(script, "run_study", _no_training)
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     out.mkdir(), elsewhere.mkdir()
     if layout == "checkpoints a link outside":

@@ -341,3 +341,16 @@ def write_result(
     """Write a result CSV and its provenance sidecar, each atomically."""
     write_csv(frame, csv_path)
     write_sidecar(csv_path, flags, wall_time_s)
+
+
+def write_results(
+    frames: Mapping[str, pd.DataFrame | None],
+    folder: Path,
+    flags: Mapping[str, Any],
+    wall_time_s: float,
+) -> None:
+    """``write_result`` of each frame of ``frames`` (CSV name -> frame; None: not made) into
+    ``folder``, with the same sidecar ``flags`` and ``wall_time_s``."""
+    for name, frame in frames.items():
+        if frame is not None:
+            write_result(frame, folder / name, flags, wall_time_s)

@@ -235,15 +235,16 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
 	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
 	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
-	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
-	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
-	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
-	attnlab/studies/card/task_card.py attnlab/studies/card/trained.py \
-	attnlab/studies/card/verdicts.py attnlab/studies/card/wings.py attnlab/training/__init__.py \
-	attnlab/training/lanes.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	attnlab/training/tasks.py | $(STAMP)
+	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
+	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
+	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
+	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
+	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/task_card.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py \
+	attnlab/studies/card/wings.py attnlab/training/__init__.py attnlab/training/lanes.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py attnlab/training/tasks.py \
+	| $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
 		softcap50 ssmax sigmoid softpick cosine_tau
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
@@ -260,15 +261,16 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
 	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
 	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/headroom.py attnlab/studies/card/lm.py \
-	attnlab/studies/card/lm_report.py attnlab/studies/card/lm_verdicts.py \
-	attnlab/studies/card/markdown.py attnlab/studies/card/precision.py \
-	attnlab/studies/card/recall_report.py attnlab/studies/card/sensitivity.py \
-	attnlab/studies/card/store.py attnlab/studies/card/study.py attnlab/studies/card/sweep.py \
-	attnlab/studies/card/task_card.py attnlab/studies/card/trained.py \
-	attnlab/studies/card/verdicts.py attnlab/studies/card/wings.py attnlab/training/__init__.py \
-	attnlab/training/lanes.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	attnlab/training/tasks.py | $(STAMP)
+	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
+	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
+	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
+	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
+	attnlab/studies/card/study.py attnlab/studies/card/sweep.py attnlab/studies/card/task_card.py \
+	attnlab/studies/card/trained.py attnlab/studies/card/verdicts.py \
+	attnlab/studies/card/wings.py attnlab/training/__init__.py attnlab/training/lanes.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py attnlab/training/tasks.py \
+	| $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
 		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \

@@ -222,6 +222,22 @@ def proxy_needs(config: ProxyConfig, jobs: int) -> list[Need]:
     ]
 
 
+def warmup_note(config: ProxyConfig) -> str | None:
+    """The line 14 prints where ``--steps`` moved the warmup from its default."""
+    if config.lm.warmup == DEFAULT.lm.warmup:
+        return None
+    return (f"warmup: {config.lm.warmup} steps (min(50, steps // 10) of --steps "
+            f"{config.lm.steps})")  # fmt: skip
+
+
+def sidecar_flags(flags: dict, config: ProxyConfig, source: TextSource) -> dict:
+    """What 14's sidecars record: the parsed ``flags``, what ran (``ran``), the text's
+    source and SHA-256, and the language model's configuration."""
+    return {**flags, **ran(config), "text_source": source.source,
+            "text_sha256": source.sha256,
+            "lm_config": dataclasses.asdict(config.lm)}  # fmt: skip
+
+
 def ran(config: ProxyConfig) -> dict:
     """What a sidecar records of the flags ``--quick`` and the defaults resolve: the values
     that ran, not None or a default ``--quick`` replaced; the mechanisms by the references

@@ -17,6 +17,8 @@ SCRIPT = "14_lm_proxy.py"
 SWEEP_CSV = "14_lm_sweep.csv"
 CURVES_CSV = "14_lm_curves.csv"
 OWNERSHIP_CSV = "14_lm_ownership.csv"
+#: What 14 writes, in its order.
+CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
 
 #: Declared before any run. The learning rates: Wortsman et al.'s grid in half-decade steps.
 LRS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)

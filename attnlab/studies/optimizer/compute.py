@@ -31,7 +31,7 @@ import pandas as pd
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef, resolve
 from attnlab.core.text import TextSource, byte_tokens
-from attnlab.harness.workers import Piece
+from attnlab.harness.workers import Piece, run_pieces
 from attnlab.lm.export import Saved, saved_model
 from attnlab.lm.ledger import bilinear_spectral_norms
 from attnlab.lm.sweep import curve_rows, sweep_rows
@@ -413,3 +413,27 @@ def long_tables(
     """The long run's pieces joined: its runs, curves and ledger tables, and every piece's
     checkpoints."""
     return (*joined([part[:3] for part in parts]), [s for part in parts for s in part[3]])
+
+
+def run_study(
+    config: OptimizerConfig, tokens: np.ndarray, long_text: TextSource, jobs: int, on_progress
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, list[Saved]]:
+    """The three parts in turn (module docstring), ``jobs`` workers each: the sweep on
+    ``tokens``; the tau sweep at each arm's best rate and ``HOT`` times it (the sweep's);
+    the long run at those rates on ``long_text``. Returns the runs, the curves, the long
+    run's ledger (None without a long run) and its checkpoints."""
+    sweep = joined(run_pieces(sweep_pieces(config, tokens), jobs, on_progress))
+    tau_work = tau_pieces(config, sweep[0], tokens)
+    runs, curves = joined([sweep, *run_pieces(tau_work, jobs, on_progress)])
+    parts = run_pieces(long_pieces(config, runs, long_text), jobs, on_progress)
+    if not parts:
+        return runs, curves, None, []
+    long_runs, long_curves, ledger, saved = long_tables(parts)
+    runs, curves = joined([(runs, curves), (long_runs, long_curves)])
+    return runs, curves, ledger, saved
+
+
+def total_units(config: OptimizerConfig, tokens: np.ndarray) -> int:
+    """Progress units of ``run_study`` at most (an arm may not be swept): lane-steps."""
+    later = config.tau_lanes * config.lm.steps + config.long_lanes * config.long_steps
+    return sum(p.units for p in sweep_pieces(config, tokens)) + later

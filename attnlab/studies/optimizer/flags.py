@@ -260,6 +260,13 @@ def texts(args: argparse.Namespace, config: OptimizerConfig) -> dict[str, TextSo
     return chosen
 
 
+def sidecar_flags(flags: dict, config: OptimizerConfig, chosen: dict[str, TextSource]) -> dict:
+    """What 15's sidecars record: the parsed ``flags``, what ran (``ran``), the texts
+    (``sidecar_text``) and the language model's configuration."""
+    return {**flags, **ran(config), **sidecar_text(chosen),
+            "lm_config": dataclasses.asdict(config.lm)}  # fmt: skip
+
+
 def sidecar_text(chosen: dict[str, TextSource]) -> dict[str, str]:
     """The texts' sources and SHA-256, as the sidecars record them."""
     return dict(itertools.chain.from_iterable(
