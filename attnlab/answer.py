@@ -40,8 +40,8 @@ import pandas as pd
 from attnlab.claims import TRAINING_CLAIMS, RatioClaim
 from attnlab.harness.errors import DataError
 from attnlab.harness.io import MalformedError
+from attnlab.harness.tables import Tables
 from attnlab.recall.predictions import fit_predictions
-from attnlab.report import CheckedTables
 from attnlab.studies import predictions
 from attnlab.studies.lm_proxy.report import OWNERSHIP_COLUMNS, drift
 from attnlab.studies.lm_proxy.study import DRIFT_FACTOR, HOLDS_WITHIN, OWNERSHIP_CSV
@@ -341,11 +341,11 @@ def optimizer_sentence(runs: pd.DataFrame) -> str:
 # --- the whole ---------------------------------------------------------------------------------
 
 
-def _statics(tables: CheckedTables) -> str:
+def _statics(tables: Tables) -> str:
     return variance_sentence(tables.get(LOGIT_CSV, ["d_k", "std_hp", "rel_error_hp"]))
 
 
-def _saturation(tables: CheckedTables) -> str:
+def _saturation(tables: Tables) -> str:
     columns = ["variant", "d_k"]
     return saturation_sentence(
         tables.get(SATURATION_CSV, [*columns, "n_keys", "max_weight_mean"]),
@@ -358,7 +358,7 @@ def _article_ratio() -> float:
                 if isinstance(c, RatioClaim) and c.column == MILESTONES[0])  # fmt: skip
 
 
-def _training(tables: CheckedTables) -> str:
+def _training(tables: Tables) -> str:
     columns = ["variant", "seed", *MILESTONES]
     summary = tables.get(SUMMARY_CSV, columns)
     alternatives = []
@@ -369,15 +369,15 @@ def _training(tables: CheckedTables) -> str:
     return training_sentence(summary, natural_name(tables), _article_ratio(), alternatives)
 
 
-def _lm(tables: CheckedTables) -> str:
+def _lm(tables: Tables) -> str:
     return lm_sentence(drift(tables.get(OWNERSHIP_CSV, OWNERSHIP_COLUMNS)))
 
 
-def _optimizer(tables: CheckedTables) -> str:
+def _optimizer(tables: Tables) -> str:
     return optimizer_sentence(tables.get(RUNS_CSV, RUN_COLUMNS))
 
 
-def _real_model(tables: CheckedTables) -> str:
+def _real_model(tables: Tables) -> str:
     return gemma_report.sentence(tables)
 
 
@@ -392,7 +392,7 @@ SENTENCES = (
 )
 
 
-def opening(tables: CheckedTables) -> str:
+def opening(tables: Tables) -> str:
     """The answer: the question in bold, then each sentence of ``SENTENCES`` whose CSVs are
     there (one whose CSVs are absent is left out; a malformed one stops, as in the report);
     empty when none is."""

@@ -11,13 +11,28 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from attnlab.harness.errors import UsageError
 from attnlab.harness.staging import check_settled, recover_stages
 
-if TYPE_CHECKING:
-    from attnlab.harness.flags import FlagParser
+
+class FlagParser(Protocol):
+    """What this module reads of a script's parser (``attnlab.harness.flags.FlagParser``,
+    which imports this module): its arguments, subject flags and committed argument lists,
+    and its parse."""
+
+    @property
+    def arguments(self) -> tuple[argparse.Action, ...]: ...
+
+    @property
+    def subject_flags(self) -> frozenset[str]: ...
+
+    @property
+    def committed_arguments(self) -> tuple[list[str], ...]: ...
+
+    def parse_args(self, args: list[str] | None = ...) -> argparse.Namespace: ...
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Where the scripts write by default, relative to the repository root they run from.
