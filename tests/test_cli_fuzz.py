@@ -27,10 +27,10 @@ import attnlab.core.references
 import attnlab.harness.io
 import attnlab.recall.tables
 from attnlab.harness import cli
+from attnlab.lm.flags import qk_clip_tau
 from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY
 from attnlab.studies.article_fit.study import SCORES_2
 from attnlab.studies.card.verdicts import Card
-from attnlab.studies.optimizer.flags import qk_clip_tau
 
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "experiments"
 SCRIPTS = sorted(

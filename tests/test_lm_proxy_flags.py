@@ -19,7 +19,6 @@ from attnlab.studies.lm_proxy.flags import (
     proxy_config,
     ran,
     text_tokens,
-    warmup_for,
 )
 from attnlab.studies.lm_proxy.study import ONE_WIDTH, SWEPT
 
@@ -71,7 +70,6 @@ def test_the_default_mechanisms_named_again_are_still_the_defaults():
 
 
 def test_warmup_is_derived_from_steps():
-    assert [warmup_for(s) for s in (500, 200, 100, 20)] == [50, 20, 10, 2]
     assert parse("--steps", "100").lm.warmup == 10
 
 

@@ -294,11 +294,15 @@ def add_dk_flag(
 
 
 def add_rates_flag(
-    parser: argparse.ArgumentParser, default: Sequence[float], help: str = "learning rates"
+    parser: argparse.ArgumentParser,
+    default: Sequence[float] | None,
+    help: str = "learning rates",
 ) -> None:
-    """``--lrs``: one or more learning rates, each a finite float ``> 0``."""
+    """``--lrs``: one or more learning rates, each a finite float ``> 0`` (``default`` None:
+    the configuration's, which ``--quick`` may change)."""
+    default = None if default is None else list(default)
     parser.add_argument(
-        "--lrs", nargs="+", type=positive_float, default=list(default), metavar="LR", help=help
+        "--lrs", nargs="+", type=positive_float, default=default, metavar="LR", help=help
     )
 
 

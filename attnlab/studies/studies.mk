@@ -229,14 +229,14 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/loss.py attnlab/lm/model.py attnlab/lm/qk_clip.py \
-	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
-	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
+	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
+	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/recall/widths.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/flags.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
 	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
@@ -255,14 +255,14 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/loss.py attnlab/lm/model.py attnlab/lm/qk_clip.py \
-	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
-	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
+	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
+	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/recall/widths.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/flags.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
 	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
@@ -343,15 +343,16 @@ results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: 
 	attnlab/core/owner.py attnlab/core/parallel.py attnlab/core/positional.py \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/memory.py \
-	attnlab/harness/workers.py attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/loss.py \
-	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
-	attnlab/lm/train.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
-	attnlab/models/config_keys.py attnlab/models/decoder.py attnlab/models/decoder_config.py \
-	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
-	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/checkpoints.py \
-	attnlab/studies/lm_proxy/compute.py attnlab/studies/lm_proxy/flags.py \
-	attnlab/studies/lm_proxy/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/harness/workers.py attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/flags.py \
+	attnlab/lm/loss.py attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py \
+	attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/models/__init__.py \
+	attnlab/models/attnlab_llama.py attnlab/models/config_keys.py attnlab/models/decoder.py \
+	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gpt2.py \
+	attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
+	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
+	attnlab/training/__init__.py attnlab/training/lanes.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -374,9 +375,9 @@ results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/ledger.py \
-	attnlab/lm/loss.py attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py \
-	attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/lm/trajectory.py \
+	attnlab/lm/__init__.py attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/flags.py \
+	attnlab/lm/ledger.py attnlab/lm/loss.py attnlab/lm/model.py attnlab/lm/qk_clip.py \
+	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/lm/trajectory.py \
 	attnlab/models/__init__.py attnlab/models/attnlab_llama.py attnlab/models/config_keys.py \
 	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
 	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/studies/optimizer/__init__.py \

@@ -8,8 +8,8 @@ import argparse
 
 from attnlab.core.references import resolved_mechanism, resolved_mechanisms
 from attnlab.harness import cli
+from attnlab.lm.flags import add_optimizer_flag, add_qk_clip_flag
 from attnlab.studies.card.api import DEFAULT_TASK
-from attnlab.training.optimizers import OPTIMIZERS
 from attnlab.training.tasks import TASKS
 
 
@@ -25,11 +25,11 @@ def add_card_flags(parser: argparse.ArgumentParser) -> None:
     add("--task", choices=TASKS, default=DEFAULT_TASK,
         help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM; "
         "any task registered in attnlab/training/tasks.py")
-    add("--optimizer", choices=OPTIMIZERS, default="adamw",
-        help="--task lm: adamw (14's), or muon on the hidden matrices and adamw on the rest")
-    add("--qk-clip", type=cli.positive_float, default=None, metavar="TAU",
-        help="--task lm: QK-Clip after every step at TAU (Kimi K2: 100; default: none); "
-        "where it still fires late in training, the owner verdict names the clip")
+    add_optimizer_flag(parser, "adamw", "--task lm: adamw (14's), or muon on the hidden "
+                       "matrices and adamw on the rest, or any of attnlab/training/optimizers.py")
+    add_qk_clip_flag(parser, None, "--task lm: QK-Clip after every step at TAU (Kimi K2: 100; "
+                     "default: none); where it still fires late in training, the owner "
+                     "verdict names the clip")
     # fmt: on
     add("--quick", action="store_true", help="every section at smaller sizes")
     cli.add_seed_flag(parser)

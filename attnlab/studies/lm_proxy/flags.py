@@ -17,10 +17,10 @@ from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
 from attnlab.lm.export import LAYOUTS
+from attnlab.lm.flags import add_optimizer_flag, add_qk_clip_flag, warmup_for
 from attnlab.lm.model import POSITIONS, VOCAB
 from attnlab.lm.train import STEP_METRICS, LMConfig
 from attnlab.studies.lm_proxy.compute import ProxyConfig
-from attnlab.training.optimizers import OPTIMIZERS
 
 DEFAULT = ProxyConfig()
 #: ``--quick``: a one-minute look: one width, three rates, fewer steps; every mechanism at
@@ -64,19 +64,17 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     cli.add_int_flag(parser, "--one-width", None, "d_model of the one-width mechanisms, where "
                      "each mechanism's best model is saved for 13 " + both.format(
                          DEFAULT.one_width_d_model, QUICK.one_width_d_model), 2)  # fmt: skip
-    parser.add_argument("--lrs", nargs="+", type=cli.positive_float, default=None, metavar="LR",
-                        help="peak learning rates " + both.format(
-                            _words(DEFAULT.lrs), _words(QUICK.lrs)))  # fmt: skip
+    cli.add_rates_flag(parser, None, "peak learning rates " + both.format(
+        _words(DEFAULT.lrs), _words(QUICK.lrs)))  # fmt: skip
     cli.add_int_flag(parser, "--steps", None, "training steps; warmup is min(50, steps // 10) "
                      + both.format(DEFAULT.lm.steps, QUICK.lm.steps), 2)  # fmt: skip
     cli.add_int_flag(parser, "--seeds", DEFAULT.seeds, "seeds per rate")
-    parser.add_argument("--optimizer", choices=OPTIMIZERS, default=DEFAULT.lm.optimizer,
-                        help="adamw (14's), or muon on the hidden matrices with adamw on the "
-                        "rest (attnlab/training/optimizers.py)")  # fmt: skip
-    parser.add_argument("--qk-clip", type=cli.positive_float, default=None, metavar="TAU",
-                        help="QK-Clip after every step at TAU (Kimi K2: 100; default: none); "
-                        "the curves then record each layer's largest signed logit and the "
-                        "fraction of heads clipped")  # fmt: skip
+    add_optimizer_flag(parser, DEFAULT.lm.optimizer, "adamw (14's), or muon on the hidden "
+                       "matrices with adamw on the rest, or any of "
+                       "attnlab/training/optimizers.py")  # fmt: skip
+    add_qk_clip_flag(parser, None, "QK-Clip after every step at TAU (Kimi K2: 100; default: "
+                     "none); the curves then record each layer's largest signed logit and the "
+                     "fraction of heads clipped")  # fmt: skip
     parser.add_argument(
         "--positions",
         choices=POSITIONS,
@@ -108,12 +106,6 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     cli.add_jobs_flag(parser, "the sweep's pieces (one per mechanism and width)")
 
 
-def warmup_for(steps: int, base: LMConfig = DEFAULT.lm) -> int:
-    """The warmup of a run of ``steps``: ``min(base.warmup, steps // 10)`` (50 at the
-    default 500 steps, 20 at --quick's 200)."""
-    return min(base.warmup, steps // 10)
-
-
 def proxy_config(args: argparse.Namespace) -> ProxyConfig:
     """The flags as a ``ProxyConfig``: each flag given, else ``--quick``'s value where it is
     given, else the default; a bad value is a ``cli.UsageError`` naming its flag."""
@@ -121,8 +113,8 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
     steps = base.lm.steps if args.steps is None else args.steps
     try:
         lm = dataclasses.replace(
-            base.lm, steps=steps, warmup=warmup_for(steps, base.lm), positions=args.positions,
-            optimizer=args.optimizer, qk_clip_tau=args.qk_clip,
+            base.lm, steps=steps, warmup=warmup_for(steps, base.lm.warmup),
+            positions=args.positions, optimizer=args.optimizer, qk_clip_tau=args.qk_clip,
         )  # fmt: skip
     except ValueError as err:
         raise cli.UsageError(f"--steps: {err}") from None

@@ -19,7 +19,8 @@ from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
 from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
 from attnlab.lm.corpus import stdlib_source
-from attnlab.lm.qk_clip import FLOAT32_MAX, FLOAT32_TINY, check_tau, clip_handle
+from attnlab.lm.flags import add_qk_clip_flag, qk_clip_tau, warmup_for
+from attnlab.lm.qk_clip import clip_handle
 from attnlab.lm.train import CLIP_ON
 from attnlab.studies.optimizer.compute import SCALED, OptimizerConfig
 from attnlab.studies.optimizer.study import BASELINE, LEDGER_POINTS, PINNED
@@ -55,20 +56,6 @@ def _words(values) -> str:
     return " ".join(f"{v:g}" for v in values)
 
 
-def qk_clip_tau(text: str) -> float:
-    """An argparse type: QK-Clip's ``tau``, a finite float ``> 0`` that float32 (the
-    clip's arithmetic) holds as a normal number (``attnlab.lm.qk_clip.check_tau``): a
-    smaller one would clip with tau 0 while the tables record the value given."""
-    value = cli.positive_float(text)
-    try:
-        return check_tau(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text} is outside float32's normal numbers ({FLOAT32_TINY:g} to "
-            f"{FLOAT32_MAX:g}), in which the clip computes: it would clip at another tau"
-        ) from None
-
-
 def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
     """Every flag of experiment 15 but ``--out-dir``. The flags ``--quick`` changes default
     to None (a flag given always wins over ``--quick``), their help saying both defaults."""
@@ -93,8 +80,7 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                         default=[m.text for m in DEFAULT.clipped], metavar="SPEC",
                         help="mechanisms swept with QK-Clip besides; the long run needs "
                         "scaled here")  # fmt: skip
-    parser.add_argument("--qk-clip", type=qk_clip_tau, default=DEFAULT.tau,
-                        metavar="TAU", help="QK-Clip's threshold in the sweep (K2's)")  # fmt: skip
+    add_qk_clip_flag(parser, DEFAULT.tau, "QK-Clip's threshold in the sweep (K2's)")
     parser.add_argument("--qk-clip-on", choices=CLIP_ON, default=DEFAULT.clip_on,
                         help="what the sweep's and the long run's clip reads of each head: "
                         "signed, its largest logit (Kimi K2's), or abs, its largest |logit| "
@@ -105,9 +91,8 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--long-tau", type=qk_clip_tau, default=None, metavar="TAU",
                         help="the long run's threshold (one that binds at the best rate) "
                         + both.format(f"{DEFAULT.long_tau:g}", f"{QUICK.long_tau:g}"))  # fmt: skip
-    parser.add_argument("--lrs", nargs="+", type=cli.positive_float, default=None,
-                        metavar="LR", help="peak learning rates " + both.format(
-                            _words(DEFAULT.lrs), _words(QUICK.lrs)))  # fmt: skip
+    cli.add_rates_flag(parser, None, "peak learning rates " + both.format(
+        _words(DEFAULT.lrs), _words(QUICK.lrs)))  # fmt: skip
     cli.add_int_flag(parser, "--steps", None, "steps of the sweep; warmup min(50, steps // "
                      "10) " + both.format(DEFAULT.lm.steps, QUICK.lm.steps), 2)  # fmt: skip
     cli.add_int_flag(parser, "--long-steps", None, "steps of the long run, 0 for none "
@@ -135,11 +120,6 @@ def add_optimizer_flags(parser: argparse.ArgumentParser) -> None:
                         f"with tau {QUICK.long_tau:g} (a flag given beside it wins)")  # fmt: skip
     cli.add_seed_flag(parser)
     cli.add_jobs_flag(parser, "the pieces (one per arm, mechanism, clip and schedule)")
-
-
-def warmup_for(steps: int) -> int:
-    """14's warmup of a run of ``steps``: ``min(50, steps // 10)``."""
-    return min(DEFAULT.lm.warmup, steps // 10)
 
 
 def optimizer_config(args: argparse.Namespace) -> OptimizerConfig:
