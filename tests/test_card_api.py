@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import jax.numpy as jnp
 import pandas as pd
 import pytest
-from test_card_compute import TINY, USER_FILE
+from support import CARD_USER_FILE as USER_FILE
+from support import TINY_CARD as TINY
 
 import attnlab
 from attnlab.core.mechanism import MechanismError

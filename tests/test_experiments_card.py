@@ -1,5 +1,5 @@
 """experiments/11_mechanism_card.py end to end at tiny sizes (``--quick`` with QUICK set to
-test_card_compute's TINY): a mechanism defined outside the package, by file path and by
+tests/support.py's TINY_CARD): a mechanism defined outside the package, by file path and by
 MODULE:NAME, gets its card, several share one comparison, and a baseline is read from a
 committed card whose settings match."""
 
@@ -9,7 +9,8 @@ import json
 
 import pandas as pd
 import pytest
-from test_card_compute import TINY, USER_FILE
+from support import CARD_USER_FILE as USER_FILE
+from support import TINY_CARD as TINY
 
 from attnlab.harness import cli
 from attnlab.studies.card import api

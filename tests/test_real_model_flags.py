@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from support import parse_real_model_flags as parse
 
 from attnlab.harness import cli
 from attnlab.studies.real_model.flags import (
@@ -16,12 +17,6 @@ from attnlab.studies.real_model.flags import (
     real_model_config,
     resolved,
 )
-
-
-def parse(*argv: str):
-    parser = argparse.ArgumentParser()
-    add_real_model_flags(parser)
-    return real_model_config(parser.parse_args(list(argv)))
 
 
 def test_no_flags_give_the_default_configuration():

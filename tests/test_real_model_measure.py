@@ -8,9 +8,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from test_models_files import TINY_WORDS, write_tiny_checkpoint
-from test_models_gpt2 import write_tiny_gpt2
-from test_real_model_flags import parse
+from support import TINY_WORDS, parse_real_model_flags, write_tiny_bert, write_tiny_gpt2
 
 from attnlab.harness import cli
 from attnlab.studies.real_model import measure
@@ -33,12 +31,12 @@ def inputs(text, *checkpoints, argv=TINY, mechanisms=()):
     args = parser.parse_args(list(argv))
     args.text, args.checkpoint = text, list(checkpoints) or None
     args.mechanisms = list(mechanisms)
-    return read_inputs(args, parse(*argv))
+    return read_inputs(args, parse_real_model_flags(*argv))
 
 
 def test_several_encoders_are_refused(tmp_path, text):
-    one = write_tiny_checkpoint(tmp_path / "a")
-    two = write_tiny_checkpoint(tmp_path / "b", seed=1)
+    one = write_tiny_bert(tmp_path / "a")
+    two = write_tiny_bert(tmp_path / "b", seed=1)
     with pytest.raises(cli.UsageError, match="^--checkpoint: several"):
         inputs(text, one, two)
 
@@ -68,7 +66,7 @@ def test_a_text_is_read_no_further_than_its_tokens_need(tmp_path, text):
     spaces.write_text(" " * 10**6 + "the end")
     words = f"^--tokens: the text has 0 tokens in its first {60 * 64} bytes, fewer than 60$"
     with pytest.raises(cli.UsageError, match=words):
-        inputs(spaces, write_tiny_checkpoint(tmp_path / "b"))
+        inputs(spaces, write_tiny_bert(tmp_path / "b"))
 
 
 def test_no_checkpoint_reads_the_packaged_encoder(text):
@@ -82,7 +80,7 @@ def test_lengths_not_given_fit_the_checkpoints_context(tmp_path, text):
     gpt2 = write_tiny_gpt2(tmp_path / "g")
     found = inputs(text, gpt2, argv=("--tokens", "60"))
     context = found.checkpoints[0].max_seq_length
-    assert max(found.config.lengths) == context < max(parse().lengths)
+    assert max(found.config.lengths) == context < max(parse_real_model_flags().lengths)
     assert found.config.counterfactual_length == context
 
 
@@ -93,7 +91,7 @@ def test_gpt2_checkpoints_are_causal(tmp_path, text):
 
 
 def test_mechanisms_are_for_gpt2_checkpoints_only(tmp_path, text):
-    encoder = write_tiny_checkpoint(tmp_path / "a")
+    encoder = write_tiny_bert(tmp_path / "a")
     with pytest.raises(cli.UsageError, match="^--mechanisms: only a GPT-2 checkpoint"):
         inputs(text, encoder, mechanisms=["scaled"])
 
