@@ -1,7 +1,8 @@
 """Every dotted ``attnlab.…`` name and every repository path that README.md, docs/*.md and
 the study READMEs quote exists: a module, or an attribute of one; a file or folder of the
 repository (paths with a placeholder, ``NAME``, ``<…>``, ``*``, left out), and every
-relative markdown link's target. The checker is shown to catch a module that is not there.
+relative markdown link's target (an image's too; in a fenced block, those without a
+placeholder). The checker is shown to catch a module that is not there.
 
 And every name of this package that a docstring of attnlab/ or experiments/ quotes exists
 (``docstring_names`` says which are checked, ``defined_names`` what counts as defined):
@@ -30,9 +31,11 @@ DOCUMENTS += sorted((REPO / "attnlab" / "studies").glob("*/README.md"))
 DOTTED = re.compile(r"(?<![\w/.])attnlab(?:\.[A-Za-z_<][\w<>]*)+")
 #: A path in backticks or a link target, from a top-level folder of the repository.
 PATH = re.compile(r"(?<![\w/.])((?:attnlab|experiments|tests|docs|results|figures)/[\w./<>{},-]*)")
-#: A relative link target of markdown, ``[text](target)``: neither a web address nor an
-#: anchor of the same page (``#…`` is cut off the target).
+#: A relative link target of markdown, ``[text](target)`` or an image's ``![alt](target)``:
+#: neither a web address nor an anchor of the same page (``#…`` is cut off the target).
 LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)\s#]+)")
+#: A fenced code block of markdown: its language and its text.
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 #: Paths that name a kind of file, not one (placeholders) or what runs write (ignored).
 PLACEHOLDER = re.compile(r"NAME|NN_|<|\*|…|\{|LABEL|results/runs/|cards/user/|\.\.\.")
 
@@ -49,8 +52,11 @@ def repository_paths(text: str) -> set[str]:
 
 
 def link_targets(text: str) -> set[str]:
-    """The relative link targets of markdown ``text``, resolved from its own folder."""
-    return {m for m in LINK.findall(text) if not PLACEHOLDER.search(m)}
+    """The relative link targets of markdown ``text``, resolved from its own folder: every
+    one outside fenced code blocks, and those inside one that hold no placeholder."""
+    fenced = "\n".join(body for _, body in FENCE.findall(text))
+    inside = {m for m in LINK.findall(fenced) if not PLACEHOLDER.search(m)}
+    return set(LINK.findall(FENCE.sub("", text))) | inside
 
 
 def resolves(name: str) -> bool:
@@ -92,6 +98,8 @@ def test_a_renamed_module_is_caught():
     folder = REPO / "attnlab" / "studies" / "recall"
     link = "[`tables.py`](../../recall/tables.py), [a](https://x.org/y.py), [b](#top)"
     assert link_targets(link) == {"../../recall/tables.py"}
+    fenced = "![fig](figures/NAME.png#x) [c](c.md)\n```md\n[d](d.md) [e](cards/NAME.md)\n```\n"
+    assert link_targets(fenced) == {"figures/NAME.png", "c.md", "d.md"}
     assert (folder / "../../recall/tables.py").exists()
     assert not (folder / "../../recall/summaries.py").exists()
 
