@@ -14,7 +14,9 @@ import json
 import textwrap
 from pathlib import Path
 
+import jax
 import numpy as np
+import optax
 
 from attnlab.lm.export import write_gpt2
 from attnlab.models import gemma2, gemma3, llama, olmo2, qwen3
@@ -350,6 +352,31 @@ DECODER_FAMILIES = {
 
 #: The published configs (``tests/fixtures/configs/<name>/config.json``).
 CONFIG_FIXTURES = Path(__file__).parent / "fixtures" / "configs"
+
+
+# --- optimizers ------------------------------------------------------------------------
+
+
+def matrix_and_vector() -> dict[str, np.ndarray]:
+    """A matrix (decayed) and a vector (not), float32."""
+    rng = np.random.default_rng(11)
+    return {"w": rng.standard_normal((3, 2)).astype(np.float32),
+            "b": rng.standard_normal(2).astype(np.float32)}  # fmt: skip
+
+
+def optimizer_updates(optimizer, params, grads_per_step) -> list:
+    """Every step's update, the parameters moved by each, in one compiled program."""
+
+    @jax.jit
+    def run(params, steps):
+        state, current, out = optimizer.init(params), params, []
+        for g in steps:
+            updates, state = optimizer.update(g, state, current)
+            current = optax.apply_updates(current, updates)
+            out.append(updates)
+        return out
+
+    return [jax.tree.map(np.asarray, u) for u in run(params, grads_per_step)]
 
 
 # --- readers -------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from support import matrix_and_vector, optimizer_updates
 
 from attnlab.core.references import load_mechanism
 from attnlab.lm.optim import adamw
@@ -45,11 +46,26 @@ def test_the_routing_by_name():
 
 
 def test_adamw_through_the_seam_is_14s():
+    """``make_optimizer("adamw", ...)`` is 14's ``adamw`` bit for bit (the same program's
+    operations): at the seam's defaults, the model's first update; with ``schedule="cosine",
+    decay="independent"`` named explicitly, three steps on a matrix and a vector."""
     params, grads = params_and_grads()
     a = first_update(make_optimizer("adamw", 1e-2, 100, 10), params, grads)
     b = first_update(adamw(1e-2, 100, 10), params, grads)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)
+    lr, total, warmup, wd = 0.1, 12, 2, 0.05
+    params = matrix_and_vector()
+    rng = np.random.default_rng(13)
+    steps = [{k: (size * rng.standard_normal(v.shape)).astype(np.float32)
+              for k, v in params.items()} for size in (3.0, 0.05, 0.2)]  # fmt: skip
+    named = make_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="cosine",
+                           decay="independent")  # fmt: skip
+    a = optimizer_updates(named, params, steps)
+    b = optimizer_updates(adamw(lr, total, warmup, weight_decay=wd), params, steps)
+    for ua, ub in zip(a, b, strict=True):
+        for k in params:
+            np.testing.assert_array_equal(ua[k], ub[k])
 
 
 def test_muon_steps_the_matrices_orthogonally_and_the_rest_as_adamw():
