@@ -255,18 +255,6 @@ def test_broken_gpt2_one_line_exit_2_nothing_written(
     assert not any(out.iterdir())
 
 
-def test_lengths_past_the_position_table_are_refused(load_script, run_main, tiny, tmp_path, capsys):
-    checkpoint, text = tiny
-    out = tmp_path / "out"
-    out.mkdir()
-    argv = ["--checkpoint", checkpoint, "--text", text, "--lengths", "32", "--tokens", "96",
-            "--counterfactual-length", "32", "--out-dir", out]  # fmt: skip
-    assert run_main(load_script(SCRIPT), argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--lengths" in err
-    assert not any(out.iterdir())
-
-
 #: ``weight_elasticity`` under a q/k RMSNorm: ``d ln s / d ln w = 2 eps / (mean q^2 + eps)``
 #: exactly (eps 1e-6, the stand-in's mean q^2 about 4: 5e-7), plus float32's cancellation of
 #: the two O(1) terms of the norm's tangent (a few u = 2^-24 each, summed over a width-8 head

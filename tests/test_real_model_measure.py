@@ -42,9 +42,17 @@ def test_several_encoders_are_refused(tmp_path, text):
 
 
 def test_a_length_past_the_context_and_a_short_text_name_their_flags(tmp_path, text):
+    """A row longer than the tiny GPT-2's 16 positions (the script's one line, exit 2,
+    nothing written, on a BERT's: test_real_model_experiment's bad flags), a text too short,
+    a text absent."""
     gpt2 = write_tiny_gpt2(tmp_path / "g")
     with pytest.raises(cli.UsageError, match="^--lengths: 4096 is longer"):
         inputs(text, gpt2, argv=("--lengths", "4096", "--counterfactual-length", "4096"))
+    words = r"^--lengths: 32 is longer than .*'s max_seq_length 16$"
+    with pytest.raises(cli.UsageError, match=words):
+        inputs(
+            text, gpt2, argv=("--lengths", "32", "--tokens", "96", "--counterfactual-length", "32")
+        )
     with pytest.raises(cli.UsageError, match="^--tokens: the text has"):
         inputs(text, gpt2, argv=(*TINY[:2], *TINY[4:], "--tokens", "5000"))
     with pytest.raises(cli.UsageError, match="^--text: cannot read"):
