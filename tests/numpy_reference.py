@@ -4,7 +4,9 @@ not from attnlab's code, with the float32 error bound the tests compare against.
 For one query row ``q [d]`` and keys ``k [n, d]`` at the mechanism's initial scalars:
 ``reference_logits`` gives ``z [n]``, ``reference_weights`` the weights ``p [n]``,
 ``reference_jacobian`` ``dp/dz`` by central differences (independent of both softmax's
-closed form and autodiff), and ``row_reference`` the card's five statistics.
+closed form and autodiff), and ``row_reference`` the card's five statistics;
+``row_statistic_bounds`` bounds one float32 evaluation of a softmax row's statistics.
+Decoders: ``decoder_reference`` (the Llama family), ``numpy_gpt2``, ``log_softmax64``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ import math
 import numpy as np
 
 EPS32 = float(np.finfo(np.float32).eps)
+#: float32's smallest normal number (a weight below it may flush to zero).
+TINY32 = float(np.finfo(np.float32).tiny)
+#: XLA's float32 exp and log, and the normal sampler's transform, are accurate to a few
+#: ulp; we allow 4 eps each.
+ULPS = 4
 #: The l2-normalisation's epsilon (``x / sqrt(|x|^2 + 1e-6)``, QK-norm and cosine).
 L2_EPS = 1e-6
 #: Softpick's epsilon in the denominator.
@@ -309,3 +316,73 @@ def decoder_float32_bound(tensors: dict, raw: dict, ids: np.ndarray) -> float:
 
 #: A decoder's tensors over its vocabulary.
 VOCABULARY_TABLES = ("embed_tokens.weight", "lm_head.weight")
+
+
+def numpy_gpt2(t: dict[str, np.ndarray], config: dict, ids: np.ndarray) -> np.ndarray:
+    """GPT-2 as Hugging Face's ``GPT2LMHeadModel`` reads ``config`` (causal attention divided
+    by ``sqrt(d_head)`` where ``scale_attn_weights``, default true; ``layer_norm_epsilon``,
+    default 1e-5; tanh GELU for ``gelu_new``, erf for ``gelu``; the head ``lm_head.weight``
+    if ``t`` has it, else tied) in float64 numpy, ``[B, T, V]``, from tensors by GPT-2's
+    names. Independent of attnlab's code."""
+    t = {k: v.astype(np.float64) for k, v in t.items()}
+    D, H = config["n_embd"], config["n_head"]
+    d, T = D // H, ids.shape[1]
+    eps = config.get("layer_norm_epsilon", 1e-5)
+    divisor = math.sqrt(d) if config.get("scale_attn_weights", True) else 1.0
+
+    def ln(x, name):
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * t[f"{name}.weight"] + t[f"{name}.bias"]
+
+    def gelu(x):
+        if config.get("activation_function", "gelu_new") == "gelu":
+            return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+    x = t["wte.weight"][ids] + t["wpe.weight"][:T]
+    for i in range(config["n_layer"]):
+        p = f"h.{i}."
+        qkv = ln(x, p + "ln_1") @ t[p + "attn.c_attn.weight"] + t[p + "attn.c_attn.bias"]
+        q, k, v = (y.reshape(*ids.shape, H, d).transpose(0, 2, 1, 3) for y in np.split(qkv, 3, -1))
+        z = q @ k.transpose(0, 1, 3, 2) / divisor
+        z = np.where(np.tril(np.ones((T, T), bool)), z, -np.inf)
+        w = np.exp(z - z.max(-1, keepdims=True))
+        o = (w / w.sum(-1, keepdims=True)) @ v
+        x = x + o.transpose(0, 2, 1, 3).reshape(x.shape) @ t[p + "attn.c_proj.weight"]
+        x = x + t[p + "attn.c_proj.bias"]
+        h = gelu(ln(x, p + "ln_2") @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"])
+        x = x + h @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
+    return ln(x, "ln_f") @ t.get("lm_head.weight", t["wte.weight"]).T
+
+
+def log_softmax64(logits: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, in float64 numpy (the references' next-token log
+    probabilities)."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def row_statistic_bounds(z, z_abs, scale: float, d_k: int) -> np.ndarray:
+    """``[statistic, trial]`` bounds on the error of one float32 evaluation of the row
+    statistics of ``softmax(scale z)`` (``z``, ``z_abs`` from test_sampling's ``direct_draws``).
+
+    Logits: the d_k-term product, the draws' transform (ULPS each for q and k) and the
+    scale: (d_k + 2 ULPS + 2) EPS32 of scale |K| |q|. Weights: logit errors within +-M move
+    p_i by <= p_i (1 - p_i) expm1(2M); the softmax rounds z - max (EPS32 |z - max|), exp, the
+    n-term sum and the division (2), and may flush weights below TINY32. Statistics: the max
+    moves by at most the largest weight error; the entropy by sum |ln p + 1| dp plus its own
+    rounding; the norm by twice the weights' largest relative error plus 4 n EPS32."""
+    n = z.shape[-1]
+    e_z = (d_k + 2 * ULPS + 2) * EPS32 * abs(scale) * z_abs
+    x = scale * z
+    gap = x.max(-1, keepdims=True) - x
+    p = np.exp(-gap) / np.exp(-gap).sum(-1, keepdims=True)
+    big_m = e_z.max(-1, keepdims=True)
+    e_p = p * (1 - p) * np.expm1(2 * big_m) + p * (gap + ULPS + n + 2) * EPS32 + TINY32
+    entropy = -np.sum(p * np.log(p), -1)
+    e_entropy = np.sum(np.abs(np.log(p) + 1) * e_p, -1) + (n + ULPS + 1) * EPS32 * entropy
+    s2 = np.sum(p**2, -1, keepdims=True)
+    frobenius = np.sqrt(np.sum(p**2 * ((1 - p) ** 2 + s2 - p**2), -1))
+    e_frobenius = (2 * np.max(e_p / p, -1) + 4 * n * EPS32) * frobenius
+    return np.stack([e_p.max(-1), e_entropy, e_frobenius])

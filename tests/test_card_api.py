@@ -1,23 +1,30 @@
 """attnlab/studies/card/api.py: ``attnlab.card`` from Python takes a Mechanism or a plain
 function, refuses a broken one before any work, returns pandas objects, and writes the
-same CSVs as experiments/11_mechanism_card.py (byte for byte, one machine)."""
+same CSVs as experiments/11_mechanism_card.py (byte for byte, one machine), whose card of a
+user's file by path is checked on the way (at tiny sizes: ``--quick`` with QUICK set to
+tests/support.py's TINY_CARD)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import jax.numpy as jnp
 import pandas as pd
 import pytest
-from test_card_compute import TINY, USER_FILE
+from support import CARD_USER_FILE as USER_FILE
+from support import TINY_CARD as TINY
 
 import attnlab
 from attnlab.core.mechanism import MechanismError
 from attnlab.harness import cli
 from attnlab.studies.card import api, wings
-from attnlab.studies.card.verdicts import Card
+from attnlab.studies.card.markdown import QUICK_LINE
+from attnlab.studies.card.verdicts import VERDICTS, Card
+
+CARD_FILES = [f"{f}.csv" for f in (*Card._fields, "verdicts")] + ["card.md", "card.png"]
 
 
 def logits(q, k):
@@ -64,9 +71,13 @@ def test_a_plain_function_is_carded_into_the_user_folder(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow  # two tiny cards (script and API): every section compiled twice
-def test_the_api_writes_the_scripts_csvs_byte_for_byte(
+def test_the_script_cards_a_users_file_and_the_api_writes_its_csvs_byte_for_byte(
     load_script, run_main, monkeypatch, tmp_path
 ):
+    """The script on a user's file by path writes its card (every table, the verdicts of it
+    and both baselines, a markdown stating every rule, the settings in the sidecars, no
+    comparison for one mechanism); ``attnlab.card`` on the same function writes the same
+    CSVs, byte for byte."""
     script = load_script("11_mechanism_card")
     monkeypatch.setattr(wings, "QUICK", TINY)
     monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "committed")  # no committed cards
@@ -75,9 +86,22 @@ def test_the_api_writes_the_scripts_csvs_byte_for_byte(
     by_script.mkdir()
     argv = ["--mechanism", f"{tmp_path}/card_user.py:logits", "--quick", "--quiet"]
     assert run_main(script, [*argv, "--out-dir", str(by_script)]) == 0
+    ours = by_script / "cards" / "user" / "card_user.logits"  # never cards/logits: not a built-in
+    assert sorted(p.name for p in ours.iterdir() if p.suffix not in (".json", ".pdf")) == (
+        sorted(CARD_FILES)
+    )
+    verdicts = pd.read_csv(ours / "verdicts.csv")
+    assert set(verdicts.mechanism) == {"logits", "scaled", "unscaled"}
+    assert len(verdicts) == 3 * len(VERDICTS)
+    text = (ours / "card.md").read_text(encoding="utf-8")
+    assert text.startswith("# Quick mechanism card: logits\n\n" + QUICK_LINE)
+    for rule in verdicts.rule.unique():
+        assert rule in text  # every rule is stated in the card
+    sidecar = json.loads((ours / "statics.json").read_text(encoding="utf-8"))
+    assert sidecar["flags"]["card_settings"] == json.loads(json.dumps(TINY.settings()))
+    assert not any(by_script.glob("cards/**/comparison.csv"))
     report = attnlab.card(logits, quick=True, out_dir=by_api, progress=False,
                           committed=tmp_path / "committed" / "cards")  # fmt: skip
-    ours = by_script / "cards" / "user" / "card_user.logits"
     csvs = sorted(p.name for p in ours.glob("*.csv"))
     assert csvs == sorted(p.name for p in report.folder.glob("*.csv")) and len(csvs) == 9
     for name in csvs:

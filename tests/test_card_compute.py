@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from numpy_reference import float32_bound, row_reference
+from support import CARD_USER_FILE as USER_FILE
+from support import TINY_CARD as TINY
 
 from attnlab.core.hooks import softmax_weights
 from attnlab.core.mechanism import Mechanism
@@ -26,55 +28,11 @@ from attnlab.core.softmax_sweeps import (
     run_saturation_sweep,
 )
 from attnlab.core.temperature import BUILTINS
-from attnlab.recall.config import RecallConfig
 from attnlab.studies.card import compute
-from attnlab.studies.card.compute import CardConfig, row_statistics
-from attnlab.studies.card.sweep import SWEEP_BASE, SweepConfig
+from attnlab.studies.card.compute import row_statistics
 from attnlab.studies.card.verdicts import verdicts_frame
 
 REPO = Path(__file__).resolve().parents[1]
-
-#: A card small enough for a test: every section, widths powers of 4 (so q.k / sqrt(d)
-#: and q.k * (1 / sqrt(d)) round alike and a user's function matches scaled exactly).
-TINY = CardConfig(
-    statics_dks=(4, 16),
-    statics_ns=(16, 64),
-    n_keys=16,
-    n_dk=16,
-    trials=64,
-    precision_trials=4,
-    training=RecallConfig(
-        d_k=16,
-        d_model=16,
-        steps=20,
-        batch_size=8,
-        seeds=1,
-        eval_size=32,
-        chunk_steps=10,
-        mechanisms=("scaled",),
-    ),  # fmt: skip
-    sweep=SweepConfig(
-        base=dataclasses.replace(
-            SWEEP_BASE, steps=20, seeds=1, eval_size=32, batch_size=8, chunk_steps=10
-        ),  # fmt: skip
-        dks=(4, 16),
-        lr_dks=(16,),
-        lrs=(1e-3, 1e-2),
-        record_every=10,
-    ),
-    precision_dks=(16,),
-    precision_sigmas=(1.0, 4.0),
-    quick=True,  # it stands in for QUICK in tests/test_experiments_card.py
-)
-
-USER_FILE = textwrap.dedent(
-    """
-    import jax.numpy as jnp
-
-    def logits(q, k):
-        return jnp.einsum("...qd,...kd->...qk", q, k) / q.shape[-1] ** 0.5
-    """
-)
 
 
 @pytest.fixture(scope="module")
@@ -256,15 +214,10 @@ def test_mask_safety_has_two_sides(tmp_path):
     assert frame.set_index("mechanism").masked_weight_max["filled"] == 0.125  # 1/8, exact
 
 
-def test_the_declaration_names_every_built_in_without_loading_jax():
+def test_the_declaration_names_every_built_in():
     """``make cards`` cards exactly the built-ins; the declaration names them without
-    importing the mechanisms (so a report or figure process loads no JAX through it)."""
-    import subprocess
-    import sys
-
+    importing the mechanisms (so a report or figure process loads no JAX through it:
+    tests/test_csv_only.py)."""
     from attnlab.studies.card.study import BUILTIN_NAMES
 
     assert tuple(BUILTINS) == BUILTIN_NAMES
-    code = "import sys, attnlab.studies.card.study; print('jax' in sys.modules)"
-    probe = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert probe.stdout.strip() == "False", probe.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support import predicted_cells
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "attnlab" / "studies" / "card" / "README.md"
@@ -26,20 +27,6 @@ pytestmark = pytest.mark.skipif(
 def known_answers() -> dict[tuple[str, str], bool]:
     """``(mechanism, verdict) -> predicted`` from the README table (— cells left out)."""
     return predicted_cells(README.read_text(encoding="utf-8").split("## Known answers", 1)[1])
-
-
-def predicted_cells(text: str) -> dict[tuple[str, str], bool]:
-    """``(mechanism, verdict) -> predicted`` of the first table in ``text``: a row per
-    verdict, a column per mechanism, cells starting yes or no (others left out)."""
-    lines = [line for line in text.splitlines() if line.startswith("|")]
-    names = [c.strip() for c in lines[0].strip("|").split("|")][1:]
-    out = {}
-    for line in lines[2:]:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        for name, cell in zip(names, cells[1:], strict=True):
-            if cell.startswith(("yes", "no")):
-                out[name, cells[0]] = cell.startswith("yes")
-    return out
 
 
 def disagreements() -> set[tuple[str, str]]:

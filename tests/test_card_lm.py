@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 import pytest
-from test_experiments_lm_proxy import ALIBI_FILE
+from support import ALIBI_FILE
 
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.references import load_mechanism, resolve

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_card_known_answers import predicted_cells
+from support import predicted_cells
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "attnlab" / "studies" / "card" / "README.md"

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-from test_card_compute import TINY, USER_FILE
+from support import CARD_USER_FILE as USER_FILE
+from support import TINY_CARD as TINY
 
 from attnlab.core.references import MechanismRef, resolve
 from attnlab.core.temperature import BUILTINS

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from events import EVENT_DEADLINE_S, HAS_PROC_SIGNALS, catches, wait_for
-from test_experiments_recall import TINY as TINY_RECALL
+from support import TINY_RECALL
 
 from attnlab.harness import cli, outputs
 from attnlab.harness.io import is_csv

@@ -1,22 +1,18 @@
 """experiments/11_mechanism_card.py end to end at tiny sizes (``--quick`` with QUICK set to
-test_card_compute's TINY): a mechanism defined outside the package, by file path and by
-MODULE:NAME, gets its card, several share one comparison, and a baseline is read from a
-committed card whose settings match."""
+tests/support.py's TINY_CARD): mechanisms defined outside the package, by MODULE:NAME and by
+file path, share one comparison, a baseline is read from a committed card whose settings
+match, and the optimizer and the clip are the language model's flags. (One mechanism's card
+by file path, and the API's byte-identical CSVs: tests/test_card_api.py.)"""
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
-from test_card_compute import TINY, USER_FILE
+from support import CARD_USER_FILE as USER_FILE
+from support import TINY_CARD as TINY
 
 from attnlab.harness import cli
 from attnlab.studies.card import wings
-from attnlab.studies.card.markdown import QUICK_LINE
-from attnlab.studies.card.verdicts import VERDICTS, Card
-
-CARD_FILES = [f"{f}.csv" for f in (*Card._fields, "verdicts")] + ["card.md", "card.png"]
 
 
 @pytest.fixture
@@ -29,30 +25,7 @@ def script(load_script, monkeypatch, tmp_path):
     return module
 
 
-@pytest.mark.slow  # a whole (tiny) card: compiles every section's programs
-def test_a_users_file_gets_a_card(script, run_main, tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    reference = f"{tmp_path}/card_user.py:logits"
-    assert run_main(script, ["--mechanism", reference, "--quick", "--quiet",
-                             "--out-dir", str(out)]) == 0  # fmt: skip
-    card = out / "cards" / "user" / "card_user.logits"  # never cards/logits: not a built-in
-    assert sorted(p.name for p in card.iterdir() if p.suffix != ".json" and p.suffix != ".pdf") == (
-        sorted(CARD_FILES)
-    )
-    verdicts = pd.read_csv(card / "verdicts.csv")
-    assert set(verdicts.mechanism) == {"logits", "scaled", "unscaled"}
-    assert len(verdicts) == 3 * len(VERDICTS)
-    text = (card / "card.md").read_text(encoding="utf-8")
-    assert text.startswith("# Quick mechanism card: logits\n\n" + QUICK_LINE)
-    for rule in verdicts.rule.unique():
-        assert rule in text  # every rule is stated in the card
-    sidecar = json.loads((card / "statics.json").read_text(encoding="utf-8"))
-    assert sidecar["flags"]["card_settings"] == json.loads(json.dumps(TINY.settings()))
-    assert not any(out.glob("cards/**/comparison.csv"))
-
-
-@pytest.mark.slow  # two card runs; the fast one above covers the script
+@pytest.mark.slow  # two card runs (one card's run: tests/test_card_api.py)
 def test_several_mechanisms_share_one_comparison_and_reuse_a_committed_baseline(
     script, run_main, tmp_path, capsys
 ):

@@ -11,7 +11,9 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from test_lm_export import LOGIT_RTOL
+from support import ALIBI_FILE
+from support import LM_LOGIT_RTOL as LOGIT_RTOL
+from support import LM_USER_FILE as USER_FILE
 
 from attnlab.models import attnlab_llama
 from attnlab.models.decoder import POSITION_TABLE, decoder_shapes
@@ -19,26 +21,6 @@ from attnlab.models.files import CONFIG, WEIGHTS
 from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
 
 CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
-#: A mechanism of one's own, as a researcher would write it (cosine logits times 4: its
-#: temperature is the mechanism's, so its owner must read "mechanism").
-USER_FILE = """\
-import jax.numpy as jnp
-
-def cosine(q, k):
-    q = q / jnp.sqrt(jnp.sum(q * q, -1, keepdims=True) + 1e-6)
-    k = k / jnp.sqrt(jnp.sum(k * k, -1, keepdims=True) + 1e-6)
-    return 4.0 * jnp.einsum("...qd,...kd->...qk", q, k)
-"""
-#: ALiBi as a researcher would bring it: ten lines, positions and the head index.
-ALIBI_FILE = """\
-import jax.numpy as jnp
-
-def alibi(q, k, q_pos, k_pos, head, n_heads):
-    d = q.shape[-1]
-    slope = 2.0 ** (-8.0 * (head + 1) / n_heads)
-    z = jnp.einsum("...qd,...kd->...qk", q, k) / jnp.sqrt(jnp.float32(d))
-    return z - slope * (q_pos - k_pos)
-"""
 #: d_model 32 (2 heads), two rates of which the second is 10x the first, 4 steps.
 TINY = ["--widths", "32", "--one-width-mechanisms", "--lrs", "1e-3", "1e-2",
         "--steps", "4", "--quiet"]  # fmt: skip

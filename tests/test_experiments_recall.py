@@ -7,15 +7,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from support import TINY_RECALL as TINY
 
 from attnlab.core.curves import trailing_mean
 from attnlab.studies.widths.report import _slowdown_cell
 
 SCRIPT = "04_associative_recall"
-TINY = [
-    "--steps", "30", "--seeds", "2", "--batch-size", "8", "--dk", "16", "--d-model", "16",
-    "--eval-size", "64", "--chunk-steps", "10", "--quiet",
-]  # fmt: skip
 # The CSVs' columns, spelled out here as the contract (the package derives its lists from
 # attnlab/recall/columns.py).
 CURVE_COLUMNS = [

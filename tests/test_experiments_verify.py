@@ -67,14 +67,6 @@ def test_a_moved_committed_number_exits_1_naming_the_csv(tmp_path):
     assert NAME in line and "differ" in line
 
 
-def test_a_missing_reference_dir_exits_2_with_one_line(tmp_path):
-    done = _verify("--csv", NAME, "--reference-dir", tmp_path / "absent")
-    assert done.returncode == 2
-    (line,) = done.stderr.splitlines()
-    assert "--reference-dir" in line and "not an existing directory" in line
-    assert done.stdout == ""
-
-
 def test_an_unknown_csv_exits_2_with_one_line():
     done = _verify("--csv", "99_nothing.csv")
     assert done.returncode == 2

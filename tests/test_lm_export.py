@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_reference import log_softmax64, numpy_gpt2
+from support import LM_LOGIT_RTOL as LOGIT_RTOL
 
 from attnlab.core.references import load_mechanism
 from attnlab.core.text import byte_tokens, stdlib_prose
@@ -41,11 +43,6 @@ from attnlab.models.gpt2 import (
 from attnlab.models.registry import family_of, read_checkpoint
 from attnlab.studies.lm_proxy.checkpoints import best_model
 
-#: 14's forward (separate W_Q, W_K, W_V) against 13's (GPT-2's c_attn, zero biases), both
-#: float32: each matmul of width n errs by at most n u relatively (u = 2^-24, Higham 2002
-#: sec. 3.1); the widest is 4 d_model = 128, seven contractions a layer and the head:
-#: 15 * 128 u = 1.1e-4 of the logits' scale.
-LOGIT_RTOL = 15 * 128 * 2.0**-24
 #: |d CE| <= 2 max |d z| (log-softmax moves by at most twice the largest logit change).
 LOSS_PER_LOGIT = 2.0
 
@@ -81,7 +78,6 @@ def test_a_causal_lm_gpt2_computes_is_a_plain_gpt2(tmp_path, name):
     other way (the unscaled model was written true: any GPT-2 reader computed another
     model) it does not."""
     from safetensors.numpy import load_file
-    from test_models_gpt2 import numpy_gpt2
 
     model = TINY_LM.model(load_mechanism(name))
     rng = np.random.default_rng(0)
@@ -143,8 +139,6 @@ def _agree(directory, params, split) -> tuple[bool, float, float]:
     """Whether 13's reading of ``directory`` (GPT-2's or Llama's layout: the family of its
     ``model_type``) gives the logits of 14's model (``params``) within ``LOGIT_RTOL`` on the
     held-out windows, and 13's held-out loss and its bound."""
-    from test_models_gpt2 import log_softmax64
-
     checkpoint = read_checkpoint(directory)
     tensors = {k: jnp.asarray(v) for k, v in checkpoint.tensors.items()}
     inputs = split.held_out[:, :-1]
@@ -288,7 +282,6 @@ def test_a_committed_gpt2_checkpoint_is_14s_model_in_any_gpt2_reader(name):
     logits' scale, times LOSS_PER_LOGIT), far inside the issue's 0.1 nats; the unscaled
     model read with scale_attn_weights true (as it was written) gave 2.382 against 2.038."""
     from safetensors.numpy import load_file
-    from test_models_gpt2 import log_softmax64, numpy_gpt2
 
     from attnlab.core.text import read_text
 

@@ -319,7 +319,7 @@ def test_a_diverging_mechanism_is_recorded_not_a_traceback(
     assert large.diverged_step.notna().all()
     shutil.rmtree(run)
 
-    from test_card_compute import TINY
+    from support import TINY_CARD as TINY
 
     from attnlab.studies.card import wings
 

@@ -33,7 +33,7 @@ def test_qk_scale_and_scale_are_forward_parameters():
     """``qk_scale = a`` multiplies every layer's q and k by a; ``scale = 1`` with
     ``qk_scale = 1`` equals ``qk_scale = d^(1/4)`` with the default scale (both multiply
     the first layer's logits by sqrt(d)). Random tiny weights."""
-    from test_models_files import TINY_CONFIG
+    from support import TINY_BERT as TINY_CONFIG
 
     from attnlab.models.bert import bert_init, parse_config
 

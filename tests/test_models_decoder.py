@@ -14,22 +14,14 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpy_reference import EPS32, decoder_float32_bound, decoder_reference
-from test_models_gpt2 import log_softmax64
+from numpy_reference import EPS32, decoder_float32_bound, decoder_reference, log_softmax64
+from support import DECODER_FAMILIES as FAMILIES
 
-from attnlab.models import gemma2, gemma3, llama, olmo2, qwen3
 from attnlab.models.decoder import decoder_shapes, write_random_decoder
 from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS, CheckpointError
 from attnlab.models.layers import next_token_loss
 from attnlab.models.registry import family_of, read_checkpoint
 
-FAMILIES = {
-    "llama": (llama.TINY, llama.parse_llama_config, "rope_scaling"),
-    "qwen3": (qwen3.TINY, qwen3.parse_qwen3_config, "qk_norm"),
-    "olmo2": (olmo2.TINY, olmo2.parse_olmo2_config, "full_width_qk_norm"),
-    "gemma2": (gemma2.TINY, gemma2.parse_gemma2_config, "one_plus_w"),
-    "gemma3_text": (gemma3.TINY, gemma3.parse_gemma3_config, "local_rope"),
-}
 #: Gemma 2's other distinguishing features, each shown to matter too.
 GEMMA2_MORE = ("query_pre_attn_scalar", "softcap")
 IDS = (np.arange(2 * 12).reshape(2, 12) * 37 + 5) % 256

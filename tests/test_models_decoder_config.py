@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_models_decoder import FAMILIES
+from support import DECODER_FAMILIES as FAMILIES
 
 from attnlab.harness.memory import MEMORY_ENV
 from attnlab.models import decoder_config, gemma3, llama, olmo2

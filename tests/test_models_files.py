@@ -16,6 +16,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from support import BROKEN_BERT as BROKEN
+from support import TINY_BERT as TINY_CONFIG
+from support import break_bert as _break
+from support import change_config as _change_config
+from support import write_tiny_bert as write_tiny_checkpoint
 
 from attnlab.harness.memory import MEMORY_ENV
 from attnlab.models.bert import (
@@ -28,74 +33,12 @@ from attnlab.models.bert import (
 )
 from attnlab.models.files import (
     CONFIG,
-    TOKENIZER,
     WEIGHTS,
     WEIGHTS_INDEX,
     CheckpointError,
 )
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-#: A 2-layer BERT of width 16 (2 heads of 8).
-TINY_CONFIG = {
-    "architectures": ["BertModel"],
-    "model_type": "bert",
-    "hidden_act": "gelu",
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "max_position_embeddings": 64,
-    "type_vocab_size": 2,
-    "layer_norm_eps": 1e-12,
-    "initializer_range": 0.02,
-}
-TINY_WORDS = [
-    "the",
-    "a",
-    "of",
-    "and",
-    "to",
-    "in",
-    "is",
-    "it",
-    "that",
-    "was",
-    "for",
-    "on",
-    "are",
-    "as",
-    "with",
-    "his",
-    "they",
-    "at",
-    "be",
-    "this",
-]
-
-
-def write_tiny_checkpoint(directory: Path, seed: int = 0, prefix: str = "") -> Path:
-    """A BERT-layout checkpoint with random weights (``N(0, 0.5^2)``, so attention is not
-    uniform) and a word-level tokenizer over ``TINY_WORDS``, built with ``tokenizers``."""
-    from safetensors.numpy import save_file
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
-    from tokenizers.models import WordLevel
-
-    directory.mkdir(parents=True, exist_ok=True)
-    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *TINY_WORDS])}
-    tokenizer = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.Lowercase()
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
-    )
-    tokenizer.save(str(directory / TOKENIZER))
-    config = TINY_CONFIG | {"vocab_size": len(vocab)}
-    (directory / CONFIG).write_text(json.dumps(config), encoding="utf-8")
-    rng = np.random.default_rng(seed)
-    shapes = tensor_shapes(parse_config(config))
-    tensors = {prefix + n: rng.normal(0, 0.5, s).astype(np.float32) for n, s in shapes.items()}
-    save_file(tensors, str(directory / WEIGHTS))
-    return directory
 
 
 def test_packaged_checkpoint_is_minilm():
@@ -116,84 +59,6 @@ def test_tiny_checkpoint_loads_with_or_without_the_bert_prefix(tmp_path):
         assert checkpoint.config.num_hidden_layers == 2
         assert checkpoint.max_seq_length == 64
         assert set(checkpoint.tensors) == set(tensor_shapes(checkpoint.config))
-
-
-#: A tensor of the tiny checkpoint that a broken one spoils (``_break``).
-SPOILT = "encoder.layer.1.attention.self.key.weight"
-
-
-def _change_config(directory: Path, name: str, change: dict) -> None:
-    path = directory / name
-    raw = json.loads(path.read_text()) if path.is_file() else {}
-    path.write_text(json.dumps(raw | change))
-
-
-def _spoil(directory: Path, how: str) -> None:
-    """Replace ``SPOILT`` in the weights file: a NaN in it, or its values as int32."""
-    from safetensors.numpy import load_file, save_file
-
-    stored = load_file(directory / WEIGHTS)
-    value = stored[SPOILT].copy()
-    if how == "nan":
-        value[1, 2] = np.nan
-    elif how == "inf":
-        value[0, 0] = -np.inf
-    else:
-        value = (value * 100).astype(np.int32)
-    save_file(stored | {SPOILT: value}, str(directory / WEIGHTS))
-
-
-def _break(directory: Path, how: str) -> str:
-    """Break a tiny checkpoint; return the file (and what more) the error must name."""
-    if how == "missing file":
-        (directory / TOKENIZER).unlink()
-        return TOKENIZER
-    if how == "other architecture":
-        _change_config(
-            directory, CONFIG, {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}
-        )
-        return CONFIG
-    if how in ("nan weight", "infinite weight", "integer weight"):
-        _spoil(directory, {"nan weight": "nan", "infinite weight": "inf"}.get(how, "int"))
-        return f"{WEIGHTS}: {SPOILT}"
-    if how == "a billion layers":  # refused from the header, before a list of 16e9 tensors
-        _change_config(directory, CONFIG, {"num_hidden_layers": 10**9})
-        return f"{CONFIG}: num_hidden_layers is 1000000000, but"
-    if how == "a huge width":  # refused from the header, before any tensor is read
-        _change_config(directory, CONFIG, {"hidden_size": 2**40, "num_attention_heads": 2})
-        return f"{WEIGHTS}: embeddings.word_embeddings.weight has shape (24, 16), config.json"
-    if how == "config a loop of links":
-        (directory / CONFIG).unlink()
-        (directory / CONFIG).symlink_to(CONFIG)
-        return f"{CONFIG}: cannot be read (Too many levels of symbolic links)"
-    if how == "max_seq_length not an integer":
-        _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": "long"})
-        return f"{SENTENCE_CONFIG}: max_seq_length must be a positive integer, got 'long'"
-    if how == "architectures not names":  # was an AttributeError
-        _change_config(directory, CONFIG, {"architectures": [5]})
-        return f"{CONFIG}: architectures must be a list of names, got [5]"
-    if how == "model_type a list":  # was a TypeError (unhashable) in the registry
-        _change_config(directory, CONFIG, {"model_type": ["bert"]})
-        return f"{CONFIG}: model_type must be a name, got ['bert']"
-    if how == "a token id past vocab_size":  # the lookup clamped it to the last row, silently
-        raw = json.loads((directory / TOKENIZER).read_text())
-        raw["model"]["vocab"]["zebra"] = 500  # 25 tokens, the largest id 500: vocab_size 24
-        (directory / TOKENIZER).write_text(json.dumps(raw))
-        return f"{TOKENIZER}: token 'zebra' has id 500, past config.json's vocab_size 24"
-    if how == "max_seq_length past the positions":
-        _change_config(directory, SENTENCE_CONFIG, {"max_seq_length": 65})
-        return f"{SENTENCE_CONFIG}: max_seq_length 65 is more than"
-    _change_config(directory, CONFIG, {"intermediate_size": 48})  # the tensors say 32
-    return WEIGHTS
-
-
-#: Every way ``_break`` breaks a checkpoint (13 refuses each: test_real_model_experiment).
-BROKEN = [
-    "missing file", "other architecture", "mismatched shape", "nan weight", "infinite weight",
-    "integer weight", "a billion layers", "a huge width", "config a loop of links",
-    "max_seq_length not an integer", "max_seq_length past the positions",
-    "architectures not names", "model_type a list", "a token id past vocab_size",
-]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", BROKEN)

@@ -5,108 +5,36 @@ naming the file."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_reference import log_softmax64, numpy_gpt2
+from support import BROKEN_GPT2 as BROKEN
+from support import TINY_GPT2 as TINY
+from support import break_gpt2 as _break
+from support import write_tiny_gpt2
 
 from attnlab.core.mechanism import as_mechanism
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.temperature import BUILTINS
-from attnlab.lm.export import write_gpt2
-from attnlab.models.files import CONFIG, TOKENIZER, WEIGHTS, CheckpointError, UnknownMechanismError
+from attnlab.models.files import TOKENIZER, WEIGHTS, CheckpointError, UnknownMechanismError
 from attnlab.models.gpt2 import (
     PREFIX,
     gpt2_forward,
-    gpt2_shapes,
     load_gpt2,
     parse_gpt2_config,
 )
 from attnlab.models.layers import next_token_loss
 from attnlab.models.registry import read_checkpoint
 
-TINY = {
-    "architectures": ["GPT2LMHeadModel"],
-    "model_type": "gpt2",
-    "vocab_size": 256,
-    "n_positions": 16,
-    "n_embd": 16,
-    "n_layer": 2,
-    "n_head": 2,
-    "activation_function": "gelu_new",
-    "layer_norm_epsilon": 1e-5,
-}
 #: float32 forward against float64: each matmul of width n errs by at most n u relatively
 #: (u = 2^-24, Higham 2002 sec. 3.1); the widest is 4 n_embd = 64, seven contractions a
 #: layer plus the head: 15 * 64 u = 5.7e-5 of the logits' scale, times 10 for the
 #: conditioning of LayerNorm and softmax at these random weights.
 LOGIT_RTOL = 10 * 15 * 64 * 2.0**-24
-
-
-def write_tiny_gpt2(directory: Path, seed: int = 0, mechanisms=None, **overrides) -> Path:
-    """A tiny GPT-2 checkpoint (``TINY`` with ``overrides``, tied head) of random weights
-    and biases N(0, 0.3^2) (LayerNorm scales 1 + that), in ``directory``; ``mechanisms``
-    as ``parse_gpt2_config`` takes them (a researcher's that ``attnlab`` names)."""
-    config = TINY | overrides
-    rng = np.random.default_rng(seed)
-    tensors = {}
-    for name, shape in gpt2_shapes(parse_gpt2_config(config, mechanisms=mechanisms)).items():
-        value = 0.3 * rng.standard_normal(shape)
-        tensors[name] = (value + (1.0 if ".ln_" in name or "ln_f.w" in name else 0.0)).astype(
-            np.float32
-        )
-    write_gpt2(directory, tensors, config)
-    return directory
-
-
-def numpy_gpt2(t: dict[str, np.ndarray], config: dict, ids: np.ndarray) -> np.ndarray:
-    """GPT-2 as Hugging Face's ``GPT2LMHeadModel`` reads ``config`` (causal attention divided
-    by ``sqrt(d_head)`` where ``scale_attn_weights``, default true; ``layer_norm_epsilon``,
-    default 1e-5; tanh GELU for ``gelu_new``, erf for ``gelu``; the head ``lm_head.weight``
-    if ``t`` has it, else tied) in float64 numpy, ``[B, T, V]``, from tensors by GPT-2's
-    names. Independent of attnlab's code."""
-    t = {k: v.astype(np.float64) for k, v in t.items()}
-    D, H = config["n_embd"], config["n_head"]
-    d, T = D // H, ids.shape[1]
-    eps = config.get("layer_norm_epsilon", 1e-5)
-    divisor = math.sqrt(d) if config.get("scale_attn_weights", True) else 1.0
-
-    def ln(x, name):
-        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + eps) * t[f"{name}.weight"] + t[f"{name}.bias"]
-
-    def gelu(x):
-        if config.get("activation_function", "gelu_new") == "gelu":
-            return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
-        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
-
-    x = t["wte.weight"][ids] + t["wpe.weight"][:T]
-    for i in range(config["n_layer"]):
-        p = f"h.{i}."
-        qkv = ln(x, p + "ln_1") @ t[p + "attn.c_attn.weight"] + t[p + "attn.c_attn.bias"]
-        q, k, v = (y.reshape(*ids.shape, H, d).transpose(0, 2, 1, 3) for y in np.split(qkv, 3, -1))
-        z = q @ k.transpose(0, 1, 3, 2) / divisor
-        z = np.where(np.tril(np.ones((T, T), bool)), z, -np.inf)
-        w = np.exp(z - z.max(-1, keepdims=True))
-        o = (w / w.sum(-1, keepdims=True)) @ v
-        x = x + o.transpose(0, 2, 1, 3).reshape(x.shape) @ t[p + "attn.c_proj.weight"]
-        x = x + t[p + "attn.c_proj.bias"]
-        h = gelu(ln(x, p + "ln_2") @ t[p + "mlp.c_fc.weight"] + t[p + "mlp.c_fc.bias"])
-        x = x + h @ t[p + "mlp.c_proj.weight"] + t[p + "mlp.c_proj.bias"]
-    return ln(x, "ln_f") @ t.get("lm_head.weight", t["wte.weight"]).T
-
-
-def log_softmax64(logits: np.ndarray) -> np.ndarray:
-    """log softmax over the last axis, in float64 numpy (the references' next-token log
-    probabilities)."""
-    z = np.asarray(logits, np.float64)
-    z = z - z.max(-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
 def test_tiny_checkpoint_matches_numpy_gpt2(tmp_path):
@@ -138,50 +66,6 @@ def test_names_without_the_transformer_prefix_are_read(tmp_path):
     a = load_gpt2(directory).tensors
     b = load_gpt2(write_tiny_gpt2(tmp_path / "other")).tensors
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
-
-
-def _break(directory: Path, how: str) -> str:
-    """Break a tiny checkpoint; return the file (and field) the error must name."""
-    from safetensors.numpy import load_file, save_file
-
-    config = json.loads((directory / CONFIG).read_text())
-    if how in ("missing tensor", "wrong shape", "nan weight", "integer weight"):
-        stored = load_file(directory / WEIGHTS)
-        name = PREFIX + "h.1.mlp.c_fc.weight"
-        if how == "missing tensor":
-            del stored[name]
-        elif how == "wrong shape":
-            stored[name] = stored[name].T.copy()
-        elif how == "nan weight":
-            stored[name] = stored[name].copy()
-            stored[name][3, 7] = np.nan
-        else:
-            stored[name] = stored[name].astype(np.int64)
-        save_file(stored, directory / WEIGHTS)
-        return {
-            "nan weight": f"{WEIGHTS}: h.1.mlp.c_fc.weight holds NaN or infinite values",
-            "integer weight": f"{WEIGHTS}: h.1.mlp.c_fc.weight is I64, not floating point",
-        }.get(how, WEIGHTS)
-    if how == "a billion layers":  # refused from the header: no list of 12e9 tensors is made
-        (directory / CONFIG).write_text(json.dumps(config | {"n_layer": 10**9}))
-        return f"{CONFIG}: n_layer is 1000000000, but"
-    if how == "a huge vocabulary":
-        (directory / CONFIG).write_text(json.dumps(config | {"vocab_size": 10**12}))
-        return f"{WEIGHTS}: wte.weight has shape (256, 16), config.json implies (1000000000000, 16)"
-    changes = {
-        "unknown model_type": {"model_type": "mamba"},
-        "inverse layer scaling": {"scale_attn_by_inverse_layer_idx": True},
-        "unknown mechanism": {"attnlab": {"mechanism": "no_such_mechanism"}},
-        "rotary": {"attnlab": {"positions": "rotary"}},
-        "relu": {"activation_function": "relu"},
-    }
-    (directory / CONFIG).write_text(json.dumps(config | changes[how]))
-    return CONFIG
-
-
-BROKEN = ["missing tensor", "wrong shape", "unknown model_type", "inverse layer scaling",
-          "unknown mechanism", "rotary", "relu", "nan weight", "integer weight",
-          "a billion layers", "a huge vocabulary"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", BROKEN)

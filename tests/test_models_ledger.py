@@ -13,6 +13,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support import CONFIG_FIXTURES as FIXTURES
 
 from attnlab.models import gemma2, llama, olmo2, qwen3
 from attnlab.models.decoder import decoder_shapes, write_random_decoder
@@ -27,7 +28,6 @@ from attnlab.models.ledger import (
 )
 from attnlab.models.registry import FAMILIES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 #: A product of two or three float64 roundings (divisor * a^2, 144^-1/2 squared back):
 #: within a few units of float64's eps 2.2e-16, relatively; 1e-14 leaves room.
 RTOL64 = 1e-14

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from test_lm_export import LOGIT_RTOL
+from support import LM_LOGIT_RTOL as LOGIT_RTOL
 
 from attnlab.core.references import resolve
 from attnlab.core.text import TextSource, byte_tokens, stdlib_prose

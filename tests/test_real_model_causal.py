@@ -14,9 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from test_experiments_lm_proxy import USER_FILE
-from test_models_files import write_tiny_checkpoint
-from test_models_gpt2 import _break, write_tiny_gpt2
+from support import DECODER_FAMILIES, LM_USER_FILE, break_gpt2, write_tiny_bert, write_tiny_gpt2
 
 from attnlab.core.context import causal_context
 from attnlab.core.elasticity import logit_scale
@@ -40,11 +38,11 @@ TINY_FLAGS = ["--lengths", "16", "--tokens", "96", "--counterfactual-length", "1
 
 
 def researchers_checkpoint(directory: Path, seed: int = 1) -> tuple[Path, str]:
-    """A tiny GPT-2 checkpoint of a researcher's mechanism (14's tests' ``USER_FILE``: cosine
+    """A tiny GPT-2 checkpoint of a researcher's mechanism (``support.LM_USER_FILE``: cosine
     logits times 4, whose temperature is its own), written beside it and recorded as
     experiment 14 records it; the checkpoint and the file's reference."""
     directory.mkdir()
-    (directory / "my_attention.py").write_text(USER_FILE, encoding="utf-8")
+    (directory / "my_attention.py").write_text(LM_USER_FILE, encoding="utf-8")
     reference = f"{directory / 'my_attention.py'}:cosine"
     ours = {"mechanism": "cosine", "made_by": {"mechanism": reference}}
     mine = {"cosine": load_mechanism(reference)}
@@ -229,7 +227,7 @@ def test_two_checkpoints_of_one_folder_name_are_refused(
 
 def test_bert_among_several_checkpoints_is_refused(load_script, run_main, tiny, tmp_path, capsys):
     checkpoint, text = tiny
-    bert = write_tiny_checkpoint(tmp_path / "bert")
+    bert = write_tiny_bert(tmp_path / "bert")
     out = tmp_path / "out"
     out.mkdir()
     argv = ["--checkpoint", checkpoint, bert, "--text", text, *TINY_FLAGS, "--out-dir", out]
@@ -247,25 +245,13 @@ def test_broken_gpt2_one_line_exit_2_nothing_written(
     load_script, run_main, tiny, tmp_path, capsys, how
 ):
     checkpoint, text = tiny
-    name = _break(checkpoint, how)
+    name = break_gpt2(checkpoint, how)
     out = tmp_path / "out"
     out.mkdir()
     argv = ["--checkpoint", checkpoint, "--text", text, *TINY_FLAGS, "--out-dir", out]
     assert run_main(load_script(SCRIPT), argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--checkpoint" in err and name in err
-    assert not any(out.iterdir())
-
-
-def test_lengths_past_the_position_table_are_refused(load_script, run_main, tiny, tmp_path, capsys):
-    checkpoint, text = tiny
-    out = tmp_path / "out"
-    out.mkdir()
-    argv = ["--checkpoint", checkpoint, "--text", text, "--lengths", "32", "--tokens", "96",
-            "--counterfactual-length", "32", "--out-dir", out]  # fmt: skip
-    assert run_main(load_script(SCRIPT), argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--lengths" in err
     assert not any(out.iterdir())
 
 
@@ -279,12 +265,10 @@ BILINEAR_E_TOL = 1e-4
 
 
 def _stand_in(tmp_path: Path, name: str):
-    from test_models_decoder import FAMILIES
-
     from attnlab.models.decoder import write_random_decoder
     from attnlab.models.registry import family_of, read_checkpoint
 
-    raw, parse, _ = FAMILIES[name]
+    raw, parse, _ = DECODER_FAMILIES[name]
     checkpoint = read_checkpoint(write_random_decoder(tmp_path / name, raw, parse))
     params = {k: jax.numpy.asarray(v) for k, v in checkpoint.tensors.items()}
     return family_of(checkpoint), params, checkpoint.config

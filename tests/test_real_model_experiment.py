@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 from events import fifo_with_a_writer
-from test_models_files import BROKEN, TINY_WORDS, _break, write_tiny_checkpoint
+from support import BROKEN_BERT, TINY_WORDS, break_bert, write_tiny_bert
 
 from attnlab.models.files import sha256
 from attnlab.studies.real_model.study import STUDY
@@ -21,7 +21,7 @@ TINY_FLAGS = ["--lengths", "16", "--tokens", "60", "--counterfactual-length", "1
 @pytest.fixture
 def tiny(tmp_path):
     """A tiny checkpoint and a text of 200 of its words."""
-    checkpoint = write_tiny_checkpoint(tmp_path / "ckpt")
+    checkpoint = write_tiny_bert(tmp_path / "ckpt")
     text = tmp_path / "text.txt"
     text.write_text(" ".join(TINY_WORDS[i * 7 % len(TINY_WORDS)] for i in range(200)))
     return checkpoint, text
@@ -49,14 +49,14 @@ def test_tiny_checkpoint_end_to_end(load_script, run_main, tiny, tmp_path, capsy
     assert drift.cosine_mean.iloc[0] == pytest.approx(1.0, abs=1e-6)  # alpha = 1: the model
 
 
-@pytest.mark.parametrize("how", BROKEN)
+@pytest.mark.parametrize("how", BROKEN_BERT)
 def test_broken_checkpoint_one_line_exit_2_nothing_written(
     load_script, run_main, tiny, tmp_path, capsys, how
 ):
-    """Each broken checkpoint of test_models_checkpoint (NaN or integer weights, a billion
+    """Each broken checkpoint of ``support.break_bert`` (NaN or integer weights, a billion
     layers, a loop of links, a bad max_seq_length, ...): exit 2, one line, nothing written."""
     checkpoint, text = tiny
-    name = _break(checkpoint, how)
+    name = break_bert(checkpoint, how)
     out = tmp_path / "out"
     out.mkdir()
     argv = ["--checkpoint", checkpoint, "--text", text, *TINY_FLAGS, "--out-dir", out]

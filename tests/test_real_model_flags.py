@@ -8,27 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import parse_real_model_flags as parse
+from support import real_model_request as request
 
 from attnlab.harness import cli
 from attnlab.studies.real_model.flags import (
     DEFAULT,
-    add_real_model_flags,
     fitted_lengths,
     real_model_config,
-    real_model_request,
     resolved,
 )
 from attnlab.studies.real_model.study import CAUSAL_TABLES
-
-
-def request(*argv: str):
-    parser = cli.new_parser("test")
-    add_real_model_flags(parser)
-    return real_model_request(parser.parse_args(list(argv)))
-
-
-def parse(*argv: str):
-    return real_model_config(request(*argv))
 
 
 def test_the_request_holds_the_flags_as_given():

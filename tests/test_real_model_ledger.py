@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from test_models_ledger import FIXTURES
+from support import CONFIG_FIXTURES, DECODER_FAMILIES
 
 from attnlab.models import gemma2
 from attnlab.models.decoder import write_random_decoder
@@ -31,7 +31,7 @@ def test_config_prints_the_static_ledger_and_writes_nothing(
 ):
     out = tmp_path / "out"
     out.mkdir()
-    argv = ["--config", FIXTURES / name / "config.json", "--out-dir", out]
+    argv = ["--config", CONFIG_FIXTURES / name / "config.json", "--out-dir", out]
     assert run_main(load_script(SCRIPT), argv) == 0
     text = capsys.readouterr().out
     assert not any(out.iterdir())
@@ -64,7 +64,7 @@ YARN_AT_1 = {"rope_theta": 1, "rope_scaling": {"rope_type": "yarn", "factor": 8.
 def test_config_refuses_what_it_does_not_compute_in_one_line(
     load_script, run_main, tmp_path, capsys, change, key
 ):
-    raw = json.loads((FIXTURES / "llama-3.1-8b" / "config.json").read_text()) | change
+    raw = json.loads((CONFIG_FIXTURES / "llama-3.1-8b" / "config.json").read_text()) | change
     path = tmp_path / "config.json"
     path.write_text(json.dumps(raw))
     assert run_main(load_script(SCRIPT), ["--config", path]) == 2
@@ -73,7 +73,7 @@ def test_config_refuses_what_it_does_not_compute_in_one_line(
 
 
 def test_config_with_a_checkpoint_flag_is_a_usage_error(load_script, run_main, tmp_path, capsys):
-    path = FIXTURES / "qwen3-8b" / "config.json"
+    path = CONFIG_FIXTURES / "qwen3-8b" / "config.json"
     assert run_main(load_script(SCRIPT), ["--config", path, "--checkpoint", tmp_path]) == 2
     assert "--checkpoint" in capsys.readouterr().err
 
@@ -119,12 +119,10 @@ def test_13_writes_the_ledger_for_each_llama_family(load_script, run_main, tmp_p
     """One run of 13 on a tiny random checkpoint of each family: the ledger has a row per
     (checkpoint, layer, head), its static columns those of ``static_ledger``, an owner
     for every head, and the cap's share only where there is a cap (Gemma 2)."""
-    from test_models_decoder import FAMILIES as TINY
-
     text = tmp_path / "text.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 8)
     directories = [write_random_decoder(tmp_path / name, raw, parse)
-                   for name, (raw, parse, _) in TINY.items()]  # fmt: skip
+                   for name, (raw, parse, _) in DECODER_FAMILIES.items()]  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()
     argv = ["--checkpoint", *directories, "--text", text, "--lengths", "16", "--tokens", "96",
@@ -132,7 +130,7 @@ def test_13_writes_the_ledger_for_each_llama_family(load_script, run_main, tmp_p
     assert run_main(load_script(SCRIPT), argv) == 0
     ledger = pd.read_csv(out / "13_real_model_ledger.csv")
     assert (out / "13_real_model_ledger.json").is_file()
-    for name, (raw, parse, _) in TINY.items():
+    for name, (raw, parse, _) in DECODER_FAMILIES.items():
         rows = ledger[ledger.checkpoint == name]
         config = parse(raw)
         assert len(rows) == config.n_layer * config.n_head
@@ -150,7 +148,7 @@ def test_config_with_an_out_dir_that_is_no_folder_is_one_line(
     out = tmp_path / "out"
     if where == "a file":
         out.write_text("not a folder\n", encoding="utf-8")
-    argv = ["--config", FIXTURES / "qwen3-8b" / "config.json", "--out-dir", out]
+    argv = ["--config", CONFIG_FIXTURES / "qwen3-8b" / "config.json", "--out-dir", out]
     assert run_main(load_script(SCRIPT), argv) == 2
     captured = capsys.readouterr()
     assert captured.err.count("\n") == 1 and "--out-dir" in captured.err

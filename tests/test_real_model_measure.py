@@ -8,9 +8,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_models_files import TINY_WORDS, write_tiny_checkpoint
-from test_models_gpt2 import write_tiny_gpt2
-from test_real_model_flags import parse, request
+from support import (
+    TINY_WORDS,
+    parse_real_model_flags,
+    real_model_request,
+    write_tiny_bert,
+    write_tiny_gpt2,
+)
 
 from attnlab.harness import cli
 from attnlab.studies.real_model import measure
@@ -28,22 +32,33 @@ def text(tmp_path):
 
 def inputs(text, *checkpoints, argv=TINY, mechanisms=()):
     read = dataclasses.replace(
-        request(*argv), text=text, checkpoint=checkpoints or None, mechanisms=tuple(mechanisms)
+        real_model_request(*argv),
+        text=text,
+        checkpoint=checkpoints or None,
+        mechanisms=tuple(mechanisms),
     )
-    return read_inputs(read, parse(*argv))
+    return read_inputs(read, parse_real_model_flags(*argv))
 
 
 def test_several_encoders_are_refused(tmp_path, text):
-    one = write_tiny_checkpoint(tmp_path / "a")
-    two = write_tiny_checkpoint(tmp_path / "b", seed=1)
+    one = write_tiny_bert(tmp_path / "a")
+    two = write_tiny_bert(tmp_path / "b", seed=1)
     with pytest.raises(cli.UsageError, match="^--checkpoint: several"):
         inputs(text, one, two)
 
 
 def test_a_length_past_the_context_and_a_short_text_name_their_flags(tmp_path, text):
+    """A row longer than the tiny GPT-2's 16 positions (the script's one line, exit 2,
+    nothing written, on a BERT's: test_real_model_experiment's bad flags), a text too short,
+    a text absent."""
     gpt2 = write_tiny_gpt2(tmp_path / "g")
     with pytest.raises(cli.UsageError, match="^--lengths: 4096 is longer"):
         inputs(text, gpt2, argv=("--lengths", "4096", "--counterfactual-length", "4096"))
+    words = r"^--lengths: 32 is longer than .*'s max_seq_length 16$"
+    with pytest.raises(cli.UsageError, match=words):
+        inputs(
+            text, gpt2, argv=("--lengths", "32", "--tokens", "96", "--counterfactual-length", "32")
+        )
     with pytest.raises(cli.UsageError, match="^--tokens: the text has"):
         inputs(text, gpt2, argv=(*TINY[:2], *TINY[4:], "--tokens", "5000"))
     with pytest.raises(cli.UsageError, match="^--text: cannot read"):
@@ -65,7 +80,7 @@ def test_a_text_is_read_no_further_than_its_tokens_need(tmp_path, text):
     spaces.write_text(" " * 10**6 + "the end")
     words = f"^--tokens: the text has 0 tokens in its first {60 * 64} bytes, fewer than 60$"
     with pytest.raises(cli.UsageError, match=words):
-        inputs(spaces, write_tiny_checkpoint(tmp_path / "b"))
+        inputs(spaces, write_tiny_bert(tmp_path / "b"))
 
 
 def test_no_checkpoint_reads_the_packaged_encoder(text):
@@ -79,7 +94,7 @@ def test_lengths_not_given_fit_the_checkpoints_context(tmp_path, text):
     gpt2 = write_tiny_gpt2(tmp_path / "g")
     found = inputs(text, gpt2, argv=("--tokens", "60"))
     context = found.checkpoints[0].max_seq_length
-    assert max(found.config.lengths) == context < max(parse().lengths)
+    assert max(found.config.lengths) == context < max(parse_real_model_flags().lengths)
     assert found.config.counterfactual_length == context
 
 
@@ -90,7 +105,7 @@ def test_gpt2_checkpoints_are_causal(tmp_path, text):
 
 
 def test_mechanisms_are_for_gpt2_checkpoints_only(tmp_path, text):
-    encoder = write_tiny_checkpoint(tmp_path / "a")
+    encoder = write_tiny_bert(tmp_path / "a")
     with pytest.raises(cli.UsageError, match="^--mechanisms: only a GPT-2 checkpoint"):
         inputs(text, encoder, mechanisms=["scaled"])
 
@@ -114,4 +129,4 @@ def test_a_checkpoint_given_twice_is_named_once(tmp_path, text):
 def test_the_config_ledger_refuses_a_flag_that_reads_text(flag):
     argv = ["--config", "config.json", flag, "64"]
     with pytest.raises(cli.UsageError, match=f"^--config: .*; drop {flag}$"):
-        measure.config_ledger(request(*argv))
+        measure.config_ledger(real_model_request(*argv))

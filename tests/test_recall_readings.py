@@ -467,20 +467,6 @@ def test_kept_on_a_synthetic_frame():
 # --------------------------------------------------------------------------- config and flags
 
 
-@pytest.mark.parametrize(
-    ("change", "field"),
-    [
-        ({"slot": "pairs"}, "slot"),
-        ({"init": "xavier"}, "init"),
-        ({"bias": 1}, "bias"),
-        ({"init": "gpt", "embed_init_std": 0.5}, "embed_init_std"),
-    ],
-)
-def test_config_validation_names_the_field(change, field):
-    with pytest.raises(ValueError, match=f"RecallConfig.{field}"):
-        RecallConfig(**change)
-
-
 def test_model_init_rule_field():
     assert RecallModel(SMALL.task, SCALED).init_rule == "natural"
 

@@ -344,21 +344,6 @@ def test_earliest_nonfinite_is_the_first_step_then_the_first_lane():
 # --------------------------------------------------------------------------- bad arguments
 
 
-@pytest.mark.parametrize(
-    ("changes", "field"),
-    [
-        ({"steps": 0}, "steps"),
-        ({"batch_size": -1}, "batch_size"),
-        ({"lr": float("nan")}, "lr"),
-        ({"mechanisms": ("nope",)}, "mechanisms"),
-    ],
-    ids=["steps", "batch_size", "lr", "mechanisms"],
-)
-def test_config_rejects_bad_fields_naming_them(changes, field):
-    with pytest.raises(ValueError, match=rf"\bRecallConfig\.{field}\b"):
-        RecallConfig(**changes)
-
-
 def test_train_rejects_zero_steps_naming_steps():
     with pytest.raises(ValueError, match=r"\bsteps\b"):
         train(C, SCALED, steps=0)

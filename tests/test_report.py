@@ -16,7 +16,7 @@ from damage import (
     listing,
     text_in,
 )
-from test_experiments_recall import TINY as TINY_RECALL
+from support import TINY_RECALL
 
 from attnlab.answer import QUESTION, opening
 from attnlab.harness.io import MalformedError, sidecar_path, write_sidecar
@@ -41,7 +41,7 @@ from attnlab.studies import STUDIES
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "results"
 README = REPO / "README.md"
-TINY_04 = TINY_RECALL  # test_experiments_recall's: the same programs, compiled once
+TINY_04 = TINY_RECALL  # test_experiments_recall's too: the same programs, compiled once
 
 
 def _block(text: str, begin: str = README_BEGIN) -> str:

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from numpy_reference import EPS32, ULPS, row_statistic_bounds
 
 from attnlab.core import sampling
 from attnlab.core.estimates import mean_and_sem
@@ -24,11 +25,7 @@ from attnlab.core.sampling import (
 
 STATISTICS = ("max_weight", "entropy", "jacobian_fro")
 #: One float32 rounding, 2^-23: twice the unit roundoff (n EPS bounds n roundings).
-EPS = float(np.finfo(np.float32).eps)
-TINY = float(np.finfo(np.float32).tiny)
-#: XLA's float32 exp and log, and the normal sampler's transform, are accurate to a few
-#: ulp; we allow 4 eps each.
-ULPS = 4
+EPS = EPS32
 
 
 def statistic_ranges(n: int) -> dict[str, tuple[float, float]]:
@@ -59,31 +56,6 @@ def direct_draws(key, d_k: int, n_keys: int, trials: int) -> tuple[np.ndarray, n
         q, keys = jax.jit(jax.vmap(draw))(trial_keys(key, d_k, trials))
     q, keys = np.asarray(q, np.float64), np.asarray(keys, np.float64)
     return np.einsum("tnd,td->tn", keys, q), np.einsum("tnd,td->tn", np.abs(keys), np.abs(q))
-
-
-def row_statistic_bounds(z, z_abs, scale: float, d_k: int) -> np.ndarray:
-    """``[statistic, trial]`` bounds on the error of one float32 evaluation of the row
-    statistics of ``softmax(scale z)`` (``z``, ``z_abs`` from ``direct_draws``).
-
-    Logits: the d_k-term product, the draws' transform (ULPS each for q and k) and the
-    scale: (d_k + 2 ULPS + 2) EPS of scale |K| |q|. Weights: logit errors within +-M move
-    p_i by <= p_i (1 - p_i) expm1(2M); the softmax rounds z - max (EPS |z - max|), exp, the
-    n-term sum and the division (2), and may flush weights below TINY. Statistics: the max
-    moves by at most the largest weight error; the entropy by sum |ln p + 1| dp plus its own
-    rounding; the norm by twice the weights' largest relative error plus 4 n EPS."""
-    n = z.shape[-1]
-    e_z = (d_k + 2 * ULPS + 2) * EPS * abs(scale) * z_abs
-    x = scale * z
-    gap = x.max(-1, keepdims=True) - x
-    p = np.exp(-gap) / np.exp(-gap).sum(-1, keepdims=True)
-    big_m = e_z.max(-1, keepdims=True)
-    e_p = p * (1 - p) * np.expm1(2 * big_m) + p * (gap + ULPS + n + 2) * EPS + TINY
-    entropy = -np.sum(p * np.log(p), -1)
-    e_entropy = np.sum(np.abs(np.log(p) + 1) * e_p, -1) + (n + ULPS + 1) * EPS * entropy
-    s2 = np.sum(p**2, -1, keepdims=True)
-    frobenius = np.sqrt(np.sum(p**2 * ((1 - p) ** 2 + s2 - p**2), -1))
-    e_frobenius = (2 * np.max(e_p / p, -1) + 4 * n * EPS) * frobenius
-    return np.stack([e_p.max(-1), e_entropy, e_frobenius])
 
 
 #: Chunk budget for these tests. The default (2**23 elements) pads a few dozen trials to a

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
-from test_sampling import row_statistic_bounds
+from numpy_reference import row_statistic_bounds
 
 from attnlab.core.sampling import trial_keys
 
@@ -102,7 +102,7 @@ SWEEP = {"dks": (4, 16), "n_keys": 16, "trials": 64, "seed": 0}
 
 def _trial_bounds(d_k: int, scale: float) -> dict[str, np.ndarray]:
     """Per trial of the 02 sweep, bounds on one float32 evaluation of its max weight and
-    entropy: test_sampling's ``row_statistic_bounds`` (the derivation is there) on the
+    entropy: numpy_reference's ``row_statistic_bounds`` (the derivation is there) on the
     float64 logits of the sweep's own draws."""
     n = SWEEP["n_keys"]
 

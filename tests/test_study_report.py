@@ -21,8 +21,7 @@ REPORTED = [s for s in STUDIES if s.in_report]
 def test_every_report_module_satisfies_the_interface(study):
     report = study_report(study)
     assert callable(report.section)
-    assert isinstance(report.headlines, Mapping) and report.headlines
-    assert set(report.headlines) <= set(study.outputs), study.name
+    assert isinstance(report.headlines, Mapping) and report.headlines  # their CSVs: test_headlines
     assert all(callable(h) for h in report.headlines.values())
     # CHECKS serve exactly the study's check claims: none missing, none left over.
     assert set(report.checks) == {c.check for c in study.claims if hasattr(c, "check")}

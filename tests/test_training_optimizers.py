@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import optax
 import pytest
+from support import matrix_and_vector, optimizer_updates
 
 from attnlab.core.references import load_mechanism
 from attnlab.lm.train import LMConfig
@@ -57,8 +58,11 @@ def test_the_routing_by_name():
 
 
 def test_adamw_through_the_registry_is_14s():
-    """Bit for bit the chain the module docstring writes: clipping at 1, then Adam at 14's
-    betas on the cosine with independent decay 1e-4 (the same operations)."""
+    """``make_optimizer("adamw", lr, Recipe)`` is the chain the module docstring writes bit
+    for bit (the same program's operations): clipping at 1, then Adam at 14's betas on the
+    cosine with independent decay 1e-4, the model's first update; with ``schedule="cosine",
+    decay="independent"`` named explicitly, the recipe's defaults, three steps on a matrix
+    and a vector."""
     params, grads = params_and_grads()
     a = first_update(make_optimizer("adamw", 1e-2, Recipe(100, 10)), params, grads)
     fourteens = optax.chain(
@@ -69,6 +73,18 @@ def test_adamw_through_the_registry_is_14s():
     b = first_update(fourteens, params, grads)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)
+    lr, total, warmup, wd = 0.1, 12, 2, 0.05
+    params = matrix_and_vector()
+    rng = np.random.default_rng(13)
+    steps = [{k: (size * rng.standard_normal(v.shape)).astype(np.float32)
+              for k, v in params.items()} for size in (3.0, 0.05, 0.2)]  # fmt: skip
+    named = make_optimizer("adamw", lr, Recipe(total, warmup, wd, schedule="cosine",
+                                               decay="independent"))  # fmt: skip
+    a = optimizer_updates(named, params, steps)
+    b = optimizer_updates(make_optimizer("adamw", lr, Recipe(total, warmup, wd)), params, steps)
+    for ua, ub in zip(a, b, strict=True):
+        for k in params:
+            np.testing.assert_array_equal(ua[k], ub[k])
 
 
 def test_adam_without_a_recipe_is_optax_adam():

@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import optax
 import pytest
+from support import matrix_and_vector, optimizer_updates
 
 from attnlab.training.optimizers import Recipe, make_optimizer
 from attnlab.training.schedules import (
@@ -246,28 +247,6 @@ def test_schedule_factor_names_the_schedules_and_refuses_another():
             schedule_factor(bad, total, warmup)
 
 
-def _tree_params():
-    """A matrix (decayed) and a vector (not), float32."""
-    rng = np.random.default_rng(11)
-    return {"w": rng.standard_normal((3, 2)).astype(np.float32),
-            "b": rng.standard_normal(2).astype(np.float32)}  # fmt: skip
-
-
-def _updates(optimizer, params, grads_per_step):
-    """Every step's update, the parameters moved by each, in one compiled program."""
-
-    @jax.jit
-    def run(params, steps):
-        state, current, out = optimizer.init(params), params, []
-        for g in steps:
-            updates, state = optimizer.update(g, state, current)
-            current = optax.apply_updates(current, updates)
-            out.append(updates)
-        return out
-
-    return [jax.tree.map(np.asarray, u) for u in run(params, grads_per_step)]
-
-
 def test_coupled_decay_is_optax_adamw_on_the_schedule():
     """``lm_optimizer("adamw", ..., decay="coupled")`` against optax's own AdamW (its decay
     ``lr s(t) wd theta``, on the mask's matrices) after the same global-norm clipping, with
@@ -279,7 +258,7 @@ def test_coupled_decay_is_optax_adamw_on_the_schedule():
     times the size of the update (``lr (max |u| + wd max |theta|)``, ``|u| <= 1/(1 - b1)``
     here). Independent decay is far off: the check can fail."""
     lr, total, warmup, wd, clip = 0.1, 4, 1, 0.1, 1.0
-    params = _tree_params()
+    params = matrix_and_vector()
     rng = np.random.default_rng(12)
     steps = [{k: (size * rng.standard_normal(v.shape)).astype(np.float32)
               for k, v in params.items()} for size in (3.0, 0.05, 0.2)]  # fmt: skip
@@ -293,35 +272,18 @@ def test_coupled_decay_is_optax_adamw_on_the_schedule():
         optax_adamw = optax.adamw(lambda count, f=factor: lr * f(count), b1=B1, b2=B2,
                                   eps=ADAM_EPS, weight_decay=wd, mask=decay_mask)  # fmt: skip
         theirs = optax.chain(optax.clip_by_global_norm(clip), optax_adamw)
-        a, b = _updates(ours, params, steps), _updates(theirs, params, steps)
+        a, b = optimizer_updates(ours, params, steps), optimizer_updates(theirs, params, steps)
         for t, (ua, ub) in enumerate(zip(a, b, strict=True)):
             for k in params:
                 np.testing.assert_allclose(ua[k], ub[k], rtol=0, atol=tol, err_msg=(name, t, k))
         independent = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, clip=clip,
                                      schedule=name)  # fmt: skip
-        c = _updates(independent, params, steps)
+        c = optimizer_updates(independent, params, steps)
         assert np.max(np.abs(c[0]["w"] - b[0]["w"])) > 100 * tol
         np.testing.assert_array_equal(c[0]["b"], a[0]["b"])  # the vector: no decay either way
         last[name] = a[-1]["w"]
     # The schedule enters: at step 2 the cosine's rate is a quarter of K2's plateau.
     assert np.max(np.abs(last["cosine"] - last["wsd"])) > 100 * tol
-
-
-def test_independent_decay_with_the_cosine_is_still_14s_adamw():
-    """``schedule="cosine", decay="independent"`` named explicitly: ``adamw``
-    step for step (three steps, the same program's operations: bit for bit)."""
-    lr, total, warmup, wd = 0.1, 12, 2, 0.05
-    params = _tree_params()
-    rng = np.random.default_rng(13)
-    steps = [{k: (size * rng.standard_normal(v.shape)).astype(np.float32)
-              for k, v in params.items()} for size in (3.0, 0.05, 0.2)]  # fmt: skip
-    named = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="cosine",
-                           decay="independent")  # fmt: skip
-    a = _updates(named, params, steps)
-    b = _updates(lm_optimizer("adamw", lr, total, warmup, weight_decay=wd), params, steps)
-    for ua, ub in zip(a, b, strict=True):
-        for k in params:
-            np.testing.assert_array_equal(ua[k], ub[k])
 
 
 @pytest.mark.parametrize("decay", DECAYS)
@@ -335,7 +297,7 @@ def test_the_decay_alone_follows_the_wsd_schedule(decay):
     lr, total, warmup, wd = 0.3, 28, 4, 0.1
     start = wsd_decay_start(total, warmup)
     assert start == 18  # plateau [4, 18), the decay's midpoint 23
-    params = _tree_params()
+    params = matrix_and_vector()
     zeros = jax.tree.map(np.zeros_like, params)
     optimizer = lm_optimizer("adamw", lr, total, warmup, weight_decay=wd, schedule="wsd",
                                decay=decay)  # fmt: skip

@@ -396,13 +396,21 @@ def test_a_missing_result_differs_and_names_the_command(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv",
-    [["--results-dir", "/nonexistent"], ["--reference-dir", "/nonexistent"], ["--bogus"]],
-)
-def test_bad_flags_exit_2(argv, load_script, run_main, capsys):
+    ("argv", "says"),
+    [
+        (["--results-dir", "/nonexistent"], "--results-dir: /nonexistent is not an existing"),
+        (["--csv", "02_saturation_sweep.csv", "--reference-dir", "/nonexistent"],
+         "--reference-dir: /nonexistent is not an existing directory"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)  # fmt: skip
+def test_bad_flags_exit_2(argv, says, load_script, run_main, capsys):
+    """One line naming the flag and what is wrong with it, nothing on stdout, exit 2 (as a
+    user's process: tests/test_experiments_verify.py)."""
     assert run_main(load_script("verify"), argv) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "error" in err
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and "error" in err and says in err, err
+    assert out == ""
 
 
 def test_a_reference_without_the_csv_exits_2(load_script, run_main, tmp_path, capsys):

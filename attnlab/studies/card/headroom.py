@@ -8,7 +8,7 @@ is *good* when every float16 weight is finite and ``max |p_16 - p_32| <= TOLERAN
 
 The *headroom* at a width is the largest ``sigma`` of the grid at which that cell and every
 smaller one are good (0 if ``sigma = 1`` already fails); when every ``sigma`` is good it is
-the grid's top, a lower bound (``headroom_censored``). The cells are computed by
+the grid's top, a lower bound (``headroom`` returns ``censored`` true). The cells are computed by
 ``attnlab.studies.card.precision`` (JAX); this module reads them (no JAX), for the verdicts
 and the report.
 """
