@@ -17,7 +17,7 @@ import jax
 import numpy as np
 import pytest
 
-from attnlab.harness.memory import MEMORY_ENV
+from attnlab.core.machine import MEMORY_ENV
 from attnlab.models.bert import (
     SENTENCE_CONFIG,
     bert_init,
