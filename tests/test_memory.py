@@ -5,14 +5,10 @@ the committed defaults are not."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import resource
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from attnlab.core.machine import MEMORY_ENV, memory_budget_bytes
 from attnlab.core.softmax_sweeps import SoftmaxSweepConfig
 from attnlab.harness import cli, memory
 from attnlab.harness.errors import UsageError
@@ -42,7 +38,7 @@ def machine(monkeypatch: pytest.MonkeyPatch):
     """``machine(n)`` makes this a machine of ``n`` bytes (``ATTNLAB_MEMORY_BYTES``)."""
 
     def set_bytes(n: int) -> None:
-        monkeypatch.setenv(memory.MEMORY_ENV, str(n))
+        monkeypatch.setenv(MEMORY_ENV, str(n))
 
     return set_bytes
 
@@ -50,90 +46,9 @@ def machine(monkeypatch: pytest.MonkeyPatch):
 # --- the check ------------------------------------------------------------------------------
 
 
-def test_machine_memory_is_the_physical_memory_or_the_override(monkeypatch, machine):
-    monkeypatch.delenv(memory.MEMORY_ENV, raising=False)
-    assert memory.machine_memory_bytes() > 0
-    machine(12345)
-    assert memory.machine_memory_bytes() == 12345
-    assert memory.memory_budget_bytes() == int(memory.MEMORY_FRACTION * 12345)
-
-
-@pytest.mark.parametrize("given", ["", "0", "-5", "lots"])
-def test_a_bad_override_is_ignored(monkeypatch, machine, given):
-    monkeypatch.delenv(memory.MEMORY_ENV, raising=False)
-    physical = memory.machine_memory_bytes()
-    machine(given)
-    assert memory.machine_memory_bytes() == physical
-
-
-def test_without_sysconf_the_fallback_is_used(monkeypatch):
-    monkeypatch.delenv(memory.MEMORY_ENV, raising=False)
-
-    def unknown(name):
-        raise ValueError(f"unrecognized configuration name {name}")
-
-    monkeypatch.setattr(memory.os, "sysconf", unknown)
-    assert memory.machine_memory_bytes() == memory.FALLBACK_MEMORY_BYTES
-
-
-def _limits(monkeypatch, limits: dict[str, int], held_pages: tuple[int, ...]) -> None:
-    """This process as if under soft ``limits`` (``resource`` names -> bytes; the others
-    unlimited) and holding ``held_pages`` (``/proc/self/statm``'s fields)."""
-    unlimited = resource.RLIM_INFINITY
-
-    def getrlimit(which):
-        soft = {getattr(resource, name): n for name, n in limits.items()}.get(which, unlimited)
-        return soft, unlimited
-
-    monkeypatch.setattr(memory.resource, "getrlimit", getrlimit)
-    monkeypatch.setattr(memory, "_read_statm", lambda: " ".join(map(str, held_pages)))
-
-
-def test_the_memory_is_the_room_a_process_limit_leaves_where_tighter(monkeypatch, machine):
-    """Under ``ulimit -v`` the budget counted the physical memory (and the safetensors
-    reader then died of a MemoryError): the memory is the room the tightest of the address
-    space (``RLIMIT_AS``) and data (``RLIMIT_DATA``) limits leaves, what the process holds
-    of each (``/proc/self/statm``: all pages, data pages) taken off; the machine's where
-    that is smaller or no limit is set."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    machine(64 * GIB)
-    held = (GIB // page, 0, 0, 0, 0, GIB // (2 * page), 0)  # 1 GiB mapped, 0.5 GiB data
-    _limits(monkeypatch, {"RLIMIT_AS": 3 * GIB}, held)
-    assert memory.machine_memory_bytes() == 2 * GIB
-    assert memory.memory_budget_bytes() == GIB
-    _limits(monkeypatch, {"RLIMIT_AS": 3 * GIB, "RLIMIT_DATA": 2 * GIB}, held)
-    assert memory.machine_memory_bytes() == 3 * GIB // 2
-    _limits(monkeypatch, {"RLIMIT_AS": 100 * GIB}, held)
-    assert memory.machine_memory_bytes() == 64 * GIB
-    _limits(monkeypatch, {}, held)
-    assert memory.machine_memory_bytes() == 64 * GIB
-    _limits(monkeypatch, {"RLIMIT_AS": GIB // 2}, held)  # over it already: nothing is left
-    assert memory.machine_memory_bytes() == 1
-
-
-@pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="no /proc (not Linux)")
-def test_ulimit_v_is_read_by_a_fresh_process():
-    """A real ``RLIMIT_AS`` (``ulimit -v``) of 4 GiB on a process told its machine has 64:
-    its memory is under 4 GiB (less what it holds), not 64."""
-    limit = 4 * GIB
-    code = (  # the limit set by the process itself: no preexec_fn in a process running JAX
-        f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
-        "from attnlab.harness import memory; print(memory.machine_memory_bytes())"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, memory.MEMORY_ENV: str(64 * GIB)},
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert 0 < int(run.stdout) < limit
-
-
 def test_check_memory_allows_the_budget_and_refuses_one_byte_more(machine):
     machine(8 * GIB)
-    budget = memory.memory_budget_bytes()
+    budget = memory_budget_bytes()
     assert budget == 4 * GIB
     check_memory(budget, "--dk", "one chunk", 4)  # just under (at) the budget: allowed
     with pytest.raises(UsageError) as raised:
@@ -253,7 +168,7 @@ def test_the_defaults_fit_a_machine_of_8_gib(load_script, machine):
     """Every script's estimate at its committed defaults is under the budget of a machine
     of 8 GiB (half of it, 4 GiB), 14 with the 16 workers of a 16-core machine."""
     machine(8 * GIB)
-    budget = memory.memory_budget_bytes()
+    budget = memory_budget_bytes()
     estimates = {
         "01": logit_variance_needs(LogitVarianceConfig()),
         "02/03": sweep_needs(SoftmaxSweepConfig()),

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from attnlab.harness.memory import MEMORY_ENV
+from attnlab.core.machine import MEMORY_ENV
 from attnlab.models.config_keys import (
     an_object,
     boolean,

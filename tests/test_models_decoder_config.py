@@ -10,7 +10,7 @@ import re
 import pytest
 from support import DECODER_FAMILIES as FAMILIES
 
-from attnlab.harness.memory import MEMORY_ENV
+from attnlab.core.machine import MEMORY_ENV
 from attnlab.models import decoder_config, gemma3, llama, olmo2
 from attnlab.models.files import CONFIG, CheckpointError
 

@@ -22,7 +22,7 @@ from support import break_bert as _break
 from support import change_config as _change_config
 from support import write_tiny_bert as write_tiny_checkpoint
 
-from attnlab.harness.memory import MEMORY_ENV
+from attnlab.core.machine import MEMORY_ENV
 from attnlab.models.bert import (
     SENTENCE_CONFIG,
     bert_init,

@@ -1,6 +1,6 @@
 """The progress callback every long computation of the suite takes: ``on_progress(units)``
 after each piece of its work (a chunk of steps, a block of trials), or None for none. The
-scripts pass a tqdm bar's ``update`` (``attnlab.harness.cli.progress``)."""
+scripts pass a tqdm bar's ``update`` (the harness's ``cli.progress``)."""
 
 from __future__ import annotations
 

@@ -11,28 +11,19 @@ uint32 words), times small stated factors for the temporaries beside them; they 
 to be within a small factor of the truth, far below the budget at the committed defaults
 and far above it at the sizes that used to end in a traceback, an abort or a hang.
 
-"The machine's memory" is what this process may use: the physical memory, or where
-tighter the room its limits leave (``ulimit -v``, ``ulimit -d``). ``ATTNLAB_MEMORY_BYTES``
-(an integer) stands in for the physical memory, for tests.
+"The machine's memory", ``MEMORY_FRACTION`` and the budget are ``attnlab.core.machine``'s:
+what this process may use (the physical memory, or where tighter the room its limits leave:
+``ulimit -v``, ``ulimit -d``), ``ATTNLAB_MEMORY_BYTES`` standing in for it in tests.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import resource
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from attnlab.core.machine import MEMORY_FRACTION, machine_memory_bytes, memory_budget_bytes
 from attnlab.harness.errors import UsageError
-
-#: The share of the machine's memory one run may plan to use: the rest is left to the
-#: operating system, the Python heap and JAX's own buffers, which the estimates leave out.
-MEMORY_FRACTION = 0.5
-#: The machine's memory where the platform cannot say (no ``os.sysconf``: Windows).
-FALLBACK_MEMORY_BYTES = 8 * 2**30
-#: The environment variable that overrides the machine's memory (bytes), for tests.
-MEMORY_ENV = "ATTNLAB_MEMORY_BYTES"
 
 #: Bytes of one float32 number, and of one PRNG key (two uint32 words of threefry).
 FLOAT32_BYTES = 4
@@ -40,62 +31,6 @@ KEY_BYTES = 8
 #: Temporaries per float32 number a chunk of random draws holds (``attnlab.core.parallel``'s
 #: chunks): the random bits, the draws and one result of the same size.
 DRAW_COPIES = 3
-
-
-def machine_memory_bytes() -> int:
-    """The memory this process may use, in bytes: the machine's (``ATTNLAB_MEMORY_BYTES``
-    if set to a positive integer, else ``os.sysconf('SC_PAGE_SIZE') *
-    os.sysconf('SC_PHYS_PAGES')``, else, a platform without them,
-    ``FALLBACK_MEMORY_BYTES``), or the room ``limit_room_bytes`` leaves where smaller."""
-    given = os.environ.get(MEMORY_ENV, "").strip()
-    if given.isdigit() and int(given) > 0:
-        total = int(given)
-    else:
-        try:
-            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (AttributeError, ValueError, OSError):
-            total = FALLBACK_MEMORY_BYTES
-        total = total if total > 0 else FALLBACK_MEMORY_BYTES
-    room = limit_room_bytes()
-    return total if room is None else max(min(total, room), 1)
-
-
-#: The process limits on memory read (``resource`` names), with the field of
-#: ``/proc/self/statm`` (pages) that counts what the process already holds against each:
-#: its whole address space (``ulimit -v``) and its data and stack (``ulimit -d``; since
-#: Linux 4.7 private mappings too).
-LIMITS = (("RLIMIT_AS", 0), ("RLIMIT_DATA", 5))
-
-
-def limit_room_bytes() -> int | None:
-    """The room the process's tightest memory limit (``LIMITS``' soft limits, where set)
-    leaves: the limit less what the process holds of its kind already
-    (``/proc/self/statm``; nothing where that cannot be read); None where no limit is set
-    or the platform has none."""
-    try:
-        held = [int(n) * os.sysconf("SC_PAGE_SIZE") for n in _read_statm().split()]
-    except (OSError, ValueError, AttributeError):
-        held = []
-    rooms = []
-    for name, field in LIMITS:
-        try:
-            soft, _ = resource.getrlimit(getattr(resource, name))
-        except (AttributeError, ValueError, OSError):
-            continue
-        if soft != resource.RLIM_INFINITY and soft >= 0:
-            rooms.append(soft - (held[field] if field < len(held) else 0))
-    return min(rooms, default=None)
-
-
-def _read_statm() -> str:
-    """``/proc/self/statm``: the process's sizes in pages (Linux)."""
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        return handle.read()
-
-
-def memory_budget_bytes(total: int | None = None) -> int:
-    """``MEMORY_FRACTION`` of ``total`` (default: ``machine_memory_bytes()``), in bytes."""
-    return int(MEMORY_FRACTION * (machine_memory_bytes() if total is None else total))
 
 
 def format_bytes(n: int) -> str:

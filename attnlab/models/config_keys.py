@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from attnlab.harness.memory import memory_budget_bytes
+from attnlab.core.machine import memory_budget_bytes
 from attnlab.models.files import CONFIG, CheckpointError, in_bytes, is_file, read_json
 
 #: What one layer's description holds in Python objects at most, in bytes: its type, its
@@ -117,7 +117,7 @@ def model_type_of(raw: Mapping[str, Any], where: str) -> str | None:
 def check_layers(count: int, where: str, field: str = "num_hidden_layers") -> None:
     """Before a parser builds anything per layer: ``CheckpointError`` naming ``where`` and
     ``field`` when ``count`` layers' descriptions (``LAYER_RECORD_BYTES`` each) take more
-    than ``attnlab.harness.memory.memory_budget_bytes()``: ``field`` 10^9 is one line at
+    than ``attnlab.core.machine.memory_budget_bytes()``: ``field`` 10^9 is one line at
     once, not tuples built until memory fills."""
     need, budget = count * LAYER_RECORD_BYTES, memory_budget_bytes()
     if need > budget:

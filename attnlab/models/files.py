@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.core.machine import machine_memory_bytes
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.references import ALL_BUILTINS
-from attnlab.harness.memory import machine_memory_bytes
 
 CONFIG, WEIGHTS, TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
 #: A sharded checkpoint's index (Hugging Face's): ``weight_map``, tensor name -> shard file.
@@ -245,7 +245,7 @@ def check_weights_header(
     - a tensor is missing, or its shape is another than the config implies, or it is not
       floating point (``FLOAT_DTYPES``);
     - the file and the float32 copies of the model's tensors take more than the memory this
-      process may use (``attnlab.harness.memory.machine_memory_bytes``: the machine's, or
+      process may use (``attnlab.core.machine.machine_memory_bytes``: the machine's, or
       the process's limit where tighter).
     """
     header = read_header(path, prefix)
@@ -275,7 +275,7 @@ def check_weights_header(
 
 def check_memory(path: Path, need: int, what: str) -> None:
     """``CheckpointError`` naming ``path`` where reading it needs ``need`` bytes, more than
-    this process may use (``attnlab.harness.memory.machine_memory_bytes``: the machine's,
+    this process may use (``attnlab.core.machine.machine_memory_bytes``: the machine's,
     or the process's limit where tighter); ``what`` says what takes them (``its float32
     tensors take``)."""
     memory = machine_memory_bytes()

@@ -13,23 +13,25 @@ STATICS_CSVS := results/01_logit_variance.csv results/02_saturation_sweep.csv \
 	results/03_jacobian_norm.csv
 STATICS_FIGURES := figures/fig1_saturation.png figures/fig2_jacobian_norm.png
 results/01_logit_variance.csv: experiments/01_logit_variance.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
-	attnlab/core/progress.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/softmax_sweeps.py attnlab/harness/memory.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/compute.py attnlab/studies/statics/study.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/machine.py \
+	attnlab/core/parallel.py attnlab/core/progress.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/harness/memory.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/compute.py \
+	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/02_saturation_sweep.csv: experiments/02_saturation_sweep.py $(SHARED) \
-	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/machine.py \
 	attnlab/core/parallel.py attnlab/core/progress.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/harness/memory.py \
 	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
 	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 results/03_jacobian_norm.csv: experiments/03_jacobian_norm.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
-	attnlab/core/progress.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
-	attnlab/core/softmax_sweeps.py attnlab/harness/memory.py attnlab/studies/statics/__init__.py \
-	attnlab/studies/statics/flags.py attnlab/studies/statics/study.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/machine.py \
+	attnlab/core/parallel.py attnlab/core/progress.py attnlab/core/sampling.py \
+	attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py attnlab/harness/memory.py \
+	attnlab/studies/statics/__init__.py attnlab/studies/statics/flags.py \
+	attnlab/studies/statics/study.py | $(STAMP)
 	$(PY) $<
 $(STATICS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/core/curves.py attnlab/harness/figures.py attnlab/harness/tables.py \
@@ -45,15 +47,16 @@ RECALL_FIGURES := figures/fig3_training.png
 results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	experiments/04_associative_recall.py $(SHARED) attnlab/claims.py attnlab/core/attention.py \
 	attnlab/core/context.py attnlab/core/curves.py attnlab/core/hooks.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
-	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/recall/__init__.py \
-	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
-	attnlab/training/schedules.py | $(STAMP)
+	attnlab/core/literature.py attnlab/core/machine.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
+	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
+	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
+	| $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -73,14 +76,14 @@ REMEDIES_FIGURES := figures/fig4_remedies.png
 results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_curves.csv \
 	results/05_fold_check.csv results/05_sensitivity.csv &: experiments/05_remedies.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
-	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
-	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
-	attnlab/recall/trainer.py attnlab/studies/remedies/__init__.py \
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/machine.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
+	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
+	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
+	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/remedies/__init__.py \
 	attnlab/studies/remedies/compute.py attnlab/studies/remedies/flags.py \
 	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
 	attnlab/training/schedules.py | $(STAMP)
@@ -103,35 +106,35 @@ ARTICLE_FIT_FIGURES := figures/fig7_article_fit.png
 results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_curves.csv.xz \
 	results/09_fit_prediction_summary.csv &: experiments/09_article_fit.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
-	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/flags.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	| $(STAMP)
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/machine.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
+	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
+	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/flags.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
 	results/12_second_fit_prediction_summary.csv &: experiments/12_second_fit.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
-	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
-	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
-	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
-	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/flags.py \
-	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
-	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	| $(STAMP)
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/machine.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
+	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
+	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
+	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
+	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
+	attnlab/studies/article_fit/flags.py attnlab/studies/article_fit/pipeline.py \
+	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -152,17 +155,17 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	results/10_jacobian_n16.csv &: experiments/10_widths.py $(SHARED) attnlab/claims.py \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
 	attnlab/core/estimates.py attnlab/core/hooks.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/parallel.py \
-	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/core/softmax_sweeps.py \
-	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
-	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
-	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
-	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
-	attnlab/recall/trainer.py attnlab/recall/widths.py attnlab/studies/widths/__init__.py \
-	attnlab/studies/widths/compute.py attnlab/studies/widths/flags.py \
-	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
-	attnlab/training/schedules.py | $(STAMP)
+	attnlab/core/machine.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/core/softmax_sweeps.py attnlab/core/temperature.py attnlab/harness/memory.py \
+	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
+	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
+	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
+	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
+	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/training/__init__.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/headlines.py attnlab/harness/tables.py \
@@ -177,10 +180,11 @@ $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 CONDENSATION_CSVS := results/06_condensation.csv
 CONDENSATION_FIGURES := figures/fig5_condensation.png
 results/06_condensation.csv: experiments/06_condensation.py $(SHARED) attnlab/claims.py \
-	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/parallel.py \
-	attnlab/core/sampling.py attnlab/core/softmax_stats.py attnlab/harness/memory.py \
-	attnlab/studies/condensation/__init__.py attnlab/studies/condensation/compute.py \
-	attnlab/studies/condensation/study.py attnlab/studies/condensation/thresholds.py | $(STAMP)
+	attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/machine.py \
+	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
+	attnlab/harness/memory.py attnlab/studies/condensation/__init__.py \
+	attnlab/studies/condensation/compute.py attnlab/studies/condensation/study.py \
+	attnlab/studies/condensation/thresholds.py | $(STAMP)
 	$(PY) $<
 $(CONDENSATION_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -195,7 +199,7 @@ FAILURE_MODES_CSVS := results/07_failure_modes_overflow.csv results/07_failure_m
 FAILURE_MODES_FIGURES := figures/fig6_failure_modes.png
 results/07_failure_modes_overflow.csv results/07_failure_modes_masks.csv \
 	results/07_failure_modes_correlation.csv &: experiments/07_failure_modes.py $(SHARED) \
-	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/machine.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/harness/memory.py attnlab/studies/failure_modes/__init__.py \
 	attnlab/studies/failure_modes/compute.py attnlab/studies/failure_modes/flags.py \
@@ -212,7 +216,7 @@ $(FAILURE_MODES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims
 # ------------------------------------------------------------ companion
 COMPANION_CSVS := results/08_companion_claims.csv
 results/08_companion_claims.csv: experiments/08_companion_claims.py $(SHARED) \
-	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py \
+	attnlab/claims.py attnlab/core/attention.py attnlab/core/estimates.py attnlab/core/machine.py \
 	attnlab/core/parallel.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/harness/memory.py attnlab/studies/companion/__init__.py \
 	attnlab/studies/companion/compute.py attnlab/studies/companion/study.py | $(STAMP)
@@ -290,10 +294,10 @@ REAL_MODEL_FIGURES := figures/fig11_real_model.png figures/fig13_real_model_caus
 results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 	results/13_real_model_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
-	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/core/text.py attnlab/harness/memory.py attnlab/models/__init__.py \
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/machine.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
+	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/models/__init__.py \
 	attnlab/models/attnlab_llama.py attnlab/models/bert.py attnlab/models/config_keys.py \
 	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
 	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py \
@@ -307,10 +311,10 @@ results/13_real_model_heads.csv results/13_real_model_counterfactuals.csv \
 results/13_real_model_causal_heads.csv results/13_real_model_causal_counterfactuals.csv \
 	results/13_real_model_causal_layers.csv &: experiments/13_real_model.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/elasticity.py \
-	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/positional.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/core/text.py attnlab/harness/memory.py attnlab/models/__init__.py \
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/machine.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
+	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/models/__init__.py \
 	attnlab/models/attnlab_llama.py attnlab/models/bert.py attnlab/models/config_keys.py \
 	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
 	attnlab/models/gemma2.py attnlab/models/gemma3.py attnlab/models/gguf_checkpoint.py \
@@ -339,16 +343,16 @@ LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
 results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
 	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/context.py \
 	attnlab/core/curves.py attnlab/core/elasticity.py attnlab/core/hooks.py \
-	attnlab/core/literature.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
-	attnlab/core/owner.py attnlab/core/parallel.py attnlab/core/positional.py \
-	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
-	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/memory.py \
-	attnlab/harness/workers.py attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/flags.py \
-	attnlab/lm/loss.py attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py \
-	attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/models/__init__.py \
-	attnlab/models/attnlab_llama.py attnlab/models/config_keys.py attnlab/models/decoder.py \
-	attnlab/models/decoder_config.py attnlab/models/files.py attnlab/models/gpt2.py \
-	attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
+	attnlab/core/literature.py attnlab/core/machine.py attnlab/core/mechanism.py \
+	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/parallel.py \
+	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
+	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
+	attnlab/harness/memory.py attnlab/harness/workers.py attnlab/lm/__init__.py \
+	attnlab/lm/export.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
+	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
+	attnlab/models/__init__.py attnlab/models/attnlab_llama.py attnlab/models/config_keys.py \
+	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
+	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
 	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
 	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
 	attnlab/training/__init__.py attnlab/training/lanes.py attnlab/training/optimizers.py \
@@ -371,20 +375,21 @@ results/15_optimizer_runs.csv results/15_optimizer_curves.csv.xz \
 	results/15_optimizer_ledger.csv &: experiments/15_optimizer_drift.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
 	attnlab/core/elasticity.py attnlab/core/hooks.py attnlab/core/literature.py \
-	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
-	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
-	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
-	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/corpus.py attnlab/lm/export.py attnlab/lm/flags.py \
-	attnlab/lm/ledger.py attnlab/lm/loss.py attnlab/lm/model.py attnlab/lm/qk_clip.py \
-	attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py attnlab/lm/trajectory.py \
-	attnlab/models/__init__.py attnlab/models/attnlab_llama.py attnlab/models/config_keys.py \
-	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
-	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/studies/optimizer/__init__.py \
-	attnlab/studies/optimizer/answers.py attnlab/studies/optimizer/clip_readings.py \
-	attnlab/studies/optimizer/compute.py attnlab/studies/optimizer/flags.py \
-	attnlab/studies/optimizer/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/core/machine.py attnlab/core/mechanism.py attnlab/core/mechanism_check.py \
+	attnlab/core/owner.py attnlab/core/parallel.py attnlab/core/positional.py \
+	attnlab/core/progress.py attnlab/core/references.py attnlab/core/softmax_stats.py \
+	attnlab/core/temperature.py attnlab/core/text.py attnlab/harness/memory.py \
+	attnlab/harness/workers.py attnlab/lm/__init__.py attnlab/lm/corpus.py attnlab/lm/export.py \
+	attnlab/lm/flags.py attnlab/lm/ledger.py attnlab/lm/loss.py attnlab/lm/model.py \
+	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
+	attnlab/lm/trajectory.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
+	attnlab/models/config_keys.py attnlab/models/decoder.py attnlab/models/decoder_config.py \
+	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
+	attnlab/studies/optimizer/__init__.py attnlab/studies/optimizer/answers.py \
+	attnlab/studies/optimizer/clip_readings.py attnlab/studies/optimizer/compute.py \
+	attnlab/studies/optimizer/flags.py attnlab/studies/optimizer/study.py \
+	attnlab/training/__init__.py attnlab/training/lanes.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(OPTIMIZER_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
