@@ -131,8 +131,8 @@ ELSEWHERE = {
     "generate_merges", "with_split", "_get_attn_scale", "qk_clip_alpha", "get_optimizer",
     "qwen3_moe",
 }  # fmt: skip
-#: Stale names in docstrings of files others are editing now, left for them to fix (see the
-#: change that added this): ``(file, name)``; remove an entry once its docstring is fixed.
+
+
 def checked(name: str) -> bool:
     """Whether ``name`` is one ``docstring_names`` checks: snake_case or CONSTANT_CASE with an
     underscore, no placeholder (``NAME_CSVS``, ``NN_``), and no part a single letter (math:
