@@ -7,9 +7,11 @@ researcher's own training loop).
                     ``Mechanism.attend``; the per-layer logit statistics it records
 ``loss``            next-byte cross-entropy, the z-loss, their sum, the held-out loss
 ``train``           the task and its loop, readable top to bottom: text -> byte windows,
-                    step (its optimizer from
-                    ``attnlab.training.optimizers``), the lanes of a learning-rate sweep in
-                    ``lax.scan`` chunks
+                    step (its optimizer from ``attnlab.training.optimizers``), the lanes of
+                    a learning-rate sweep on the engine (``attnlab.training.lanes``)
+``lm_task``         the language model as a ``Task`` of ``attnlab.training.tasks.TASKS``
+``flags``           the flags every study that trains it shares: ``--optimizer``,
+                    ``--qk-clip``, the warmup of a run's length
 ``qk_clip``         QK-Clip (Kimi K2, Megatron-LM): rescale each head's W_q, W_k after a step
                     so that its largest logit is at most ``tau``
 ``ledger``          the temperature ledger: per layer and head, what sets the logits' scale

@@ -9,6 +9,8 @@ what the studies that train it share (04, 05, 09, 10, 11's recall card, 12, the 
                 training step, readable top to bottom, and a chunk of them in
                 ``lax.scan``
 ``trainer``     ``Run``s as lanes of one compiled program: ``Trainer``, ``train_runs``
+``recall_task`` the recall task as a ``Task`` of ``attnlab.training.tasks.TASKS`` (its
+                model, loss and step on the lanes engine)
 ``lanes``       how the Trainer lays out its lanes in blocks for the compiled chunk
 ``columns``     the training tables' columns and ``make verify`` rules (no JAX, so
                 declarations import it)
@@ -23,8 +25,9 @@ what the studies that train it share (04, 05, 09, 10, 11's recall card, 12, the 
 ==============  ==========================================================================
 
 The language model (``attnlab.lm``) is the other wing; neither imports the other. What
-both use lies below them in ``attnlab.core`` (the per-run summary and divergence record in
-``curves``, padding and sharding of lanes in ``parallel``, the progress callback in
-``progress``); each wing's training loop is its own. This package's ``__init__`` imports
-nothing; import the module you need.
+both use lies below them in ``attnlab.training`` (the lanes engine, the task and optimizer
+registries) and ``attnlab.core`` (the per-run summary and divergence record in ``curves``,
+padding and sharding of lanes in ``parallel``, the progress callback in ``progress``); the
+studies that train recall run ``Trainer``, whose lanes mix widths and mechanisms. This
+package's ``__init__`` imports nothing; import the module you need.
 """
