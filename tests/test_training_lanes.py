@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from attnlab.training.lanes import Programs, run_lanes
+from attnlab.training.lanes import LaneBlocks, Programs, run_chunks, run_lanes
 
 
 class State(NamedTuple):
@@ -85,3 +85,25 @@ def test_the_constants_are_every_lanes():
     lanes = run_lanes(quadratic_programs(), [0.1], [0, 1], keys, {"shift": 2.0}, None, None, 2, 2)
     assert (lanes.metrics["loss"] >= 2.0).all()
     assert jnp.asarray(lanes.params).shape == (2,)
+
+
+def test_blocks_pad_the_last_block_and_join_only_the_lanes():
+    """Five lanes in blocks of two: three blocks, the last padded; ``advance`` runs each
+    block's call and replaces its state, and the lanes come back joined, in order, without
+    the padding; ``run_chunks`` stops where ``after`` says."""
+    state = np.arange(5, dtype=np.float32)
+    blocks = LaneBlocks(state, {"add": np.arange(5, dtype=np.float32) * 10}, 5, 2)
+    assert len(blocks.blocks) == 3 and blocks.blocks[-1].state.shape == (2,)
+
+    def call(s, args, steps, data):
+        return s + args["add"] + data, {"loss": jnp.stack([s] * len(steps), axis=1)}
+
+    seen = []
+
+    def after(first, end, metrics):
+        seen.append((first, end, metrics["loss"].shape))
+        return end >= 6
+
+    reached = run_chunks(blocks, 0, 10, 3, call, lambda steps: 1.0, after)
+    assert reached == 6 and seen == [(0, 3, (5, 3)), (3, 6, (5, 3))]
+    np.testing.assert_array_equal(blocks.state, state + 2 * (np.arange(5) * 10 + 1))

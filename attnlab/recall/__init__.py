@@ -11,7 +11,6 @@ what the studies that train it share (04, 05, 09, 10, 11's recall card, 12, the 
 ``trainer``     ``Run``s as lanes of one compiled program: ``Trainer``, ``train_runs``
 ``recall_task`` the recall task as a ``Task`` of ``attnlab.training.tasks.TASKS`` (its
                 model, loss and step on the lanes engine)
-``lanes``       how the Trainer lays out its lanes in blocks for the compiled chunk
 ``columns``     the training tables' columns and ``make verify`` rules (no JAX, so
                 declarations import it)
 ``tables``      training results -> the per-step curves and per-seed summaries

@@ -19,9 +19,9 @@ from attnlab.harness import cli
 from attnlab.harness.flags import TYPED_FLAGS, FlagParser, StoreTyped, StoreTypedBool
 from attnlab.harness.memory import FLOAT32_BYTES, Need, Size, product, size
 from attnlab.recall.config import RecallConfig
-from attnlab.recall.lanes import CPU_BLOCK_BYTES
 from attnlab.recall.model import INITS, SLOTS
 from attnlab.recall.readings import FAMILY, Reading, get_reading
+from attnlab.training.lanes import CPU_BLOCK_BYTES
 
 #: The flags a reading sets, and the RecallConfig fields they set.
 READING_FLAGS = {
@@ -234,7 +234,7 @@ FLAG_OF_FIELD = {
 #: Bytes per parameter of a lane: the float32 value and Adam's two moments.
 LANE_PARAM_BYTES = 3 * FLOAT32_BYTES
 #: ``[B, pairs, d_k]`` float32 activations of one training step of one lane (keys, values
-#: and their gradients: ``attnlab.recall.lanes.lane_bytes``'s six).
+#: and their gradients: ``attnlab.recall.trainer.lane_bytes``'s six).
 STEP_ACTIVATIONS = 6
 #: ``[eval_size, pairs, d_k]`` float32 activations of one lane's held-out evaluation.
 EVAL_ACTIVATIONS = 3
@@ -269,7 +269,7 @@ def recall_needs(
     """The largest allocations of training ``config`` (``attnlab.harness.memory``), with
     ``lanes`` lanes trained together (default: every mechanism on every seed) and
     ``all_lanes`` whose records are kept (default ``lanes``), ``block`` of them in one
-    call (``attnlab.recall.lanes.block_size`` on one CPU: as many as fit
+    call (``attnlab.training.lanes.block_size`` on one CPU: as many as fit
     ``CPU_BLOCK_BYTES``, at least one); ``P = recall_params(config)``,
     ``S = 2 pairs + 2 + 2 n_key`` int32 numbers drawn per sequence (its tokens and the
     permutation its keys are chosen from):

@@ -37,7 +37,6 @@ from attnlab.core.mechanism import Mechanism
 from attnlab.core.parallel import replicate
 from attnlab.harness.errors import RunError
 from attnlab.recall.config import RecallConfig, make_model, seed_keys
-from attnlab.recall.lanes import LaneBlock, block_size, host_concatenate, lane_bytes, split_blocks
 from attnlab.recall.model import MechanismConstants, RecallModel, program_model
 from attnlab.recall.step import (
     METRICS,
@@ -50,6 +49,7 @@ from attnlab.recall.step import (
     scan_steps,
 )
 from attnlab.recall.task import Batch
+from attnlab.training.lanes import LaneBlocks, block_size, host_concatenate, run_chunks
 
 
 class DivergenceError(RunError):
@@ -146,6 +146,14 @@ def _diagnostics_program(model: RecallModel, diagnose: Diagnostics):
     return jax.jit(diagnose_lanes)
 
 
+def lane_bytes(config: RecallConfig, state: TrainState) -> int:
+    """Float32 bytes one lane touches per step: its parameters and Adam's two moments
+    (``state``, stacked over lanes: one lane's share), and about six ``[B, pairs, d_k]``
+    activations (keys, values and their gradients)."""
+    params = sum(x[0].size for x in jax.tree.leaves(state.params))
+    return 4 * (3 * params + 6 * config.batch_size * config.pairs * config.d_k)
+
+
 def _stacked_constants(runs: Sequence[Run]) -> MechanismConstants:
     """Each run's mechanism constants at its width, each stacked ``[len(runs)]`` (the runs
     share a program, so their mechanisms have the same constants' names)."""
@@ -197,15 +205,15 @@ class Trainer:
         self._data_keys = replicate(jnp.stack([seed_keys(s).data for s in self.seeds]))
         states = [run.state if run.state is not None else initial_state(run.config, run.mechanism)
                   for run in runs]  # fmt: skip
-        lanes = (
-            host_concatenate(states),
-            np.asarray([self.seeds.index(seed) for _, seed in self.lanes], np.int32),
-            np.asarray([runs[r].rate for r, _ in self.lanes], np.float32),
-            _stacked_constants([runs[r] for r, _ in self.lanes]),
-        )
-        per_lane = lane_bytes(self.config, lanes[0])
+        state = host_concatenate(states)
+        args = {
+            "seed": np.asarray([self.seeds.index(seed) for _, seed in self.lanes], np.int32),
+            "rate": np.asarray([runs[r].rate for r, _ in self.lanes], np.float32),
+            "constants": _stacked_constants([runs[r] for r, _ in self.lanes]),
+        }
+        per_lane = lane_bytes(self.config, state)
         self.block = block_size(len(self.lanes), lanes_per_call, per_lane)
-        self._blocks = split_blocks(lanes, len(self.lanes), self.block)
+        self._blocks = LaneBlocks(state, args, len(self.lanes), self.block)
 
         self.chunks: list[dict[str, np.ndarray]] = []
         self.diverged_step = np.full(len(self.lanes), -1)
@@ -226,8 +234,8 @@ class Trainer:
 
     def _record(self) -> None:
         program = _diagnostics_program(self.model, self.diagnostics)
-        record = self._per_block(
-            lambda b: program((b.state.params, b.seed_index, b.constants), self._probe)
+        record = self._blocks.map(
+            lambda b: program((b.state.params, b.args["seed"], b.args["constants"]), self._probe)
         )
         self.records.append(record)
         self.record_steps.append(self.step)
@@ -242,25 +250,24 @@ class Trainer:
         ``on_chunk(steps x runs)``, the divergence check, the diagnostics, then ``stop(self)``
         (True ends the training early)."""
         program = _chunk_program(self.model, self.metric_names)
-        while self.step < until:
-            end = min(self.step + self.config.chunk_steps, until)
-            steps = np.arange(self.step, end)
-            batches = draw_chunk(self._data_keys, steps, self.config.batch_size, self.config.task)
-            outputs = []
-            for i, b in enumerate(self._blocks):
-                state, block_metrics = program(b.state, b.seed_index, b.rates, b.constants, batches)
-                self._blocks[i] = b._replace(state=state)
-                outputs.append(block_metrics)
-            metrics = self._lanes_of(outputs)
+
+        def call(state, args, steps, batches):
+            return program(state, args["seed"], args["rate"], args["constants"], batches)
+
+        def draw(steps: np.ndarray) -> Batch:
+            return draw_chunk(self._data_keys, steps, self.config.batch_size, self.config.task)
+
+        def after(first: int, end: int, metrics: dict[str, np.ndarray]) -> bool:
             self._check_finite(metrics["loss"])
             self.chunks.append(metrics)
             self.step = end
             if self.diagnostics is not None:
                 self._record()
             if on_chunk is not None:
-                on_chunk(len(steps) * len(self.runs))
-            if stop is not None and stop(self):
-                return
+                on_chunk((end - first) * len(self.runs))
+            return stop is not None and stop(self)
+
+        run_chunks(self._blocks, self.step, until, self.config.chunk_steps, call, draw, after)
 
     def chunk_programs(self) -> tuple[Callable[[], Batch], Callable[[Batch], tuple]]:
         """The two calls ``run`` makes per chunk, on the first block of lanes from the current
@@ -269,13 +276,14 @@ class Trainer:
         them)."""
         steps = jnp.arange(self.step, self.step + self.config.chunk_steps)
         program = _chunk_program(self.model, self.metric_names)
-        block = self._blocks[0]
+        block = self._blocks.blocks[0]
 
         def draw() -> Batch:
             return draw_chunk(self._data_keys, steps, self.config.batch_size, self.config.task)
 
         def train(batches: Batch) -> tuple:
-            return program(block.state, block.seed_index, block.rates, block.constants, batches)
+            args = block.args
+            return program(block.state, args["seed"], args["rate"], args["constants"], batches)
 
         return draw, train
 
@@ -321,20 +329,13 @@ class Trainer:
         """Held-out accuracy of every lane (``eval_size`` sequences of its seed's eval key)."""
         program = _evaluate_program(self.model)
         held_out = self._held_out()
-        return self._per_block(lambda b: program(b.state.params, b.seed_index, b.constants,
-                                                 held_out))  # fmt: skip
+        return self._blocks.map(lambda b: program(b.state.params, b.args["seed"],
+                                                  b.args["constants"], held_out))  # fmt: skip
 
     @property
     def state(self) -> TrainState:
         """Every lane's state, ``[lanes, ...]``."""
-        return self._lanes_of([b.state for b in self._blocks])
-
-    def _lanes_of(self, outputs: list):
-        """Per-block outputs as numpy arrays ``[lanes, ...]`` (block padding removed)."""
-        return jax.tree.map(lambda x: x[: self.n_lanes], host_concatenate(outputs))
-
-    def _per_block(self, fn: Callable[[LaneBlock], object]):
-        return self._lanes_of([fn(b) for b in self._blocks])
+        return self._blocks.state
 
     def results(self, evaluate: bool = True) -> list[TrainResult]:
         """One ``TrainResult`` per run, in the order of ``runs``; held-out accuracy by

@@ -51,12 +51,11 @@ results/04_recall_curves.csv results/04_recall_summary.csv &: \
 	attnlab/core/mechanism_check.py attnlab/core/parallel.py attnlab/core/positional.py \
 	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
 	attnlab/harness/memory.py attnlab/recall/__init__.py attnlab/recall/columns.py \
-	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/lanes.py \
-	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
-	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
-	attnlab/studies/recall/__init__.py attnlab/studies/recall/study.py \
-	attnlab/training/__init__.py attnlab/training/optimizers.py attnlab/training/schedules.py \
-	| $(STAMP)
+	attnlab/recall/config.py attnlab/recall/flags.py attnlab/recall/model.py \
+	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/recall/__init__.py \
+	attnlab/studies/recall/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(RECALL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -81,12 +80,12 @@ results/05_remedies_curves.csv results/05_remedies_summary.csv results/05_fold_c
 	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/harness/memory.py \
 	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
-	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/studies/remedies/__init__.py \
+	attnlab/recall/flags.py attnlab/recall/model.py attnlab/recall/readings.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/studies/remedies/__init__.py \
 	attnlab/studies/remedies/compute.py attnlab/studies/remedies/flags.py \
-	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/optimizers.py \
-	attnlab/training/schedules.py | $(STAMP)
+	attnlab/studies/remedies/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(REMEDIES_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -111,13 +110,13 @@ results/09_fit_screen.csv results/09_fit_scores.csv results/09_fit_prediction_cu
 	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
 	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
-	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
-	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
-	attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/flags.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/flags.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/lanes.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	results/12_second_fit_prediction_curves.csv.xz \
@@ -128,13 +127,13 @@ results/12_second_fit_screen.csv results/12_second_fit_scores.csv \
 	attnlab/core/positional.py attnlab/core/references.py attnlab/core/softmax_stats.py \
 	attnlab/core/temperature.py attnlab/harness/memory.py attnlab/recall/__init__.py \
 	attnlab/recall/columns.py attnlab/recall/config.py attnlab/recall/flags.py \
-	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/readings.py \
-	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
-	attnlab/recall/trainer.py attnlab/studies/article_fit/__init__.py \
-	attnlab/studies/article_fit/compute.py attnlab/studies/article_fit/fits.py \
-	attnlab/studies/article_fit/flags.py attnlab/studies/article_fit/pipeline.py \
-	attnlab/studies/article_fit/study.py attnlab/training/__init__.py \
-	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
+	attnlab/recall/model.py attnlab/recall/readings.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/studies/article_fit/__init__.py attnlab/studies/article_fit/compute.py \
+	attnlab/studies/article_fit/fits.py attnlab/studies/article_fit/flags.py \
+	attnlab/studies/article_fit/pipeline.py attnlab/studies/article_fit/study.py \
+	attnlab/training/__init__.py attnlab/training/lanes.py attnlab/training/optimizers.py \
+	attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(ARTICLE_FIT_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
@@ -160,11 +159,11 @@ results/10_widths_summary.csv results/10_widths_curves.csv results/10_lr_transfe
 	attnlab/core/references.py attnlab/core/sampling.py attnlab/core/softmax_stats.py \
 	attnlab/core/softmax_sweeps.py attnlab/core/temperature.py attnlab/harness/memory.py \
 	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/flags.py attnlab/recall/lanes.py attnlab/recall/model.py \
-	attnlab/recall/readings.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
-	attnlab/studies/widths/__init__.py attnlab/studies/widths/compute.py \
-	attnlab/studies/widths/flags.py attnlab/studies/widths/study.py attnlab/training/__init__.py \
+	attnlab/recall/flags.py attnlab/recall/model.py attnlab/recall/readings.py \
+	attnlab/recall/step.py attnlab/recall/tables.py attnlab/recall/task.py \
+	attnlab/recall/trainer.py attnlab/recall/widths.py attnlab/studies/widths/__init__.py \
+	attnlab/studies/widths/compute.py attnlab/studies/widths/flags.py \
+	attnlab/studies/widths/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
 	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(WIDTHS_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
@@ -236,11 +235,11 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
 	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
 	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/step.py \
-	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
-	attnlab/recall/widths.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
-	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/flags.py \
-	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
+	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
+	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
 	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
@@ -262,11 +261,11 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
 	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
 	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/lanes.py attnlab/recall/model.py attnlab/recall/step.py \
-	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
-	attnlab/recall/widths.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
-	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/flags.py \
-	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
+	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
+	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
+	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
+	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
 	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
