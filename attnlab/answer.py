@@ -47,13 +47,20 @@ from attnlab.studies.lm_proxy.report import OWNERSHIP_COLUMNS, drift
 from attnlab.studies.lm_proxy.study import DRIFT_FACTOR, HOLDS_WITHIN, OWNERSHIP_CSV
 from attnlab.studies.optimizer.answers import (
     clip_fires_less_late,
+    compared_arms,
     more_of,
     multiple_pairs,
     nominal_pairs,
     regime_groups,
 )
 from attnlab.studies.optimizer.report import RUN_COLUMNS
-from attnlab.studies.optimizer.study import ONE_UPDATE, RUNS_CSV
+from attnlab.studies.optimizer.study import (
+    ONE_UPDATE,
+    OPTIMIZER_NAMES,
+    PINNED,
+    RUNS_CSV,
+    arm_optimizer,
+)
 from attnlab.studies.real_model import gemma_report
 from attnlab.studies.recall.report import natural_name
 from attnlab.studies.recall.study import SUMMARY_CSV
@@ -317,9 +324,12 @@ def optimizer_sentence(runs: pd.DataFrame) -> str:
     (b)'s bound after it first fired on every seed (else *let it reach* its worst), its
     worst median over seeds; on K2's constant-rate plateau whether it fired *less* late
     than early ((d)); and at how many matched multiples of each best rate, and matched
-    nominal rates, Muon's logits grew more than AdamW's with the seeds' ranges apart
-    (Moonlight's one rate for both sides)."""
-    text = "Under Muon and Kimi K2's QK-Clip (experiment 15)"
+    nominal rates, each optimizer's logits grew more than AdamW's with the seeds' ranges
+    apart (every arm but AdamW and the pinned ones: Muon's is Moonlight's one rate for both
+    sides)."""
+    arms = [a for a in compared_arms(runs) if not a.endswith(PINNED)]
+    names = [OPTIMIZER_NAMES.get(arm_optimizer(a), arm_optimizer(a)) for a in arms]
+    text = f"Under {' and '.join(names) or 'AdamW'} and Kimi K2's QK-Clip (experiment 15)"
     groups = regime_groups(runs)
     if len(groups):
         worst, median = float(groups["max"].max()), float(groups["median"].max())
@@ -331,11 +341,11 @@ def optimizer_sentence(runs: pd.DataFrame) -> str:
         text += (f", at each optimizer's best rate and 3x it with a tau that binds, the clip "
                  f"{held} after it first fired (its worst median over seeds "
                  f"{rounded(median)} tau){late}")  # fmt: skip
-    multiples, nominal = multiple_pairs(runs, "muon"), nominal_pairs(runs, "muon")
-    return (
-        f"{text}; Muon's logits grew more than AdamW's, seeds apart, at {more_of(multiples)} "
-        f"matched multiples of the best rate and {more_of(nominal)} matched nominal rates."
-    )
+    grew = [f"{name}'s logits grew more than AdamW's, seeds apart, at "
+             f"{more_of(multiple_pairs(runs, arm))} matched multiples of the best rate and "
+             f"{more_of(nominal_pairs(runs, arm))} matched nominal rates"
+             for arm, name in zip(arms, names, strict=True)]  # fmt: skip
+    return f"{'; '.join([text, *grew])}."
 
 
 # --- the whole ---------------------------------------------------------------------------------

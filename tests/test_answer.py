@@ -244,6 +244,17 @@ def _runs(
     return pd.DataFrame([*sweep, *long, fired("taus", 0.3, 50.0)])
 
 
+def test_the_sentence_names_the_optimizers_the_table_holds():
+    """Lion's rows in Muon's place: the sentence is about Lion (15 --optimizers adamw lion),
+    and a pinned arm is left out of it."""
+    runs = _runs((1.1, 1.2, 1.5), 0.5, 0.1)
+    lion = optimizer_sentence(runs.assign(optimizer=runs.optimizer.replace("muon", "lion")))
+    assert lion.startswith("Under Lion and Kimi K2's QK-Clip (experiment 15)")
+    assert "Lion's logits grew more than AdamW's" in lion and "Muon" not in lion
+    pinned = runs.assign(side=runs.side.where(runs.optimizer != "muon", "pinned"))
+    assert optimizer_sentence(pinned).startswith("Under AdamW and Kimi K2's QK-Clip")
+
+
 def test_the_clip_held_or_not_and_fired_less_late_or_not():
     text = optimizer_sentence(_runs((1.1, 1.2, 1.5), 0.5, 0.1))
     assert text.startswith(
