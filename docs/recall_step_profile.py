@@ -34,7 +34,7 @@ def main() -> None:
     trainer = Trainer([Run(config, MECHANISMS["scaled"])])
     draw, vmapped = trainer.chunk_programs()
     batches = draw()
-    block = trainer._blocks.blocks[0]  # the one lane's block, as Trainer.run calls it
+    block = trainer.blocks.blocks[0]  # the one lane's block, as Trainer.run calls it
 
     def one(state, seed, lr, constants, batches):
         lane = jax.tree.map(lambda x: x[seed], batches)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from attnlab.studies.card.task_card import TaskCard, stable, task_card_markdown, trains
 
@@ -41,3 +42,37 @@ def test_card_md_lists_the_rows_and_the_verdicts():
     text = task_card_markdown(tables, verdicts, "m", "m", "cmd", {}, quick=True)
     assert text.startswith("# Quick card on a registered task: m")
     assert "| m | 0.1 | 1.800 ± 0.100 | 1.000 ± 0.100 | — |" in text
+
+
+def test_no_spread_over_the_windows_is_undetermined():
+    verdict = trains(card((1e-1, 1.8, 0.0, 1.0, 0.0, -1)), "m")
+    assert (
+        verdict.passed is None
+        and "no spread" in verdict.value
+        and "1.800 -> 1.000" in verdict.value
+    )
+
+
+def test_the_settings_record_a_configuration_the_same_way_every_time_or_refuse():
+    """A dataclass by its fields, a mechanism reference by its text, numpy numbers as
+    numbers; a function (whose text holds its address) is refused."""
+    import dataclasses
+
+    import numpy as np
+
+    from attnlab.core.references import resolve
+    from attnlab.studies.card.task_card import recorded
+
+    @dataclasses.dataclass(frozen=True)
+    class Inner:
+        rate: np.float32 = np.float32(0.5)
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        steps: int = 3
+        inner: Inner = Inner()
+        mechanisms: tuple = (resolve("scaled"),)
+
+    assert recorded(Config()) == {"steps": 3, "inner": {"rate": 0.5}, "mechanisms": ["scaled"]}
+    with pytest.raises(ValueError, match="cannot record the same way twice"):
+        recorded({"logits": lambda q, k: q})

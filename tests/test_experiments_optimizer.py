@@ -63,8 +63,8 @@ def test_help_exits_0(script, run_main, capsys):
     ("flags", "named"),
     [
         (["--width", "40"], "--width"),
-        (["--arms", "sgd"], "--arms"),
-        (["--arms", "muon", "muon"], "--arms"),
+        (["--optimizers", "sgd"], "--optimizers: invalid choice"),
+        (["--optimizers", "muon", "muon"], "--optimizers: given twice"),
         (["--side-lr", "0"], "--side-lr"),
         (["--qk-clip-on", "both"], "--qk-clip-on"),
         (["--taus", "10", "10"], "--taus"),

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from attnlab.training.lanes import LaneBlocks, Programs, run_chunks, run_lanes
 
@@ -107,3 +108,17 @@ def test_blocks_pad_the_last_block_and_join_only_the_lanes():
     reached = run_chunks(blocks, 0, 10, 3, call, lambda steps: 1.0, after)
     assert reached == 6 and seen == [(0, 3, (5, 3)), (3, 6, (5, 3))]
     np.testing.assert_array_equal(blocks.state, state + 2 * (np.arange(5) * 10 + 1))
+
+
+def test_what_the_engine_cannot_run_is_one_line():
+    """No lanes, no steps, chunks of no steps, blocks of no lanes: a ValueError each, not a
+    loop that never ends or an error from deep inside."""
+    with pytest.raises(ValueError, match="run_lanes: needs a rate"):
+        run_lanes(quadratic_programs(), [], [0], keys, {"shift": 0.0}, None, None, 2, 2)
+    with pytest.raises(ValueError, match="0 steps"):
+        run_lanes(quadratic_programs(), [0.1], [0], keys, {"shift": 0.0}, None, None, 0, 2)
+    blocks = LaneBlocks(np.zeros(2, np.float32), {}, 2, 2)
+    with pytest.raises(ValueError, match="chunk_steps must be >= 1"):
+        run_chunks(blocks, 0, 4, 0, lambda *a: None, lambda steps: None, lambda *a: False)
+    with pytest.raises(ValueError, match="n_lanes and block must be >= 1"):
+        LaneBlocks(np.zeros(2, np.float32), {}, 2, 0)

@@ -137,6 +137,8 @@ def test_the_registry_names_hyperparameters_and_refuses_others():
             return optax.chain(optax.scale_by_sign(), optax.scale(-lr))
 
     try:
+        with pytest.raises(ValueError, match="'test_sign_sgd' is registered already"):
+            register_optimizer("test_sign_sgd")(SignSGD)
         params, grads = params_and_grads()
         u = first_update(make_optimizer("test_sign_sgd", 0.5), params, grads)
         leaf = jax.tree.leaves(u)[0]

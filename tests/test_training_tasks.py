@@ -136,8 +136,13 @@ def test_the_registry_holds_the_built_ins_and_refuses_another_name():
     assert TASKS["lm"].name == "lm" and TASKS["recall"].flags == ()
     with pytest.raises(KeyError, match="task must be one of \\['recall', 'lm'\\], got 'nope'"):
         TASKS["nope"]
-    with pytest.raises(ValueError, match="'lm' is a built-in"):
+    with pytest.raises(ValueError, match="'lm' is taken"):
         TASKS.register(FIND._replace(name="lm"))
+
+
+def test_a_name_registered_already_is_taken(find_task):
+    with pytest.raises(ValueError, match=f"'{find_task.name}' is taken"):
+        TASKS.register(find_task)
 
 
 def test_the_toy_task_learns_on_the_engine(find_task):

@@ -30,8 +30,13 @@ def z_loss(logits: jax.Array) -> jax.Array:
 
 
 def loss_fn(
-    model: CausalLM, params, windows: jax.Array, constants, z_weight: float, clip: bool = False
-):
+    model: CausalLM,
+    params: dict,
+    windows: jax.Array,
+    constants: dict,
+    z_weight: float,
+    clip: bool = False,
+) -> tuple[jax.Array, tuple]:
     """``CE + z_weight z_loss`` of ``windows`` ``[B, T+1]``, with the CE, the stats and, with
     ``clip``, each layer's largest signed and largest |logit| per head (``head_logits``,
     the same forward pass's, for QK-Clip), else None."""
@@ -56,7 +61,7 @@ def head_logits(sown: dict, n_layers: int) -> dict[str, jax.Array]:
 
 
 def held_out_loss(
-    model: CausalLM, params, windows: jax.Array, constants
+    model: CausalLM, params: dict, windows: jax.Array, constants: dict
 ) -> tuple[jax.Array, jax.Array]:
     """Per-window held-out cross-entropy ``[eval_windows]``, and the output logits' variance
     over the vocabulary averaged over every position (at step 0 the ``v`` of ``E[loss_0] ~

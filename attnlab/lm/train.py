@@ -24,9 +24,10 @@ A lane whose loss turns non-finite is recorded (``diverged_step``), never raised
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -376,8 +377,8 @@ def train_lanes(
     lrs: list[float],
     seeds: list[int],
     split: Split,
-    on_chunk=None,
-    on_params=None,
+    on_chunk: Callable[[int], None] | None = None,
+    on_params: Callable[[int, Any], None] | None = None,
 ) -> SweepResult:
     """Train ``mechanism`` at every (rate, seed) of ``lrs x seeds`` as lanes of one
     compiled program (``attnlab.training.lanes.run_lanes``: lanes rate-major, padded to a

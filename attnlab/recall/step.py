@@ -6,6 +6,7 @@ step-0 state. ``attnlab.recall.trainer`` runs these for many lanes at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from typing import NamedTuple
@@ -119,7 +120,8 @@ def scan_steps(
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """``train_step`` on each of ``batches`` (fields ``[steps, batch_size, ...]``) in turn, a
     ``lax.scan``. Returns the state after the last step and the ``metrics`` named, each
-    ``[steps]``. Only ``Trainer`` compiles it, vmapped over its lanes."""
+    ``[steps]``. ``Trainer`` and the recall ``Task`` (``recall_task``) compile it, vmapped
+    over their lanes."""
 
     def body(s: TrainState, batch: Batch) -> tuple[TrainState, dict[str, jax.Array]]:
         s, m = train_step(model, optimizer, s, batch, constants)
@@ -143,7 +145,7 @@ def evaluate(
 
 
 @cache
-def init_program(model: RecallModel, task: RecallTask):
+def init_program(model: RecallModel, task: RecallTask) -> Callable[[jax.Array], TrainState]:
     """``TrainState`` at step 0 from an init key, vmapped over keys and jitted: one program
     per model, where an eager ``model.init`` compiles each of its operations apart (jitted,
     ``std * normal`` may round differently from the eager product by an ulp). Adam's state

@@ -2,12 +2,14 @@
 ``Trainer``.
 
 A training is a list of ``Run``s (a configuration, a mechanism, a learning rate), each
-trained on every seed of its configuration. Every (run, seed) is a *lane*: the lanes' states
-are stacked along a leading axis that is vmapped and sharded over all devices
-(``attnlab.core.parallel``); steps run inside ``jax.lax.scan`` in chunks of ``chunk_steps``
-(``scan_steps``), each fed the chunk's batches drawn beforehand by a program of its own
-(``draw_chunk``, once per seed, however many lanes share it). Python runs only between
-chunks: the progress callback, the divergence check, an early stop, optional diagnostics.
+trained on every seed of its configuration. Every (run, seed) is a *lane*, trained on the
+lanes engine both wings share (``attnlab.training.lanes``): the lanes' states are stacked
+along a leading axis, laid out in blocks that fit the CPU's cache (``LaneBlocks``,
+``block_size``), each vmapped and sharded over all devices; steps run inside
+``jax.lax.scan`` in chunks of ``chunk_steps`` (``scan_steps``, ``run_chunks``), each fed the
+chunk's batches drawn beforehand by a program of its own (``draw_chunk``, once per seed,
+however many lanes share it). Python runs only between chunks: the progress callback, the
+divergence check, an early stop, optional diagnostics.
 
 One program, many runs: the learning rate and the mechanism's fixed scalars (its
 ``constants``, e.g. the logit scale and cap) are traced arguments of the compiled chunk, and the
@@ -336,6 +338,11 @@ class Trainer:
     def state(self) -> TrainState:
         """Every lane's state, ``[lanes, ...]``."""
         return self._blocks.state
+
+    @property
+    def blocks(self) -> LaneBlocks:
+        """The lanes as the compiled chunk takes them, in blocks (``LaneBlocks``)."""
+        return self._blocks
 
     def results(self, evaluate: bool = True) -> list[TrainResult]:
         """One ``TrainResult`` per run, in the order of ``runs``; held-out accuracy by

@@ -232,14 +232,14 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
-	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
-	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/lm_task.py attnlab/lm/loss.py \
+	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/model.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/recall/widths.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/flags.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
 	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \
@@ -258,14 +258,14 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/progress.py attnlab/core/references.py attnlab/core/sampling.py \
 	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/workers.py \
-	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
-	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
-	attnlab/recall/__init__.py attnlab/recall/columns.py attnlab/recall/config.py \
-	attnlab/recall/model.py attnlab/recall/step.py attnlab/recall/tables.py \
-	attnlab/recall/task.py attnlab/recall/trainer.py attnlab/recall/widths.py \
-	attnlab/studies/card/__init__.py attnlab/studies/card/api.py attnlab/studies/card/compute.py \
-	attnlab/studies/card/figure.py attnlab/studies/card/flags.py attnlab/studies/card/headroom.py \
-	attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
+	attnlab/lm/__init__.py attnlab/lm/flags.py attnlab/lm/lm_task.py attnlab/lm/loss.py \
+	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/recall/__init__.py attnlab/recall/columns.py \
+	attnlab/recall/config.py attnlab/recall/model.py attnlab/recall/step.py \
+	attnlab/recall/tables.py attnlab/recall/task.py attnlab/recall/trainer.py \
+	attnlab/recall/widths.py attnlab/studies/card/__init__.py attnlab/studies/card/api.py \
+	attnlab/studies/card/compute.py attnlab/studies/card/figure.py attnlab/studies/card/flags.py \
+	attnlab/studies/card/headroom.py attnlab/studies/card/lm.py attnlab/studies/card/lm_report.py \
 	attnlab/studies/card/lm_verdicts.py attnlab/studies/card/markdown.py \
 	attnlab/studies/card/precision.py attnlab/studies/card/recall_report.py \
 	attnlab/studies/card/sensitivity.py attnlab/studies/card/store.py \

@@ -80,6 +80,8 @@ class LaneBlocks:
     through one compiled program), each sharded over the devices."""
 
     def __init__(self, state: Any, args: dict[str, Any], n_lanes: int, block: int):
+        if n_lanes < 1 or block < 1:
+            raise ValueError(f"LaneBlocks: n_lanes and block must be >= 1, got {n_lanes}, {block}")
         self.n_lanes, self.block = n_lanes, block
         self.blocks = []
         for start in range(0, n_lanes, block):
@@ -124,6 +126,8 @@ def run_chunks(
     data)``, then ``after(first, end, metrics)`` (the chunk's first step, the step after
     its last, the metrics ``[n_lanes, steps, ...]``), whose True stops the training early.
     Returns the step reached."""
+    if chunk_steps < 1:
+        raise ValueError(f"run_chunks: chunk_steps must be >= 1, got {chunk_steps}")
     step = start
     while step < until:
         end = min(step + chunk_steps, until)
@@ -181,6 +185,9 @@ def run_lanes(
     evaluation reads. ``on_params`` receives the block's parameters, padded lanes
     included."""
     lanes = [(lr, seed) for lr in lrs for seed in seeds]
+    if not lanes or steps < 1:
+        raise ValueError(f"run_lanes: needs a rate, a seed and steps >= 1, got {len(lrs)} "
+                         f"rates, {len(seeds)} seeds, {steps} steps")  # fmt: skip
     n = len(lanes)
     keys = [seed_keys(seed) for _, seed in lanes]
     state = programs.init(jnp.stack([k for k, _ in keys]), jnp.stack([d for _, d in keys]))

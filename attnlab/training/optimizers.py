@@ -86,13 +86,16 @@ class Optimizer(Protocol):
 
 
 #: Every optimizer by name: its hyperparameters' dataclass (``register_optimizer``).
-OPTIMIZERS: dict[str, type] = {}
+OPTIMIZERS: dict[str, type[Optimizer]] = {}
 
 
 def register_optimizer(name: str) -> Callable[[type], type]:
-    """Register the optimizer dataclass it decorates as ``name`` in ``OPTIMIZERS``."""
+    """Register the optimizer dataclass it decorates as ``name`` in ``OPTIMIZERS`` (a name
+    taken is a ValueError)."""
 
     def register(kind: type) -> type:
+        if name in OPTIMIZERS:
+            raise ValueError(f"optimizer {name!r} is registered already; give yours another name")
         OPTIMIZERS[name] = kind
         return kind
 
@@ -115,7 +118,7 @@ def make_optimizer(
     known = hyperparameters(name)
     for key in hyper:
         if key not in known:
-            raise ValueError(f"{name} has no hyperparameter {key!r}; its are {list(known)}")
+            raise ValueError(f"{name} has no hyperparameter {key!r}; it has {list(known)}")
     return OPTIMIZERS[name](**hyper).build(lr, recipe)
 
 

@@ -5,6 +5,8 @@ A ``Task`` is a NamedTuple of a name and small functions, as optax's
 ``GradientTransformation`` is of two (a task is a value, not a subclass to learn):
 
 ==============  ==========================================================================
+``name``        its name in ``TASKS``, the card's ``--task`` and a card's folder
+``about``       what it is, in a line (``--help``'s)
 ``defaults``    ``(quick, seed, **options) -> config``: its configuration at its defaults
                 (``quick``: a look in about a minute), a frozen dataclass with ``steps``
                 and ``chunk_steps``; ``options`` are the ``flags`` it takes
@@ -81,9 +83,10 @@ class TaskRegistry(Mapping[str, Task]):
         return len(BUILTIN_TASKS) + len(self._registered)
 
     def register(self, task: Task) -> Task:
-        """Register ``task`` under its name (not a built-in's); returns it."""
-        if task.name in BUILTIN_TASKS:
-            raise ValueError(f"task {task.name!r} is a built-in; give yours another name")
+        """Register ``task`` under its name (not a built-in's, nor one registered already);
+        returns it."""
+        if task.name in BUILTIN_TASKS or task.name in self._registered:
+            raise ValueError(f"task {task.name!r} is taken; give yours another name")
         self._registered[task.name] = task
         return task
 

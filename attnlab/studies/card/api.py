@@ -191,10 +191,10 @@ def card(
     the task's card's ``against``), at the script's default settings or ``quick``'s, from
     ``seed``, on ``task``: ``"recall"`` (the card), ``"lm"`` (experiment 14's language
     model, the tables in ``lm/``) or any task registered in ``TASKS`` (its tables in a
-    folder of its name). On ``"lm"``, ``optimizer`` (any of the registry's: ``"adamw"``,
-    14's, ``"muon"``, ...) and ``qk_clip`` (QK-Clip's tau, None: none) train every
-    mechanism of the card, baselines included, as the script's ``--optimizer`` and
-    ``--qk-clip``.
+    folder of its name). On a task that takes them (its ``Task.flags``: ``"lm"``),
+    ``optimizer`` (any of the registry's: ``"adamw"``, 14's, ``"muon"``, ...) and
+    ``qk_clip`` (QK-Clip's tau, None: none) train every mechanism of the card, baselines
+    included, as the script's ``--optimizer`` and ``--qk-clip``.
 
     Baselines that are built-ins are read from their committed cards in ``committed``
     (default: this repository's ``results/cards/``) when the settings match, as the

@@ -23,8 +23,9 @@ def add_card_flags(parser: argparse.ArgumentParser) -> None:
     add("--against", type=resolved_mechanisms, default=None, metavar="NAMES",
         help="comma-separated baselines (default: scaled,unscaled; scaled on another task)")
     add("--task", choices=TASKS, default=DEFAULT_TASK,
-        help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM; "
-        "any task registered in attnlab/training/tasks.py")
+        help="recall: experiment 04's task and the statics; lm: experiment 14's causal LM "
+        "(a task of your own: TASKS.register it, then attnlab.card(..., task=NAME) from "
+        "Python; attnlab/training/tasks.py)")
     add_optimizer_flag(parser, "adamw", "--task lm: adamw (14's), or muon on the hidden "
                        "matrices and adamw on the rest, or any of attnlab/training/optimizers.py")
     add_qk_clip_flag(parser, None, "--task lm: QK-Clip after every step at TAU (Kimi K2: 100; "

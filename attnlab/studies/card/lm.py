@@ -34,15 +34,15 @@ from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef
 from attnlab.core.text import byte_tokens, read_text
 from attnlab.harness.workers import Piece, run_pieces
+from attnlab.lm.lm_task import LM_TASK
 from attnlab.lm.sweep import length_rows, ownership_rows, sweep_rows
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.lm.train import LMConfig, split_text, train_lanes
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LMCard, lm_verdicts_frame
 from attnlab.studies.card.store import CardPlan, CardResult, card_results, merge_cards, reused_cards
 
-#: Declared before any run. Rates: experiment 14's half-decade grid without its lowest
-#: (1e-3 is never best there), so that the best rate and ten times it are both swept.
-LM_RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
+#: The rates: the language model's task's (``lm_task.LM_RATES``, declared before any run).
+LM_RATES = LM_TASK.lrs
 #: Two widths at head width 16 (2 and 4 heads).
 LM_WIDTHS = (32, 64)
 #: Lengths the trained model reads, as multiples of its training length.

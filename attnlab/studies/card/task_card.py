@@ -20,12 +20,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef
 from attnlab.studies.card.markdown import QUICK_LINE, reused_lines, verdict_lines
@@ -46,47 +47,63 @@ class TaskCard(NamedTuple):
 @dataclass(frozen=True)
 class TaskCardConfig:
     """What a card on ``task`` trains: the task's configuration at its defaults (or its
-    ``quick`` ones) from ``seed``, at the task's rates."""
+    ``quick`` ones) from ``seed``, with ``options`` (the card's flags the task takes, as
+    ``(name, value)`` pairs), at the task's rates."""
 
     task: str
     seed: int = 0
     quick: bool = False
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: tuple[tuple[str, Any], ...] = ()
 
     @property
     def training(self) -> Any:
         """The task's configuration."""
-        return TASKS[self.task].defaults(self.quick, self.seed, **self.options)
+        return TASKS[self.task].defaults(self.quick, self.seed, **dict(self.options))
 
     @property
     def lrs(self) -> tuple[float, ...]:
         return TASKS[self.task].lrs
 
     def settings(self) -> dict:
-        """Everything that decides a card's numbers but the mechanisms."""
-        training = self.training
-        as_dict = dataclasses.asdict(training) if dataclasses.is_dataclass(training) else {}
+        """Everything that decides a card's numbers but the mechanisms (``recorded``)."""
         return {"task": self.task, "seed": self.seed, "quick": self.quick,
-                "lrs": list(self.lrs), "training": json_safe(as_dict)}  # fmt: skip
+                "options": recorded(dict(self.options)), "lrs": list(self.lrs),
+                "training": recorded(self.training)}  # fmt: skip
 
 
-def json_safe(value: Any) -> Any:
-    """``value`` with what JSON cannot hold (a mechanism reference) as its text."""
+def recorded(value: Any) -> Any:
+    """``value`` as a sidecar records it, the same in every process: a dataclass by its
+    fields, a mechanism reference by its text and a mechanism by its name, numbers and
+    strings as they are; ``ValueError`` for anything else (a function: its text would hold
+    its address, and no two runs would compare equal)."""
+    if isinstance(value, Mechanism):
+        return value.name
+    if hasattr(value, "text") and hasattr(value, "mechanism"):  # a MechanismRef
+        return value.text
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: recorded(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {str(k): recorded(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
+        return [recorded(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    return str(getattr(value, "text", value))
+    raise ValueError(f"a task's configuration holds {type(value).__name__} {value!r}, which a "
+                     "card's sidecar cannot record the same way twice")  # fmt: skip
 
 
-def task_card_config(task: str, quick: bool = False, seed: int = 0, **options) -> TaskCardConfig:
+def task_card_config(
+    task: str, quick: bool = False, seed: int = 0, **options: Any
+) -> TaskCardConfig:
     """The card's configuration on ``task`` (its ``options``: the card's flags it takes)."""
-    return TaskCardConfig(task, seed, quick, dict(options))
+    return TaskCardConfig(task, seed, quick, tuple(sorted(options.items())))
 
 
-def training_rows(config: TaskCardConfig, reference: MechanismRef, on_progress: Progress = None):
+def training_rows(
+    config: TaskCardConfig, reference: MechanismRef, on_progress: Progress = None
+) -> pd.DataFrame:
     """One mechanism trained at every rate (the module docstring's *training* rows)."""
     task = TASKS[config.task]
     lanes = train_task(task, config.training, reference.mechanism, list(config.lrs),
@@ -141,9 +158,10 @@ def trains(card: TaskCard, name: str) -> Verdict:
     best = finite.loc[finite.final_loss.idxmin()]
     drop = best.initial_loss - best.final_loss
     se = math.hypot(best.initial_loss_se, best.final_loss_se)
-    value = (f"lr {best.lr:g}: {best.initial_loss:.3f} -> {best.final_loss:.3f} "
-             f"({drop / se:.1f} SE)" if se > 0 else f"lr {best.lr:g}: no spread")  # fmt: skip
-    return TRAINS.says(value, bool(drop > LOSS_SES * se))
+    value = f"lr {best.lr:g}: {best.initial_loss:.3f} -> {best.final_loss:.3f}"
+    if not se > 0:  # one window, or every window alike: no SE to judge by
+        return TRAINS.says(value + " (no spread over the windows)", None)
+    return TRAINS.says(value + f" ({drop / se:.1f} SE)", bool(drop > LOSS_SES * se))
 
 
 def stable(card: TaskCard, name: str) -> Verdict:

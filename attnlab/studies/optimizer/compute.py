@@ -1,6 +1,7 @@
-"""Experiment 15's computation: the causal LM of 14 (``attnlab.lm.train``) under AdamW and
-Muon (``attnlab.training.optimizers``; Muon's AdamW side at the lane's rate or pinned), with and
-without QK-Clip (``attnlab.lm.qk_clip``), in three parts.
+"""Experiment 15's computation: the causal LM of 14 (``attnlab.lm.train``) under each arm, an
+optimizer of ``attnlab.training.optimizers`` (by default AdamW and Muon, Muon's AdamW side at
+the lane's rate or pinned), with and without QK-Clip (``attnlab.lm.qk_clip``), in three
+parts.
 
 *The sweep*: each (arm, mechanism, clip) at every rate and seed for ``lm.steps`` on 14's
 text. *The tau sweep* (``taus``): per arm, ``scaled`` with QK-Clip at each of ``TAUS`` (and
@@ -416,7 +417,11 @@ def long_tables(
 
 
 def run_study(
-    config: OptimizerConfig, tokens: np.ndarray, long_text: TextSource, jobs: int, on_progress
+    config: OptimizerConfig,
+    tokens: np.ndarray,
+    long_text: TextSource,
+    jobs: int,
+    on_progress: Progress = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, list[Saved]]:
     """The three parts in turn (module docstring), ``jobs`` workers each: the sweep on
     ``tokens``; the tau sweep at each arm's best rate and ``HOT`` times it (the sweep's);
