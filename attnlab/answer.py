@@ -56,10 +56,9 @@ from attnlab.studies.optimizer.answers import (
 from attnlab.studies.optimizer.report import RUN_COLUMNS
 from attnlab.studies.optimizer.study import (
     ONE_UPDATE,
-    OPTIMIZER_NAMES,
     PINNED,
     RUNS_CSV,
-    arm_optimizer,
+    optimizer_name,
 )
 from attnlab.studies.real_model import gemma_report
 from attnlab.studies.recall.report import natural_name
@@ -328,7 +327,7 @@ def optimizer_sentence(runs: pd.DataFrame) -> str:
     apart (every arm but AdamW and the pinned ones: Muon's is Moonlight's one rate for both
     sides)."""
     arms = [a for a in compared_arms(runs) if not a.endswith(PINNED)]
-    names = [OPTIMIZER_NAMES.get(arm_optimizer(a), arm_optimizer(a)) for a in arms]
+    names = [optimizer_name(a) for a in arms]
     text = f"Under {' and '.join(names) or 'AdamW'} and Kimi K2's QK-Clip (experiment 15)"
     groups = regime_groups(runs)
     if len(groups):

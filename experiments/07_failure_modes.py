@@ -15,7 +15,7 @@ import time
 import _interrupt  # noqa: F401  (before the package: Ctrl-C while importing exits 130)
 
 from attnlab.harness import cli
-from attnlab.harness.io import write_result
+from attnlab.harness.io import write_results
 from attnlab.studies import headline
 from attnlab.studies.failure_modes.compute import run_failure_modes
 from attnlab.studies.failure_modes.flags import add_failure_modes_flags, failure_modes_configs
@@ -39,8 +39,8 @@ def run(args, context):
         frames = run_failure_modes(overflow, correlation, bar.update)
     wall = time.perf_counter() - started
     with cli.staged_outputs(out_dir, context.written) as stage:
-        for part, frame in frames.items():
-            write_result(frame, stage / PART_CSVS[part], context.sidecar_flags, wall)
+        named = {PART_CSVS[part]: frame for part, frame in frames.items()}
+        write_results(named, stage, context.sidecar_flags, wall)
 
 
 main = cli.entry_point(build_parser, run, headline)

@@ -14,6 +14,7 @@ from support import ALIBI_FILE
 from attnlab.core.positional import POSITIONAL
 from attnlab.core.references import load_mechanism, resolve
 from attnlab.core.temperature import BUILTINS
+from attnlab.core.text import read_text
 from attnlab.harness import cli
 from attnlab.lm.train import LMConfig
 from attnlab.studies.card import lm, store
@@ -44,7 +45,7 @@ def test_a_mechanism_with_a_position_bias_trains_without_positions(tmp_path):
 
 
 def test_the_settings_name_the_text():
-    assert lm.lm_card_config().text_sha256 == lm._text()[1] != ""
+    assert lm.lm_card_config().text_sha256 == read_text(None).sha256 != ""
     assert lm.lm_card_config(quick=True).settings()["quick"] is True
 
 

@@ -17,9 +17,11 @@ from attnlab.training.tasks import Task
 
 
 @cache
-def prose() -> np.ndarray:
-    """The standard library's prose as bytes (14's text)."""
-    return byte_tokens(read_text(None).text)
+def prose() -> tuple[np.ndarray, str]:
+    """The standard library's prose (14's text) as bytes, and its SHA-256 (the prose differs
+    between Python versions, and so would the numbers)."""
+    source = read_text(None)
+    return byte_tokens(source.text), source.sha256
 
 
 def lm_defaults(
@@ -36,7 +38,7 @@ def lm_defaults(
 
 def lm_data(config: LMConfig) -> tuple[np.ndarray, np.ndarray]:
     """The training bytes and the held-out windows (``split_text``)."""
-    split = split_text(prose(), config)
+    split = split_text(prose()[0], config)
     return split.train, split.held_out
 
 

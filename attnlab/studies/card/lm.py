@@ -25,16 +25,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
 
 import numpy as np
 
-from attnlab.core.mechanism import Mechanism, MechanismError
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.progress import Progress
 from attnlab.core.references import MechanismRef
-from attnlab.core.text import byte_tokens, read_text
 from attnlab.harness.workers import Piece, run_pieces
-from attnlab.lm.lm_task import LM_TASK
+from attnlab.lm.lm_task import LM_TASK, prose
 from attnlab.lm.sweep import length_rows, ownership_rows, sweep_rows
 from attnlab.lm.sweep_tables import best_lane_rates
 from attnlab.lm.train import LMConfig, split_text, train_lanes
@@ -81,19 +79,9 @@ class LMCardConfig:
 def lm_problem(reference: MechanismRef, config: LMCardConfig) -> str | None:
     """Why the language model cannot card the mechanism of ``reference``, in one line (None:
     it can): it needs one value per head of every per-head vector at each of its widths."""
-    for d_model in config.widths:
-        try:
-            reference.mechanism.head_values(config.lm.d_head, d_model // config.lm.d_head)
-        except MechanismError as err:
-            return f"{err} (d_model {d_model})"
-    return None
-
-
-@cache
-def _text() -> tuple[np.ndarray, str]:
-    """The card's text (the standard library's prose) as bytes, and its SHA-256."""
-    source = read_text(None)
-    return byte_tokens(source.text), source.sha256
+    mechanism = reference.mechanism
+    problems = (LM_TASK.refusal(mechanism, config.width(d, mechanism)) for d in config.widths)
+    return next((p for p in problems if p is not None), None)
 
 
 def lm_card_config(
@@ -104,7 +92,7 @@ def lm_card_config(
     for every mechanism of the card, baselines included."""
     base = LM_QUICK if quick else LMCardConfig()
     lm = dataclasses.replace(base.lm, optimizer=optimizer, qk_clip_tau=qk_clip)
-    return dataclasses.replace(base, lm=lm, seed=seed, text_sha256=_text()[1])
+    return dataclasses.replace(base, lm=lm, seed=seed, text_sha256=prose()[1])
 
 
 #: ``--quick``: one width, three rates, 150 steps (about a minute for a mechanism and its
@@ -124,7 +112,7 @@ def lm_cell(
     three tables of the module docstring."""
     mechanism = reference.mechanism
     lm = config.width(d_model, mechanism)
-    tokens, _ = _text()
+    tokens, _ = prose()
     split = split_text(tokens, lm)
     result = train_lanes(lm, mechanism, list(config.lrs), [config.seed], split, on_progress)
     sweep = sweep_rows(result)

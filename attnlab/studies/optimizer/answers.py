@@ -53,9 +53,9 @@ from attnlab.studies.optimizer.study import (
     LOSS_MARGIN,
     MEDIAN_UPDATE,
     ONE_UPDATE,
-    OPTIMIZER_NAMES,
     PINNED,
     arm_optimizer,
+    optimizer_name,
 )
 
 
@@ -87,7 +87,7 @@ def compared_arms(runs: pd.DataFrame) -> list[str]:
 def arm_words(arm: str) -> str:
     """An arm in words: Muon's two (``muon``: one rate for both sides, Moonlight's; pinned:
     its AdamW side pinned), any other by its optimizer's name (``OPTIMIZER_NAMES``)."""
-    name = OPTIMIZER_NAMES.get(arm_optimizer(arm), arm_optimizer(arm))
+    name = optimizer_name(arm)
     if arm.endswith(PINNED):
         return f"{name} with its AdamW side pinned"
     return f"{name} with one rate for both sides (Moonlight's)" if arm == "muon" else name
@@ -157,7 +157,7 @@ def multiple_pairs(runs: pd.DataFrame, arm: str) -> list[Pair]:
 
 
 def _pairs_text(pairs: list[Pair], arm: str) -> str:
-    name = OPTIMIZER_NAMES.get(arm_optimizer(arm), arm_optimizer(arm))
+    name = optimizer_name(arm)
     return "; ".join(f"{w}: {name} {m:.3g} [{ml:.3g}, {mh:.3g}] vs AdamW {a:.3g} [{al:.3g}, "
                      f"{ah:.3g}]: {word}" for w, m, ml, mh, a, al, ah, word in pairs)  # fmt: skip
 
@@ -310,7 +310,7 @@ def clip_fires_less_late(runs: pd.DataFrame) -> Answer:
 def qk_norm_bounds(runs: pd.DataFrame) -> Answer:
     """(e), under every optimizer of the arms but ``BASELINE``'s."""
     names = list(dict.fromkeys(arm_optimizer(a) for a in compared_arms(runs)))
-    words = " and ".join(OPTIMIZER_NAMES.get(n, n) for n in names) or "any optimizer but AdamW"
+    words = " and ".join(map(optimizer_name, names)) or "any optimizer but AdamW"
     label = f"(e) qk_norm bounds the logits under {words} without a clip (below {BOUNDED:g})"
     rows = runs[runs.optimizer.isin(names) & (runs.mechanism == "qk_norm")
                 & runs.qk_clip_tau.isna()]  # fmt: skip

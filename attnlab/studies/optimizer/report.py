@@ -25,10 +25,10 @@ from attnlab.studies.optimizer.study import (
     CURVES_CSV,
     LEDGER_CSV,
     ONE_UPDATE,
-    OPTIMIZER_NAMES,
     PINNED,
     RUNS_CSV,
     arm_optimizer,
+    optimizer_name,
 )
 
 RUN_COLUMNS = ["part", "optimizer", "side", "side_lr", "schedule", "mechanism", "qk_clip_on",
@@ -254,7 +254,7 @@ def side_note(runs: pd.DataFrame, side_lr: object) -> str:
                           for a in (name, arm))  # fmt: skip
         both = ", ".join(f"lr {r:g}: {shared[r]:.3g} → {pinned[r]:.3g}" for r in shared.index
                          if r in pinned.index)  # fmt: skip
-        lines.append(f"{arm} trains {OPTIMIZER_NAMES.get(name, name)}'s AdamW side "
+        lines.append(f"{arm} trains {optimizer_name(name)}'s AdamW side "
                      f"(embeddings, head, LayerNorm gains) at {side_lr:g}; its largest logit, "
                      f"one rate for both sides → the side pinned: {both}")  # fmt: skip
     return (

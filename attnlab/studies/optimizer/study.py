@@ -39,6 +39,13 @@ def arm_optimizer(arm: str) -> str:
     return arm.removesuffix(PINNED)
 
 
+def optimizer_name(arm: str) -> str:
+    """How the report names ``arm``'s optimizer (``OPTIMIZER_NAMES``, else its registry
+    name)."""
+    name = arm_optimizer(arm)
+    return OPTIMIZER_NAMES.get(name, name)
+
+
 #: ``muon_pinned``'s AdamW-side rate: AdamW's best rate at this width in 14's sweep and in
 #: 15's previous one (declared before this run; the report checks it against this sweep's).
 SIDE_LR = 1e-2
