@@ -51,16 +51,22 @@ def reference_logits(name: str, q: np.ndarray, k: np.ndarray) -> np.ndarray:
         "sigmoid": dot / math.sqrt(d) - math.log(n),
         "softpick": dot / math.sqrt(d),
         "cosine_tau": 10.0 * cosine,  # 1 / tau = exp(log 10) at initialisation
+        "gated": dot / math.sqrt(d),  # the gate acts on the output, after the weights
+        "sink": dot / math.sqrt(d),
     }[name]
 
 
 def reference_weights(name: str, z: np.ndarray) -> np.ndarray:
-    """The weights of logits ``z [n]``: softmax, or sigmoid's or softpick's rule."""
+    """The weights of logits ``z [n]``: softmax, or sigmoid's, softpick's or the sink's rule."""
     if name == "sigmoid":
         return 1.0 / (1.0 + np.exp(-z))
     if name == "softpick":
         e = np.expm1(z)
         return np.maximum(e, 0.0) / (np.sum(np.abs(e)) + SOFTPICK_EPS)
+    if name == "sink":  # gpt-oss: softmax over [z, s] without the sink's column, s = 0
+        m = max(z.max(), 0.0)
+        e = np.exp(z - m)
+        return e / (e.sum() + np.exp(-m))
     e = np.exp(z - z.max())
     return e / e.sum()
 
@@ -99,6 +105,8 @@ def multiplier(name: str, d: int, n: int) -> float:
         "learned_temperature": 1 / math.sqrt(d),
         "sigmoid": 1 / math.sqrt(d),
         "softpick": 1 / math.sqrt(d),
+        "gated": 1 / math.sqrt(d),
+        "sink": 1 / math.sqrt(d),
         "inv_d": 1 / d,
         "ssmax": 0.43 * math.log(n) / math.sqrt(d),
         "qk_norm": math.sqrt(d),

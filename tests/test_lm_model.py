@@ -65,8 +65,8 @@ def forward(name: str):
     return forward_all()[name]
 
 
-def test_builtins_are_twelve():
-    assert len(BUILTINS) == 12 and len(NAMES) == 13
+def test_builtins_are_fourteen():
+    assert len(BUILTINS) == 14 and len(NAMES) == 15
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -330,9 +330,10 @@ def test_learned_scalars_one_per_layer_at_their_initial_values(name):
         attn = params[f"h_{layer}"]["attn"]
         extra = {k: v for k, v in attn.items() if not k.startswith("W_")}
         assert set(extra) == set(expected)
-        for key, value in expected.items():
-            assert extra[key].shape == ()
-            assert extra[key] == np.float32(value)
+        for key, value in expected.items():  # a per-head one (the sink): one value a head
+            per_head = key in BUILTINS[name].per_head
+            assert extra[key].shape == ((N_HEADS,) if per_head else ())
+            assert np.all(extra[key] == np.float32(value))
     if name == "qk_norm":
         assert set(expected) == {"scale"}
         assert params["h_0"]["attn"]["scale"] == np.float32(math.sqrt(D_HEAD))

@@ -29,7 +29,8 @@ ATTRIBUTES = {
 
 def test_mechanism_names_and_keys():
     assert list(MECHANISMS) == list(ATTRIBUTES)
-    assert list(BUILTINS) == list(MECHANISMS) + ["ssmax", "sigmoid", "softpick", "cosine_tau"]
+    literature = ["ssmax", "sigmoid", "softpick", "cosine_tau", "gated", "sink"]
+    assert list(BUILTINS) == list(MECHANISMS) + literature
     assert BUILTINS == {**MECHANISMS, **LITERATURE}
     for name, mech in BUILTINS.items():
         assert isinstance(mech, Mechanism)

@@ -1,4 +1,4 @@
-"""Four mechanisms from the literature, written with nothing but the public API of
+"""Six mechanisms from the literature, written with nothing but the public API of
 ``attnlab`` (the names this file imports are all in ``attnlab.__all__``; a test checks it),
 as a researcher would write their own. They are imported from the modules that define
 them, as code inside the package must: ``attnlab/__init__`` resolves its names from those
@@ -13,7 +13,19 @@ modules on first use, so importing through it from inside would go round in a ci
                                                                                  2025
 ``cosine_tau`` ``p = softmax(cos(q, k) / tau)``, ``1/tau = exp(min(t, log 100))``, Liu et al.
                ``t`` learned from ``log 10``                                     2022
+``gated``      ``softmax(q.k / sqrt(d)) v * sigmoid(x W_gate)``, a gate per     Qiu et al.
+               element of each head's output (G1, elementwise)                   2025
+``sink``       ``p_j = e^{z_j} / (e^{s_h} + sum_l e^{z_l})``, ``z = q.k/sqrt(d)``, gpt-oss
+               ``s_h`` learned per head from 0                                   2025
 =============  ================================================================  ==========
+
+``x`` is the block's normalised input (the causal LM's ``LN(x)``; the recall model's query
+embedding), ``W_gate`` the model's parameter (``[d_model, H d_h]`` elementwise, ``[d_model,
+H]`` per head) at the model's initialisation of its projections, no bias (Qwen3-Next's
+gate has none); the gate starts near ``sigmoid(0) = 1/2``. The sink's initial value 0 is
+ours: gpt-oss ships trained sinks, and transformers initialises them N(0, 0.02^2). One gate
+per head (Qiu et al.'s head-wise G1) is ``Mechanism(..., gate="head")``, not a built-in: the
+paper's best variant is the elementwise one.
 
 ``n`` is the number of keys a query may attend (``row_length``).
 """
@@ -68,6 +80,15 @@ def softpick_logits(q, k):
     return attention_logits(q, k)
 
 
+#: The sink's initial logit (module docstring).
+SINK_INITIAL = 0.0
+
+
+def scaled_dot_logits(q, k):
+    """Scaled attention's logits ``z = q.k / sqrt(d)``, for the gate and the sink."""
+    return attention_logits(q, k)
+
+
 LITERATURE: dict[str, Mechanism] = {
     m.name: m
     for m in (
@@ -80,5 +101,7 @@ LITERATURE: dict[str, Mechanism] = {
             params={"log_scale": COSINE_INITIAL_LOG_SCALE},
             normalize_qk=True,
         ),
+        Mechanism("gated", scaled_dot_logits, gate="element"),
+        Mechanism("sink", scaled_dot_logits, sink=SINK_INITIAL),
     )
 }

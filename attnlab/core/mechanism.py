@@ -30,6 +30,10 @@ optional field of ``Mechanism``, in the manner of Optax's ``GradientTransformati
 ``qk_init_exponent``  W_Q and W_K start ``d_k ** e`` times their default (-1/4 folds
                       ``1/sqrt(d_k)`` into the initialisation)
 ``normalize_qk``      L2-normalise q and k before ``logits`` sees them
+``sink``              a learned logit per head in the softmax's normaliser, from this
+                      initial value (gpt-oss; ``sink_softmax_weights``): a param ``sink``
+``gate``              ``"head"`` or ``"element"``: the model multiplies each head's output
+                      by ``sigmoid(x W_gate)`` of the block's input (``gated_output``)
 ====================  =====================================================================
 
 ``attnlab.core.mechanism_check.check_mechanism`` runs a new mechanism on random inputs,
@@ -76,7 +80,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from attnlab.core.context import CONTEXT_ARGS, POSITION_ARGS, Context, asked_context
-from attnlab.core.hooks import softmax_weights
+from attnlab.core.hooks import sink_softmax_weights, softmax_weights
 
 Array = jax.Array
 #: An initial value: a number, or a function of the head width ``d_k`` returning one.
@@ -95,6 +99,10 @@ RESERVED_PREFIXES = ("E_", "W_", "b_")
 #: all. It names rows of CSVs and a card's folder, so it can hold no separator, dot or space
 #: that would lead a path out of its folder or split a row.
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
+#: The learned per-head param a ``sink`` adds, read by the weights, not by ``logits``.
+SINK = "sink"
+#: What ``gate`` may be: one gate per head, or one per element of the head's output.
+GATES = ("head", "element")
 
 
 class MechanismError(ValueError):
@@ -219,6 +227,11 @@ class Mechanism:
       mask: ``mask(q_pos, k_pos) -> bool``, True where a query may attend; combined with
         the model's mask (``mask_for``). Needs positions.
       per_head: names of ``params`` learned one per head.
+      sink: None, or the initial value of a learned sink logit per head (softmax weights
+        only): ``params`` and ``per_head`` then hold ``SINK``, and the weights are
+        ``sink_softmax_weights`` (``normalise``).
+      gate: None, ``"head"`` or ``"element"``: an output gate the model applies
+        (``attnlab.core.hooks.gated_output``; its ``W_gate`` is the model's parameter).
     """
 
     name: str
@@ -231,6 +244,8 @@ class Mechanism:
     row_length: bool = False
     mask: Callable[..., Array] | None = None
     per_head: tuple[str, ...] = ()
+    sink: Initial | None = None
+    gate: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
@@ -257,11 +272,26 @@ class Mechanism:
             raise MechanismError(f"mechanism {self.name!r}: mask must be a function or None")
         per_head = (self.per_head,) if isinstance(self.per_head, str) else tuple(self.per_head)
         object.__setattr__(self, "per_head", per_head)
+        self._add_sink()
+        if self.gate is not None and self.gate not in GATES:
+            raise MechanismError(f"mechanism {self.name!r}: gate must be None or one of {GATES}")
         unknown = [n for n in per_head if n not in dict(self.params)]
         if unknown:
             raise MechanismError(
                 f"mechanism {self.name!r}: per_head names {unknown}, which are not its params"
             )
+
+    def _add_sink(self) -> None:
+        """With ``sink``: ``SINK`` among the params (learned per head), softmax weights only."""
+        if self.sink is None:
+            return
+        if self.weights is not softmax_weights:
+            raise MechanismError(f"mechanism {self.name!r}: a sink belongs to softmax weights")
+        if SINK not in dict(self.params):  # replace() keeps the one added before
+            sink = _as_scalars({SINK: self.sink}, f"mechanism {self.name!r}: sink")
+            object.__setattr__(self, "params", self.params + sink)
+        if SINK not in self.per_head:
+            object.__setattr__(self, "per_head", (*self.per_head, SINK))
 
     @property
     def asks(self) -> frozenset[str]:
@@ -339,7 +369,7 @@ class Mechanism:
         computes them; ``mask`` is the model's and the mechanism's own together
         (``mask_for``)."""
         q, k = (jnp.asarray(x, compute_dtype(x)) for x in (q, k))
-        kwargs = dict(theta)
+        kwargs = {n: v for n, v in theta.items() if self.sink is None or n != SINK}
         asks = self.asks
         if "n" in asks:
             kwargs["n"] = row_lengths(mask, jnp.shape(k)[-2])
@@ -362,7 +392,14 @@ class Mechanism:
         scalars ``theta`` (default: ``initial_theta`` at ``d = q.shape[-1]``)."""
         theta = self.initial_theta(jnp.shape(q)[-1]) if theta is None else theta
         q, k = self.prepare(q, k)
-        return self.weights(self.scores(q, k, theta, mask), mask)
+        return self.normalise(self.scores(q, k, theta, mask), mask, theta)
+
+    def normalise(self, z: ArrayLike, mask: ArrayLike | None, theta: Mapping[str, ArrayLike]):
+        """The weights of logits ``z``: ``weights(z, mask)``, or with a ``sink``
+        ``sink_softmax_weights(z, mask, theta[SINK])``."""
+        if self.sink is None:
+            return self.weights(z, mask)
+        return sink_softmax_weights(z, mask, theta[SINK])
 
     def attend(
         self,
@@ -381,7 +418,7 @@ class Mechanism:
         q, k = self.prepare(q, k)
         mask = self.mask_for(mask, context)
         z = self.scores(q, k, theta, mask, context)
-        return z, self.weights(z, mask), mask
+        return z, self.normalise(z, mask, theta), mask
 
     def program(self) -> Mechanism:
         """This mechanism with what only sets initial values put to canonical ones: two
@@ -393,6 +430,7 @@ class Mechanism:
             params=tuple((n, 0.0) for n, _ in self.params),
             constants=tuple((n, 0.0) for n, _ in self.constants),
             qk_init_exponent=0.0,
+            sink=None if self.sink is None else 0.0,
         )
 
 

@@ -186,7 +186,7 @@ def _checked(mechanism: Mechanism) -> Mechanism:
     return mechanism
 
 
-#: Every built-in by name: the recall task's twelve (``BUILTINS``) and the language model's
+#: Every built-in by name: the recall task's fourteen (``BUILTINS``) and the language model's
 #: three more (``POSITIONAL``).
 ALL_BUILTINS: dict[str, Mechanism] = {**BUILTINS, **POSITIONAL}
 

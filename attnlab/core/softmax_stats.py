@@ -1,4 +1,5 @@
-"""Statistics of softmax rows: entropy, max weight, the Jacobian and its Frobenius norm.
+"""Statistics of softmax rows: entropy, max weight, the Jacobian and its Frobenius norm, and
+the attention sink: the weight on the first key and on nothing.
 
 Every function takes probabilities ``p`` with shape ``[..., n]`` (rows over the last axis)
 and reduces or expands only that axis, so any number of leading batch dimensions works and
@@ -77,3 +78,29 @@ def jacobian_frobenius_norm(p: ArrayLike) -> Array:
     argmax_term = p_max**2 * (1.0 + jnp.sum(u2, axis=-1, keepdims=True))
     other_terms = jnp.sum(u2 * ((1.0 - p) ** 2 + s2 - p * p), axis=-1, keepdims=True)
     return (t * jnp.sqrt(argmax_term + other_terms))[..., 0]
+
+
+#: Gu et al. 2024 ("When Attention Sink Emerges in Language Models", arXiv:2410.10781,
+#: section 3): a head is a sink head when its mean weight on the first token exceeds this.
+SINK_THRESHOLD = 0.3
+
+
+def first_key_weight(p: ArrayLike) -> Array:
+    """The mean weight on the first key over the rows, ``alpha_1 = (1/T) sum_i p_{i,1}``,
+    for weights ``p`` ``[..., T, n]`` -> ``[...]`` (Gu et al.'s ``alpha_1`` of one head on
+    one sequence, every query counted; a causal row 0 puts all of a softmax's on it)."""
+    return jnp.mean(jnp.asarray(p)[..., 0], axis=-1)
+
+
+def null_weight(p: ArrayLike) -> Array:
+    """The weight a row puts on nothing, ``1 - sum_j p_j``, averaged over the rows
+    ``[..., T, n]`` -> ``[...]``: 0 for softmax rows, the sink's share for a softmax with a
+    learned sink (``sink_softmax_weights``); for rows not normalised (sigmoid), one minus
+    their mass, of either sign."""
+    return jnp.mean(1.0 - jnp.sum(jnp.asarray(p), axis=-1), axis=-1)
+
+
+def sink_share(alpha: ArrayLike, threshold: float = SINK_THRESHOLD) -> Array:
+    """The share of heads whose first-key weight ``alpha`` exceeds ``threshold``
+    (Gu et al.'s ``Sink_1^epsilon``, epsilon 0.3), over every axis of ``alpha``."""
+    return jnp.mean(jnp.asarray(alpha) > threshold)

@@ -15,7 +15,7 @@ For a head of width ``d`` with projections ``q = x W_Q`` and ``k = x W_K``:
 ``softcap50``          ``z = 50 tanh(q.k / 50)``                       (Gemma 2)
 =====================  ======================================================================
 
-These eight are 05's and 10's (``MECHANISMS``). Four more from the literature are written
+These eight are 05's and 10's (``MECHANISMS``). Six more from the literature are written
 in ``attnlab.core.literature`` with the public API only (``LITERATURE``); ``BUILTINS`` is
 every name a command line accepts without ``MODULE:NAME``.
 
@@ -71,5 +71,5 @@ MECHANISMS: dict[str, Mechanism] = {
 }
 
 #: Every mechanism a command line names without ``MODULE:NAME``: 05's eight, then the
-#: literature's four.
+#: literature's six.
 BUILTINS: dict[str, Mechanism] = {**MECHANISMS, **LITERATURE}

@@ -9,6 +9,7 @@ For tokens ``t_1 .. t_T`` (bytes, vocabulary 256) and ``L`` blocks of ``H`` head
     q, k, v = a W_Q, a W_K, a W_V          split into H heads   [H, T, d_h]
     p   = weights(logits(q, k, **theta), causal)          (the mechanism, every head)
     x   = x + (p v) W_O                                   (heads joined)
+          (with a gate: (p v) * sigmoid(a W_gate) per element or per head, before W_O)
     x   = x + GELU(LN(x) W_1) W_2                         (MLP of width 4 d_model)
     logits = LN(x_L) W_head                               (untied head)   [T, 256]
 
@@ -47,6 +48,7 @@ import jax.numpy as jnp
 
 from attnlab.core.attention import weighted_values
 from attnlab.core.context import causal_context
+from attnlab.core.hooks import gated_output
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.softmax_stats import entropy
 
@@ -129,8 +131,8 @@ class CausalSelfAttention(nn.Module):
         k = _dense("W_K", self, a, (d, d), INIT_STD * fold)
         v = _dense("W_V", self, a, (d, d), INIT_STD)
 
-        def heads(x: jax.Array) -> jax.Array:  # [..., T, d] -> [..., H, T, d_h]
-            return jnp.swapaxes(x.reshape(*x.shape[:-1], self.n_heads, d_h), -2, -3)
+        def heads(x: jax.Array) -> jax.Array:  # [..., T, H w] -> [..., H, T, w]
+            return jnp.swapaxes(x.reshape(*x.shape[:-1], self.n_heads, -1), -2, -3)
 
         q, k, v = heads(q), heads(k), heads(v)
         if self.positions == "rotary":
@@ -149,6 +151,10 @@ class CausalSelfAttention(nn.Module):
         context = causal_context(length, self.n_heads)
         z, p, mask = mech.attend(q, k, theta, causal_mask(length), context)
         o = weighted_values(p, v)  # [..., H, T, d_h]
+        if mech.gate is not None:  # sigmoid(a W_gate), elementwise or one per head
+            width = d if mech.gate == "element" else self.n_heads
+            g = heads(_dense("W_gate", self, a, (d, width), INIT_STD))
+            o = gated_output(o, g)
         o = jnp.swapaxes(o, -2, -3).reshape(*a.shape)
         out = _dense("W_O", self, o, (d, d), INIT_STD / math.sqrt(2 * self.n_layers))
         if self.is_mutable_collection("intermediates"):  # QK-Clip's S_h (attnlab.lm.train)

@@ -20,6 +20,7 @@ from attnlab.core.context import causal_context
 from attnlab.core.elasticity import logit_elasticity, logit_scale
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import owner
+from attnlab.core.softmax_stats import SINK_THRESHOLD, first_key_weight, null_weight
 from attnlab.lm.loss import held_out_loss
 from attnlab.lm.model import CausalLM, causal_mask
 from attnlab.lm.sweep_tables import best_lane_rates
@@ -115,7 +116,9 @@ def ownership_rows(
     ``drift_factor`` times it (``"drifted"``, ``best_lane_rates``): the logit scale
     (within-row std of the logits, ``logit_scale``) and the ownership elasticity at
     ``OWNERSHIP_ALPHAS``, on the first ``OWNERSHIP_WINDOWS`` held-out windows, with the owner
-    it names."""
+    it names; and the attention sink there: the mean weight on the first position
+    (``first_key_weight``, Gu et al.'s ``alpha_1``), whether it exceeds ``SINK_THRESHOLD``
+    (``sink_head``), and the weight on nothing (``null_weight``: a learned sink's)."""
     lm = result.config
     windows = jnp.asarray(split.held_out[:OWNERSHIP_WINDOWS, :-1])
     constants = mechanism.constant_values(lm.d_head)
@@ -127,7 +130,8 @@ def ownership_rows(
             continue
         for lane in np.flatnonzero(np.isclose(result.lrs, rate)):
             params = jax.tree.map(lambda x, i=lane: x[i], result.params)
-            scale, e = (np.asarray(x, float) for x in program(params, windows, constants))
+            scale, e, first, null = (np.asarray(x, float)
+                                     for x in program(params, windows, constants))  # fmt: skip
             for layer, head in np.ndindex(scale.shape):
                 rows.append({
                     "mechanism": result.mechanism, "d_model": lm.d_model,
@@ -135,15 +139,19 @@ def ownership_rows(
                     "head": head, "lr": float(rate), "logit_scale": scale[layer, head],
                     "elasticity_1": e[layer, head, 0], "elasticity_8": e[layer, head, 1],
                     "owner": owner(e[layer, head, 0]),
+                    "first_weight": first[layer, head], "null_weight": null[layer, head],
+                    "sink_head": bool(first[layer, head] > SINK_THRESHOLD),
                 })  # fmt: skip
     return pd.DataFrame(rows)
 
 
 @cache
 def ownership_program(model: CausalLM):
-    """``(params, windows, constants) -> (scale [L, H], elasticity [L, H, alphas])``: per
-    layer and head, the logits' within-row spread and the ownership elasticity of the
-    mechanism on that layer's q and k (its learned scalars as trained), causal mask."""
+    """``(params, windows, constants) -> (scale [L, H], elasticity [L, H, alphas], first
+    [L, H], null [L, H])``: per layer and head, the logits' within-row spread, the ownership
+    elasticity of the mechanism on that layer's q and k (its learned scalars as trained),
+    causal mask, and the weights' mean on the first position and on nothing (over windows
+    and queries)."""
     mechanism = model.mechanism
     causal = causal_mask(model.max_length)
     heads = causal_context(model.max_length, model.n_heads)
@@ -151,14 +159,14 @@ def ownership_program(model: CausalLM):
     def head(q, k, index, own, theta):
         context = heads._replace(head=index)
         theta = {**theta, **own}
-        z, _, mask = mechanism.attend(q, k, theta, causal, context)
+        z, p, mask = mechanism.attend(q, k, theta, causal, context)
         e = logit_elasticity(mechanism, q, k, OWNERSHIP_ALPHAS, theta, causal, context)
-        return logit_scale(z, mask), e
+        return logit_scale(z, mask), e, jnp.mean(first_key_weight(p)), jnp.mean(null_weight(p))
 
     def run(params, windows, constants):
         _, state = model.apply({"params": params}, windows, constants,
                                mutable=["intermediates"])  # fmt: skip
-        scales, elasticities = [], []
+        per_layer = []
         for layer in range(model.n_layers):
             found = state["intermediates"][f"h_{layer}"]["attn"]
             q, k = found["q"][0], found["k"][0]  # [W, H, T, d_h]
@@ -166,11 +174,9 @@ def ownership_program(model: CausalLM):
             shared = {n: learned[n] for n, _ in mechanism.params if n not in mechanism.per_head}
             own = {n: learned[n] for n in mechanism.per_head}  # [H] each
             index = jnp.arange(model.n_heads)
-            s, e = jax.vmap(head, in_axes=(1, 1, 0, 0, None))(q, k, index, own,
-                                                            {**constants, **shared})  # fmt: skip
-            scales.append(s)
-            elasticities.append(e)
-        return jnp.stack(scales), jnp.stack(elasticities)
+            per_layer.append(jax.vmap(head, in_axes=(1, 1, 0, 0, None))(
+                q, k, index, own, {**constants, **shared}))  # fmt: skip
+        return tuple(jnp.stack(x) for x in zip(*per_layer, strict=True))
 
     return jax.jit(run)
 

@@ -105,8 +105,7 @@ class Trajectory:
                 self.kept.setdefault(step, []).append(own)
             ledger = {c: np.asarray(v, float) for c, v in
                       self.ledger(own, self.windows, self.constants).items()}  # fmt: skip
-            _, e = (np.asarray(x, float) for x in self.ownership(own, self.windows,
-                                                                  self.constants))  # fmt: skip
+            e = np.asarray(self.ownership(own, self.windows, self.constants)[1], float)
             for layer in range(self.model.n_layers):
                 now, then = own[f"h_{layer}"]["attn"], self.start[lane][f"h_{layer}"]["attn"]
                 moved = {

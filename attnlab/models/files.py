@@ -67,10 +67,14 @@ def mechanism_of(
     a researcher's namesake of a built-in is never read as the built-in)."""
     made_from = made_by.get("mechanism") if isinstance(made_by, dict) else None
     made_from = made_from if isinstance(made_from, str) else None
-    if name in supplied:
-        return supplied[name]
-    if name in ALL_BUILTINS and made_from in (None, name):
-        return ALL_BUILTINS[name]
+    found = supplied.get(name)
+    if found is None and name in ALL_BUILTINS and made_from in (None, name):
+        found = ALL_BUILTINS[name]
+    if found is not None and found.gate is not None:
+        why = "gates its heads' output, which no checkpoint family here reads"
+        raise UnknownMechanismError(f"{where}: attnlab.mechanism {name!r} {why}", name, made_from)
+    if found is not None:
+        return found
     if name in ALL_BUILTINS:
         why = f"was made from {made_from!r}, not the built-in of its name, and was not supplied"
     elif made_from:

@@ -14,7 +14,7 @@ of width ``d = n_embd / H``:
 ``act`` is ``activation_function``: ``gelu_new`` / ``gelu_pytorch_tanh`` (tanh GELU, GPT-2's)
 or ``gelu`` (erf). The mechanism is GPT-2's ``q.k / sqrt(d)`` (``scaled``; ``unscaled`` when
 ``scale_attn_weights`` is false) unless the config's own ``attnlab`` object names another
-(``attnlab.mechanism``): a built-in (the recall task's twelve or the language model's
+(``attnlab.mechanism``): a built-in (the recall task's fourteen or the language model's
 positional ones, as experiment 14 saves them) or one the reader supplies by name (a
 researcher's own, ``load_gpt2(..., mechanisms=)``), whose learned scalars are tensors
 ``attnlab.h.<i>.attn.<name>`` (shape ``[]``, or ``[H]`` per head) and whose constants are

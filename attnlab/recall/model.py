@@ -8,6 +8,7 @@ model the 04 demo has always trained:
     x_i = [E_key[key_i] ; E_val[value_i]]    [2 d_model]
     q = x_q W_Q,  k_i = x_i W_K,  v_i = x_i W_V          (no biases; width d_k)
     o = p v,  p = weights(logits(q, k))  (the mechanism: ``attnlab.core.mechanism``)
+    o = o * sigmoid(x_q W_gate)             (a gated mechanism only: W_gate [d_model, d_k or 1])
     logits = o W_O                            [n_value_tokens]
 
 The article leaves open how a pair becomes a slot and how parameters are initialised; the
@@ -69,6 +70,7 @@ import jax
 import jax.numpy as jnp
 
 from attnlab.core.attention import weighted_values
+from attnlab.core.hooks import gated_output
 from attnlab.core.mechanism import Mechanism, MechanismError, refusal
 from attnlab.recall.task import Batch, RecallTask
 
@@ -85,7 +87,7 @@ BIAS_PARAMS = ("b_Q", "b_K", "b_V", "b_O")
 QUERY_KEY_PARAMS = ("W_Q", "W_K", "b_Q", "b_K")
 #: The model's own parameter names (``attnlab.core.mechanism.RESERVED_PREFIXES`` keeps a
 #: mechanism's scalars from reusing them).
-MODEL_PARAMS = ("E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", *BIAS_PARAMS)
+MODEL_PARAMS = ("E_key", "E_val", "W_Q", "W_K", "W_V", "W_O", "W_gate", *BIAS_PARAMS)
 #: A mechanism's fixed scalars by name (``Mechanism.constant_values``), possibly traced.
 MechanismConstants = dict
 
@@ -271,12 +273,16 @@ class RecallModel(nn.Module):
 
         # The mechanism's weights, kept for the metrics; then attention's weighted values.
         z = mech.scores(q, k, theta)[:, 0]  # [B, pairs]
-        p = mech.weights(z, None)
+        p = mech.normalise(z, None, theta)
         self.sow("intermediates", "q_attn", q)
         self.sow("intermediates", "k_attn", k)
         self.sow("intermediates", "logits", z)
         self.sow("intermediates", "weights", p)
         o = weighted_values(p[:, None, :], v)[:, 0]
+        if mech.gate is not None:  # sigmoid(x W_gate) of the query's input row x
+            W_gate = self._param_weight("W_gate", (q_in, self.d_k if mech.gate == "element" else 1))
+            table = W_gate if self.slot == "onehot" else E_key @ W_gate
+            o = gated_output(o, _rows(table, batch.query))
         logits = o @ W_O
         return (logits + b_O if self.bias else logits), p
 

@@ -137,12 +137,12 @@ def row_statistics(mechanism: Mechanism, q: jax.Array, k: jax.Array) -> jax.Arra
     z = mechanism.scores(qa, ka, theta)[0]
 
     def weights(logits: jax.Array) -> jax.Array:
-        return mechanism.weights(logits[None], None)[0]
+        return mechanism.normalise(logits[None], None, theta)[0]
 
     p = weights(z)
     mass = jnp.sum(p)
     normalised = p / jnp.where(mass > 0, mass, 1.0)
-    if mechanism.weights is softmax_weights:
+    if mechanism.weights is softmax_weights and mechanism.sink is None:
         jac = jacobian_frobenius_norm(p)
     elif n <= JACOBIAN_MAX_N:
         jac = jnp.linalg.norm(jax.jacfwd(weights)(z))

@@ -21,6 +21,8 @@ BUILTIN_NAMES = (
     "sigmoid",
     "softpick",
     "cosine_tau",
+    "gated",
+    "sink",
 )
 #: The language model's three built-ins beyond those (``attnlab.core.positional``), which
 #: the recall task cannot run: they read positions and heads.

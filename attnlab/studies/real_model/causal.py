@@ -317,7 +317,7 @@ def _float16_check(
     def attend(mechanism, q, k, v, theta, causal):
         q, k = mechanism.prepare(q, k)
         z = mechanism.scores(q, k, theta, causal, context).astype(jnp.float32)
-        p = mechanism.weights(z, causal).astype(v.dtype)
+        p = mechanism.normalise(z, causal, theta).astype(v.dtype)
         return z, weighted_values(p, v).astype(jnp.float32)
 
     def one_layer(qkvt: tuple) -> dict[str, Array]:
