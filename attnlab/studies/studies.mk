@@ -249,7 +249,7 @@ results/cards/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/training/optimizers.py attnlab/training/schedules.py attnlab/training/tasks.py \
 	| $(STAMP)
 	$(PY) $< --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d softcap30 \
-		softcap50 ssmax sigmoid softpick cosine_tau
+		softcap50 ssmax sigmoid softpick cosine_tau gated sink
 results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/core/attention.py attnlab/core/context.py attnlab/core/curves.py \
 	attnlab/core/elasticity.py attnlab/core/estimates.py attnlab/core/hooks.py \
@@ -275,7 +275,8 @@ results/cards/lm/comparison.csv: experiments/11_mechanism_card.py $(SHARED) \
 	attnlab/training/optimizers.py attnlab/training/schedules.py attnlab/training/tasks.py \
 	| $(STAMP)
 	$(PY) $< --task lm --mechanism scaled unscaled folded_init qk_norm learned_temperature inv_d \
-		softcap30 softcap50 ssmax sigmoid softpick cosine_tau alibi ssmax_causal log_length
+		softcap30 softcap50 ssmax sigmoid softpick cosine_tau gated sink alibi ssmax_causal \
+		log_length
 $(CARD_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/core/estimates.py attnlab/core/owner.py attnlab/harness/figures.py \
 	attnlab/harness/tables.py attnlab/harness/verdicts.py attnlab/report.py \
@@ -337,33 +338,34 @@ $(REAL_MODEL_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py
 	$(PY) experiments/plot_figures.py --study real_model
 
 # ------------------------------------------------------------ lm_proxy
-LM_PROXY_CSVS := results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv
+LM_PROXY_CSVS := results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv \
+	results/14_lm_sinks.csv
 LM_PROXY_FIGURES := figures/fig12_lm_proxy.png
-results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv &: \
-	experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py attnlab/core/context.py \
-	attnlab/core/curves.py attnlab/core/elasticity.py attnlab/core/hooks.py \
-	attnlab/core/literature.py attnlab/core/machine.py attnlab/core/mechanism.py \
-	attnlab/core/mechanism_check.py attnlab/core/owner.py attnlab/core/parallel.py \
-	attnlab/core/positional.py attnlab/core/progress.py attnlab/core/references.py \
-	attnlab/core/softmax_stats.py attnlab/core/temperature.py attnlab/core/text.py \
-	attnlab/harness/memory.py attnlab/harness/workers.py attnlab/lm/__init__.py \
-	attnlab/lm/export.py attnlab/lm/flags.py attnlab/lm/loss.py attnlab/lm/model.py \
-	attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py attnlab/lm/train.py \
-	attnlab/models/__init__.py attnlab/models/attnlab_llama.py attnlab/models/config_keys.py \
-	attnlab/models/decoder.py attnlab/models/decoder_config.py attnlab/models/files.py \
-	attnlab/models/gpt2.py attnlab/models/layers.py attnlab/studies/lm_proxy/__init__.py \
-	attnlab/studies/lm_proxy/checkpoints.py attnlab/studies/lm_proxy/compute.py \
-	attnlab/studies/lm_proxy/flags.py attnlab/studies/lm_proxy/study.py \
-	attnlab/training/__init__.py attnlab/training/lanes.py attnlab/training/optimizers.py \
-	attnlab/training/schedules.py | $(STAMP)
+results/14_lm_sweep.csv results/14_lm_curves.csv results/14_lm_ownership.csv \
+	results/14_lm_sinks.csv &: experiments/14_lm_proxy.py $(SHARED) attnlab/core/attention.py \
+	attnlab/core/context.py attnlab/core/curves.py attnlab/core/elasticity.py \
+	attnlab/core/hooks.py attnlab/core/literature.py attnlab/core/machine.py \
+	attnlab/core/mechanism.py attnlab/core/mechanism_check.py attnlab/core/owner.py \
+	attnlab/core/parallel.py attnlab/core/positional.py attnlab/core/progress.py \
+	attnlab/core/references.py attnlab/core/softmax_stats.py attnlab/core/temperature.py \
+	attnlab/core/text.py attnlab/harness/memory.py attnlab/harness/workers.py \
+	attnlab/lm/__init__.py attnlab/lm/export.py attnlab/lm/flags.py attnlab/lm/loss.py \
+	attnlab/lm/model.py attnlab/lm/qk_clip.py attnlab/lm/sweep.py attnlab/lm/sweep_tables.py \
+	attnlab/lm/train.py attnlab/models/__init__.py attnlab/models/attnlab_llama.py \
+	attnlab/models/config_keys.py attnlab/models/decoder.py attnlab/models/decoder_config.py \
+	attnlab/models/files.py attnlab/models/gpt2.py attnlab/models/layers.py \
+	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/checkpoints.py \
+	attnlab/studies/lm_proxy/compute.py attnlab/studies/lm_proxy/flags.py \
+	attnlab/studies/lm_proxy/study.py attnlab/training/__init__.py attnlab/training/lanes.py \
+	attnlab/training/optimizers.py attnlab/training/schedules.py | $(STAMP)
 	$(PY) $<
 $(LM_PROXY_FIGURES) &: experiments/plot_figures.py $(SHARED) attnlab/claims.py \
 	attnlab/harness/figures.py attnlab/harness/tables.py attnlab/harness/verdicts.py \
 	attnlab/lm/__init__.py attnlab/lm/sweep_tables.py attnlab/report.py \
 	attnlab/studies/lm_proxy/__init__.py attnlab/studies/lm_proxy/answers.py \
 	attnlab/studies/lm_proxy/figure.py attnlab/studies/lm_proxy/report.py \
-	attnlab/studies/lm_proxy/study.py results/14_lm_curves.csv results/14_lm_ownership.csv \
-	results/14_lm_sweep.csv | $(STAMP)
+	attnlab/studies/lm_proxy/sinks.py attnlab/studies/lm_proxy/study.py results/14_lm_curves.csv \
+	results/14_lm_ownership.csv results/14_lm_sinks.csv results/14_lm_sweep.csv | $(STAMP)
 	$(PY) experiments/plot_figures.py --study lm_proxy
 
 # ------------------------------------------------------------ optimizer

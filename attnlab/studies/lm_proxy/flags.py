@@ -31,6 +31,7 @@ QUICK = dataclasses.replace(
     widths=(32,),
     one_width_d_model=32,
     lrs=(1e-3, 1e-2, 1e-1),
+    sink_seeds=2,
 )
 
 
@@ -58,6 +59,15 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="mechanisms swept at --one-width only",
     )
+    parser.add_argument(
+        "--sink-mechanisms",
+        nargs="*",
+        type=mechanism_reference,
+        default=[m.text for m in DEFAULT.sinks],
+        metavar="SPEC",
+        help="the attention sink's set, at --one-width on --sink-seeds seeds of their own "
+        "(14_lm_sinks.csv; none: no sink table rows)",
+    )
     both = "(default: {}; with --quick {})"
     cli.add_int_flag(parser, "--widths", None, "d_model values (head width 16) " + both.format(
         _words(DEFAULT.widths), _words(QUICK.widths)), 2, many=True)  # fmt: skip
@@ -69,6 +79,8 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     cli.add_int_flag(parser, "--steps", None, "training steps; warmup is min(50, steps // 10) "
                      + both.format(DEFAULT.lm.steps, QUICK.lm.steps), 2)  # fmt: skip
     cli.add_int_flag(parser, "--seeds", DEFAULT.seeds, "seeds per rate")
+    cli.add_int_flag(parser, "--sink-seeds", None, "seeds per rate of the sink set "
+                     + both.format(DEFAULT.sink_seeds, QUICK.sink_seeds))  # fmt: skip
     add_optimizer_flag(parser, DEFAULT.lm.optimizer, "adamw (14's), or muon on the hidden "
                        "matrices with adamw on the rest, or any of "
                        "attnlab/training/optimizers.py")  # fmt: skip
@@ -123,6 +135,8 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         "one_width": tuple(map(resolve, args.one_width_mechanisms)),
         "widths": base.widths if args.widths is None else tuple(args.widths),
         "lrs": base.lrs if args.lrs is None else tuple(args.lrs),
+        "sinks": tuple(map(resolve, args.sink_mechanisms)),
+        "sink_seeds": base.sink_seeds if args.sink_seeds is None else args.sink_seeds,
     }
     one_width = base.one_width_d_model if args.one_width is None else args.one_width
     for d in (*chosen["widths"], one_width):
@@ -133,16 +147,19 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         layout=args.layout, **chosen,
     )  # fmt: skip
     check_needs(proxy_needs(config, args.jobs))
-    for flag, references, widths in (("--mechanisms", chosen["swept"], chosen["widths"]),
-                                     ("--one-width-mechanisms", chosen["one_width"],
-                                      (one_width,))):  # fmt: skip
+    cells = (("--mechanisms", chosen["swept"], chosen["widths"]),
+             ("--one-width-mechanisms", chosen["one_width"], (one_width,)),
+             ("--sink-mechanisms", chosen["sinks"], (one_width,)))  # fmt: skip
+    for flag, references, widths in cells:
         for reference, d in itertools.product(references, widths):
             try:  # per-head vectors must have one value per head at every width
                 reference.mechanism.head_values(lm.d_head, d // lm.d_head)
             except MechanismError as err:
                 raise cli.UsageError(f"{flag}: {err}") from None
     check_names(chosen["swept"], chosen["one_width"])
+    check_names((), chosen["sinks"], "--sink-mechanisms")
     cli.check_seeds(args.seed, args.seeds, "--seeds")
+    cli.check_seeds(args.seed, config.sink_seeds, "--sink-seeds")
     return config
 
 
@@ -189,13 +206,13 @@ def proxy_needs(config: ProxyConfig, jobs: int) -> list[Need]:
     costliest pieces at once (``piece_bytes``; pieces run in ``jobs`` worker processes),
     and the per-step metrics of every piece's lanes (``steps * (1 + 4 L)`` float32 per
     lane, and their copy when joined)."""
-    lanes = len(config.lrs) * config.seeds
+    lanes = len(config.lrs) * max(config.seeds, config.sink_seeds)
     lane_sizes = (
         count("--lrs", config.lrs, DEFAULT.lrs),
         size("--seeds", config.seeds, DEFAULT.seeds),
     )
     cells = config.cells()
-    widths = sorted((d for _, d in cells), reverse=True)[: max(1, jobs)]
+    widths = sorted((cell.d_model for cell in cells), reverse=True)[: max(1, jobs)]
     widest = widths[0]
     flag = "--widths" if widest in config.widths else "--one-width"
     default = max(DEFAULT.widths) if flag == "--widths" else DEFAULT.one_width_d_model
@@ -241,16 +258,22 @@ def ran(config: ProxyConfig) -> dict:
         "one_width": config.one_width_d_model,
         "lrs": list(config.lrs),
         "steps": config.lm.steps,
+        "sink_mechanisms": [m.text for m in config.sinks],
+        "sink_seeds": config.sink_seeds,
     }
 
 
-def check_names(swept: tuple[MechanismRef, ...], one_width: tuple[MechanismRef, ...]) -> None:
+def check_names(
+    swept: tuple[MechanismRef, ...],
+    one_width: tuple[MechanismRef, ...],
+    one_width_flag: str = "--one-width-mechanisms",
+) -> None:
     """A ``cli.UsageError`` where two mechanisms of a run share a name (the same one twice,
     or a researcher's namesake beside the built-in, as the card and 13 refuse): 14's rows
     and saved models (``14_lm_<name>_d<width>``) are told apart by name, so one would
     replace the other."""
     seen: dict[str, str] = {}
-    for flag, references in (("--mechanisms", swept), ("--one-width-mechanisms", one_width)):
+    for flag, references in (("--mechanisms", swept), (one_width_flag, one_width)):
         for ref in references:
             name, reference = ref.name, ref.text
             if name in seen:

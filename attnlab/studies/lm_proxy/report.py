@@ -7,11 +7,13 @@ import pandas as pd
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.lm.sweep_tables import lr_sensitivity
 from attnlab.studies.lm_proxy.answers import ANSWERS, degradation_note, unscaled_trains
+from attnlab.studies.lm_proxy.sinks import SINK_COLUMNS, sink_answers, sink_table
 from attnlab.studies.lm_proxy.study import (
     CURVES_CSV,
     DRIFT_FACTOR,
     HOLDS_WITHIN,
     OWNERSHIP_CSV,
+    SINKS_CSV,
     SWEEP_CSV,
 )
 
@@ -164,7 +166,27 @@ def section(tables: Tables) -> str:
         f"of the logits, median over heads; holds: it changed by at most {HOLDS_WITHIN:g}x "
         "either way):",
         drift_table(ownership),
+        *sink_section(tables),
     ])  # fmt: skip
+
+
+def sink_section(tables: Tables) -> list[str]:
+    """The attention sink's paragraphs (``sinks``): its table and answers (f)-(j)."""
+    sinks = tables.get(SINKS_CSV, SINK_COLUMNS)
+    flags = tables.flags(SINKS_CSV)
+    listed = "\n".join(f"- {'holds' if a.holds else '**does not hold**'}: {a.label} — "
+                        f"{a.detail}" for a in sink_answers(sinks))  # fmt: skip
+    d = ", ".join(str(d) for d in sorted(set(sinks.d_model)))
+    return [
+        f"**Where the excess weight goes: the attention sink** (d_model {d}, "
+        f"{flags.get('sink_seeds', '?')} seeds each; a head is a sink head when its mean weight "
+        "on the first position exceeds 0.3, Gu et al. 2024; 0.074 is uniform causal "
+        "attention's over 64 positions; the weight on nothing is a learned sink's share). At "
+        "the best rate, mean ± SE over seeds:",
+        sink_table(sinks),
+        "**Known answers of sinks and gates** (rules: `attnlab/studies/lm_proxy/sinks.py`):",
+        listed,
+    ]
 
 
 HEADLINES = {
@@ -178,6 +200,13 @@ HEADLINES = {
     CURVES_CSV: lambda f: (
         "largest recorded logit per layer: "
         + ", ".join(f"{layer} {g.max_logit.max():.3g}" for layer, g in f.groupby("layer"))
+    ),
+    SINKS_CSV: lambda f: (
+        "sink heads at the best rate: "
+        + ", ".join(
+            f"{m} {g[g.weights == 'best'].sink_head.mean():.2f}"
+            for m, g in f.groupby("mechanism", sort=False)
+        )  # fmt: skip
     ),
     OWNERSHIP_CSV: lambda f: (
         f"owners of {len(f)} heads: "

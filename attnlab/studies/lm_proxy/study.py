@@ -17,8 +17,9 @@ SCRIPT = "14_lm_proxy.py"
 SWEEP_CSV = "14_lm_sweep.csv"
 CURVES_CSV = "14_lm_curves.csv"
 OWNERSHIP_CSV = "14_lm_ownership.csv"
+SINKS_CSV = "14_lm_sinks.csv"
 #: What 14 writes, in its order.
-CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
+CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV, SINKS_CSV)
 
 #: Declared before any run. The learning rates: Wortsman et al.'s grid in half-decade steps.
 LRS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
@@ -28,6 +29,11 @@ SWEPT = ("scaled", "qk_norm")
 #: The mechanisms swept at one width only (the article's unscaled; muP's 1/d, Fig. E.6).
 ONE_WIDTH = ("unscaled", "inv_d")
 ONE_WIDTH_D_MODEL = 64
+#: The attention sink's set (issue 71), declared before any run: scaled attention, the gate,
+#: the learned sink and sigmoid weights, each at the one width on ``SINK_SEEDS`` seeds of
+#: its own (scaled trained again beside the sweep's one seed), every rate.
+SINKS = ("scaled", "gated", "sink", "sigmoid")
+SINK_SEEDS = 3
 #: Known answer (b): without qk-layernorm the layer-0 max logit passes this at the top
 #: rates; with it it stays below BOUNDED (Wortsman et al.: 1e4 marked divergence at scale).
 GROWN = 1e3
@@ -75,6 +81,10 @@ SEED_FLOORS = {
 #: width) have ``|x|^2 >= 1.0`` and ``K <= 5.5``, a bound of 2.9e-5, and elasticities of
 #: at most 1.9e-7. The committed values' own floor would be their rounding noise.
 ELASTICITY_ATOL = 1e-4
+#: ``make verify``'s least width for the weight on nothing, ``1 - sum_j p_j``: 0 in exact
+#: arithmetic for softmax rows, and computed in float32 off by at most the row's sum's
+#: rounding, ``T eps_32`` for rows of ``T = 64`` keys: 7.6e-6, rounded up.
+NULL_WEIGHT_ATOL = 1e-5
 
 
 def checkpoint_name(mechanism: str, d_model: int) -> str:
@@ -139,6 +149,30 @@ OWNERSHIP = Output(
         "elasticity_1": seed_range(atol=ELASTICITY_ATOL),
         "elasticity_8": seed_range(atol=ELASTICITY_ATOL),
         "owner": UNCHECKED,
+        "first_weight": SEED_RANGE,
+        "null_weight": seed_range(atol=NULL_WEIGHT_ATOL),
+        "sink_head": UNCHECKED,
+    },
+    spread_floor=1.0,
+)
+
+#: The sink set's heads (``SINKS``): its cells' ownership rows, each with its lane's loss.
+SINK_TABLE = Output(
+    SCRIPT,
+    {
+        "mechanism": KEY,
+        "d_model": KEY,
+        "seed": KEY,
+        "weights": KEY,
+        "layer": KEY,
+        "head": KEY,
+        "lr": UNCHECKED,
+        "final_val_loss": SEED_RANGE,
+        "final_val_loss_se": UNCHECKED,
+        "logit_scale": seed_range(SEED_FLOORS["logit_scale"]),
+        "first_weight": SEED_RANGE,
+        "null_weight": seed_range(atol=NULL_WEIGHT_ATOL),
+        "sink_head": UNCHECKED,
     },
     spread_floor=1.0,
 )
@@ -146,6 +180,6 @@ OWNERSHIP = Output(
 STUDY = Study(
     "lm_proxy",
     12,
-    {SWEEP_CSV: SWEEP, CURVES_CSV: CURVES, OWNERSHIP_CSV: OWNERSHIP},
+    {SWEEP_CSV: SWEEP, CURVES_CSV: CURVES, OWNERSHIP_CSV: OWNERSHIP, SINKS_CSV: SINK_TABLE},
     figures=("fig12_lm_proxy",),
 )
