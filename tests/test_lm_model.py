@@ -1,10 +1,11 @@
 """attnlab.lm.model: shapes, causality (exact, and shown to fail with a mask that
 lets the future in), RoPE's closed form and relative-position property, the recorded
-statistics recomputed from the sown q and k, and GPT-2's initialisation for every built-in
-mechanism."""
+statistics recomputed from the sown q and k, GPT-2's initialisation for every built-in
+mechanism, and the output gate (its W_gate, and a zero gate halving each layer's attention)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -13,6 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from attnlab.core.hooks import scaled_logits
+from attnlab.core.mechanism import Mechanism
 from attnlab.core.temperature import BUILTINS
 from attnlab.lm import model as causal_lm
 from attnlab.lm.model import VOCAB, CausalLM, LayerStats, causal_mask, program_lm, rotate
@@ -370,3 +373,171 @@ def test_more_tokens_than_positions_name_max_length():
     model = CausalLM(BUILTINS["scaled"], 16, 1, 2, 4)
     with pytest.raises(ValueError, match="max_length 4"):
         model.init(jax.random.key(0), jnp.zeros((1, 5), jnp.int32))
+
+
+# ------------------------------------------------------------------------- the gate
+
+#: One gate per head: scaled's logits with its scale a constant, gated per head.
+HEAD_GATED = Mechanism("head_gated", scaled_logits, constants={"scale": D_HEAD**-0.5}, gate="head")
+GATED = {"element": BUILTINS["gated"], "head": HEAD_GATED}
+
+
+def _param_shapes(mechanism: Mechanism) -> dict:
+    """The model's parameter shapes (``jax.eval_shape``: nothing is computed or compiled)."""
+    model = CausalLM(mechanism, D_MODEL, N_LAYERS, N_HEADS, MAX_LENGTH)
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), tokens()))["params"]
+    return jax.tree.map(lambda s: s.shape, shapes)
+
+
+@pytest.mark.parametrize(("gate", "width"), [("element", D_MODEL), ("head", N_HEADS)])
+def test_a_gated_mechanism_has_w_gate_in_every_layer(gate, width):
+    """``W_gate`` ``[d_model, d_model]`` (the built-in ``gated``, one gate per element of
+    every head's output) or ``[d_model, n_heads]`` (one per head) beside each layer's
+    W_Q, W_K, W_V, W_O; a mechanism without a gate has none."""
+    shapes = _param_shapes(GATED[gate])
+    for layer in range(N_LAYERS):
+        attn = shapes[f"h_{layer}"]["attn"]
+        assert attn["W_gate"] == (D_MODEL, width)
+        assert set(attn) == {"W_Q", "W_K", "W_V", "W_O", "W_gate"}
+    ungated = _param_shapes(BUILTINS["scaled"])
+    assert all("W_gate" not in ungated[f"h_{layer}"]["attn"] for layer in range(N_LAYERS))
+
+
+def _numpy_params(model: CausalLM, seed: int) -> dict:
+    """Parameters of ``model``'s shapes drawn by numpy (no random-bit program to compile):
+    every weight N(0, 0.02^2) as GPT-2's, LayerNorm scales 1."""
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), tokens()))["params"]
+    rng = np.random.default_rng(seed)
+
+    def draw(path, shape):
+        if path[-1].key == "scale":
+            return np.ones(shape.shape, np.float32)
+        return (0.02 * rng.standard_normal(shape.shape)).astype(np.float32)
+
+    return jax.tree_util.tree_map_with_path(draw, shapes)
+
+
+@functools.cache
+def _gated_against_halved(gate: str):
+    """Logits of the ``gate`` model with ``W_gate`` as drawn and with ``W_gate = 0`` (every
+    gate sigmoid(0) = 1/2), and of the same mechanism without the gate, on the same
+    weights, with W_O as drawn and halved; as numpy, one program."""
+    gated = GATED[gate]
+    model = CausalLM(gated, D_MODEL, N_LAYERS, N_HEADS, MAX_LENGTH)
+    plain = CausalLM(dataclasses.replace(gated, name="ungated", gate=None),
+                     D_MODEL, N_LAYERS, N_HEADS, MAX_LENGTH)  # fmt: skip
+    params = _numpy_params(model, seed=5)
+
+    def with_attn(change):  # every layer's attention parameters changed by ``change``
+        layers = {k: {**v, "attn": change(dict(v["attn"]))} for k, v in params.items()
+                  if k.startswith("h_")}  # fmt: skip
+        return {**params, **layers}
+
+    def without_gate(attn, w_o_factor):
+        attn.pop("W_gate")
+        return {**attn, "W_O": attn["W_O"] * np.float32(w_o_factor)}  # exact: a power of 2
+
+    zero = with_attn(lambda a: {**a, "W_gate": np.zeros_like(a["W_gate"])})
+    halved = with_attn(lambda a: without_gate(a, 0.5))
+    ungated = with_attn(lambda a: without_gate(a, 1.0))
+
+    @jax.jit
+    def run(x, params, zero, halved, ungated):
+        return (
+            model.apply({"params": params}, x)[0],
+            model.apply({"params": zero}, x)[0],
+            plain.apply({"params": halved}, x)[0],
+            plain.apply({"params": ungated}, x)[0],
+        )
+
+    return tuple(np.asarray(a) for a in run(tokens(), params, zero, halved, ungated))
+
+
+@pytest.mark.parametrize("gate", ["element", "head"])
+def test_a_zero_gate_halves_each_heads_output(gate):
+    """With ``W_gate = 0`` every gate is sigmoid(0) = 1/2, so each layer adds half its
+    attention output: the model is the ungated one with every W_O halved (``(o / 2) W_O = o
+    (W_O / 2)``, halving exact in binary). Bound: the two programs may order the d-term sum
+    of ``o W_O`` differently (2 d eps of the attention output, itself at most the residual
+    stream's size with weights of GPT-2's scale), which LN and the next layers (gain about
+    1 at that scale) carry to the logits: 2 d eps = 64 eps of the logits' size. The check
+    can fail: the gate as drawn, and the ungated model with W_O not halved, are both
+    farther than 100 times that."""
+    drawn, zero, halved, ungated = _gated_against_halved(gate)
+    assert zero.shape == (2 * B, T, VOCAB) and np.isfinite(zero).all()
+    bound = 2 * D_MODEL * EPS * np.abs(halved).max()
+    np.testing.assert_allclose(zero, halved, rtol=0, atol=bound)
+    assert np.abs(zero - ungated).max() > 100 * bound
+    assert np.abs(drawn - halved).max() > 100 * bound
+
+
+def _gated_attention_reference(params: dict, a: np.ndarray, roll: int = 0):
+    """One gated attention layer in float64, written out: q, k, v = a W split into heads,
+    causal softmax of q.k / sqrt(d_h), ``o = p v``, ``o * sigmoid(a W_gate)`` with the gate
+    split the same way (``[T, H d_h] -> [H, T, d_h]`` elementwise, ``[T, H] -> [H, T, 1]``
+    per head, as W_gate's width says; ``roll`` hands each head its neighbour's gate, a
+    wrong split), heads joined, ``W_O``. Returns the output and a bound on a float32
+    evaluation's error per entry: each d-term product within d EPS of its absolute terms;
+    logit errors ``e_z`` move a weight by at most ``p expm1(2 max e_z)`` and the softmax
+    rounds (|z - m| + ULPS + T + 2) EPS relative; the gate moves by at most a quarter of
+    its logit's error (sigmoid' <= 1/4) plus ULPS + 1 EPS relative; ``p v`` adds T EPS."""
+    P = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    A = {k: np.abs(v) for k, v in P.items()}
+    a = np.asarray(a, np.float64)
+    length, d = a.shape
+    h = N_HEADS
+
+    def heads(x):  # [T, H w] -> [H, T, w]
+        return x.reshape(length, h, -1).swapaxes(0, 1)
+
+    q, k, v = (heads(a @ P[n]) for n in ("W_Q", "W_K", "W_V"))
+    q_abs, k_abs, v_abs, g_abs = (heads(np.abs(a) @ A[n]) for n in ("W_Q", "W_K", "W_V", "W_gate"))
+    e_q, e_k, e_v, e_g = d * EPS * q_abs, d * EPS * k_abs, d * EPS * v_abs, d * EPS * g_abs
+    scale = D_HEAD**-0.5
+    z = scale * q @ k.swapaxes(-1, -2)
+    qk_abs = q_abs @ k_abs.swapaxes(-1, -2)
+    e_z = scale * (e_q @ k_abs.swapaxes(-1, -2) + q_abs @ e_k.swapaxes(-1, -2))
+    e_z += scale * (D_HEAD + 2) * EPS * qk_abs
+    mask = np.tril(np.ones((length, length), bool))
+    zm = np.where(mask, z - np.where(mask, z, -np.inf).max(-1, keepdims=True), -np.inf)
+    p = np.exp(zm) / np.exp(zm).sum(-1, keepdims=True)
+    rounding = (np.where(mask, np.abs(zm), 0.0) + 4 + length + 2) * EPS
+    e_p = p * np.expm1(2 * np.where(mask, e_z, 0.0).max(-1, keepdims=True)) + p * rounding
+    o, o_abs = p @ v, p @ v_abs
+    e_o = e_p @ v_abs + p @ e_v + length * EPS * o_abs
+    g = np.roll(heads(a @ P["W_gate"]), roll, axis=0)
+    sig = 1.0 / (1.0 + np.exp(-g))
+    gated = o * sig
+    e_gated = e_o * sig + o_abs * (np.roll(e_g, roll, axis=0) / 4 + (4 + 1) * EPS * sig)
+
+    def join(x):  # [H, T, w] -> [T, H w]
+        return x.swapaxes(0, 1).reshape(length, d)
+
+    out = join(gated) @ P["W_O"]
+    bound = join(e_gated) @ A["W_O"] + d * EPS * (join(np.abs(gated)) @ A["W_O"])
+    return out, bound
+
+
+@pytest.mark.parametrize("gate", ["element", "head"])
+def test_the_gate_multiplies_each_heads_output_by_the_sigmoid_of_its_own_columns(gate):
+    """One attention layer (``CausalSelfAttention``) against the float64 reference
+    (``_gated_attention_reference``), within its bound: the gate is ``sigmoid(a W_gate)``
+    of the layer's input, split into heads as the values are, applied before W_O. Handing
+    each head its neighbour's gate (a wrong split) is outside the bound by far."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((T, D_MODEL)).astype(np.float32)
+    width = D_MODEL if gate == "element" else N_HEADS
+    # (columns, std times sqrt(d)): logits of std about 1/4, whose worst-case error bound
+    # (absolute terms) stays small; gate logits of std about 2, far from a constant gate
+    shapes = {"W_Q": (D_MODEL, 0.5), "W_K": (D_MODEL, 0.5), "W_V": (D_MODEL, 1.0),
+              "W_gate": (width, 2.0), "W_O": (D_MODEL, 1.0)}  # fmt: skip
+    params = {
+        name: (std / math.sqrt(D_MODEL) * rng.standard_normal((D_MODEL, cols))).astype(np.float32)
+        for name, (cols, std) in shapes.items()
+    }
+    attention = causal_lm.CausalSelfAttention(GATED[gate], N_HEADS, 1)
+    out = np.asarray(jax.jit(lambda p, a: attention.apply({"params": p}, a)[0])(params, a))
+    ref, bound = _gated_attention_reference(params, a)
+    assert np.all(np.abs(out - ref) <= bound)
+    wrong, _ = _gated_attention_reference(params, a, roll=1)
+    assert np.abs(out - wrong).max() > 100 * bound.max()

@@ -20,7 +20,7 @@ from attnlab.studies.lm_proxy.flags import (
     ran,
     text_tokens,
 )
-from attnlab.studies.lm_proxy.study import ONE_WIDTH, SWEPT
+from attnlab.studies.lm_proxy.study import ONE_WIDTH, SINKS, SWEPT
 
 
 def parse(*argv: str):
@@ -57,7 +57,7 @@ def test_quick_trains_and_saves_every_mechanism_at_its_own_width():
     saved at --one-width 64); now every mechanism trains at 32, where models are saved."""
     quick = parse("--quick")
     assert quick.one_width == DEFAULT.one_width and quick.one_width_d_model == 32
-    assert {d for _, d in quick.cells()} == {32}
+    assert {cell.d_model for cell in quick.cells()} == {32}
 
 
 def test_the_default_mechanisms_named_again_are_still_the_defaults():
@@ -74,12 +74,16 @@ def test_warmup_is_derived_from_steps():
 
 
 def test_the_sidecar_records_what_ran():
-    references = {"mechanisms": list(SWEPT), "one_width_mechanisms": list(ONE_WIDTH)}
+    references = {"mechanisms": list(SWEPT), "one_width_mechanisms": list(ONE_WIDTH),
+                  "sink_mechanisms": list(SINKS)}  # fmt: skip
     assert ran(parse("--quick")) == {"widths": [32], "one_width": 32,
                                      "lrs": [1e-3, 1e-2, 1e-1], "steps": 200,
-                                     **references}  # fmt: skip
+                                     "sink_seeds": 2, **references}  # fmt: skip
     assert ran(parse()) == {"widths": [32, 64, 128], "one_width": 64,
-                            "lrs": list(DEFAULT.lrs), "steps": 500, **references}  # fmt: skip
+                            "lrs": list(DEFAULT.lrs), "steps": 500, "sink_seeds": 3,
+                            **references}  # fmt: skip
+    assert ran(parse("--sink-mechanisms", "--sink-seeds", "4"))["sink_seeds"] == 4
+    assert parse("--sink-mechanisms").cells() == parse("--sink-mechanisms", "gated").cells()[:-1]
     chosen = ran(parse("--mechanisms", "qk_norm", "--one-width-mechanisms"))
     assert (chosen["mechanisms"], chosen["one_width_mechanisms"]) == (["qk_norm"], [])
 

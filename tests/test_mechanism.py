@@ -1,6 +1,7 @@
 """attnlab/core/mechanism.py: the open mechanism API (Mechanism, as_mechanism,
-load_mechanism, check_mechanism, l2_normalize), and a mechanism defined outside the
-package run through experiments 05 and 10 by MODULE:NAME and by file path."""
+load_mechanism, check_mechanism, l2_normalize), a mechanism defined outside the
+package run through experiments 05 and 10 by MODULE:NAME and by file path, and the
+learned sink and the output gate (their fields, and the sink's weights)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 import attnlab
 from attnlab.core.context import causal_context
-from attnlab.core.hooks import softmax_weights
+from attnlab.core.hooks import scaled_logits, sigmoid_weights, softmax_weights, softpick_weights
 from attnlab.core.mechanism import (
     Mechanism,
     MechanismError,
@@ -408,3 +409,126 @@ def test_a_users_logits_see_half_precision_q_and_k_in_float32_as_the_built_ins(d
     z = mine.scores(q, k, {})
     assert z.dtype == jnp.float32
     np.testing.assert_array_equal(z, theirs.scores(q, k, theirs.initial_theta(64)))
+
+
+# ------------------------------------------------------------ the sink and the gate
+
+
+def _sink_mechanism(sink=0.0, name="with_sink"):
+    """q.k / sqrt(8) through the built-in scaled logits, with a learned sink."""
+    return Mechanism(name, scaled_logits, constants={"scale": 8**-0.5}, sink=sink)
+
+
+def test_a_sink_is_a_param_learned_per_head_added_once():
+    """``sink=`` adds one param ``sink`` at that initial value, learned per head (one value
+    a head in ``head_values``); ``replace`` with a new name keeps exactly one; the program
+    of two sinks that differ only in their initial value is one, and differs from the
+    program without a sink."""
+    m = _sink_mechanism(-1.5)
+    assert m.params == (("sink", -1.5),) and m.per_head == ("sink",)
+    assert m.param_values(8) == {"sink": -1.5}
+    np.testing.assert_array_equal(m.head_values(8, 3)["sink"], [-1.5] * 3)
+    renamed = dataclasses.replace(m, name="renamed")
+    assert renamed.params == (("sink", -1.5),) and renamed.per_head == ("sink",)
+    again = dataclasses.replace(renamed, name="again")
+    assert [n for n, _ in again.params] == ["sink"] and again.per_head == ("sink",)
+    assert m.program() == _sink_mechanism(0.0).program() == _sink_mechanism(3.0).program()
+    plain = Mechanism("with_sink", scaled_logits, constants={"scale": 8**-0.5})
+    assert plain.program() != m.program()
+    assert plain.params == () and plain.per_head == ()
+
+
+@pytest.mark.parametrize("weights", [sigmoid_weights, softpick_weights])
+def test_a_sink_with_weights_other_than_softmax_is_refused(weights):
+    with pytest.raises(MechanismError, match="sink belongs to softmax"):
+        Mechanism("m", scaled_logits, weights=weights, constants={"scale": 1.0}, sink=0.0)
+
+
+@pytest.mark.parametrize("gate", [None, "head", "element"])
+def test_a_gate_of_each_kind_is_taken(gate):
+    assert Mechanism("m", _einsum, gate=gate).gate == gate
+
+
+@pytest.mark.parametrize("gate", ["elementwise", "Head", "", True, 1, ("head",)])
+def test_any_other_gate_is_refused_in_one_line(gate):
+    with pytest.raises(MechanismError, match="gate must be None or one of") as info:
+        Mechanism("m", _einsum, gate=gate)
+    assert "\n" not in str(info.value)
+
+
+def test_the_sink_is_not_passed_to_logits():
+    """``logits(q, k, scale)`` names no ``sink``: under a sink mechanism ``scores`` passes it
+    only the scale (a ``sink=`` keyword would be a TypeError), and the weights see the sink.
+    The logits are the built-in's, bit for bit (the same function on the same inputs)."""
+    seen = []
+
+    def logits(q, k, scale):
+        seen.append(scale)
+        return scale * _einsum(q, k)
+
+    m = Mechanism("mine", logits, constants={"scale": 0.5}, sink=0.0)
+    q, k = np.random.default_rng(0).standard_normal((2, 3, 5, 8)).astype(np.float32)
+    theta = m.initial_theta(8)
+    assert theta == {"sink": 0.0, "scale": 0.5}
+    z = m.scores(q, k, theta)
+    np.testing.assert_array_equal(z, 0.5 * _einsum(q, k))
+    p = m(q, k)
+    assert seen and p.shape == (3, 5, 5)
+
+
+def test_a_sink_mechanisms_rows_sum_below_one_and_a_very_low_sink_is_the_softmax():
+    """``m(q, k)`` at sink 0: each row sums to ``1 - 1 / (1 + sum_l e^{z_l})`` of its own
+    logits (float64 from the float32 z; bound: each of the 5 weights within (|z - m| +
+    ULPS 4 + n + 3) EPS of itself, summed in float64, and 5 TINY for weights flushed to 0),
+    which is below 1 by more than that; masked keys get 0. At sink -1e4 the sink's term
+    ``e^{-1e4 - max z}`` is exactly 0 in float32 (below the smallest subnormal,
+    e^{-103.3}), so the weights are the softmax's up to the rounding of two float32
+    softmaxes of the same logits: twice (max |z - m| + ULPS 4 + n + 3) EPS relative."""
+    rng = np.random.default_rng(1)
+    q, k = (2.0 * rng.standard_normal((2, 3, 5, 8))).astype(np.float32)
+    m = _sink_mechanism(0.0)
+    z = np.asarray(m.scores(q, k, m.initial_theta(8)), np.float64)
+    p = np.asarray(m(q, k), np.float64)
+    spread = np.abs(z - np.maximum(z.max(-1, keepdims=True), 0.0)).max()
+    rounding = (spread + 4 + 5 + 3) * EPS32
+    sums = p.sum(-1)
+    expected = 1.0 - 1.0 / (1.0 + np.exp(z).sum(-1))
+    tiny = 5 * float(np.finfo(np.float32).tiny)
+    assert np.all(np.abs(sums - expected) <= rounding * expected + tiny)
+    assert np.all(sums < 1.0 - (rounding + tiny))
+    mask = np.tril(np.ones((5, 5), bool))
+    masked = np.asarray(m(q, k, mask))
+    assert np.all(masked[..., ~mask] == 0) and np.all(masked.sum(-1) < 1.0)
+
+    low = np.asarray(_sink_mechanism(-1e4)(q, k))
+    softmax = np.asarray(softmax_weights(z.astype(np.float32)))
+    spread = np.abs(z - z.max(-1, keepdims=True)).max()
+    np.testing.assert_allclose(low, softmax, rtol=2 * (spread + 4 + 5 + 3) * EPS32, atol=0)
+    assert np.abs(p - softmax).max() > 0.01  # at sink 0 they differ: the check can fail
+
+
+def test_a_per_head_sink_moves_each_heads_null_weight():
+    """``theta["sink"]`` ``[H, 1, 1]`` (as the models pass it): a head with a higher sink
+    puts less weight on the keys, on every row (the sink's share e^s / (e^s + sum e^z)
+    increases with s)."""
+    q, k = np.random.default_rng(2).standard_normal((2, 3, 4, 8)).astype(np.float32)
+    m = _sink_mechanism()
+    theta = {"scale": 8**-0.5, "sink": jnp.asarray([-2.0, 0.0, 2.0]).reshape(3, 1, 1)}
+    mass = np.asarray(m(q, k, theta=theta)).sum(-1)  # [H, T]
+    assert np.all(mass[0] > mass[1]) and np.all(mass[1] > mass[2])
+
+
+def test_replace_moves_or_removes_the_sink_and_a_param_named_sink_is_refused():
+    """``dataclasses.replace`` rebuilds the sink from ``sink``: a new initial value is the
+    one the models start from, ``sink=None`` leaves no sink param (and logits without one);
+    a scalar of the user's named ``sink`` would be mistaken for it, so it is refused."""
+    m = Mechanism("s", scaled_logits, constants={"scale": 0.5}, sink=0.0)
+    moved = dataclasses.replace(m, sink=1.5)
+    assert moved.params == (("sink", 1.5),) and moved.per_head == ("sink",)
+    assert moved.param_values(8) == {"sink": 1.5}
+    removed = dataclasses.replace(m, sink=None)
+    assert removed.params == () and removed.per_head == ()
+    q = jnp.ones((3, 4))
+    np.testing.assert_array_equal(removed(q, q), BUILTINS["scaled"].weights(0.5 * q @ q.T))
+    with pytest.raises(MechanismError, match="reserved"):
+        Mechanism("x", scaled_logits, params={"sink": 1.0})

@@ -2,8 +2,8 @@
 packaged checkpoint, a tiny one written here, broken ones (each one line naming the file:
 non-finite or integer weights, sizes the weights file does not hold or the machine's memory
 cannot (a process limit too), config keys of another type, a tokenizer's id past the
-vocabulary, a loop of links, no permission, a bad max_seq_length), and BERT's
-initialisation."""
+vocabulary, a loop of links, no permission, a bad max_seq_length), BERT's initialisation,
+and a checkpoint's mechanism by name (a gated one refused, the sink the built-in)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,10 @@ from support import break_bert as _break
 from support import change_config as _change_config
 from support import write_tiny_bert as write_tiny_checkpoint
 
+from attnlab.core.hooks import scaled_logits
 from attnlab.core.machine import MEMORY_ENV
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.references import ALL_BUILTINS
 from attnlab.models.bert import (
     SENTENCE_CONFIG,
     bert_init,
@@ -36,6 +39,8 @@ from attnlab.models.files import (
     WEIGHTS,
     WEIGHTS_INDEX,
     CheckpointError,
+    UnknownMechanismError,
+    mechanism_of,
 )
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -273,3 +278,32 @@ def test_a_bad_index_is_one_line_naming_it(tmp_path, damage, message):
     with pytest.raises(CheckpointError, match=message) as raised:
         load_checkpoint(directory)
     assert "\n" not in str(raised.value) and WEIGHTS_INDEX in str(raised.value)
+
+
+# ------------------------------------------------- a checkpoint's mechanism, by name
+
+
+def test_a_gated_mechanism_is_refused_for_a_checkpoint_in_one_line():
+    """No checkpoint family reads a gate: the built-in ``gated``, or a gated mechanism
+    supplied under any name, is an ``UnknownMechanismError`` naming the place, the
+    mechanism and that it gates, carrying the name and the maker's reference."""
+    with pytest.raises(UnknownMechanismError, match="gates its heads' output") as caught:
+        mechanism_of("gated", {}, {}, "somewhere")
+    message = str(caught.value)
+    assert message.startswith("somewhere: ") and "'gated'" in message and "\n" not in message
+    assert caught.value.name == "gated" and caught.value.made_from is None
+    mine = Mechanism("mine", scaled_logits, constants={"scale": 0.25}, gate="head")
+    with pytest.raises(UnknownMechanismError, match="'mine' gates") as caught:
+        mechanism_of("mine", {"mechanism": "my_file.py:mine"}, {"mine": mine}, "here")
+    assert caught.value.made_from == "my_file.py:mine"
+
+
+def test_the_sink_resolves_to_the_built_in():
+    """``sink`` (a softmax with a learned sink, no gate) is the built-in object itself, made
+    from its own name or with no reference recorded; made from another reference and not
+    supplied it is refused as any namesake is."""
+    assert mechanism_of("sink", {}, {}, "somewhere") is ALL_BUILTINS["sink"]
+    assert mechanism_of("sink", {"mechanism": "sink"}, {}, "somewhere") is ALL_BUILTINS["sink"]
+    assert ALL_BUILTINS["sink"].sink is not None and ALL_BUILTINS["sink"].gate is None
+    with pytest.raises(UnknownMechanismError, match="not the built-in of its name"):
+        mechanism_of("sink", {"mechanism": "their.py:sink"}, {}, "somewhere")

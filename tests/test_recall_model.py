@@ -1,5 +1,6 @@
-"""Tests of attnlab.recall.model: shapes, a naive per-position reference, and the
-initialisation of every mechanism (identical where it should be, folded where documented)."""
+"""Tests of attnlab.recall.model: shapes, a naive per-position reference, the
+initialisation of every mechanism (identical where it should be, folded where documented),
+and the output gate (W_gate, a zero gate halving the value logits) and the learned sink."""
 
 import functools
 import math
@@ -9,11 +10,13 @@ import jax
 import numpy as np
 import pytest
 
-from attnlab.core.temperature import MECHANISMS
+from attnlab.core.hooks import scaled_logits
+from attnlab.core.mechanism import Mechanism
+from attnlab.core.temperature import BUILTINS, MECHANISMS
 from attnlab.recall import model as recall_model
 from attnlab.recall.config import RecallConfig, make_model
 from attnlab.recall.step import init_params
-from attnlab.recall.task import sample_batch
+from attnlab.recall.task import Batch, example_batch, sample_batch
 
 # d_model != d_k so that a transposed or mis-split projection cannot go unnoticed.
 CONFIG = RecallConfig(d_k=16, d_model=12)
@@ -437,3 +440,162 @@ def test_rows_gathers_and_its_gradient_is_the_one_hot_product(shape):
     exact = one_hot.T @ g64
     bound = one_hot.shape[0] * EPS * (one_hot.T @ np.abs(g64))
     assert np.all(np.abs(np.asarray(grad, np.float64) - exact) <= bound)
+
+
+# ------------------------------------------------------------------- the gate and the sink
+
+#: One gate per head (the recall model's one head: one gate), scaled's logits.
+HEAD_GATED = Mechanism("head_gated", scaled_logits, constants={"scale": CONFIG.d_k**-0.5},
+                       gate="head")  # fmt: skip
+GATED = {"element": BUILTINS["gated"], "head": HEAD_GATED}
+
+
+def numpy_batch(seed: int = 0) -> Batch:
+    """``B`` recall sequences drawn by numpy (no sampler to compile): distinct keys, uniform
+    values, one pair asked for."""
+    rng = np.random.default_rng(seed)
+    task = CONFIG.task
+    keys = np.stack([rng.permutation(task.n_key_tokens)[: task.pairs] for _ in range(B)])
+    values = rng.integers(0, task.n_value_tokens, (B, task.pairs))
+    asked = rng.integers(0, task.pairs, B)
+    rows = np.arange(B)
+    keys, values = keys.astype(np.int32), values.astype(np.int32)
+    return Batch(keys, values, keys[rows, asked], values[rows, asked])
+
+
+def numpy_params(model, seed: int = 0) -> dict:
+    """Parameters of ``model``'s shapes drawn by numpy: every entry N(0, 1 / rows) (an
+    embedding table's rows are its tokens; weights LeCun's scale), scalars at 0 (the sink's
+    initial value)."""
+    shapes = jax.eval_shape(lambda: model.init(jax.random.key(0), example_batch(CONFIG.task)))
+    rng = np.random.default_rng(seed)
+
+    def draw(shape):
+        if shape.shape == ():
+            return np.float32(0.0)
+        return (rng.standard_normal(shape.shape) / math.sqrt(shape.shape[0])).astype(np.float32)
+
+    return jax.tree.map(draw, shapes["params"])
+
+
+@pytest.mark.parametrize(
+    ("gate", "slot", "rows", "cols"),
+    [
+        ("element", "concat", CONFIG.d_model, CONFIG.d_k),
+        ("head", "concat", CONFIG.d_model, 1),
+        ("element", "onehot", CONFIG.n_key_tokens, CONFIG.d_k),
+    ],
+)
+def test_a_gated_mechanism_has_w_gate_of_the_query_inputs_width(gate, slot, rows, cols):
+    """``W_gate`` maps the query's input row (an embedding of d_model, or a one-hot key
+    token) to d_k gates (elementwise, the built-in ``gated``) or to one (per head); an
+    ungated mechanism has none."""
+    config = replace(CONFIG, slot=slot)
+    example = example_batch(CONFIG.task)
+    shapes = jax.eval_shape(
+        lambda: make_model(config, GATED[gate]).init(jax.random.key(0), example)
+    )["params"]
+    assert shapes["W_gate"].shape == (rows, cols)
+    plain = jax.eval_shape(
+        lambda: make_model(config, MECHANISMS["scaled"]).init(jax.random.key(0), example)
+    )["params"]
+    assert "W_gate" not in plain and set(shapes) == set(plain) | {"W_gate"}
+
+
+@functools.cache
+def gated_against_ungated(gate: str, slot: str):
+    """On ``numpy_batch``: ``(value logits, weights)`` of the ``gate`` model with ``W_gate``
+    as drawn and with ``W_gate = 0``, and of the same mechanism without the gate on the
+    same other weights; then the value logits of the gated and the ungated model with
+    ``W_O = [I | 0]`` (the logits' first d_k entries are ``o`` itself, exactly: one product
+    by 1 and zeros); and the parameters; as numpy, one program."""
+    config = replace(CONFIG, slot=slot)
+    gated = make_model(config, GATED[gate])
+    plain = make_model(config, replace(GATED[gate], name="ungated", gate=None))
+    params = numpy_params(gated)
+    zero = {**params, "W_gate": np.zeros_like(params["W_gate"])}
+    eye = {**params, "W_O": np.eye(*params["W_O"].shape, dtype=np.float32)}
+
+    def ungated(params):
+        return {k: v for k, v in params.items() if k != "W_gate"}
+
+    @jax.jit
+    def run(b, params, zero, eye):
+        return (
+            gated.apply({"params": params}, b),
+            gated.apply({"params": zero}, b),
+            plain.apply({"params": ungated(params)}, b),
+            gated.apply({"params": eye}, b)[0],
+            plain.apply({"params": ungated(eye)}, b)[0],
+        )
+
+    return (*jax.tree.map(np.asarray, run(numpy_batch(), params, zero, eye)), params)
+
+
+GATE_CASES = [("element", "concat"), ("head", "concat"), ("element", "onehot")]
+
+
+@pytest.mark.parametrize(("gate", "slot"), GATE_CASES)
+def test_a_zero_gate_halves_the_value_logits_exactly(gate, slot):
+    """With ``W_gate = 0`` the gate is sigmoid(0) = 1/2 exactly; the readout is linear (``o
+    W_O``, no bias by default) and halving is exact in binary, so the value logits are
+    exactly half the ungated model's with the same weights, bit for bit, and the attention
+    weights are the same. The gate as drawn gives other logits."""
+    (drawn, drawn_p), (zero, zero_p), (ungated, ungated_p), *_ = gated_against_ungated(gate, slot)
+    assert zero.shape == (B, CONFIG.n_value_tokens) and np.isfinite(zero).all()
+    np.testing.assert_array_equal(zero, ungated / 2)
+    np.testing.assert_array_equal(zero_p, ungated_p)
+    np.testing.assert_array_equal(drawn_p, ungated_p)
+    assert np.abs(drawn - zero).max() > 0.01 * np.abs(zero).max()
+
+
+@pytest.mark.parametrize(("gate", "slot"), GATE_CASES)
+def test_the_gate_is_the_sigmoid_of_the_query_rows_projection(gate, slot):
+    """With ``W_O = [I | 0]`` the first d_k value logits are the attention output ``o``
+    itself: the gated model's are the ungated one's times ``sigmoid(x_q W_gate)``, ``x_q``
+    the query's input row (``E_key[query]``, or the one-hot query token: ``W_gate``'s row),
+    by hand in float64. Bound, relative to ``|o|``: the gate logit's d_model-term product
+    (d_model EPS of its absolute terms) moves the sigmoid by at most a quarter of that;
+    sigmoid (ULPS) and the product (1) round once each. A gate from the value's embedding
+    row instead is far outside it."""
+    *_, gated, ungated, params = gated_against_ungated(gate, slot)
+    b, d_k = numpy_batch(), CONFIG.d_k
+    w_gate = np.asarray(params["W_gate"], np.float64)
+    if slot == "onehot":
+        x, x_other = np.eye(CONFIG.n_key_tokens)[b.query], np.eye(CONFIG.n_key_tokens)[b.target]
+    else:
+        x = np.asarray(params["E_key"], np.float64)[b.query]
+        x_other = np.asarray(params["E_val"], np.float64)[b.target]
+    g, g_abs = x @ w_gate, np.abs(x) @ np.abs(w_gate)  # [B, d_k or 1]
+    o = np.asarray(ungated, np.float64)[:, :d_k]
+    expected = o / (1.0 + np.exp(-g))
+    inputs = CONFIG.n_key_tokens if slot == "onehot" else CONFIG.d_model
+    bound = np.abs(o) * (inputs * EPS * g_abs / 4 + (ULPS + 1) * EPS)
+    assert np.all(np.abs(gated[:, :d_k] - expected) <= bound)
+    np.testing.assert_array_equal(gated[:, d_k:], 0.0)
+    wrong = o / (1.0 + np.exp(-(x_other @ w_gate)))
+    assert np.abs(gated[:, :d_k] - wrong).max() > 100 * bound.max()
+
+
+def test_the_sinks_weights_sum_below_one_per_row():
+    """The built-in ``sink`` in the recall model: a scalar param ``sink`` (one head) at its
+    initial value 0, and weights that sum per row to ``1 - 1 / (1 + sum_l e^{z_l})`` of
+    the logits the model recorded (float64; bound: each of the ``pairs`` weights within
+    (|z - m| + ULPS + pairs + 3) EPS of itself, summed in float64, and TINY each for weights
+    flushed to 0), which is below 1 by more than that bound."""
+    sink = BUILTINS["sink"]
+    model = make_model(CONFIG, sink)
+    params = numpy_params(model)
+    assert params["sink"].shape == () and float(params["sink"]) == sink.sink == 0.0
+    (_, p), state = jax.jit(lambda p, b: model.apply({"params": p}, b, mutable=["intermediates"]))(
+        params, numpy_batch()
+    )
+    p = np.asarray(p, np.float64)
+    z = np.asarray(state["intermediates"]["logits"][0], np.float64)
+    pairs = CONFIG.pairs
+    spread = np.abs(z - np.maximum(z.max(-1, keepdims=True), 0.0)).max()
+    rounding = (spread + ULPS + pairs + 3) * EPS
+    sums = p.sum(-1)
+    expected = 1.0 - 1.0 / (1.0 + np.exp(z).sum(-1))
+    assert np.all(np.abs(sums - expected) <= rounding * expected + pairs * TINY)
+    assert np.all(sums < 1.0 - (rounding + pairs * TINY))

@@ -1,4 +1,5 @@
-"""Tests of attnlab.core.softmax_stats: Jacobian, its Frobenius norm, entropy, max weight."""
+"""Tests of attnlab.core.softmax_stats: Jacobian, its Frobenius norm, entropy, max weight,
+and the attention sink (first-key weight, null weight, sink share) on hand-made matrices."""
 
 import math
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 
 from attnlab import entropy, jacobian_frobenius_norm, max_weight, softmax_jacobian
+from attnlab.core.softmax_stats import SINK_THRESHOLD, first_key_weight, null_weight, sink_share
 
 FUNCS = [entropy, max_weight, softmax_jacobian, jacobian_frobenius_norm]
 N = 7  # one row length and few batch shapes throughout: eager XLA compiles stay few
@@ -345,3 +347,89 @@ def test_jit_and_vmap_match_eager(f):
     np.testing.assert_allclose(
         jax.jit(jax.vmap(f, in_axes=1, out_axes=1))(p), eager, rtol=rtol, atol=atol
     )
+
+
+# ------------------------------------------------------------------ the attention sink
+
+#: A causal 4 x 4 attention matrix written by hand; its first column sums to 1 + 0.5 + 0.4
+#: + 0.1 = 2.0, so its mean over the four rows, Gu et al.'s alpha_1, is 2.0 / 4 = 0.5.
+HAND = np.array(
+    [
+        [1.0, 0.0, 0.0, 0.0],
+        [0.5, 0.5, 0.0, 0.0],
+        [0.4, 0.3, 0.3, 0.0],
+        [0.1, 0.2, 0.3, 0.4],
+    ],
+    np.float32,
+)
+#: Another head: first column 1 + 0.2 + 0.1 + 0.1 = 1.4, alpha_1 = 1.4 / 4 = 0.35.
+HAND_2 = np.array(
+    [
+        [1.0, 0.0, 0.0, 0.0],
+        [0.2, 0.8, 0.0, 0.0],
+        [0.1, 0.1, 0.8, 0.0],
+        [0.1, 0.3, 0.3, 0.3],
+    ],
+    np.float32,
+)
+#: The weights above are float32 roundings of decimals (one half-eps each); the mean adds
+#: a 4-term sum and a division: 4 EPS of 1 bounds the difference from the decimal answer.
+HAND_ATOL = 4 * EPS
+
+
+def test_first_key_weight_of_a_hand_made_matrix():
+    """alpha_1 = (1/T) sum_i p_{i,1}: 2.0 / 4 = 0.5 for ``HAND``, 1.4 / 4 = 0.35 for
+    ``HAND_2``, by hand; one value per head for ``[H, T, T]``; the last column (0.4 / 4 for
+    ``HAND``) is not what it reads."""
+    assert float(first_key_weight(HAND)) == pytest.approx(2.0 / 4, abs=HAND_ATOL, rel=0)
+    heads = np.stack([HAND, HAND_2])
+    alpha = np.asarray(first_key_weight(heads))
+    assert alpha.shape == (2,)
+    np.testing.assert_allclose(alpha, [2.0 / 4, 1.4 / 4], rtol=0, atol=HAND_ATOL)
+    assert abs(float(first_key_weight(HAND[:, ::-1])) - 0.4 / 4) <= HAND_ATOL
+
+
+def test_null_weight_is_zero_for_softmax_rows_and_the_missing_mass_otherwise():
+    """``1 - sum_j p_j`` averaged over the rows: 0 for softmax rows (within the N-term sum's
+    N EPS and the softmax's own N + 2: (2 N + 2) EPS), 0 for ``HAND`` (its rows sum to 1
+    by hand: HAND_ATOL), 0.2 for rows summing to 0.8, the mean 0.1 of a row of 0.8 and one
+    of 1, and -0.8 for sigmoid-like rows summing to 1.8. Shapes ``[..., T, n] -> [...]``."""
+    _, p = softmax_rows(9, (3, 5, N))
+    null = np.asarray(null_weight(p))
+    assert null.shape == (3,)
+    np.testing.assert_allclose(null, 0.0, rtol=0, atol=(2 * N + 2) * EPS)
+    assert abs(float(null_weight(HAND))) <= HAND_ATOL
+    short = np.array([[0.5, 0.2, 0.1], [0.3, 0.3, 0.2]], np.float32)  # each row sums to 0.8
+    assert float(null_weight(short)) == pytest.approx(0.2, abs=HAND_ATOL, rel=0)
+    mixed = np.array([[0.5, 0.2, 0.1], [0.5, 0.25, 0.25]], np.float32)  # 0.8 and 1
+    assert float(null_weight(mixed)) == pytest.approx(0.1, abs=HAND_ATOL, rel=0)
+    over = np.array([[0.9, 0.9, 0.0]], np.float32)  # not normalised: 1.8
+    assert float(null_weight(over)) == pytest.approx(-0.8, abs=HAND_ATOL, rel=0)
+
+
+def test_sink_share_counts_heads_strictly_above_the_threshold():
+    """Gu et al.'s 0.3: a head whose alpha is the next float32 above 0.3 counts, the next
+    below does not, nor one at 0.3 itself (``exceeds``; in float32, the threshold's own
+    rounding); the share is over every axis of alpha (``[L, H]``), and the threshold may be
+    chosen."""
+    assert SINK_THRESHOLD == 0.3
+    at = np.float32(0.3)
+    above, below = np.nextafter(at, np.float32(1)), np.nextafter(at, np.float32(0))
+    assert float(sink_share(np.array([above], np.float32))) == 1.0
+    assert float(sink_share(np.array([below], np.float32))) == 0.0
+    assert float(sink_share(np.array([at], np.float32))) == 0.0
+    alpha = np.array([[above, below, 0.9, 0.0], [1.0, 0.31, 0.29, 0.05]], np.float32)
+    assert float(sink_share(alpha)) == 4 / 8  # above, 0.9, 1.0 and 0.31
+    assert float(sink_share(alpha, threshold=0.5)) == 2 / 8  # 0.9 and 1.0
+
+
+def test_sink_share_of_hand_made_heads():
+    """``HAND`` (alpha 0.5) is a sink head, ``HAND_2`` (0.35) too, a uniform causal head
+    (column 0: 1, 1/2, 1/3, 1/4; alpha = 25/48 = 0.52) too, and one whose rows put nothing
+    on the first key after row 0 (alpha 1/4) is not: 3 of 4."""
+    uniform_causal = np.tril(np.ones((4, 4), np.float32))
+    uniform_causal /= uniform_causal.sum(-1, keepdims=True)
+    late = np.eye(4, dtype=np.float32)  # alpha = 1/4: row 0 only
+    alpha = first_key_weight(np.stack([HAND, HAND_2, uniform_causal, late]))
+    np.testing.assert_allclose(alpha[2:], [25 / 48, 1 / 4], rtol=0, atol=HAND_ATOL)
+    assert float(sink_share(alpha)) == 3 / 4

@@ -150,10 +150,11 @@ def _as_scalars(value: Mapping[str, Initial] | Scalars, what: str) -> Scalars:
         name, initial = pair
         if not name.isidentifier():
             raise MechanismError(f"{what}: {name!r} is not a usable keyword name")
-        if name in RESERVED_NAMES or name.startswith(RESERVED_PREFIXES):
+        if name in RESERVED_NAMES or name == SINK or name.startswith(RESERVED_PREFIXES):
             raise MechanismError(
                 f"{what}: the name {name!r} is reserved (the context n, q_pos, k_pos, head, "
-                "n_heads, and E_*, W_*, b_*: the models' own parameters); rename it"
+                "n_heads, the sink (Mechanism.sink), and E_*, W_*, b_*: the models' own "
+                "parameters); rename it"
             )
         if isinstance(initial, bool) or not (callable(initial) or isinstance(initial, int | float)):
             raise MechanismError(
@@ -256,6 +257,9 @@ class Mechanism:
         for hook in ("logits", "weights"):
             if not callable(getattr(self, hook)):
                 raise MechanismError(f"mechanism {self.name!r}: {hook} must be callable")
+        if not isinstance(self.params, Mapping):  # from replace(): drop the sink added before
+            kept = (p for p in self.params if not (isinstance(p, tuple) and p[:1] == (SINK,)))
+            object.__setattr__(self, "params", tuple(kept))
         for what in ("params", "constants"):
             label = f"mechanism {self.name!r}: {what}"
             object.__setattr__(self, what, _as_scalars(getattr(self, what), label))
@@ -271,15 +275,15 @@ class Mechanism:
         if self.mask is not None and not callable(self.mask):
             raise MechanismError(f"mechanism {self.name!r}: mask must be a function or None")
         per_head = (self.per_head,) if isinstance(self.per_head, str) else tuple(self.per_head)
-        object.__setattr__(self, "per_head", per_head)
-        self._add_sink()
-        if self.gate is not None and self.gate not in GATES:
-            raise MechanismError(f"mechanism {self.name!r}: gate must be None or one of {GATES}")
-        unknown = [n for n in per_head if n not in dict(self.params)]
+        object.__setattr__(self, "per_head", tuple(n for n in per_head if n != SINK))
+        unknown = [n for n in self.per_head if n not in dict(self.params)]
         if unknown:
             raise MechanismError(
                 f"mechanism {self.name!r}: per_head names {unknown}, which are not its params"
             )
+        self._add_sink()
+        if self.gate is not None and self.gate not in GATES:
+            raise MechanismError(f"mechanism {self.name!r}: gate must be None or one of {GATES}")
 
     def _add_sink(self) -> None:
         """With ``sink``: ``SINK`` among the params (learned per head), softmax weights only."""
@@ -287,11 +291,9 @@ class Mechanism:
             return
         if self.weights is not softmax_weights:
             raise MechanismError(f"mechanism {self.name!r}: a sink belongs to softmax weights")
-        if SINK not in dict(self.params):  # replace() keeps the one added before
-            sink = _as_scalars({SINK: self.sink}, f"mechanism {self.name!r}: sink")
-            object.__setattr__(self, "params", self.params + sink)
-        if SINK not in self.per_head:
-            object.__setattr__(self, "per_head", (*self.per_head, SINK))
+        ((_, initial),) = _as_scalars({"initial": self.sink}, f"mechanism {self.name!r}: sink")
+        object.__setattr__(self, "params", (*self.params, (SINK, initial)))
+        object.__setattr__(self, "per_head", (*self.per_head, SINK))
 
     @property
     def asks(self) -> frozenset[str]:

@@ -118,11 +118,14 @@ def _drift_lines(drift: pd.DataFrame, names: list[str]) -> list[str]:
                 pm(r.entropy_mean, r.entropy_sem),
                 pm(r.max_weight_mean, r.max_weight_sem),
                 # — for a card made before the reading
-                pm(getattr(r, "logit_std_mean", np.nan), getattr(r, "logit_std_sem", np.nan)),
+                *(
+                    pm(getattr(r, f"{c}_mean", np.nan), getattr(r, f"{c}_sem", np.nan))
+                    for c in ("logit_std", "first_weight", "null_weight")
+                ),
             ]
         )
     header = ["mechanism", "α", "held-out loss", "accuracy", "entropy (nats)", "max weight",
-              "logit std"]  # fmt: skip
+              "logit std", "weight on slot 0", "weight on nothing"]  # fmt: skip
     return table(header, rows)
 
 

@@ -15,7 +15,10 @@ sequences (``held_out_batches``), at step 0 and after training:
   normalised row ``p / sum p``, nats), max weight and the attention logits' scale
   ``logit_std`` (``attnlab.core.elasticity.logit_scale`` of the logits the mechanism
   computes: the root mean square over rows of their within-row std), which grows as
-  ``alpha^2`` where the weights own the temperature and stays where the mechanism does.
+  ``alpha^2`` where the weights own the temperature and stays where the mechanism does;
+  and the attention sink: the weight on the first slot (``first_weight``; the slots come
+  in random order, so no slot can be a sink: ``1/pairs`` on average for a row that ignores
+  the order) and on nothing (``null_weight``, ``1 - sum_j p_j``: a learned sink's share).
 
 Means and standard errors over seeds; a seed whose training diverged is left out (``seeds``
 counts the rest).
@@ -37,7 +40,7 @@ from attnlab.core.elasticity import logit_elasticity, logit_scale
 from attnlab.core.estimates import mean_and_sem
 from attnlab.core.mechanism import Mechanism
 from attnlab.core.owner import ALPHAS
-from attnlab.core.softmax_stats import entropy, max_weight
+from attnlab.core.softmax_stats import entropy, first_key_weight, max_weight, null_weight
 from attnlab.recall.config import RecallConfig, make_model
 from attnlab.recall.model import QUERY_KEY_PARAMS, RecallModel
 from attnlab.recall.step import held_out_batches
@@ -47,7 +50,8 @@ from attnlab.recall.trainer import TrainResult
 #: The multipliers of W_Q and W_K of the static drift (4: the verdict's).
 DRIFT_ALPHAS: tuple[float, ...] = (1.0, math.sqrt(2.0), 2.0, 4.0, 8.0)
 #: Readings of the static-drift table, in its column order.
-DRIFT_READINGS = ("loss", "accuracy", "entropy", "max_weight", "logit_std")
+DRIFT_READINGS = ("loss", "accuracy", "entropy", "max_weight", "logit_std", "first_weight",
+                  "null_weight")  # fmt: skip
 
 
 def _forward(model: RecallModel, params: dict, batch: Batch) -> dict[str, jax.Array]:
@@ -76,6 +80,8 @@ def _drift_program(model: RecallModel):
                 jnp.mean(entropy(normalised)),
                 jnp.mean(max_weight(p)),
                 logit_scale(out["z"]),  # every slot allowed: the recall model masks none
+                first_key_weight(p),  # slot 0's: the slots are in random order
+                jnp.mean(null_weight(p[:, None, :])),
             ]
         )
 

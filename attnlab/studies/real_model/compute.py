@@ -118,7 +118,8 @@ def head_sigma(
 
 def row_statistics(q: Array, k: Array, scale: float | None = None) -> dict[str, Array]:
     """Per attention row of one layer, ``[B, heads, T]``: the logits' std over keys, max
-    weight, entropy / ln T, Jacobian norm, saturated (0/1); per token, ``|q|`` and ``|k|``.
+    weight, entropy / ln T, Jacobian norm, saturated (0/1), the weight on the first key
+    (``[CLS]``: the sink's share, Gu et al. 2024); per token, ``|q|`` and ``|k|``.
     ``q, k`` are ``[B, heads, T, d]``, every key attended (rows hold no padding)."""
     z = attention_logits(q, k, scale=scale)
     p = masked_softmax(z)
@@ -130,6 +131,7 @@ def row_statistics(q: Array, k: Array, scale: float | None = None) -> dict[str, 
         "entropy_ratio": entropy(p) / math.log(T),
         "jacobian_norm": jacobian_frobenius_norm(p),
         "saturated": (top >= SATURATED_AT).astype(jnp.float32),
+        "first_key_weight": p[..., 0],
         "q_norm": jnp.linalg.norm(q, axis=-1),
         "k_norm": jnp.linalg.norm(k, axis=-1),
     }
@@ -147,7 +149,7 @@ def head_summary(trace: Trace) -> dict[str, Array]:
         out = {}
         for name, value in row_statistics(q, k).items():
             rows = jnp.moveaxis(value, 1, 0).reshape(value.shape[1], -1)  # [heads, B T]
-            if name == "saturated":
+            if name in ("saturated", "first_key_weight"):  # shares: means over the rows
                 out[name] = jnp.mean(rows, axis=-1)
             else:
                 out[name] = jnp.quantile(rows, jnp.asarray(QUANTILES), axis=-1).T
@@ -182,7 +184,8 @@ def heads_frame(
                     "head": head,
                     "rows": ids.shape[0] * length,
                 }
-                records.append({**record, **head_columns(summary, sigma, layer, head)})
+                sink = {"sink_share": float(summary["first_key_weight"][layer, head])}
+                records.append({**record, **head_columns(summary, sigma, layer, head), **sink})
     return pd.DataFrame.from_records(records)
 
 

@@ -14,6 +14,7 @@ from attnlab.studies.real_model.study import (
     LAYERS_CSV,
     MODELS,
     SATURATED_AT,
+    SINK_AT,
 )
 
 #: The per-head quantities of the headline: column (the head's median over rows) -> label.
@@ -24,7 +25,7 @@ HEADLINE = {
 }
 HEADS = ["model", "row_length", "layer", "head", "rows", *HEADLINE, "max_weight_p50",
          "jacobian_norm_p50", "q_norm_p50", "k_norm_p50", "sigma", "elasticity_1",
-         "elasticity_8", "owner"]  # fmt: skip
+         "elasticity_8", "owner", "sink_share"]  # fmt: skip
 
 
 def _spread(values: pd.Series) -> str:
@@ -123,6 +124,16 @@ def _layers_table(tables: Tables) -> str:
     return markdown_table(header, rows)
 
 
+def sink_sentence(heads: pd.DataFrame) -> str:
+    """The attention sink in the encoder: per model and row length, the heads whose mean
+    weight on the first key (``[CLS]``) exceeds ``SINK_AT`` (Gu et al. 2024)."""
+    parts = [f"{model} T = {T}: {int((g.sink_share > SINK_AT).sum())} of {len(g)} (median "
+             f"head {g.sink_share.median():.3f})"
+             for (model, T), g in heads.groupby(["model", "row_length"], sort=False)]  # fmt: skip
+    return (f"**The attention sink** (heads whose mean weight on `[CLS]`, the first key, "
+            f"exceeds {SINK_AT:g}, Gu et al. 2024): " + "; ".join(parts) + ".")  # fmt: skip
+
+
 def section(tables: Tables) -> str:
     """Experiment 13: the encoder's section (``encoder_section``) and, where 13 was run on
     14's checkpoints, theirs (``causal_report.section``)."""
@@ -167,6 +178,7 @@ def encoder_section(tables: Tables) -> str:
             "BERT's initialisation gives q and k entries of std about 0.02 √384 ≈ 0.39, not "
             "the unit variance the divisor assumes, so its logits start far below 1. "
             f"Max weight (median head) against row length, trained: {max_weight}.",
+            sink_sentence(heads),
             "**Counterfactuals at inference** (trained weights, T = "
             f"{length}): the card's static drift q, k → α q, α k and the divisor removed "
             "(logits √d times larger, the drift α = d^¼); statistics pooled over every "

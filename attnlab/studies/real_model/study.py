@@ -69,6 +69,7 @@ HEADS = Output(
         "sigma": WEIGHTS_ONLY,
         **{f"elasticity_{a:g}": FORWARD for a in (1.0, 2.0, 4.0, 8.0)},
         "owner": EXACT,
+        "sink_share": FORWARD,
     },
 )
 
