@@ -8,7 +8,7 @@ import itertools
 import pandas as pd
 import pytest
 
-from attnlab.studies.lm_proxy.sinks import per_seed, sink_answers, sink_table
+from attnlab.studies.lm_proxy.sinks import per_seed, sink_answers, sink_table, uniform_first_weight
 
 HEADS = 4
 
@@ -88,3 +88,10 @@ def test_per_seed_shares_and_the_table():
     text = sink_table(frame)
     assert "| scaled | 0.01 | 0.500 ± 0.500 | 0.300 ± 0.200 | 0.000 ± 0.000 |" in text
     assert "| sink | 0.01 | 0.000 ± 0.000 | 0.000 ± 0.000 | 0.700 ± 0.000 |" in text
+
+
+def test_uniform_causal_attention_puts_the_harmonic_mean_on_the_first_position():
+    """Row i of a uniform causal map puts 1/i on the first key: the mean is H_T / T."""
+    assert uniform_first_weight(1) == 1.0
+    assert uniform_first_weight(4) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4, rel=1e-15)
+    assert 0.074 < uniform_first_weight(64) < 0.075

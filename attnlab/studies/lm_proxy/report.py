@@ -7,7 +7,12 @@ import pandas as pd
 from attnlab.harness.tables import Tables, markdown_table
 from attnlab.lm.sweep_tables import lr_sensitivity
 from attnlab.studies.lm_proxy.answers import ANSWERS, degradation_note, unscaled_trains
-from attnlab.studies.lm_proxy.sinks import SINK_COLUMNS, sink_answers, sink_table
+from attnlab.studies.lm_proxy.sinks import (
+    SINK_COLUMNS,
+    sink_answers,
+    sink_table,
+    uniform_first_weight,
+)
 from attnlab.studies.lm_proxy.study import (
     CURVES_CSV,
     DRIFT_FACTOR,
@@ -174,14 +179,16 @@ def sink_section(tables: Tables) -> list[str]:
     """The attention sink's paragraphs (``sinks``): its table and answers (f)-(j)."""
     sinks = tables.get(SINKS_CSV, SINK_COLUMNS)
     flags = tables.flags(SINKS_CSV)
+    length = int(flags.get("lm_config", {}).get("seq_len", 64))
     listed = "\n".join(f"- {'holds' if a.holds else '**does not hold**'}: {a.label} — "
-                        f"{a.detail}" for a in sink_answers(sinks))  # fmt: skip
+                        f"{a.detail}" for a in sink_answers(sinks, length))  # fmt: skip
     d = ", ".join(str(d) for d in sorted(set(sinks.d_model)))
     return [
         f"**Where the excess weight goes: the attention sink** (d_model {d}, "
         f"{flags.get('sink_seeds', '?')} seeds each; a head is a sink head when its mean weight "
-        "on the first position exceeds 0.3, Gu et al. 2024; 0.074 is uniform causal "
-        "attention's over 64 positions; the weight on nothing is a learned sink's share). At "
+        f"on the first position exceeds 0.3, Gu et al. 2024; uniform causal attention puts "
+        f"{uniform_first_weight(length):.3f} there over {length} positions; the weight on "
+        "nothing is a learned sink's share). At "
         "the best rate, mean ± SE over seeds:",
         sink_table(sinks),
         "**Known answers of sinks and gates** (rules: `attnlab/studies/lm_proxy/sinks.py`):",

@@ -69,15 +69,23 @@ def _mean(seeds: pd.DataFrame, mechanism: str, column: str) -> float:
     return float(cell[column].mean()) if len(cell) else float("nan")
 
 
-def sink_answers(sinks: pd.DataFrame) -> list[Answer]:
-    """(f)-(j) of the module docstring."""
+def uniform_first_weight(length: int) -> float:
+    """The first-position weight of uniform causal attention over ``length`` positions,
+    ``(1/T) sum_i 1/i = H_T / T``: row ``i`` spreads its weight over ``i`` keys."""
+    return float(np.sum(1.0 / np.arange(1, length + 1)) / length)
+
+
+def sink_answers(sinks: pd.DataFrame, length: int = 64) -> list[Answer]:
+    """(f)-(j) of the module docstring, on sequences of ``length`` positions."""
     best, drifted = per_seed(sinks, "best"), per_seed(sinks, "drifted")
     share = {m: _mean(best, m, "share") for m in ("scaled", "gated", "sigmoid")}
     first = {m: _mean(best, m, "first") for m in ("scaled", "sink")}
     sigmoid = best[best.mechanism == "sigmoid"]
     answers = [
         Answer("(f) scaled attention develops sink heads at its best rate",
-               bool(share["scaled"] > 0), "sink share " + _stated(best, "scaled", "share")),
+               bool(share["scaled"] > 0), "sink share " + _stated(best, "scaled", "share")
+               + "; first-position weight " + _stated(best, "scaled", "first") + " against "
+               f"{uniform_first_weight(length):.3f} for uniform causal attention"),
         Answer("(g) gated attention has fewer sink heads than scaled",
                bool(share["gated"] < share["scaled"]),
                "sink share " + "; ".join(_stated(best, m, "share") for m in ("gated", "scaled"))),
