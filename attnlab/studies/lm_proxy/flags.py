@@ -43,31 +43,14 @@ def add_proxy_flags(parser: argparse.ArgumentParser) -> None:
     """Every flag of experiment 14 but ``--out-dir``. The flags ``--quick`` changes default
     to None (given or not is then plain: a flag given always wins over ``--quick``, whatever
     its value), their help saying both defaults."""
-    parser.add_argument(
-        "--mechanisms",
-        nargs="+",
-        type=mechanism_reference,
-        default=[m.text for m in DEFAULT.swept],
-        metavar="SPEC",
-        help="mechanisms swept at every width",
-    )
-    parser.add_argument(
-        "--one-width-mechanisms",
-        nargs="*",
-        type=mechanism_reference,
-        default=[m.text for m in DEFAULT.one_width],
-        metavar="SPEC",
-        help="mechanisms swept at --one-width only",
-    )
-    parser.add_argument(
-        "--sink-mechanisms",
-        nargs="*",
-        type=mechanism_reference,
-        default=[m.text for m in DEFAULT.sinks],
-        metavar="SPEC",
-        help="the attention sink's set, at --one-width on --sink-seeds seeds of their own "
-        "(14_lm_sinks.csv; none: no sink table rows)",
-    )
+    for flag, nargs, default, what in (
+        ("--mechanisms", "+", DEFAULT.swept, "mechanisms swept at every width"),
+        ("--one-width-mechanisms", "*", DEFAULT.one_width, "mechanisms swept at --one-width only"),
+        ("--sink-mechanisms", "*", DEFAULT.sinks, "the attention sink's set, at --one-width on "
+         "--sink-seeds seeds of their own (14_lm_sinks.csv; none: no sink table rows)"),
+    ):  # fmt: skip
+        parser.add_argument(flag, nargs=nargs, type=mechanism_reference, metavar="SPEC",
+                            default=[m.text for m in default], help=what)  # fmt: skip
     both = "(default: {}; with --quick {})"
     cli.add_int_flag(parser, "--widths", None, "d_model values (head width 16) " + both.format(
         _words(DEFAULT.widths), _words(QUICK.widths)), 2, many=True)  # fmt: skip

@@ -135,23 +135,25 @@ CURVES = Output(
     spread_floor=1.0,
 )
 
+#: A head of a trained model at the best rate or at ``DRIFT_FACTOR`` times it (the ownership
+#: and sink tables' keys), and its attention sink's columns.
+HEAD_KEYS = {k: KEY for k in ("mechanism", "d_model", "seed", "weights", "layer", "head")}
+SINK_RULES = {
+    "first_weight": SEED_RANGE,
+    "null_weight": seed_range(atol=NULL_WEIGHT_ATOL),
+    "sink_head": UNCHECKED,
+}
+
 OWNERSHIP = Output(
     SCRIPT,
     {
-        "mechanism": KEY,
-        "d_model": KEY,
-        "seed": KEY,
-        "weights": KEY,
-        "layer": KEY,
-        "head": KEY,
+        **HEAD_KEYS,
         "lr": UNCHECKED,
         "logit_scale": seed_range(SEED_FLOORS["logit_scale"]),
         "elasticity_1": seed_range(atol=ELASTICITY_ATOL),
         "elasticity_8": seed_range(atol=ELASTICITY_ATOL),
         "owner": UNCHECKED,
-        "first_weight": SEED_RANGE,
-        "null_weight": seed_range(atol=NULL_WEIGHT_ATOL),
-        "sink_head": UNCHECKED,
+        **SINK_RULES,
     },
     spread_floor=1.0,
 )
@@ -160,19 +162,12 @@ OWNERSHIP = Output(
 SINK_TABLE = Output(
     SCRIPT,
     {
-        "mechanism": KEY,
-        "d_model": KEY,
-        "seed": KEY,
-        "weights": KEY,
-        "layer": KEY,
-        "head": KEY,
+        **HEAD_KEYS,
         "lr": UNCHECKED,
         "final_val_loss": SEED_RANGE,
         "final_val_loss_se": UNCHECKED,
         "logit_scale": seed_range(SEED_FLOORS["logit_scale"]),
-        "first_weight": SEED_RANGE,
-        "null_weight": seed_range(atol=NULL_WEIGHT_ATOL),
-        "sink_head": UNCHECKED,
+        **SINK_RULES,
     },
     spread_floor=1.0,
 )
