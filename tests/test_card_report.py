@@ -10,17 +10,19 @@ from attnlab.studies.card.report import sink_lines
 
 
 def test_sink_lines_read_the_lm_ownership_and_the_recall_drift(tmp_path):
-    """Two of four LM heads above 0.3 at the best rate (the drifted rows left out), the
+    """Two of four LM heads above 0.3 at the best rate (the drifted rows and the baseline's
+    left out), the
     mean first-position and null weights; the recall card's readings at alpha 1; the other
     mechanism's cards lack the columns (made before them), so dashes."""
     lm = tmp_path / "cards" / "sink" / "lm"
     lm.mkdir(parents=True)
     pd.DataFrame({
-        "weights": ["best"] * 4 + ["drifted"],
-        "d_model": [32, 32, 64, 64, 64],
-        "first_weight": [0.5, 0.1, 0.4, 0.2, 0.9],
-        "null_weight": [0.2, 0.2, 0.4, 0.4, 0.0],
-        "sink_head": [True, False, True, False, True],
+        "mechanism": ["sink"] * 5 + ["scaled"],
+        "weights": ["best"] * 4 + ["drifted", "best"],
+        "d_model": [32, 32, 64, 64, 64, 64],
+        "first_weight": [0.5, 0.1, 0.4, 0.2, 0.9, 0.9],
+        "null_weight": [0.2, 0.2, 0.4, 0.4, 0.0, 0.0],
+        "sink_head": [True, False, True, False, True, True],
     }).to_csv(lm / "lm_ownership.csv", index=False)  # fmt: skip
     drift = {"alpha": [1.0, 4.0], "first_weight_mean": [0.0625, 0.5],
              "null_weight_mean": [0.25, 0.1]}  # fmt: skip

@@ -69,7 +69,7 @@ def lm_closing_lines(verdicts: pd.DataFrame) -> list[str]:
 
 
 #: The attention sink's columns of a card's tables (the LM's ownership, the recall drift's).
-LM_SINK_COLUMNS = ["weights", "d_model", "first_weight", "null_weight", "sink_head"]
+LM_SINK_COLUMNS = ["mechanism", "weights", "d_model", "first_weight", "null_weight", "sink_head"]
 RECALL_SINK_COLUMNS = ["alpha", "first_weight_mean", "null_weight_mean"]
 
 
@@ -85,7 +85,7 @@ def sink_lines(tables: Tables, names: list[str]) -> list[str]:
         lm_csv = f"cards/{name}/lm/lm_ownership.csv"
         lm = tables.get(lm_csv) if tables.has(lm_csv) else pd.DataFrame()
         if set(LM_SINK_COLUMNS) <= set(lm):
-            best = lm[lm.weights == "best"]
+            best = lm[(lm.weights == "best") & (lm.mechanism == name)]  # not its baselines
             sinks = int(best.sink_head.astype(bool).sum())
             cells += [f"{sinks} of {len(best)}", f"{best.first_weight.mean():.3f}",
                       f"{best.null_weight.mean():.3f}"]  # fmt: skip
