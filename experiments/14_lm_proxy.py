@@ -46,7 +46,7 @@ def run(args, context):
     work = pieces(config, tokens)
     started = time.perf_counter()
     with cli.progress(sum(p.units for p in work), "14 LM sweep", args.quiet, "step") as bar:
-        *frames, saved = tables(run_pieces(work, args.jobs, bar.update))
+        *frames, saved = tables(run_pieces(work, flags.proxy_jobs(config, args.jobs), bar.update))
     wall = time.perf_counter() - started
     recorded = flags.sidecar_flags(context.sidecar_flags, config, source)
     with cli.staged_outputs(out_dir, context.written) as stage:

@@ -560,7 +560,7 @@ def _fake_computation(name: str, module: ModuleType, monkeypatch, mode: str = "f
         "14_lm_proxy": {
             "pieces": lambda *a: [],
             "run_pieces": lambda *a: [],
-            "tables": lambda *a: (FRAME, FRAME, FRAME, []),
+            "tables": lambda *a: (FRAME, FRAME, FRAME, FRAME, []),
         },
         "15_optimizer_drift": {
             "total_units": lambda *a: 1,

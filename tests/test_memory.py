@@ -24,7 +24,7 @@ from attnlab.studies.failure_modes.compute import (
 )
 from attnlab.studies.lm_proxy.flags import DEFAULT as PROXY_DEFAULT
 from attnlab.studies.lm_proxy.flags import QUICK as PROXY_QUICK
-from attnlab.studies.lm_proxy.flags import proxy_needs
+from attnlab.studies.lm_proxy.flags import proxy_jobs, proxy_needs
 from attnlab.studies.remedies.flags import remedies_needs, remedies_run
 from attnlab.studies.statics.compute import LogitVarianceConfig, logit_variance_needs
 from attnlab.studies.statics.flags import sweep_needs
@@ -179,8 +179,8 @@ def test_the_defaults_fit_a_machine_of_8_gib(load_script, machine):
         "07": failure_modes_needs(OverflowConfig(), CorrelationConfig()),
         "08": companion_needs(CompanionConfig()),
         "10": widths_needs(widths_config(_parsed(load_script, "10_widths"))),
-        "14": proxy_needs(PROXY_DEFAULT, jobs=16),
-        "14 --quick": proxy_needs(PROXY_QUICK, jobs=16),
+        "14": proxy_needs(PROXY_DEFAULT, proxy_jobs(PROXY_DEFAULT, 16)),
+        "14 --quick": proxy_needs(PROXY_QUICK, proxy_jobs(PROXY_QUICK, 16)),
     }
     for script, needs in estimates.items():
         assert total_bytes(needs) <= budget, (script, memory.format_bytes(total_bytes(needs)))
@@ -193,3 +193,13 @@ def test_a_larger_run_that_fits_is_allowed(machine):
     check_needs(sweep_needs(SoftmaxSweepConfig(dks=(1, 2**16), trials=20_000)))
     check_needs(recall_needs(dataclasses.replace(RecallConfig(), d_k=4096, batch_size=256)))
     check_needs(condensation_needs(CondensationConfig(n_keys=(4, 2**16), trials=2000)))
+
+
+def test_fitting_jobs_takes_the_most_workers_that_fit(machine):
+    """On an 8 GiB machine (a 4.3 GB budget), pieces of 1 GB each: four at once fit, five
+    do not; a piece larger than the budget leaves one worker (check_needs then refuses)."""
+    machine(8 * GIB)
+    piece = Need(10**9, "a piece", ())
+    assert memory.fitting_jobs(lambda j: [piece] * j, 16) == 4
+    assert memory.fitting_jobs(lambda j: [piece] * j, 3) == 3
+    assert memory.fitting_jobs(lambda j: [Need(10**10, "a piece", ())] * j, 16) == 1

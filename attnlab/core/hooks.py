@@ -84,8 +84,8 @@ def softpick_weights(z: ArrayLike, mask: ArrayLike | None = None) -> Array:
 
 
 def sink_softmax_weights(z: ArrayLike, mask: ArrayLike | None, sink: ArrayLike) -> Array:
-    """Softmax with a learned sink (gpt-oss, 2025; ``eager_attention_forward`` of
-    transformers' ``modeling_gpt_oss``): one more logit ``s`` per head in the normaliser,
+    """Softmax with a learned sink (gpt-oss, 2025; the eager attention of transformers'
+    gpt-oss model): one more logit ``s`` per head in the normaliser,
 
         p_j = e^{z_j} / (e^{s} + sum_l e^{z_l})    over the keys ``mask`` allows,
 

@@ -87,7 +87,7 @@ SINK_THRESHOLD = 0.3
 
 def first_key_weight(p: ArrayLike) -> Array:
     """The mean weight on the first key over the rows, ``alpha_1 = (1/T) sum_i p_{i,1}``,
-    for weights ``p`` ``[..., T, n]`` -> ``[...]`` (Gu et al.'s ``alpha_1`` of one head on
+    for weights ``p`` ``[..., T, n]`` -> ``[...]`` (Gu et al.'s alpha_1 of one head on
     one sequence, every query counted; a causal row 0 puts all of a softmax's on it)."""
     return jnp.mean(jnp.asarray(p)[..., 0], axis=-1)
 

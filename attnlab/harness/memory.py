@@ -19,7 +19,7 @@ what this process may use (the physical memory, or where tighter the room its li
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from attnlab.core.machine import MEMORY_FRACTION, machine_memory_bytes, memory_budget_bytes
@@ -124,6 +124,16 @@ def check_needs(needs: Iterable[Need]) -> None:
         check_memory(needed, "the flags", largest.what)
     else:
         check_memory(needed, blamed.flag, largest.what, blamed.shown)
+
+
+def fitting_jobs(needs_at: Callable[[int], Iterable[Need]], jobs: int) -> int:
+    """The most worker processes, at most ``jobs``, whose needs (``needs_at(j)``: the pieces
+    ``j`` workers hold at once) fit the budget; 1 where none does (``check_needs`` of one
+    worker then refuses the run). The results do not depend on how many workers run."""
+    for j in range(max(1, jobs), 1, -1):
+        if total_bytes(needs_at(j)) <= memory_budget_bytes():
+            return j
+    return 1
 
 
 def product(*factors: int) -> int:

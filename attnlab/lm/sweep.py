@@ -117,7 +117,7 @@ def ownership_rows(
     (within-row std of the logits, ``logit_scale``) and the ownership elasticity at
     ``OWNERSHIP_ALPHAS``, on the first ``OWNERSHIP_WINDOWS`` held-out windows, with the owner
     it names; and the attention sink there: the mean weight on the first position
-    (``first_key_weight``, Gu et al.'s ``alpha_1``), whether it exceeds ``SINK_THRESHOLD``
+    (``first_key_weight``, Gu et al.'s alpha_1), whether it exceeds ``SINK_THRESHOLD``
     (``sink_head``), and the weight on nothing (``null_weight``: a learned sink's)."""
     lm = result.config
     windows = jnp.asarray(split.held_out[:OWNERSHIP_WINDOWS, :-1])

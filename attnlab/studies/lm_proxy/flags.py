@@ -15,7 +15,15 @@ from attnlab.core.mechanism import MechanismError
 from attnlab.core.references import MechanismRef, mechanism_reference, resolve
 from attnlab.core.text import TextSource, byte_tokens, read_text
 from attnlab.harness import cli
-from attnlab.harness.memory import FLOAT32_BYTES, Need, check_needs, count, product, size
+from attnlab.harness.memory import (
+    FLOAT32_BYTES,
+    Need,
+    check_needs,
+    count,
+    fitting_jobs,
+    product,
+    size,
+)
 from attnlab.lm.export import LAYOUTS
 from attnlab.lm.flags import add_optimizer_flag, add_qk_clip_flag, warmup_for
 from attnlab.lm.model import POSITIONS, VOCAB
@@ -129,7 +137,7 @@ def proxy_config(args: argparse.Namespace) -> ProxyConfig:
         base, lm=lm, one_width_d_model=one_width, seeds=args.seeds, seed=args.seed,
         layout=args.layout, **chosen,
     )  # fmt: skip
-    check_needs(proxy_needs(config, args.jobs))
+    check_needs(proxy_needs(config, proxy_jobs(config, args.jobs)))
     cells = (("--mechanisms", chosen["swept"], chosen["widths"]),
              ("--one-width-mechanisms", chosen["one_width"], (one_width,)),
              ("--sink-mechanisms", chosen["sinks"], (one_width,)))  # fmt: skip
@@ -184,30 +192,38 @@ def piece_bytes(config: LMConfig, lanes: int) -> int:
     return product(lanes, per_lane)
 
 
+def proxy_jobs(config: ProxyConfig, jobs: int) -> int:
+    """The workers 14 runs: ``--jobs``, fewer where that many pieces at once would not fit
+    the memory budget (``fitting_jobs``)."""
+    return fitting_jobs(lambda j: proxy_needs(config, j), jobs)
+
+
 def proxy_needs(config: ProxyConfig, jobs: int) -> list[Need]:
     """Experiment 14's largest allocations (``attnlab.harness.memory``): the ``jobs``
     costliest pieces at once (``piece_bytes``; pieces run in ``jobs`` worker processes),
     and the per-step metrics of every piece's lanes (``steps * (1 + 4 L)`` float32 per
     lane, and their copy when joined)."""
-    lanes = len(config.lrs) * max(config.seeds, config.sink_seeds)
     lane_sizes = (
         count("--lrs", config.lrs, DEFAULT.lrs),
         size("--seeds", config.seeds, DEFAULT.seeds),
+        size("--sink-seeds", config.sink_seeds, DEFAULT.sink_seeds),
     )
     cells = config.cells()
-    widths = sorted((cell.d_model for cell in cells), reverse=True)[: max(1, jobs)]
-    widest = widths[0]
+    pieces = sorted(((piece_bytes(config.width(c.d_model), len(config.lrs) * len(c.seeds)),
+                      c.d_model) for c in cells), reverse=True)[: max(1, jobs)]  # fmt: skip
+    widest = max(d for _, d in pieces)
     flag = "--widths" if widest in config.widths else "--one-width"
     default = max(DEFAULT.widths) if flag == "--widths" else DEFAULT.one_width_d_model
     per_step = (1 + (len(STEP_METRICS) - 1) * config.lm.n_layers) * FLOAT32_BYTES * 2
+    lanes = sum(len(config.lrs) * len(c.seeds) for c in cells)
     return [
         Need(
-            sum(piece_bytes(config.width(d), lanes) for d in widths),
+            sum(nbytes for nbytes, _ in pieces),
             "the models, Adam moments and activations of the pieces trained at once",
             (size(flag, widest, default), *lane_sizes),
         ),
         Need(
-            product(len(cells), lanes, config.lm.steps, per_step),
+            product(lanes, config.lm.steps, per_step),
             "the per-step metrics of every lane",
             (size("--steps", config.lm.steps, DEFAULT.lm.steps), *lane_sizes),
         ),

@@ -162,7 +162,7 @@ CAUSAL_HEADS = Output(
     {
         "checkpoint": KEY,
         "mechanism": EXACT,
-        **{c: r for c, r in HEADS.columns.items() if c != "owner"},
+        **{c: r for c, r in HEADS.columns.items() if c not in ("owner", "sink_share")},
         "max_signed_logit": FORWARD,
         "max_abs_logit": FORWARD,
         "sink_share": FORWARD,
