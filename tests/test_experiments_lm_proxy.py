@@ -18,11 +18,12 @@ from support import LM_USER_FILE as USER_FILE
 from attnlab.models import attnlab_llama
 from attnlab.models.decoder import POSITION_TABLE, decoder_shapes
 from attnlab.models.files import CONFIG, WEIGHTS
-from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SWEEP_CSV
+from attnlab.studies.lm_proxy.study import CURVES_CSV, OWNERSHIP_CSV, SINKS_CSV, SWEEP_CSV
 
 CSVS = (SWEEP_CSV, CURVES_CSV, OWNERSHIP_CSV)
-#: d_model 32 (2 heads), two rates of which the second is 10x the first, 4 steps.
-TINY = ["--widths", "32", "--one-width-mechanisms", "--lrs", "1e-3", "1e-2",
+#: d_model 32 (2 heads), two rates of which the second is 10x the first, 4 steps; no sink
+#: set (``test_the_sink_set_writes_its_heads`` runs one).
+TINY = ["--widths", "32", "--one-width-mechanisms", "--sink-mechanisms", "--lrs", "1e-3", "1e-2",
         "--steps", "4", "--quiet"]  # fmt: skip
 #: 13 at one row length, on 96 bytes of its default text (the prose 14 trains on).
 TINY_13 = ["--lengths", "16", "--tokens", "96", "--counterfactual-length", "16", "--quiet"]
@@ -283,3 +284,21 @@ def test_a_checkpoints_link_leading_outside_is_refused_before_training(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--out-dir" in err and "checkpoints" in err
     assert [p.name for p in out.iterdir()] == ["checkpoints"] and not any(elsewhere.iterdir())
+
+
+@pytest.mark.slow  # two more compiled programs: 27 s of CPU from an empty cache
+def test_the_sink_set_writes_its_heads(script, run_main, tmp_path):
+    """``--sink-mechanisms sink --sink-seeds 2`` at d_model 32: the sink table holds the
+    sink mechanism's heads on both seeds at the best rate (2 layers x 2 heads each), with
+    their lane's loss and a sink of its own taking weight (``null_weight`` > 0); the
+    sweep's tables hold no row of it, and no model of it is saved."""
+    out = tmp_path / "out"
+    assert _run(script, run_main, out, "--mechanisms", "scaled", "--sink-mechanisms", "sink",
+                "--sink-seeds", "2", "--one-width", "32") == 0  # fmt: skip
+    sinks = pd.read_csv(out / SINKS_CSV)
+    best = sinks[sinks.weights == "best"]
+    assert set(sinks.mechanism) == {"sink"} and sorted(set(best.seed)) == [0, 1]
+    assert len(best) == 2 * 2 * 2 and (best.null_weight > 0).all()
+    assert best.final_val_loss.notna().all() and best.first_weight.between(0, 1).all()
+    assert "sink" not in set(pd.read_csv(out / SWEEP_CSV).mechanism)
+    assert not (out / "checkpoints" / "14_lm_sink_d32").exists()

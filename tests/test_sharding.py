@@ -51,7 +51,8 @@ RUNS = {
     "14": (
         "14_lm_proxy.py",
         [
-            *("--mechanisms", "scaled", "--one-width-mechanisms", "--widths", "32"),
+            *("--mechanisms", "scaled", "--one-width-mechanisms", "--sink-mechanisms"),
+            *("--widths", "32"),
             *("--lrs", "1e-3", "2e-3", "3e-3", "--steps", "6", "--jobs", "1"),
             *("--out-dir", "{dir}"),
         ],
