@@ -73,10 +73,11 @@ def cosine_logits(q, k, log_scale):
     return attention_logits(q, k, scale=jnp.exp(jnp.minimum(log_scale, COSINE_MAX_LOG_SCALE)))
 
 
-def softpick_logits(q, k):
-    """Softpick's argument, the scaled logits ``z = q.k / sqrt(d)`` (Zuhri et al. 2025,
+def scaled_dot_logits(q, k):
+    """The scaled logits ``z = q.k / sqrt(d)``: softpick's argument (Zuhri et al. 2025,
     "Softpick: No Attention Sink, No Massive Activations with Rectified Softmax",
-    arXiv:2504.20966)."""
+    arXiv:2504.20966), and the gated and the sink mechanisms' logits, whose changes act after
+    them (module docstring)."""
     return attention_logits(q, k)
 
 
@@ -84,17 +85,12 @@ def softpick_logits(q, k):
 SINK_INITIAL = 0.0
 
 
-def scaled_dot_logits(q, k):
-    """Scaled attention's logits ``z = q.k / sqrt(d)``, for the gate and the sink."""
-    return attention_logits(q, k)
-
-
 LITERATURE: dict[str, Mechanism] = {
     m.name: m
     for m in (
         Mechanism("ssmax", ssmax_logits, params={"s": SSMAX_INITIAL_S}, row_length=True),
         Mechanism("sigmoid", sigmoid_logits, weights=sigmoid_weights, row_length=True),
-        Mechanism("softpick", softpick_logits, weights=softpick_weights),
+        Mechanism("softpick", scaled_dot_logits, weights=softpick_weights),
         Mechanism(
             "cosine_tau",
             cosine_logits,

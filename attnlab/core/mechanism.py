@@ -371,7 +371,7 @@ class Mechanism:
         computes them; ``mask`` is the model's and the mechanism's own together
         (``mask_for``)."""
         q, k = (jnp.asarray(x, compute_dtype(x)) for x in (q, k))
-        kwargs = {n: v for n, v in theta.items() if self.sink is None or n != SINK}
+        kwargs = {n: v for n, v in theta.items() if n != SINK}  # the sink's is the weights
         asks = self.asks
         if "n" in asks:
             kwargs["n"] = row_lengths(mask, jnp.shape(k)[-2])

@@ -55,7 +55,7 @@ def _ownership_lines(ownership: pd.DataFrame, names: list[str]) -> list[str]:
                 name, str(int(g.d_model.iloc[0])), f"{weights} ({g.lr.iloc[0]:g})", str(layer),
                 f"{g.logit_scale.median():.3g}", f"{g.elasticity_1.median():.2f}",
                 f"{g.elasticity_8.median():.2f}", ", ".join(g.owner.value_counts().index),
-                *_sink_cells(g),
+                *sink_cells(g),
             ])  # fmt: skip
     header = ["mechanism", "d_model", "weights (rate)", "layer", "logit scale", "e at α 1",
               "e at α 8", "owner (heads)", "first-position weight", "sink heads (> 0.3)",
@@ -63,9 +63,10 @@ def _ownership_lines(ownership: pd.DataFrame, names: list[str]) -> list[str]:
     return table(header, rows)
 
 
-def _sink_cells(heads: pd.DataFrame) -> list[str]:
-    """One layer's attention sink (Gu et al. 2024): the heads' mean first-position weight,
-    how many exceed 0.3, and the mean weight on nothing; dashes on a card made before."""
+def sink_cells(heads: pd.DataFrame) -> list[str]:
+    """The attention sink of ``heads`` (rows of an LM card's ownership table; Gu et al.
+    2024): their mean first-position weight, how many exceed 0.3, and their mean weight on
+    nothing; dashes for a card made before the columns."""
     if "first_weight" not in heads:
         return ["—", "—", "—"]
     sinks = int(heads.sink_head.astype(bool).sum())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from attnlab.harness.tables import Tables
+from attnlab.studies.card.lm_report import sink_cells
 from attnlab.studies.card.lm_verdicts import DRIFT_FACTOR, LM_DRIFT, LM_LOGITS, LM_OWNER
 from attnlab.studies.card.markdown import closing_lines, comparison_markdown, mark, owner_of, table
 from attnlab.studies.card.study import COMPARISON_CSV, LM_COMPARISON_CSV
@@ -85,10 +86,8 @@ def sink_lines(tables: Tables, names: list[str]) -> list[str]:
         lm_csv = f"cards/{name}/lm/lm_ownership.csv"
         lm = tables.get(lm_csv) if tables.has(lm_csv) else pd.DataFrame()
         if set(LM_SINK_COLUMNS) <= set(lm):
-            best = lm[(lm.weights == "best") & (lm.mechanism == name)]  # not its baselines
-            sinks = int(best.sink_head.astype(bool).sum())
-            cells += [f"{sinks} of {len(best)}", f"{best.first_weight.mean():.3f}",
-                      f"{best.null_weight.mean():.3f}"]  # fmt: skip
+            first, sinks, null = sink_cells(lm[(lm.weights == "best") & (lm.mechanism == name)])
+            cells += [sinks, first, null]  # its own heads, not its baselines'
         else:
             cells += ["—"] * 3
         recall_csv = f"cards/{name}/drift.csv"

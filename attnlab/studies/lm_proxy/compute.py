@@ -31,6 +31,7 @@ from attnlab.studies.lm_proxy.study import (
     ONE_WIDTH_D_MODEL,
     RECORD_EVERY,
     SINK_SEEDS,
+    SINK_TABLE,
     SINKS,
     SWEPT,
     WIDTHS,
@@ -104,19 +105,15 @@ def pieces(config: ProxyConfig, tokens: np.ndarray) -> list[Piece]:
 
 #: The sink table's columns from a lane's sweep row, beside its ownership rows.
 SINK_LOSS_COLUMNS = ("final_val_loss", "final_val_loss_se")
-#: ... and from the ownership rows.
-SINK_HEAD_COLUMNS = ("mechanism", "d_model", "seed", "weights", "layer", "head", "lr",
-                     "logit_scale", "first_weight", "null_weight", "sink_head")  # fmt: skip
 
 
 def sink_rows(sweep: pd.DataFrame, ownership: pd.DataFrame) -> pd.DataFrame:
     """The sink table of one cell: its ownership rows (the heads at the best rate and at
-    ``DRIFT_FACTOR`` times it) with their lane's held-out loss."""
-    heads = ownership[list(SINK_HEAD_COLUMNS)]
+    ``DRIFT_FACTOR`` times it) with their lane's held-out loss, in the declared columns
+    (``study.SINK_TABLE``)."""
     losses = sweep[["lr", "seed", *SINK_LOSS_COLUMNS]]
-    table = heads.merge(losses, on=["lr", "seed"], how="left", validate="many_to_one")
-    order = [*SINK_HEAD_COLUMNS[:7], *SINK_LOSS_COLUMNS, *SINK_HEAD_COLUMNS[7:]]
-    return table[order]
+    table = ownership.merge(losses, on=["lr", "seed"], how="left", validate="many_to_one")
+    return table[list(SINK_TABLE.columns)]
 
 
 def sweep_cell(

@@ -41,6 +41,7 @@ from attnlab.models.files import Checkpoint
 from attnlab.models.layers import next_token_loss
 from attnlab.models.registry import Family, family_of
 from attnlab.studies.real_model.compute import (
+    ROW_SHARES,
     ROW_STATS,
     RealModelConfig,
     head_columns,
@@ -193,7 +194,7 @@ def _summarise(
         out = {}
         for name, value in stats.items():
             rows = jnp.moveaxis(value, 1, 0).reshape(value.shape[1], -1)  # [heads, rows]
-            if name in ("saturated", "first_key_weight"):  # shares: means over the rows
+            if name in ROW_SHARES:  # means over the rows
                 out[name] = jnp.nanmean(rows, axis=-1)  # the first key's: rows that see it
             elif name in ("max_logit", "max_abs_logit"):
                 out[name] = jnp.max(rows, axis=-1)

@@ -149,7 +149,7 @@ def head_summary(trace: Trace) -> dict[str, Array]:
         out = {}
         for name, value in row_statistics(q, k).items():
             rows = jnp.moveaxis(value, 1, 0).reshape(value.shape[1], -1)  # [heads, B T]
-            if name in ("saturated", "first_key_weight"):  # shares: means over the rows
+            if name in ROW_SHARES:
                 out[name] = jnp.mean(rows, axis=-1)
             else:
                 out[name] = jnp.quantile(rows, jnp.asarray(QUANTILES), axis=-1).T
@@ -189,6 +189,9 @@ def heads_frame(
     return pd.DataFrame.from_records(records)
 
 
+#: The row statistics the heads tables summarise by their mean over the rows (shares), not
+#: by quantiles.
+ROW_SHARES = ("saturated", "first_key_weight")
 #: The statistics of every attention row the heads table summarises by quantiles.
 ROW_STATS = ("logit_std", "max_weight", "entropy_ratio", "jacobian_norm")
 
